@@ -1,0 +1,185 @@
+"""Every error geppetto raises, under one root.
+
+```
+GeppettoError
+├── UsageError                 the caller asked for something that cannot work; the message names the fix
+│   ├── ConfigurationError     an engine, profile or session set up inconsistently (e.g. store=False + chained)
+│   ├── KeyFormatError         a typed-key string that is not ``namespace.name@vN``
+│   └── SessionBusyError       a second inference started while one is running
+├── TurnFormatError            a turn file or mapping that cannot be read (names the file and field)
+├── MetadataTypeError          a typed key read a value of the wrong type, or set one that is not JSON
+├── ToolDefinitionError        a function that cannot become a tool (names the function and parameter)
+├── MaxIterationsError         the tool loop hit its bound while tool calls were still pending
+├── StoreError                 a persistent store is unreadable, unreachable or from a newer schema
+├── ProviderError              a provider answered with an error (status, provider message, request id)
+│   ├── AuthenticationError    401/403, or no API key at all
+│   ├── BadRequestError        400/422
+│   │   └── PreviousResponseNotFoundError   a chained request whose parent the server no longer has
+│   ├── NotFoundError          404
+│   ├── RateLimitError         429
+│   ├── ServerError            5xx and Anthropic's 529
+│   ├── ProviderConnectionError  the connection failed or timed out
+│   └── StreamError            a stream that broke, carried a malformed event or ended without its terminal event
+└── InferenceCancelled         control flow: a running inference was cancelled
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "GeppettoError",
+    "InferenceCancelled",
+    "KeyFormatError",
+    "MaxIterationsError",
+    "MetadataTypeError",
+    "NotFoundError",
+    "PreviousResponseNotFoundError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "RateLimitError",
+    "ServerError",
+    "SessionBusyError",
+    "StoreError",
+    "StreamError",
+    "ToolDefinitionError",
+    "TurnFormatError",
+    "UsageError",
+]
+
+
+class GeppettoError(Exception):
+    """Root of every error geppetto raises."""
+
+
+class UsageError(GeppettoError, ValueError):
+    """The caller asked for something that cannot work. The message names the fix."""
+
+
+class ConfigurationError(UsageError):
+    """Settings that contradict each other or are missing (a key, a model, a mode)."""
+
+
+class KeyFormatError(UsageError):
+    """A typed-key string that is not of the form ``namespace.name@vN``."""
+
+
+class SessionBusyError(UsageError):
+    """A session already has a running inference."""
+
+
+class TurnFormatError(GeppettoError):
+    """A turn file or mapping that cannot be read.
+
+    ``source`` names the file (or ``<mapping>``), ``field`` the path inside it, e.g. ``blocks[3].kind``.
+    """
+
+    def __init__(self, message: str, *, source: str = "<mapping>", field: str = "") -> None:
+        self.source = source
+        self.field = field
+        where = f"{source}: {field}: " if field else f"{source}: "
+        super().__init__(where + message)
+
+
+class MetadataTypeError(GeppettoError, TypeError):
+    """A typed key met a value of the wrong type, or was given a value that is not plain JSON."""
+
+
+class ToolDefinitionError(GeppettoError, TypeError):
+    """A Python function that cannot be turned into a tool."""
+
+
+class MaxIterationsError(GeppettoError):
+    """The tool loop reached ``max_iterations`` while tool calls were still pending.
+
+    ``turn`` holds the conversation as it stood, so nothing is lost.
+    """
+
+    def __init__(self, message: str, *, turn: Any = None) -> None:
+        self.turn = turn
+        super().__init__(message)
+
+
+class StoreError(GeppettoError):
+    """A persistent store cannot be used as asked."""
+
+
+class ProviderError(GeppettoError):
+    """A provider answered with an error.
+
+    Attributes: ``status`` (HTTP status or None), ``provider``, ``code`` and ``error_type`` (from the
+    provider's error body), ``param``, ``request_id``, ``body`` (the parsed or raw error body).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider: str = "",
+        code: str | None = None,
+        error_type: str | None = None,
+        param: str | None = None,
+        request_id: str | None = None,
+        body: Any = None,
+    ) -> None:
+        self.message = message
+        self.status = status
+        self.provider = provider
+        self.code = code
+        self.error_type = error_type
+        self.param = param
+        self.request_id = request_id
+        self.body = body
+        parts = [p for p in (provider, str(status) if status is not None else "") if p]
+        prefix = f"[{' '.join(parts)}] " if parts else ""
+        suffix = f" (request id {request_id})" if request_id else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+class AuthenticationError(ProviderError):
+    """The provider refused the credentials, or none were given."""
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request (400 or 422)."""
+
+
+class PreviousResponseNotFoundError(BadRequestError):
+    """A chained request named a ``previous_response_id`` the server no longer has."""
+
+
+class NotFoundError(ProviderError):
+    """The provider does not know the model, response or conversation asked for."""
+
+
+class RateLimitError(ProviderError):
+    """The provider asked the client to slow down (429)."""
+
+
+class ServerError(ProviderError):
+    """The provider failed (5xx) or is overloaded (Anthropic 529)."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection to the provider failed or timed out."""
+
+
+class StreamError(ProviderError):
+    """A streamed answer that broke off, carried a malformed event, or ended without its terminal event.
+
+    ``received`` says what had arrived, so the error can tell the user what was lost.
+    """
+
+    def __init__(self, message: str, *, received: str = "", **kwargs: Any) -> None:
+        self.received = received
+        full = f"{message}; received: {received}" if received else message
+        super().__init__(full, **kwargs)
+
+
+class InferenceCancelled(GeppettoError):
+    """A running inference was cancelled; the session keeps the turn it started from."""

@@ -1,0 +1,260 @@
+"""Typed keys for turn metadata, turn data and block metadata.
+
+A key has a string form ``namespace.name@vN`` (``geppetto.inference_id@v1``) and a value type. The
+maps it reads and writes hold plain JSON values only, so a Turn always serializes exactly; a key whose
+type is a structured class (a dataclass with ``to_dict``/``from_dict``) converts on the way in and out.
+
+``key.get(m)`` returns ``None`` (or a default) when the key is missing and raises
+:class:`MetadataTypeError` when the stored value has the wrong type; ``key.set(m, v)`` refuses a value
+that would not survive a JSON round trip.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
+
+from .._exceptions import KeyFormatError, MetadataTypeError, UsageError
+
+__all__ = [
+    "BlockMetadata",
+    "JSONCodec",
+    "Key",
+    "KeyFamily",
+    "TurnData",
+    "TurnMetadata",
+    "block_meta_key",
+    "check_json_value",
+    "parse_key",
+    "turn_data_key",
+    "turn_meta_key",
+]
+
+T = TypeVar("T")
+D = TypeVar("D")
+
+_SEGMENT = r"[a-z][a-z0-9_]*"
+_KEY_RE = re.compile(rf"^(?P<ns>{_SEGMENT}(?:\.{_SEGMENT})*)\.(?P<name>{_SEGMENT})@v(?P<ver>[1-9][0-9]*)$")
+
+
+class KeyFamily(enum.Enum):
+    """Which map a key belongs to."""
+
+    TURN_METADATA = "turn metadata"
+    TURN_DATA = "turn data"
+    BLOCK_METADATA = "block metadata"
+
+
+class _FamilyMap(dict[str, Any]):
+    """A plain dict of JSON values that knows which key family it holds."""
+
+    family: ClassVar[KeyFamily]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict.__repr__(self)})"
+
+
+class TurnMetadata(_FamilyMap):
+    """Turn-level metadata: correlation ids, usage, provider facts."""
+
+    family = KeyFamily.TURN_METADATA
+
+
+class TurnData(_FamilyMap):
+    """Turn-level data: configuration that travels with the turn (tool config, conversation state)."""
+
+    family = KeyFamily.TURN_DATA
+
+
+class BlockMetadata(_FamilyMap):
+    """Block-level metadata: provenance stamps (inference id, response id, middleware)."""
+
+    family = KeyFamily.BLOCK_METADATA
+
+
+class JSONCodec(Protocol):
+    """A structured value type a key can hold: it converts itself to and from plain JSON."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any: ...
+
+
+def parse_key(text: str) -> tuple[str, str, int]:
+    """Split ``namespace.name@vN`` into its parts, or raise :class:`KeyFormatError` naming the fix."""
+    m = _KEY_RE.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise KeyFormatError(
+            f"{text!r} is not a key: write it as 'namespace.name@vN' in lower case, for example 'myapp.user_tier@v1'"
+        )
+    return m["ns"], m["name"], int(m["ver"])
+
+
+def check_json_value(value: Any, *, what: str = "value") -> None:
+    """Raise :class:`MetadataTypeError` unless ``value`` survives a JSON round trip unchanged.
+
+    Plain JSON means: None, bool, int, finite float, str (encodable as UTF-8), and lists and
+    dicts with string keys of those. Tuples, sets, bytes, NaN and objects are refused.
+    """
+    problem = _json_problem(value, what)
+    if problem:
+        raise MetadataTypeError(problem)
+
+
+def _json_problem(value: Any, path: str) -> str | None:
+    if value is None or isinstance(value, bool | int):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"{path} is {value!r}, which JSON cannot hold; store a finite number or a string"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path} holds a lone surrogate character, which no UTF-8 file can hold"
+        return None
+    if type(value) is list:
+        for i, item in enumerate(value):
+            p = _json_problem(item, f"{path}[{i}]")
+            if p:
+                return p
+        return None
+    if type(value) is dict:
+        for k, item in value.items():
+            if not isinstance(k, str):
+                return f"{path} has the non-string key {k!r}; JSON objects only have string keys"
+            p = _json_problem(item, f"{path}[{k!r}]")
+            if p:
+                return p
+        return None
+    kind = type(value).__name__
+    hint = "a list" if isinstance(value, tuple | set | frozenset) else "plain JSON (dict, list, str, number)"
+    return f"{path} is a {kind}, which does not survive a JSON round trip; convert it to {hint}"
+
+
+class Key(Generic[T]):
+    """A typed key of one family. Build keys with :func:`turn_meta_key`, :func:`turn_data_key` or
+    :func:`block_meta_key`; compare and hash by string form."""
+
+    __slots__ = ("family", "name", "namespace", "type", "version")
+
+    def __init__(self, family: KeyFamily, namespace: str, name: str, version: int, type_: type[T]) -> None:
+        text = f"{namespace}.{name}@v{version}"
+        parse_key(text)
+        self.family = family
+        self.namespace = namespace
+        self.name = name
+        self.version = version
+        self.type = type_
+
+    def __str__(self) -> str:
+        return f"{self.namespace}.{self.name}@v{self.version}"
+
+    def __repr__(self) -> str:
+        return f"Key({self.family.value}, {str(self)!r}, {getattr(self.type, '__name__', self.type)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Key) and str(other) == str(self) and other.family is self.family
+
+    def __hash__(self) -> int:
+        return hash((str(self), self.family))
+
+    def _check_family(self, m: dict[str, Any]) -> None:
+        fam = getattr(m, "family", None)
+        if fam is not None and fam is not self.family:
+            raise UsageError(f"{self} is a {self.family.value} key; it was used on {fam.value}")
+
+    @overload
+    def get(self, m: dict[str, Any]) -> T | None: ...
+    @overload
+    def get(self, m: dict[str, Any], default: D) -> T | D: ...
+
+    def get(self, m: dict[str, Any], default: Any = None) -> Any:
+        """The value under this key, ``default`` when missing; :class:`MetadataTypeError` when the
+        stored value is not of the key's type."""
+        self._check_family(m)
+        if str(self) not in m:
+            return default
+        return self._decode(m[str(self)])
+
+    def require(self, m: dict[str, Any]) -> T:
+        """The value under this key; :class:`KeyError` naming the key when it is missing."""
+        self._check_family(m)
+        s = str(self)
+        if s not in m:
+            raise KeyError(f"{s} is not set")
+        value: T = self._decode(m[s])
+        return value
+
+    def set(self, m: dict[str, Any], value: T) -> None:
+        """Store ``value``; refuses values of the wrong type or that are not plain JSON."""
+        self._check_family(m)
+        raw = self._encode(value)
+        check_json_value(raw, what=str(self))
+        m[str(self)] = raw
+
+    def delete(self, m: dict[str, Any]) -> None:
+        """Remove the key if present."""
+        self._check_family(m)
+        m.pop(str(self), None)
+
+    def has(self, m: dict[str, Any]) -> bool:
+        return str(self) in m
+
+    def _encode(self, value: Any) -> Any:
+        t = self.type
+        if _is_codec(t):
+            if not isinstance(value, t):
+                raise MetadataTypeError(f"{self} holds {t.__name__}, not {type(value).__name__}")
+            return cast(JSONCodec, value).to_dict()
+        if not _matches(value, t):
+            raise MetadataTypeError(f"{self} holds {t.__name__}, not {type(value).__name__}")
+        return value
+
+    def _decode(self, raw: Any) -> Any:
+        t = self.type
+        if _is_codec(t):
+            if isinstance(raw, t):  # a value placed in the map directly
+                return raw
+            if not isinstance(raw, dict):
+                raise MetadataTypeError(f"{self} holds {t.__name__}; the stored value is a {type(raw).__name__}")
+            try:
+                return cast(Any, t).from_dict(raw)
+            except (TypeError, ValueError, KeyError) as exc:
+                raise MetadataTypeError(f"{self} holds {t.__name__}; the stored value does not fit: {exc}") from exc
+        if not _matches(raw, t):
+            raise MetadataTypeError(f"{self} holds {t.__name__}; the stored value is a {type(raw).__name__}")
+        return raw
+
+
+def _is_codec(t: Any) -> bool:
+    return isinstance(t, type) and hasattr(t, "from_dict") and hasattr(t, "to_dict")
+
+
+def _matches(value: Any, t: Any) -> bool:
+    if t is Any or t is object:
+        return True
+    if t is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+def turn_meta_key(namespace: str, name: str, version: int, type_: type[T]) -> Key[T]:
+    """A key for ``Turn.metadata``."""
+    return Key(KeyFamily.TURN_METADATA, namespace, name, version, type_)
+
+
+def turn_data_key(namespace: str, name: str, version: int, type_: type[T]) -> Key[T]:
+    """A key for ``Turn.data``."""
+    return Key(KeyFamily.TURN_DATA, namespace, name, version, type_)
+
+
+def block_meta_key(namespace: str, name: str, version: int, type_: type[T]) -> Key[T]:
+    """A key for ``Block.metadata``."""
+    return Key(KeyFamily.BLOCK_METADATA, namespace, name, version, type_)

@@ -1,0 +1,95 @@
+"""A Turn as a plain list of chat messages, and back.
+
+The message form is the lowest common denominator of chat APIs::
+
+    {"role": "system" | "user" | "assistant" | "tool", "content": str,
+     "tool_calls": [{"id": str, "name": str, "args": dict | str}],   # assistant only, optional
+     "tool_call_id": str, "error": str}                              # tool only
+
+Reasoning blocks have no place in it and are left out. Consecutive ``tool_call`` blocks (with any
+``llm_text`` right before them) become one assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._exceptions import TurnFormatError
+from ._model import PAYLOAD_ARGS, PAYLOAD_ERROR, PAYLOAD_ID, PAYLOAD_NAME, PAYLOAD_RESULT, Block, BlockKind, Turn
+
+__all__ = ["blocks_from_messages", "messages_from_turn", "result_text", "turn_from_messages"]
+
+Message = dict[str, Any]
+
+
+def result_text(result: Any) -> str:
+    """A tool result as the text a model reads: strings as they are, anything else as JSON."""
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+def messages_from_turn(turn: Turn) -> list[Message]:
+    """The turn as chat messages (the seeds' BuildConversationFromTurn)."""
+    out: list[Message] = []
+    for block in turn.blocks:
+        kind = block.kind
+        if kind is BlockKind.SYSTEM or kind is BlockKind.USER:
+            out.append({"role": kind.value, "content": block.text})
+        elif kind is BlockKind.LLM_TEXT:
+            out.append({"role": "assistant", "content": block.text})
+        elif kind is BlockKind.TOOL_CALL:
+            call = {
+                "id": block.payload.get(PAYLOAD_ID, ""),
+                "name": block.payload.get(PAYLOAD_NAME, ""),
+                "args": block.payload.get(PAYLOAD_ARGS, {}),
+            }
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant" and "tool_call_id" not in last:
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind is BlockKind.TOOL_USE:
+            msg: Message = {
+                "role": "tool",
+                "tool_call_id": block.payload.get(PAYLOAD_ID, ""),
+                "content": result_text(block.payload.get(PAYLOAD_RESULT, "")),
+            }
+            if block.payload.get(PAYLOAD_ERROR) is not None:
+                msg["error"] = block.payload[PAYLOAD_ERROR]
+            out.append(msg)
+    return out
+
+
+def blocks_from_messages(messages: list[Message], start: int = 0) -> list[Block]:
+    """Blocks for ``messages[start:]`` (the seeds' BlocksFromConversationDelta)."""
+    blocks: list[Block] = []
+    for i in range(start, len(messages)):
+        msg = messages[i]
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise TurnFormatError(f"expected a message mapping, found a {type(msg).__name__}", field=where)
+        role = msg.get("role")
+        content = msg.get("content") or ""
+        if not isinstance(content, str):
+            raise TurnFormatError("content must be text", field=f"{where}.content")
+        if role == "system":
+            blocks.append(Block.system(content))
+        elif role == "user":
+            blocks.append(Block.user(content))
+        elif role == "assistant":
+            if content:
+                blocks.append(Block.llm_text(content))
+            for call in msg.get("tool_calls") or []:
+                blocks.append(Block.tool_call(call.get("id", ""), call.get("name", ""), call.get("args", {})))
+        elif role == "tool":
+            blocks.append(Block.tool_use(msg.get("tool_call_id", ""), content, msg.get("error")))
+        else:
+            raise TurnFormatError(f"unknown role {role!r}; use system, user, assistant or tool", field=f"{where}.role")
+    return blocks
+
+
+def turn_from_messages(messages: list[Message]) -> Turn:
+    """A new turn holding ``messages`` as blocks."""
+    turn = Turn()
+    turn.extend(blocks_from_messages(messages))
+    return turn

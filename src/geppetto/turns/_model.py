@@ -1,0 +1,241 @@
+"""Turn, Block and BlockKind: the provider-neutral conversation.
+
+A :class:`Turn` is an ordered list of :class:`Block` values plus turn-level metadata and data. Blocks
+are plain data: a kind, a role, a JSON payload and typed metadata. Every engine reads and appends
+blocks; nothing else about a provider leaks into the model.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._keys import BlockMetadata, TurnData, TurnMetadata
+
+__all__ = [
+    "PAYLOAD_ARGS",
+    "PAYLOAD_ENCRYPTED_CONTENT",
+    "PAYLOAD_ERROR",
+    "PAYLOAD_ID",
+    "PAYLOAD_IMAGES",
+    "PAYLOAD_ITEM_ID",
+    "PAYLOAD_NAME",
+    "PAYLOAD_RESULT",
+    "PAYLOAD_SIGNATURE",
+    "PAYLOAD_SUMMARY",
+    "PAYLOAD_TEXT",
+    "PAYLOAD_THOUGHT_SIGNATURE",
+    "Block",
+    "BlockKind",
+    "Turn",
+    "copy_json",
+    "new_id",
+]
+
+PAYLOAD_TEXT = "text"
+PAYLOAD_ID = "id"  # tool call id, shared by a tool_call and its tool_use
+PAYLOAD_NAME = "name"
+PAYLOAD_ARGS = "args"
+PAYLOAD_RESULT = "result"
+PAYLOAD_ERROR = "error"
+PAYLOAD_IMAGES = "images"
+PAYLOAD_ITEM_ID = "item_id"  # the provider's item id; never Block.id
+PAYLOAD_ENCRYPTED_CONTENT = "encrypted_content"
+PAYLOAD_SUMMARY = "summary"
+PAYLOAD_SIGNATURE = "signature"  # Anthropic thinking signature
+PAYLOAD_THOUGHT_SIGNATURE = "thought_signature"  # Gemini
+
+
+class BlockKind(enum.StrEnum):
+    """What a block is. Unknown kinds read leniently become ``OTHER``."""
+
+    SYSTEM = "system"
+    USER = "user"
+    LLM_TEXT = "llm_text"
+    TOOL_CALL = "tool_call"
+    TOOL_USE = "tool_use"
+    REASONING = "reasoning"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_DEFAULT_ROLE = {
+    BlockKind.SYSTEM: "system",
+    BlockKind.USER: "user",
+    BlockKind.LLM_TEXT: "assistant",
+    BlockKind.TOOL_CALL: "assistant",
+    BlockKind.TOOL_USE: "tool",
+    BlockKind.REASONING: "assistant",
+    BlockKind.OTHER: "",
+}
+
+
+def new_id() -> str:
+    """A fresh block or turn id (a UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+def copy_json(value: Any) -> Any:
+    """Deep-copy a JSON-shaped value quickly (dicts and lists are copied, scalars shared)."""
+    if type(value) is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [copy_json(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
+
+
+@dataclass(eq=True)
+class Block:
+    """One element of a conversation.
+
+    ``id`` identifies the block itself; ``turn_id`` names the turn snapshot that created it (stamped on
+    append, never rewritten); ``payload`` holds the kind's fields (see the ``PAYLOAD_*`` names);
+    ``metadata`` holds typed provenance (see :mod:`geppetto.turns.keys`).
+    """
+
+    kind: BlockKind
+    payload: dict[str, Any] = field(default_factory=dict)
+    role: str = ""
+    id: str = field(default_factory=new_id)
+    turn_id: str = ""
+    metadata: BlockMetadata = field(default_factory=BlockMetadata)
+
+    def __post_init__(self) -> None:
+        self.kind = BlockKind(self.kind)  # accepts the kind's text too
+        if not self.role:
+            self.role = _DEFAULT_ROLE[self.kind]
+        if type(self.metadata) is not BlockMetadata:
+            self.metadata = BlockMetadata(self.metadata)
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def system(cls, text: str) -> Block:
+        return cls(BlockKind.SYSTEM, {PAYLOAD_TEXT: text})
+
+    @classmethod
+    def user(cls, text: str, images: list[dict[str, Any]] | None = None) -> Block:
+        payload: dict[str, Any] = {PAYLOAD_TEXT: text}
+        if images:
+            payload[PAYLOAD_IMAGES] = images
+        return cls(BlockKind.USER, payload)
+
+    @classmethod
+    def llm_text(cls, text: str, *, item_id: str | None = None) -> Block:
+        payload: dict[str, Any] = {PAYLOAD_TEXT: text}
+        if item_id:
+            payload[PAYLOAD_ITEM_ID] = item_id
+        return cls(BlockKind.LLM_TEXT, payload)
+
+    @classmethod
+    def tool_call(cls, id: str, name: str, args: Any, *, item_id: str | None = None) -> Block:
+        """A model's request to run tool ``name``. ``args`` is a dict, or the raw string the model sent
+        when it was not valid JSON (the tool loop turns that into an error the model sees)."""
+        payload: dict[str, Any] = {PAYLOAD_ID: id, PAYLOAD_NAME: name, PAYLOAD_ARGS: args}
+        if item_id:
+            payload[PAYLOAD_ITEM_ID] = item_id
+        return cls(BlockKind.TOOL_CALL, payload)
+
+    @classmethod
+    def tool_use(cls, id: str, result: Any, error: str | None = None) -> Block:
+        """The result of tool call ``id``; ``error`` says what went wrong, and the model sees it."""
+        payload: dict[str, Any] = {PAYLOAD_ID: id, PAYLOAD_RESULT: result}
+        if error is not None:
+            payload[PAYLOAD_ERROR] = error
+        return cls(BlockKind.TOOL_USE, payload)
+
+    @classmethod
+    def reasoning(
+        cls,
+        text: str | None = None,
+        *,
+        item_id: str | None = None,
+        encrypted_content: str | None = None,
+        summary: list[str] | None = None,
+        signature: str | None = None,
+    ) -> Block:
+        payload: dict[str, Any] = {}
+        for key, value in (
+            (PAYLOAD_TEXT, text),
+            (PAYLOAD_ITEM_ID, item_id),
+            (PAYLOAD_ENCRYPTED_CONTENT, encrypted_content),
+            (PAYLOAD_SUMMARY, summary),
+            (PAYLOAD_SIGNATURE, signature),
+        ):
+            if value is not None:
+                payload[key] = value
+        return cls(BlockKind.REASONING, payload)
+
+    # -- helpers ------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The block's text, or ``""``."""
+        value = self.payload.get(PAYLOAD_TEXT)
+        return value if isinstance(value, str) else ""
+
+    def copy(self) -> Block:
+        """A deep copy with the same id and stamps."""
+        return Block(
+            kind=self.kind,
+            payload=copy_json(self.payload),
+            role=self.role,
+            id=self.id,
+            turn_id=self.turn_id,
+            metadata=BlockMetadata(copy_json(dict(self.metadata))),
+        )
+
+
+@dataclass(eq=True)
+class Turn:
+    """An ordered list of blocks with turn-level ``metadata`` (facts about the inference) and ``data``
+    (configuration that travels with the turn)."""
+
+    blocks: list[Block] = field(default_factory=list)
+    id: str = field(default_factory=new_id)
+    metadata: TurnMetadata = field(default_factory=TurnMetadata)
+    data: TurnData = field(default_factory=TurnData)
+
+    def __post_init__(self) -> None:
+        if type(self.metadata) is not TurnMetadata:
+            self.metadata = TurnMetadata(self.metadata)
+        if type(self.data) is not TurnData:
+            self.data = TurnData(self.data)
+        self.blocks = list(self.blocks)
+
+    def append(self, block: Block) -> Block:
+        """Append ``block``, giving it this turn's id if it has no ``turn_id`` yet. Returns the block."""
+        if not block.turn_id:
+            block.turn_id = self.id
+        self.blocks.append(block)
+        return block
+
+    def extend(self, blocks: Iterable[Block]) -> None:
+        for block in blocks:
+            self.append(block)
+
+    def insert(self, index: int, block: Block) -> Block:
+        """Insert ``block`` at ``index``, stamping an empty ``turn_id`` like :meth:`append`."""
+        if not block.turn_id:
+            block.turn_id = self.id
+        self.blocks.insert(index, block)
+        return block
+
+    def clone(self) -> Turn:
+        """A copy whose blocks, payloads and maps can be edited without touching this turn."""
+        return Turn(
+            blocks=[b.copy() for b in self.blocks],
+            id=self.id,
+            metadata=TurnMetadata(copy_json(dict(self.metadata))),
+            data=TurnData(copy_json(dict(self.data))),
+        )
+
+    def find(self, kind: BlockKind) -> list[Block]:
+        """The blocks of one kind, in order."""
+        return [b for b in self.blocks if b.kind is kind]

@@ -1,0 +1,240 @@
+"""Turns to and from JSON and YAML, exactly.
+
+The document form is a mapping::
+
+    format: geppetto.turn/v1
+    id: 5c1d...
+    metadata: {geppetto.session_id@v1: ...}
+    data: {}
+    blocks:
+      - {id: ..., turn_id: ..., kind: user, role: user, payload: {text: hi}, metadata: {}}
+
+Loading never constructs objects (YAML is read with the safe loader) and never writes to the file it
+reads; saving writes a temporary file and renames it, so a failed save leaves the old file whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._exceptions import KeyFormatError, MetadataTypeError, TurnFormatError
+from ._keys import BlockMetadata, TurnData, TurnMetadata, check_json_value, parse_key
+from ._model import Block, BlockKind, Turn
+
+__all__ = [
+    "FORMAT",
+    "dumps_json",
+    "dumps_yaml",
+    "load_turn",
+    "loads_json",
+    "loads_yaml",
+    "save_turn",
+    "turn_from_dict",
+    "turn_to_dict",
+]
+
+FORMAT = "geppetto.turn/v1"
+_KINDS = ", ".join(k.value for k in BlockKind)
+
+
+def turn_to_dict(turn: Turn) -> dict[str, Any]:
+    """The plain-JSON document form of ``turn`` (a fresh structure; nothing is shared)."""
+    doc = {
+        "format": FORMAT,
+        "id": turn.id,
+        "metadata": dict(turn.metadata),
+        "data": dict(turn.data),
+        "blocks": [
+            {
+                "id": b.id,
+                "turn_id": b.turn_id,
+                "kind": b.kind.value,
+                "role": b.role,
+                "payload": b.payload,
+                "metadata": dict(b.metadata),
+            }
+            for b in turn.blocks
+        ],
+    }
+    try:
+        check_json_value(doc, what="turn")
+    except MetadataTypeError as exc:
+        raise TurnFormatError(f"cannot be serialized: {exc}", source=f"turn {turn.id}") from exc
+    return json.loads(json.dumps(doc))  # type: ignore[no-any-return]
+
+
+def turn_from_dict(doc: Any, *, source: str = "<mapping>", strict: bool = True) -> Turn:
+    """Build a Turn from its document form.
+
+    ``strict`` (the default) rejects an unknown block kind; with ``strict=False`` such a block reads
+    back as ``BlockKind.OTHER`` and its original kind is kept in ``payload['original_kind']``.
+    Raises :class:`TurnFormatError` naming ``source`` and the field at fault.
+    """
+    if not isinstance(doc, dict):
+        raise TurnFormatError(
+            f"expected a mapping with 'id' and 'blocks', found {_kind(doc)}; is this a turn file?", source=source
+        )
+    fmt = doc.get("format", FORMAT)
+    if fmt != FORMAT:
+        raise TurnFormatError(
+            f"unsupported format {fmt!r}; this version reads {FORMAT!r}", source=source, field="format"
+        )
+    turn_id = _str(doc.get("id", ""), source, "id")
+    metadata = TurnMetadata(_keyed_map(doc.get("metadata"), source, "metadata"))
+    data = TurnData(_keyed_map(doc.get("data"), source, "data"))
+    raw_blocks = doc.get("blocks", [])
+    if not isinstance(raw_blocks, list):
+        raise TurnFormatError(f"expected a list of blocks, found {_kind(raw_blocks)}", source=source, field="blocks")
+    blocks = [_block(raw, source, f"blocks[{i}]", strict) for i, raw in enumerate(raw_blocks)]
+    turn = Turn(blocks=blocks, metadata=metadata, data=data)
+    if turn_id:
+        turn.id = turn_id
+    return turn
+
+
+def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
+    if not isinstance(raw, dict):
+        raise TurnFormatError(f"expected a block mapping, found {_kind(raw)}", source=source, field=where)
+    kind_text = raw.get("kind")
+    if not isinstance(kind_text, str):
+        raise TurnFormatError(f"missing or non-text kind; use one of: {_KINDS}", source=source, field=f"{where}.kind")
+    payload = raw.get("payload", {})
+    if not isinstance(payload, dict):
+        raise TurnFormatError(
+            f"payload must be a mapping, found {_kind(payload)}", source=source, field=f"{where}.payload"
+        )
+    _check_json(payload, source, f"{where}.payload")
+    try:
+        kind = BlockKind(kind_text)
+    except ValueError:
+        if strict:
+            raise TurnFormatError(
+                f"unknown block kind {kind_text!r}; use one of: {_KINDS} (or load with strict=False to read it as 'other')",
+                source=source,
+                field=f"{where}.kind",
+            ) from None
+        kind = BlockKind.OTHER
+        payload = {**payload, "original_kind": kind_text}
+    block_id = _str(raw.get("id", ""), source, f"{where}.id")
+    block = Block(
+        kind=kind,
+        payload=payload,
+        role=_str(raw.get("role", ""), source, f"{where}.role"),
+        turn_id=_str(raw.get("turn_id", ""), source, f"{where}.turn_id"),
+        metadata=BlockMetadata(_keyed_map(raw.get("metadata"), source, f"{where}.metadata")),
+    )
+    if block_id:
+        block.id = block_id
+    return block
+
+
+def _keyed_map(raw: Any, source: str, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TurnFormatError(f"expected a mapping of typed keys, found {_kind(raw)}", source=source, field=where)
+    for key in raw:
+        try:
+            parse_key(key)
+        except KeyFormatError as exc:
+            raise TurnFormatError(str(exc), source=source, field=f"{where}.{key}") from None
+    _check_json(raw, source, where)
+    return raw
+
+
+def _check_json(value: Any, source: str, where: str) -> None:
+    try:
+        check_json_value(value, what=where)
+    except MetadataTypeError as exc:
+        raise TurnFormatError(str(exc), source=source, field=where) from None
+
+
+def _str(value: Any, source: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise TurnFormatError(f"expected text, found {_kind(value)}", source=source, field=where)
+    return value
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+def dumps_json(turn: Turn, *, indent: int | None = None) -> str:
+    return json.dumps(turn_to_dict(turn), indent=indent, ensure_ascii=False)
+
+
+def loads_json(text: str | bytes, *, source: str = "<json>", strict: bool = True) -> Turn:
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TurnFormatError(f"not valid JSON ({exc}); was the file cut short?", source=source) from None
+    return turn_from_dict(doc, source=source, strict=strict)
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and _block_safe(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+def _block_safe(value: str) -> bool:
+    # literal blocks cannot hold trailing spaces on lines, tabs or other control characters exactly
+    return all(c == "\n" or (c.isprintable() and c != "\t") for c in value) and not any(
+        line.endswith(" ") for line in value.split("\n")
+    )
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def dumps_yaml(turn: Turn) -> str:
+    return yaml.dump(turn_to_dict(turn), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 30)
+
+
+def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise TurnFormatError(f"not valid YAML ({exc}); was the file cut short?", source=source) from None
+    return turn_from_dict(doc, source=source, strict=strict)
+
+
+def load_turn(path: str | os.PathLike[str], *, strict: bool = True) -> Turn:
+    """Read a turn file (``.json`` as JSON, anything else as YAML). The file is only read."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise TurnFormatError("no such file; check the path", source=str(p)) from None
+    except OSError as exc:
+        raise TurnFormatError(f"cannot be read: {exc.strerror}", source=str(p)) from None
+    if not raw.strip():
+        raise TurnFormatError("the file is empty; a turn file holds a mapping with 'id' and 'blocks'", source=str(p))
+    if p.suffix.lower() == ".json":
+        return loads_json(raw, source=str(p), strict=strict)
+    return loads_yaml(raw, source=str(p), strict=strict)
+
+
+def save_turn(path: str | os.PathLike[str], turn: Turn) -> Path:
+    """Write ``turn`` to ``path`` (JSON for ``.json``, else YAML) atomically. Returns the path."""
+    p = Path(path)
+    text = dumps_json(turn, indent=2) if p.suffix.lower() == ".json" else dumps_yaml(turn)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
