@@ -1,0 +1,135 @@
+"""Sinks carried in a contextvar, best-effort publishing, an in-process router and printers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import IO, Any
+
+from ._types import (
+    Event,
+    EventError,
+    EventFinal,
+    EventReasoningDelta,
+    EventTextDelta,
+    EventToolCallRequested,
+    EventToolResult,
+)
+
+__all__ = ["EventRouter", "EventSink", "JsonLinesPrinter", "TextPrinter", "current_sinks", "publish", "with_sinks"]
+
+log = logging.getLogger("geppetto.events")
+
+EventSink = Callable[[Event], None]
+_SINKS: contextvars.ContextVar[tuple[EventSink, ...]] = contextvars.ContextVar("geppetto_sinks", default=())
+
+
+def current_sinks() -> tuple[EventSink, ...]:
+    return _SINKS.get()
+
+
+@contextlib.contextmanager
+def with_sinks(*sinks: EventSink) -> Iterator[None]:
+    """Add ``sinks`` for the code inside the block (and the tasks it starts)."""
+    token = _SINKS.set(_SINKS.get() + sinks)
+    try:
+        yield
+    finally:
+        _SINKS.reset(token)
+
+
+def publish(event: Event) -> None:
+    """Hand ``event`` to every sink in context. A sink that raises is logged and skipped."""
+    for sink in _SINKS.get():
+        try:
+            sink(event)
+        except Exception:
+            log.exception("event sink %r failed on a %s event; the inference goes on", sink, event.type)
+
+
+Subscriber = Callable[[Event], Awaitable[None]]
+
+
+class EventRouter:
+    """In-process pub/sub: events published to a topic reach every async subscriber of that topic.
+
+    ``router.sink(topic)`` is a sink for :func:`with_sinks`; each subscriber gets its own queue and task,
+    so a slow or failing subscriber never blocks the inference. ``await router.close()`` drains them.
+    """
+
+    def __init__(self) -> None:
+        self._subs: dict[str, list[asyncio.Queue[Event | None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def subscribe(self, topic: str, handler: Subscriber) -> None:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._subs.setdefault(topic, []).append(queue)
+        self._tasks.append(asyncio.get_running_loop().create_task(self._pump(queue, handler)))
+
+    async def _pump(self, queue: asyncio.Queue[Event | None], handler: Subscriber) -> None:
+        while (event := await queue.get()) is not None:
+            try:
+                await handler(event)
+            except Exception:
+                log.exception("subscriber %r failed on a %s event", handler, event.type)
+
+    def publish(self, topic: str, event: Event) -> None:
+        for queue in self._subs.get(topic, ()):
+            queue.put_nowait(event)
+
+    def sink(self, topic: str) -> EventSink:
+        return lambda event: self.publish(topic, event)
+
+    async def close(self) -> None:
+        for queues in self._subs.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        await asyncio.gather(*self._tasks)
+        self._subs.clear()
+        self._tasks.clear()
+
+
+class TextPrinter:
+    """Prints text as it streams, and tool calls, results and errors as one line each."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        out = self.stream
+        if isinstance(event, EventTextDelta):
+            out.write(event.delta)
+        elif isinstance(event, EventReasoningDelta):
+            return
+        elif isinstance(event, EventToolCallRequested):
+            out.write(f"\n→ {event.name}({json.dumps(event.args, ensure_ascii=False)})\n")
+        elif isinstance(event, EventToolResult):
+            shown = event.error if event.error is not None else event.result
+            out.write(f"← {event.name}: {'error: ' if event.error is not None else ''}{shown}\n")
+        elif isinstance(event, EventFinal):
+            out.write("\n")
+        elif isinstance(event, EventError):
+            out.write(f"\nerror: {event.message}\n")
+        else:
+            return
+        out.flush()
+
+
+class JsonLinesPrinter:
+    """Writes every event as one JSON object per line."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        self.stream.write(json.dumps(event.to_dict(), ensure_ascii=False, default=_default) + "\n")
+        self.stream.flush()
+
+
+def _default(value: Any) -> Any:
+    return str(value)

@@ -1,0 +1,129 @@
+"""Built-in middleware: system prompt, tool-result reordering, logging."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..engine import Handler
+from ..turns import (
+    BLOCK_META_MIDDLEWARE,
+    PAYLOAD_ID,
+    PAYLOAD_TEXT,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Block,
+    BlockKind,
+    Turn,
+)
+from ._chain import Middleware
+
+__all__ = ["logging_middleware", "reorder_tool_results", "system_prompt"]
+
+
+def system_prompt(text: str) -> Middleware:
+    """Make the first system block say ``text``: replace its text, or insert one at index 0.
+
+    Idempotent: a turn whose first system block already says ``text`` is left untouched, so the
+    blocks a server already holds stay valid anchors.
+    """
+
+    def middleware(next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            first = next((b for b in turn.blocks if b.kind is BlockKind.SYSTEM), None)
+            if first is None:
+                block = Block.system(text)
+                BLOCK_META_MIDDLEWARE.set(block.metadata, "system_prompt")
+                turn.insert(0, block)
+            elif first.payload.get(PAYLOAD_TEXT) != text:
+                first.payload[PAYLOAD_TEXT] = text
+                BLOCK_META_MIDDLEWARE.set(first.metadata, "system_prompt")
+            return await next_handler(turn)
+
+        return handler
+
+    return middleware
+
+
+def reorder_blocks(blocks: list[Block]) -> list[Block]:
+    """Each run of tool_call blocks followed by their tool_use blocks in call order.
+
+    Providers require a call's result right after the assistant turn that asked for it. A tool_use
+    whose call is in no earlier run stays where it is. Already ordered input comes back unchanged.
+    """
+    uses: dict[str, Block] = {}
+    for b in blocks:
+        if b.kind is BlockKind.TOOL_USE:
+            uses.setdefault(str(b.payload.get(PAYLOAD_ID, "")), b)
+    placed: set[str] = set()  # ids of tool_use blocks already emitted
+    out: list[Block] = []
+    i = 0
+    while i < len(blocks):
+        b = blocks[i]
+        if b.kind is BlockKind.TOOL_CALL:
+            run: list[Block] = []
+            while i < len(blocks) and blocks[i].kind is BlockKind.TOOL_CALL:
+                run.append(blocks[i])
+                i += 1
+            out.extend(run)
+            for call in run:
+                use = uses.get(str(call.payload.get(PAYLOAD_ID, "")))
+                if use is not None and use.id not in placed:
+                    out.append(use)
+                    placed.add(use.id)
+            continue
+        if b.kind is not BlockKind.TOOL_USE or b.id not in placed:
+            out.append(b)
+            placed.add(b.id)
+        i += 1
+    return out
+
+
+def reorder_tool_results() -> Middleware:
+    """Put each tool_use block right after its run of tool_call blocks, in call order."""
+
+    def middleware(next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            ordered = reorder_blocks(turn.blocks)
+            if [b.id for b in ordered] != [b.id for b in turn.blocks]:
+                turn.blocks[:] = ordered
+            return await next_handler(turn)
+
+        return handler
+
+    return middleware
+
+
+def logging_middleware(logger: logging.Logger | None = None, level: int = logging.INFO) -> Middleware:
+    """Log each inference with its ids, block counts before and after, and duration."""
+    log = logger or logging.getLogger("geppetto.inference")
+
+    def middleware(next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            ids = {
+                "session_id": TURN_META_SESSION_ID.get(turn.metadata) or "",
+                "inference_id": TURN_META_INFERENCE_ID.get(turn.metadata) or "",
+                "turn_id": turn.id,
+            }
+            before = len(turn.blocks)
+            log.log(level, "inference start turn=%s blocks=%d", turn.id, before, extra={"geppetto": ids})
+            started = time.perf_counter()
+            try:
+                out = await next_handler(turn)
+            except Exception as exc:
+                log.log(logging.ERROR, "inference failed turn=%s: %s", turn.id, exc, extra={"geppetto": ids})
+                raise
+            log.log(
+                level,
+                "inference done turn=%s blocks=%d added=%d in %.3fs",
+                out.id,
+                len(out.blocks),
+                len(out.blocks) - before,
+                time.perf_counter() - started,
+                extra={"geppetto": ids},
+            )
+            return out
+
+        return handler
+
+    return middleware
