@@ -1,0 +1,5 @@
+"""The ``geppetto`` command."""
+
+from ._app import app, main
+
+__all__ = ["app", "main"]
