@@ -17,9 +17,11 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/geppetto demo
 
+LINT_PATHS = $(wildcard src tests bench examples)
+
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
