@@ -1,0 +1,132 @@
+"""Named engine settings in a YAML file, turned into engines.
+
+The file is ``profiles.yaml`` in the user's config folder: ``$GEPPETTO_CONFIG_DIR`` when set, else
+``$XDG_CONFIG_HOME/geppetto``, else ``~/.config/geppetto``::
+
+    default: work
+    profiles:
+      work:
+        provider: openai-responses      # openai-responses | openai-chat | anthropic | gemini
+        model: gpt-5
+        api_key_env: WORK_OPENAI_KEY    # optional; else the provider's standard variable
+        base_url: null                  # optional; the provider's official endpoint when null
+        mode: chained                   # Responses only: stateless | chained | conversation
+        store: true
+        temperature: null
+        max_tokens: null
+        reasoning_effort: null
+
+A built-in profile ``sim`` targets the bundled simulator (started in-process by the CLI). Keys are read
+from the environment only and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._exceptions import ConfigurationError
+
+__all__ = [
+    "PROVIDERS",
+    "Profile",
+    "config_dir",
+    "load_profiles",
+    "profiles_path",
+    "resolve_api_key",
+]
+
+PROVIDERS: dict[str, tuple[str, ...]] = {
+    "openai-responses": ("OPENAI_API_KEY",),
+    "openai-chat": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One named set of engine settings."""
+
+    name: str
+    provider: str = "openai-responses"
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    mode: str | None = None
+    store: bool | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    simulator: bool = False
+    """Start the bundled simulator and point the engine at it."""
+
+    def with_overrides(self, **overrides: Any) -> Profile:
+        """A copy with every non-None override applied."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def public_dict(self) -> dict[str, Any]:
+        """The settings as shown to a person (no secrets are ever held here)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+SIM_PROFILE = Profile(name="sim", provider="openai-responses", model="sim-1", simulator=True, mode="chained")
+
+
+def config_dir() -> Path:
+    """The folder holding ``profiles.yaml``."""
+    if env := os.environ.get("GEPPETTO_CONFIG_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "geppetto"
+
+
+def profiles_path() -> Path:
+    return config_dir() / "profiles.yaml"
+
+
+def load_profiles(path: Path | None = None) -> tuple[dict[str, Profile], str | None]:
+    """All profiles (the built-in ``sim`` first) and the name of the default one, if the file sets it."""
+    p = path or profiles_path()
+    profiles = {"sim": SIM_PROFILE}
+    if not p.exists():
+        return profiles, None
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigurationError(f"{p}: cannot read the profiles file ({exc}); fix or remove it") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("profiles", {}), dict):
+        raise ConfigurationError(f"{p}: expected a mapping with 'profiles: {{name: {{provider, model, ...}}}}'")
+    known = {f.name for f in fields(Profile)} - {"name"}
+    for name, raw in (doc.get("profiles") or {}).items():
+        if not isinstance(raw, dict):
+            raise ConfigurationError(f"{p}: profiles.{name} must be a mapping of settings")
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"{p}: profiles.{name} has unknown settings {unknown}; known: {', '.join(sorted(known))}"
+            )
+        provider = raw.get("provider", "openai-responses")
+        if provider not in PROVIDERS:
+            raise ConfigurationError(f"{p}: profiles.{name}.provider {provider!r}; use one of {', '.join(PROVIDERS)}")
+        profiles[str(name)] = Profile(name=str(name), **raw)
+    default = doc.get("default")
+    if default is not None and default not in profiles:
+        raise ConfigurationError(f"{p}: default profile {default!r} is not defined under 'profiles'")
+    return profiles, default
+
+
+def resolve_api_key(profile: Profile) -> str:
+    """The API key for ``profile`` from the environment; an error naming the variable to set."""
+    names = (profile.api_key_env,) if profile.api_key_env else PROVIDERS[profile.provider]
+    for name in names:
+        if value := os.environ.get(name):
+            return value
+    wanted = " or ".join(names)
+    raise ConfigurationError(
+        f"no API key for profile {profile.name!r}: set {wanted}, or use --profile sim to run offline"
+    )

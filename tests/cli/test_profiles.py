@@ -1,0 +1,69 @@
+from pathlib import Path
+
+import pytest
+
+from geppetto import ConfigurationError
+from geppetto.profiles import SIM_PROFILE, Profile, load_profiles, profiles_path, resolve_api_key
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEPPETTO_CONFIG_DIR", str(tmp_path))
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "WORK_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_no_file_gives_the_builtin_sim_profile_only() -> None:
+    assert load_profiles() == ({"sim": SIM_PROFILE}, None)
+
+
+def test_profiles_file_is_read_from_the_config_dir(tmp_path: Path) -> None:
+    assert profiles_path() == tmp_path / "profiles.yaml"
+    profiles_path().write_text(
+        "default: work\nprofiles:\n  work:\n    provider: anthropic\n    model: claude-x\n    api_key_env: WORK_KEY\n"
+        "    temperature: 0.2\n"
+    )
+    profiles, default = load_profiles()
+    assert default == "work"
+    assert profiles["work"] == Profile(
+        name="work", provider="anthropic", model="claude-x", api_key_env="WORK_KEY", temperature=0.2
+    )
+    assert profiles["sim"] == SIM_PROFILE
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("profiles:\n  p:\n    provider: nope\n", "use one of openai-responses"),
+        ("profiles:\n  p:\n    modle: x\n", "unknown settings ['modle']"),
+        ("profiles: [1, 2]\n", "expected a mapping"),
+        ("default: missing\nprofiles: {}\n", "default profile 'missing' is not defined"),
+        ("profiles: {p: [unclosed\n", "cannot read the profiles file"),
+    ],
+)
+def test_bad_profiles_files_name_the_fix(text: str, fragment: str) -> None:
+    profiles_path().write_text(text)
+    with pytest.raises(ConfigurationError) as err:
+        load_profiles()
+    assert fragment in str(err.value)
+    assert str(profiles_path()) in str(err.value)
+
+
+def test_missing_key_names_the_variable_and_the_offline_profile() -> None:
+    with pytest.raises(ConfigurationError) as err:
+        resolve_api_key(Profile(name="g", provider="gemini"))
+    assert str(err.value) == (
+        "no API key for profile 'g': set GEMINI_API_KEY or GOOGLE_API_KEY, or use --profile sim to run offline"
+    )
+
+
+def test_key_comes_from_the_profile_variable_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "standard")
+    monkeypatch.setenv("WORK_KEY", "custom")
+    assert resolve_api_key(Profile(name="w", api_key_env="WORK_KEY")) == "custom"
+    assert resolve_api_key(Profile(name="d")) == "standard"
+
+
+def test_overrides_apply_only_given_values() -> None:
+    p = SIM_PROFILE.with_overrides(model="sim-2", mode=None)
+    assert p == Profile(name="sim", provider="openai-responses", model="sim-2", simulator=True, mode="chained")
