@@ -1,0 +1,393 @@
+"""The one HTTP transport every engine uses: JSON requests, SSE streams, retries and error mapping.
+
+``HttpTransport`` wraps an ``httpx.AsyncClient``. Requests that fail with 408, 409, 429, 5xx or 529
+(or a connection error) are retried with exponential backoff and jitter, honouring the server's
+``retry-after-ms``, ``retry-after`` (seconds or an HTTP date) and ``x-should-retry`` headers; any other
+4xx is raised at once. Errors become geppetto exceptions carrying the provider's message, code, type,
+param and request id; the shape of each provider's error body is read by a small ``ErrorParser`` hook
+(``openai_error_info``, ``anthropic_error_info``, ``gemini_error_info``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from geppetto._exceptions import (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    PreviousResponseNotFoundError,
+    ProviderConnectionError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+)
+
+__all__ = [
+    "ErrorInfo",
+    "ErrorParser",
+    "HttpTransport",
+    "RetryPolicy",
+    "SSEEvent",
+    "anthropic_error_info",
+    "error_from_response",
+    "gemini_error_info",
+    "iter_sse",
+    "openai_error_info",
+    "retry_delay_from_headers",
+    "should_retry",
+]
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "openai-request-id")
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """What a provider's error body says: message, code, type and the offending parameter."""
+
+    message: str
+    code: str | None = None
+    error_type: str | None = None
+    param: str | None = None
+
+
+ErrorParser = Callable[[Any], ErrorInfo | None]
+"""Reads a parsed error body (JSON or None); returns None when the body is not that provider's shape."""
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def openai_error_info(body: Any) -> ErrorInfo | None:
+    """OpenAI: ``{"error": {"message", "type", "param", "code"}}``."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict) or "message" not in err:
+        return None
+    return ErrorInfo(
+        message=str(err.get("message") or ""),
+        code=_str_or_none(err.get("code")),
+        error_type=_str_or_none(err.get("type")),
+        param=_str_or_none(err.get("param")),
+    )
+
+
+def anthropic_error_info(body: Any) -> ErrorInfo | None:
+    """Anthropic: ``{"type": "error", "error": {"type", "message"}}``; the error type doubles as the code."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict) or "message" not in err:
+        return None
+    etype = _str_or_none(err.get("type"))
+    return ErrorInfo(message=str(err.get("message") or ""), code=etype, error_type=etype)
+
+
+def gemini_error_info(body: Any) -> ErrorInfo | None:
+    """Gemini: ``{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT"}}`` (also as a one-item list)."""
+    if isinstance(body, list) and body:
+        body = body[0]
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict) or "message" not in err:
+        return None
+    status = _str_or_none(err.get("status"))
+    return ErrorInfo(message=str(err.get("message") or ""), code=status, error_type=status)
+
+
+def _exception_class(status: int, code: str | None) -> type[ProviderError]:
+    if code == "previous_response_not_found":
+        return PreviousResponseNotFoundError
+    if status in (401, 403):
+        return AuthenticationError
+    if status in (400, 422):
+        return BadRequestError
+    if status == 404:
+        return NotFoundError
+    if status == 429:
+        return RateLimitError
+    if status >= 500:
+        return ServerError
+    return ProviderError
+
+
+def _request_id(headers: Mapping[str, str]) -> str | None:
+    for name in REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+def error_from_response(
+    status: int, text: str, headers: Mapping[str, str], *, provider: str, parser: ErrorParser
+) -> ProviderError:
+    """Build the geppetto exception for an HTTP error answer, keeping the provider's own words."""
+    try:
+        body: Any = json.loads(text) if text else None
+    except ValueError:
+        body = text
+    info = parser(body) if body is not None else None
+    if info is None:
+        snippet = text.strip()[:500] if text else ""
+        info = ErrorInfo(message=snippet or f"HTTP {status} with an empty body")
+    cls = _exception_class(status, info.code)
+    return cls(
+        info.message,
+        status=status,
+        provider=provider,
+        code=info.code,
+        error_type=info.error_type,
+        param=info.param,
+        request_id=_request_id(headers),
+        body=body,
+    )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry: ``delay = initial * 2**attempt`` capped at ``max_delay``, plus jitter."""
+
+    max_retries: int = 2
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    jitter: float = 0.25
+    max_server_delay: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        """The delay before retry number ``attempt`` (0-based) when the server gave no hint."""
+        base = min(self.max_delay, self.initial_delay * (2**attempt))
+        return float(base * (1 - self.jitter * random.random()))
+
+
+def should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """True for 408, 409, 429, 5xx and 529, unless the server says ``x-should-retry: false`` (and vice versa)."""
+    hint = (headers.get("x-should-retry") or "").strip().lower()
+    if hint == "true":
+        return True
+    if hint == "false":
+        return False
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+def retry_delay_from_headers(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """The server's requested wait in seconds from ``retry-after-ms`` or ``retry-after``, or None."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One server-sent event: its ``event`` name ("" when absent), joined ``data`` and optional ``id``."""
+
+    event: str
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        """The data parsed as JSON; raises ValueError when it is not JSON."""
+        return json.loads(self.data)
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
+    """Parse SSE lines: ``event:``/``data:``/``id:`` fields, multi-line data joined by ``\\n``, a blank line or EOF
+    ends an event, ``:`` lines are comments. Events without data are dropped (per the SSE spec)."""
+    event, ev_id = "", None
+    data: list[str] = []
+    async for raw in lines:
+        line = raw.rstrip("\r\n")
+        if not line:
+            if data:
+                yield SSEEvent(event, "\n".join(data), ev_id)
+            event, data, ev_id = "", [], None
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+        elif name == "id":
+            ev_id = value
+    if data:
+        yield SSEEvent(event, "\n".join(data), ev_id)
+
+
+class HttpTransport:
+    """An ``httpx.AsyncClient`` with retries, SSE and provider error mapping, bound to one base URL.
+
+    ``headers`` go on every request (auth, versions). Pass ``transport=httpx.MockTransport(...)`` in tests,
+    or a ready ``client`` to share connections. ``sleep`` is injectable so tests need not wait.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        provider: str,
+        headers: Mapping[str, str] | None = None,
+        error_parser: ErrorParser = openai_error_info,
+        retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout = 600.0,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.provider = provider
+        self.headers = dict(headers or {})
+        self.error_parser = error_parser
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
+
+    def url(self, path: str) -> str:
+        """``base_url`` joined with ``path`` (an absolute URL is kept as is)."""
+        if path.startswith(("http://", "https://")):
+            return path
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    async def aclose(self) -> None:
+        """Close the client if this transport created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HttpTransport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Send a request (JSON body when given) and return the parsed JSON answer (None when empty)."""
+        response = await self._send(method, path, body, params=params, headers=headers, stream=False)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ProviderError(
+                f"expected a JSON answer from {method} {path}, got: {response.text[:200]!r}",
+                status=response.status_code,
+                provider=self.provider,
+                request_id=_request_id(response.headers),
+            ) from exc
+
+    async def post_json(self, path: str, body: Any, *, headers: Mapping[str, str] | None = None) -> Any:
+        """POST a JSON body and return the parsed JSON answer."""
+        return await self.request_json("POST", path, body, headers=headers)
+
+    async def get_json(self, path: str, *, params: Mapping[str, Any] | None = None) -> Any:
+        """GET and return the parsed JSON answer."""
+        return await self.request_json("GET", path, params=params)
+
+    async def stream_sse(
+        self,
+        path: str,
+        body: Any,
+        *,
+        method: str = "POST",
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[SSEEvent]:
+        """Send a request and yield its SSE events as they arrive.
+
+        Errors before the stream starts are retried and mapped like ``request_json``; a connection that
+        breaks mid-stream raises ``StreamError``. Use it with ``contextlib.aclosing`` to release the
+        connection early.
+        """
+        response = await self._send(method, path, body, params=params, headers=headers, stream=True)
+        try:
+            async for event in iter_sse(response.aiter_lines()):
+                yield event
+        except httpx.HTTPError as exc:
+            raise StreamError(
+                f"the stream broke off: {exc}",
+                provider=self.provider,
+                status=response.status_code,
+                request_id=_request_id(response.headers),
+            ) from exc
+        finally:
+            await response.aclose()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        params: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+        stream: bool,
+    ) -> httpx.Response:
+        all_headers = {**self.headers, **(headers or {})}
+        content = None
+        if body is not None:
+            content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            all_headers.setdefault("content-type", "application/json")
+        if stream:
+            all_headers.setdefault("accept", "text/event-stream")
+        attempt = 0
+        while True:
+            request = self._client.build_request(
+                method, self.url(path), content=content, params=params, headers=all_headers
+            )
+            try:
+                response = await self._client.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if attempt < self.retry.max_retries:
+                    await self._sleep(self.retry.backoff(attempt))
+                    attempt += 1
+                    continue
+                raise ProviderConnectionError(
+                    f"could not reach {self.url(path)}: {exc!r}; check the base URL and the network",
+                    provider=self.provider,
+                ) from exc
+            if response.status_code < 400:
+                return response
+            text = (await response.aread()).decode("utf-8", errors="replace")
+            await response.aclose()
+            if attempt < self.retry.max_retries and should_retry(response.status_code, response.headers):
+                hinted = retry_delay_from_headers(response.headers)
+                delay = self.retry.backoff(attempt) if hinted is None else min(hinted, self.retry.max_server_delay)
+                await self._sleep(delay)
+                attempt += 1
+                continue
+            raise error_from_response(
+                response.status_code, text, response.headers, provider=self.provider, parser=self.error_parser
+            )

@@ -1,0 +1,222 @@
+"""The shared HTTP transport: SSE parsing, retries, backoff hints and error mapping (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+import geppetto as gp
+from geppetto.providers._http import (
+    ErrorInfo,
+    HttpTransport,
+    RetryPolicy,
+    SSEEvent,
+    anthropic_error_info,
+    error_from_response,
+    gemini_error_info,
+    iter_sse,
+    openai_error_info,
+    retry_delay_from_headers,
+    should_retry,
+)
+
+
+async def _lines(*lines: str) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
+
+
+async def _collect(lines: AsyncIterator[str]) -> list[SSEEvent]:
+    return [e async for e in iter_sse(lines)]
+
+
+async def test_sse_fields_multiline_comments_and_eof_flush() -> None:
+    events = await _collect(
+        _lines(
+            ": a comment",
+            "event: response.created",
+            'data: {"a":',
+            "data: 1}",
+            "id: 7",
+            "",
+            "",
+            "data: no-event-name",
+            "",
+            "event: only-name-no-data",
+            "",
+            "event: last",
+            "data:tail",
+        )
+    )
+    assert events == [
+        SSEEvent("response.created", '{"a":\n1}', "7"),
+        SSEEvent("", "no-event-name", None),
+        SSEEvent("last", "tail", None),
+    ]
+    assert events[0].json() == {"a": 1}
+
+
+def _transport(handler: Callable[[httpx.Request], httpx.Response], sleeps: list[float]) -> HttpTransport:
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    return HttpTransport(
+        "http://test/v1/",
+        provider="openai",
+        headers={"authorization": "Bearer k"},
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(max_retries=2, initial_delay=1.0, jitter=0.0),
+        sleep=sleep,
+    )
+
+
+def _openai_error(status: int, message: str, code: str | None = None, **headers: str) -> httpx.Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": "input", "code": code}}
+    return httpx.Response(status, json=body, headers={"x-request-id": "req_1", **headers})
+
+
+async def test_retries_429_honouring_retry_after_ms_then_succeeds() -> None:
+    calls: list[httpx.Request] = []
+    sleeps: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            return _openai_error(429, "slow down", "rate_limit_exceeded", **{"retry-after-ms": "250"})
+        if len(calls) == 2:
+            return _openai_error(503, "busy", **{"retry-after": "2"})
+        return httpx.Response(200, json={"ok": True})
+
+    async with _transport(handler, sleeps) as http:
+        assert await http.post_json("/responses", {"x": 1}) == {"ok": True}
+    assert sleeps == [0.25, 2.0]
+    assert [str(c.url) for c in calls] == ["http://test/v1/responses"] * 3
+    assert json.loads(calls[0].content) == {"x": 1}
+    assert calls[0].headers["authorization"] == "Bearer k"
+
+
+async def test_no_retry_on_400_and_error_carries_provider_fields() -> None:
+    sleeps: list[float] = []
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return _openai_error(400, "Previous response with id 'resp_x' not found.", "previous_response_not_found")
+
+    async with _transport(handler, sleeps) as http:
+        with pytest.raises(gp.PreviousResponseNotFoundError) as info:
+            await http.post_json("responses", {})
+    err = info.value
+    assert (calls, sleeps) == (1, [])
+    assert (err.status, err.provider, err.code, err.error_type, err.param, err.request_id, err.message) == (
+        400,
+        "openai",
+        "previous_response_not_found",
+        "invalid_request_error",
+        "input",
+        "req_1",
+        "Previous response with id 'resp_x' not found.",
+    )
+    assert isinstance(err, gp.BadRequestError)
+
+
+async def test_retries_exhausted_raise_mapped_error_with_exponential_backoff() -> None:
+    sleeps: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return _openai_error(500, "boom")
+
+    async with _transport(handler, sleeps) as http:
+        with pytest.raises(gp.ServerError, match="boom"):
+            await http.get_json("models")
+    assert sleeps == [1.0, 2.0]
+
+
+async def test_x_should_retry_overrides_status() -> None:
+    sleeps: list[float] = []
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return _openai_error(429, "quota", "insufficient_quota", **{"x-should-retry": "false"})
+
+    async with _transport(handler, sleeps) as http:
+        with pytest.raises(gp.RateLimitError):
+            await http.post_json("responses", {})
+    assert (calls, sleeps) == (1, [])
+
+
+async def test_connection_errors_are_retried_then_raised() -> None:
+    sleeps: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    async with _transport(handler, sleeps) as http:
+        with pytest.raises(gp.ProviderConnectionError, match="check the base URL"):
+            await http.post_json("responses", {})
+    assert len(sleeps) == 2
+
+
+async def test_stream_sse_yields_events_and_maps_pre_stream_errors() -> None:
+    sleeps: list[float] = []
+    seen = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal seen
+        seen += 1
+        if seen == 1:
+            return _openai_error(529, "overloaded")
+        body = 'event: a\ndata: {"type":"a"}\n\ndata: {"type":"b"}\n\n'
+        return httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+
+    async with _transport(handler, sleeps) as http:
+        events = [e async for e in http.stream_sse("responses", {"stream": True})]
+    assert events == [SSEEvent("a", '{"type":"a"}'), SSEEvent("", '{"type":"b"}')]
+    assert sleeps == [1.0]
+
+
+def test_should_retry_table() -> None:
+    assert [should_retry(s, {}) for s in (400, 401, 403, 404, 408, 409, 422, 429, 500, 503, 529)] == [
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    assert should_retry(400, {"x-should-retry": "true"}) is True
+
+
+def test_retry_after_http_date() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    later = format_datetime(now + timedelta(seconds=3), usegmt=True)
+    assert retry_delay_from_headers({"retry-after": later}, now=now.timestamp()) == 3.0
+    assert retry_delay_from_headers({"retry-after": "garbage"}) is None
+    assert retry_delay_from_headers({}) is None
+
+
+def test_error_body_hooks_per_provider() -> None:
+    assert anthropic_error_info({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}) == (
+        ErrorInfo("Overloaded", "overloaded_error", "overloaded_error")
+    )
+    assert gemini_error_info([{"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}}]) == ErrorInfo(
+        "bad", "INVALID_ARGUMENT", "INVALID_ARGUMENT"
+    )
+    assert openai_error_info({"nope": 1}) is None
+    err = error_from_response(502, "<html>bad gateway</html>", {}, provider="x", parser=openai_error_info)
+    assert (type(err), err.message, err.status) == (gp.ServerError, "<html>bad gateway</html>", 502)
+    auth = error_from_response(401, "", {"request-id": "r9"}, provider="anthropic", parser=anthropic_error_info)
+    assert (type(auth), auth.message, auth.request_id) == (gp.AuthenticationError, "HTTP 401 with an empty body", "r9")
