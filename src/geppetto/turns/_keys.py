@@ -85,7 +85,7 @@ class JSONCodec(Protocol):
 
 def parse_key(text: str) -> tuple[str, str, int]:
     """Split ``namespace.name@vN`` into its parts, or raise :class:`KeyFormatError` naming the fix."""
-    m = _KEY_RE.match(text) if isinstance(text, str) else None
+    m = _KEY_RE.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         raise KeyFormatError(
             f"{text!r} is not a key: write it as 'namespace.name@vN' in lower case, for example 'myapp.user_tier@v1'"
