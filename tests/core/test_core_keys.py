@@ -84,7 +84,7 @@ def test_parse_key_refuses_bad_names_and_names_the_fix(text: str) -> None:
 
 
 def test_parse_key_refuses_non_text() -> None:
-    with pytest.raises(gp.KeyFormatError, match="namespace.name@vN"):
+    with pytest.raises(gp.KeyFormatError, match=r"namespace\.name@vN"):
         parse_key(42)  # type: ignore[arg-type]
 
 
@@ -111,7 +111,7 @@ def test_get_missing_default_and_set() -> None:
     key.delete(meta)
     assert meta == {}
     key.delete(meta)  # deleting a missing key is fine
-    with pytest.raises(KeyError, match="myapp.tier@v1 is not set"):
+    with pytest.raises(KeyError, match=r"myapp\.tier@v1 is not set"):
         key.require(meta)
 
 
@@ -233,10 +233,10 @@ def test_codec_key_stores_dict_and_decodes() -> None:
 
 def test_codec_key_refuses_wrong_values() -> None:
     data = TurnData()
-    with pytest.raises(gp.MetadataTypeError, match="myapp.tier@v2 holds Tier, not dict"):
+    with pytest.raises(gp.MetadataTypeError, match=r"myapp\.tier@v2 holds Tier, not dict"):
         TIER.set(data, {"name": "gold", "limit": 10})  # type: ignore[arg-type]
     data["myapp.tier@v2"] = "gold"
-    with pytest.raises(gp.MetadataTypeError, match="myapp.tier@v2 holds Tier; the stored value is a str"):
+    with pytest.raises(gp.MetadataTypeError, match=r"myapp\.tier@v2 holds Tier; the stored value is a str"):
         TIER.get(data)
     data["myapp.tier@v2"] = {"name": "gold"}
     with pytest.raises(gp.MetadataTypeError, match="the stored value does not fit"):

@@ -29,7 +29,12 @@ def test_constructors_build_whole_blocks() -> None:
             "user",
             {"text": "look", "images": [{"url": "https://example.invalid/a.png"}]},
         ),
-        (Block.llm_text("hello", item_id="msg_1"), BlockKind.LLM_TEXT, "assistant", {"text": "hello", "item_id": "msg_1"}),
+        (
+            Block.llm_text("hello", item_id="msg_1"),
+            BlockKind.LLM_TEXT,
+            "assistant",
+            {"text": "hello", "item_id": "msg_1"},
+        ),
         (
             Block.tool_call("call_1", "get_weather", {"city": "Paris"}),
             BlockKind.TOOL_CALL,
