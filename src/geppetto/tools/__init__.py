@@ -1,0 +1,23 @@
+"""Tools: ``@tool`` on a typed function, a registry by name, and an executor that turns every outcome
+(result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees."""
+
+from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools
+from ._executor import OnError, ToolCallError, execute_tool_calls, pending_tool_calls
+from ._registry import ToolRegistry
+from ._tool import Tool, ToolDefinition, serialize_result, tool
+
+__all__ = [
+    "TOOL_CONFIG",
+    "OnError",
+    "Tool",
+    "ToolCallError",
+    "ToolConfig",
+    "ToolDefinition",
+    "ToolRegistry",
+    "current_tools",
+    "execute_tool_calls",
+    "offering_tools",
+    "pending_tool_calls",
+    "serialize_result",
+    "tool",
+]

@@ -1,0 +1,79 @@
+"""Per-turn tool configuration (in ``Turn.data``) and the tools offered to the engine (in context).
+
+The configuration is data and travels with the turn. The tools themselves are runtime objects, so
+the tool loop puts their definitions in a contextvar for the engine underneath to read with
+:func:`current_tools`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..turns import turn_data_key
+from ._tool import ToolDefinition
+
+__all__ = ["TOOL_CONFIG", "ToolConfig", "current_tools", "offering_tools"]
+
+_CHOICES = ("auto", "none", "required")
+
+
+@dataclass
+class ToolConfig:
+    """How one turn may use tools.
+
+    ``enabled``: the tool names offered (``None`` = every registered tool). ``tool_choice``: ``"auto"``,
+    ``"none"``, ``"required"`` or the name of one tool; engines map it to their wire format.
+    ``max_iterations``: overrides the tool loop's bound for this turn.
+    """
+
+    enabled: list[str] | None = None
+    tool_choice: str = "auto"
+    max_iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool_choice, str) or not self.tool_choice:
+            raise ValueError(f"tool_choice must be one of {', '.join(_CHOICES)} or a tool name")
+        if self.max_iterations is not None and self.max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tool_choice": self.tool_choice}
+        if self.enabled is not None:
+            out["enabled"] = list(self.enabled)
+        if self.max_iterations is not None:
+            out["max_iterations"] = self.max_iterations
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolConfig:
+        enabled = data.get("enabled")
+        return cls(
+            enabled=[str(n) for n in enabled] if enabled is not None else None,
+            tool_choice=str(data.get("tool_choice", "auto")),
+            max_iterations=int(data["max_iterations"]) if data.get("max_iterations") is not None else None,
+        )
+
+
+TOOL_CONFIG = turn_data_key("geppetto", "tool_config", 1, ToolConfig)
+"""``geppetto.tool_config@v1``: the :class:`ToolConfig` of a turn."""
+
+_OFFERED: contextvars.ContextVar[tuple[ToolDefinition, ...]] = contextvars.ContextVar("geppetto_tools", default=())
+
+
+def current_tools() -> tuple[ToolDefinition, ...]:
+    """The tool definitions the engine should offer the model now (empty outside a tool loop)."""
+    return _OFFERED.get()
+
+
+@contextlib.contextmanager
+def offering_tools(definitions: Sequence[ToolDefinition]) -> Iterator[None]:
+    """Make ``definitions`` the tools offered to engines called inside the block."""
+    token = _OFFERED.set(tuple(definitions))
+    try:
+        yield
+    finally:
+        _OFFERED.reset(token)

@@ -1,0 +1,195 @@
+"""``@tool``: a typed Python function as a tool a model can call.
+
+The parameters' JSON schema comes from the type hints (through pydantic), the description from the
+docstring. Arguments are validated before the call; the result is serialized for the model (a string
+as it is, anything else as JSON).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import pydantic
+import pydantic_core
+
+from .._exceptions import ToolDefinitionError
+
+__all__ = ["Tool", "ToolDefinition", "serialize_result", "tool"]
+
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """What a provider needs to offer a tool to a model: ``name``, ``description`` and the JSON schema
+    of its ``parameters`` (an object schema). Each engine maps it to its own wire format."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolDefinition:
+        return cls(name=data["name"], description=data.get("description", ""), parameters=data.get("parameters", {}))
+
+
+class Tool:
+    """A function wrapped as a tool. Calling the tool calls the function unchanged.
+
+    ``definition`` is what the model sees; :meth:`validate` turns model arguments into keyword
+    arguments (raising :class:`pydantic.ValidationError`); :meth:`invoke` awaits an async function or
+    calls a sync one. ``retryable`` tools are retried with backoff by the executor.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        retryable: bool = False,
+        max_retries: int = 2,
+        backoff_s: float = 0.1,
+        timeout_s: float | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ToolDefinitionError(f"{fn!r} is not a function; decorate a function with @tool")
+        self.fn = fn
+        self.name: str = name or str(getattr(fn, "__name__", ""))
+        if not self.name or not set(self.name) <= _NAME_OK or len(self.name) > 64:
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is not usable: providers accept 1-64 letters, digits, '_' or '-'; "
+                "pass @tool(name='...')"
+            )
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.retryable = retryable
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+        self._model = _args_model(fn, self.name)
+        schema = self._model.model_json_schema()
+        schema.pop("title", None)
+        self.definition = ToolDefinition(
+            name=self.name,
+            description=description if description is not None else _summary(fn),
+            parameters=schema,
+        )
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Keyword arguments for the function, validated and converted (nested models are built)."""
+        model = self._model.model_validate(args)
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+
+def _summary(fn: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.split("\n\n", 1)[0].strip()
+
+
+def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseModel]:
+    """A pydantic model of ``fn``'s parameters; :class:`ToolDefinitionError` for anything a model
+    could not supply as JSON."""
+    fname = getattr(fn, "__qualname__", tool_name)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ToolDefinitionError(f"tool {fname}: its type hints cannot be resolved ({exc})") from exc
+    fields: dict[str, Any] = {}
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"tool {fname}: parameter {pname!r} is *args/**kwargs; a tool needs named, typed parameters"
+            )
+        if pname not in hints:
+            raise ToolDefinitionError(
+                f"tool {fname}: parameter {pname!r} has no type hint; annotate it, e.g. `{pname}: str`"
+            )
+        annotation = hints[pname]
+        try:
+            pydantic.TypeAdapter(annotation).json_schema()
+        except pydantic.PydanticUserError as exc:
+            raise ToolDefinitionError(
+                f"tool {fname}: parameter {pname!r} has type {annotation!r}, which has no JSON schema; "
+                "use JSON-friendly types (str, int, float, bool, list, dict, enums, pydantic models)"
+            ) from exc
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, default)
+    config = pydantic.ConfigDict(extra="forbid")
+    model: type[pydantic.BaseModel] = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    return model
+
+
+def serialize_result(value: Any) -> str:
+    """A tool's return value as the text the model reads: a string as it is, anything else as JSON
+    (pydantic models, dataclasses, dates and enums included)."""
+    if isinstance(value, str):
+        return value
+    return pydantic_core.to_json(value).decode("utf-8")
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retryable: bool = False,
+    max_retries: int = 2,
+    backoff_s: float = 0.1,
+    timeout_s: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    retryable: bool = False,
+    max_retries: int = 2,
+    backoff_s: float = 0.1,
+    timeout_s: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    Use bare (``@tool``) or with options (``@tool(name=..., retryable=True, timeout_s=5)``).
+    ``timeout_s`` overrides the executor's per-call timeout for this tool; ``retryable`` tools are
+    retried up to ``max_retries`` times after a failure, waiting ``backoff_s * 2**attempt``.
+    Raises :class:`ToolDefinitionError` naming the function and parameter when a parameter has no
+    type hint or a type JSON cannot express.
+
+    >>> @tool
+    ... def add(a: int, b: int = 1) -> int:
+    ...     '''Add two numbers.'''
+    ...     return a + b
+    >>> add.definition.description
+    'Add two numbers.'
+    """
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            retryable=retryable,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            timeout_s=timeout_s,
+        )
+
+    return wrap(fn) if fn is not None else wrap
