@@ -2,6 +2,7 @@
 
 from ._builtin import logging_middleware, reorder_blocks, reorder_tool_results, system_prompt
 from ._chain import Middleware, MiddlewareEngine, new_blocks_not_in, snapshot_block_ids, with_middleware
+from ._tool_loop import tool_loop
 
 __all__ = [
     "Middleware",
@@ -12,5 +13,6 @@ __all__ = [
     "reorder_tool_results",
     "snapshot_block_ids",
     "system_prompt",
+    "tool_loop",
     "with_middleware",
 ]
