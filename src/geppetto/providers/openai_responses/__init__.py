@@ -1,0 +1,27 @@
+"""OpenAI Responses engine with stateless, chained and conversation modes and response boundary tracking.
+
+See ``docs/responses.md``: requests send only the blocks after an anchor when the server's stored
+context provably equals the Turn up to it, and the whole Turn otherwise.
+"""
+
+from ._anchors import blocks_after_response, find_best_anchor, is_valid_anchor
+from ._engine import ResponsesEngine
+from ._items import blocks_to_items
+from ._manager import ConversationManager
+from ._metrics import ResponsesMetrics, metrics
+from ._state import RESPONSES_STATE, ConversationState, get_state, set_state
+
+__all__ = [
+    "RESPONSES_STATE",
+    "ConversationManager",
+    "ConversationState",
+    "ResponsesEngine",
+    "ResponsesMetrics",
+    "blocks_after_response",
+    "blocks_to_items",
+    "find_best_anchor",
+    "get_state",
+    "is_valid_anchor",
+    "metrics",
+    "set_state",
+]

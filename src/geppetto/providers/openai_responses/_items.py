@@ -1,0 +1,173 @@
+"""Blocks <-> Responses input items.
+
+Pairing rules (upstream lessons §4.2): a reasoning item is replayed only with its ``encrypted_content``
+and only directly before the item it produced (a function call or a non-blank assistant message);
+that follower then keeps its provider ``id``, and every other replayed item is sent without one, so
+the API never sees a half pair. Plaintext reasoning is never sent. ``other`` blocks are not sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from geppetto.turns import (
+    PAYLOAD_ARGS,
+    PAYLOAD_ENCRYPTED_CONTENT,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_IMAGES,
+    PAYLOAD_ITEM_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    PAYLOAD_SUMMARY,
+    Block,
+    BlockKind,
+    result_text,
+)
+
+__all__ = ["arguments_text", "block_identity", "blocks_to_items", "tool_output_text"]
+
+
+def arguments_text(args: Any) -> str:
+    """Tool-call arguments as the JSON string the API carries (a raw string passes through)."""
+    if isinstance(args, str):
+        return args
+    return json.dumps(args if args is not None else {}, ensure_ascii=False, separators=(",", ":"))
+
+
+def tool_output_text(block: Block) -> str:
+    """A tool_use block as the ``output`` string; an error travels as ``{"error": ..., "result": ...}``."""
+    result = block.payload.get(PAYLOAD_RESULT)
+    error = block.payload.get(PAYLOAD_ERROR)
+    if error is None:
+        return result_text(result) if result is not None else ""
+    body: dict[str, Any] = {"error": error}
+    if result is not None:
+        body["result"] = result
+    return json.dumps(body, ensure_ascii=False)
+
+
+def _image_part(image: Any) -> dict[str, Any]:
+    if isinstance(image, str):
+        return {"type": "input_image", "image_url": image, "detail": "auto"}
+    part: dict[str, Any] = {"type": "input_image", "detail": image.get("detail") or "auto"}
+    if image.get("url"):
+        part["image_url"] = image["url"]
+    elif image.get("file_id"):
+        part["file_id"] = image["file_id"]
+    elif image.get("data"):
+        mime = image.get("media_type") or image.get("mime_type") or "image/png"
+        part["image_url"] = f"data:{mime};base64,{image['data']}"
+    return part
+
+
+def _message(role: str, block: Block) -> dict[str, Any]:
+    images = block.payload.get(PAYLOAD_IMAGES) or []
+    if not images:
+        return {"role": role, "content": block.text}
+    content: list[dict[str, Any]] = [{"type": "input_text", "text": block.text}] if block.text else []
+    content.extend(_image_part(img) for img in images)
+    return {"role": role, "content": content}
+
+
+def _system_role(block: Block) -> str:
+    return "developer" if block.role == "developer" else "system"
+
+
+def _reasoning_item(block: Block) -> dict[str, Any]:
+    summary = block.payload.get(PAYLOAD_SUMMARY) or []
+    if isinstance(summary, str):
+        summary = [summary]
+    return {
+        "type": "reasoning",
+        "id": block.payload[PAYLOAD_ITEM_ID],
+        "summary": [{"type": "summary_text", "text": str(s)} for s in summary],
+        "encrypted_content": block.payload[PAYLOAD_ENCRYPTED_CONTENT],
+    }
+
+
+def _replayable_reasoning(block: Block, follower: Block | None) -> bool:
+    if not (block.payload.get(PAYLOAD_ITEM_ID) and block.payload.get(PAYLOAD_ENCRYPTED_CONTENT)):
+        return False
+    if follower is None:
+        return False
+    if follower.kind is BlockKind.TOOL_CALL:
+        return bool(follower.payload.get(PAYLOAD_ITEM_ID))
+    return (
+        follower.kind is BlockKind.LLM_TEXT
+        and bool(follower.text.strip())
+        and bool(follower.payload.get(PAYLOAD_ITEM_ID))
+    )
+
+
+def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any] | None:
+    kind = block.kind
+    if kind is BlockKind.SYSTEM:
+        return _message(_system_role(block), block) if include_system else None
+    if kind is BlockKind.USER:
+        return _message("user", block)
+    if kind is BlockKind.LLM_TEXT:
+        if not block.text.strip():
+            return None
+        if with_id:
+            return {
+                "type": "message",
+                "id": block.payload[PAYLOAD_ITEM_ID],
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+            }
+        return {"role": "assistant", "content": block.text}
+    if kind is BlockKind.TOOL_CALL:
+        if not block.payload.get(PAYLOAD_ID) or not block.payload.get(PAYLOAD_NAME):
+            return None
+        item: dict[str, Any] = {
+            "type": "function_call",
+            "call_id": str(block.payload[PAYLOAD_ID]),
+            "name": str(block.payload[PAYLOAD_NAME]),
+            "arguments": arguments_text(block.payload.get(PAYLOAD_ARGS)),
+        }
+        if with_id:
+            item["id"] = block.payload[PAYLOAD_ITEM_ID]
+        return item
+    if kind is BlockKind.TOOL_USE:
+        if not block.payload.get(PAYLOAD_ID):
+            return None
+        return {
+            "type": "function_call_output",
+            "call_id": str(block.payload[PAYLOAD_ID]),
+            "output": tool_output_text(block),
+        }
+    return None
+
+
+def blocks_to_items(blocks: Sequence[Block], *, include_system: bool = True) -> list[dict[str, Any]]:
+    """The input items for ``blocks``, in order, following the pairing rules above."""
+    items: list[dict[str, Any]] = []
+    paired_follower = -1
+    for i, block in enumerate(blocks):
+        if block.kind is BlockKind.REASONING:
+            follower = blocks[i + 1] if i + 1 < len(blocks) else None
+            if _replayable_reasoning(block, follower):
+                items.append(_reasoning_item(block))
+                paired_follower = i + 1
+            continue
+        item = _item(block, with_id=i == paired_follower, include_system=include_system)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def block_identity(block: Block, *, include_system: bool = True) -> Any:
+    """What the server holds for this block, in a canonical form for fingerprints; None when never sent.
+
+    Reasoning counts by its item id and encrypted content (the server stores the item it produced);
+    other kinds count by their stand-alone wire item.
+    """
+    if block.kind is BlockKind.REASONING:
+        if not block.payload.get(PAYLOAD_ITEM_ID):
+            return None
+        return {"type": "reasoning", "id": block.payload[PAYLOAD_ITEM_ID]}
+    return _item(block, with_id=False, include_system=include_system)

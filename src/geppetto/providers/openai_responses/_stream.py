@@ -1,0 +1,185 @@
+"""Responses SSE events -> blocks in output order, with events published as the stream arrives.
+
+Only complete items become blocks. A function call becomes a ``tool_call`` block (and a tool-call
+event) only when the response completed; a stream that fails, carries a malformed event or ends
+without its terminal event raises ``StreamError`` naming what was received, and the caller may keep
+only the finished assistant messages (``StreamState.finished_text_blocks``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from geppetto._exceptions import StreamError
+from geppetto.events import (
+    STOP_CONTENT_FILTER,
+    STOP_END,
+    STOP_MAX_TOKENS,
+    STOP_OTHER,
+    STOP_TOOL_CALLS,
+    EventMetadata,
+    EventReasoningDelta,
+    EventTextDelta,
+    Usage,
+    publish,
+)
+from geppetto.providers._http import SSEEvent
+from geppetto.turns import Block, BlockKind
+
+__all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "usage_of"]
+
+_ALIASES = {"response.reasoning.delta": "response.reasoning_text.delta"}
+_TERMINAL = ("response.completed", "response.incomplete")
+
+
+def _message_text(item: dict[str, Any]) -> str:
+    parts = []
+    for part in item.get("content") or []:
+        if isinstance(part, dict):
+            parts.append(str(part.get("text") or part.get("refusal") or ""))
+    return "".join(parts)
+
+
+def item_to_block(item: dict[str, Any]) -> Block | None:
+    """One finished output item as a block; None for items geppetto does not model (hosted tools)."""
+    kind = item.get("type")
+    if kind == "reasoning":
+        summary = [str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, dict)]
+        text = "".join(str(c.get("text", "")) for c in item.get("content") or [] if isinstance(c, dict))
+        return Block.reasoning(
+            text=text or None,
+            item_id=item.get("id"),
+            encrypted_content=item.get("encrypted_content") or None,
+            summary=summary,
+        )
+    if kind == "message":
+        return Block.llm_text(_message_text(item), item_id=item.get("id"))
+    if kind == "function_call":
+        if item.get("status") == "incomplete":
+            return None
+        raw = item.get("arguments") or ""
+        try:
+            args: Any = json.loads(raw) if raw else {}
+        except ValueError:
+            args = raw
+        return Block.tool_call(
+            str(item.get("call_id") or ""), str(item.get("name") or ""), args, item_id=item.get("id")
+        )
+    return None
+
+
+def usage_of(response: dict[str, Any]) -> Usage | None:
+    """The response's usage, with cached and reasoning tokens."""
+    raw = response.get("usage")
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cached_tokens=int((raw.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+        reasoning_tokens=int((raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0),
+        cache_write_tokens=int((raw.get("input_tokens_details") or {}).get("cache_write_tokens") or 0),
+    )
+
+
+def stop_reason_of(response: dict[str, Any], blocks: list[Block]) -> str:
+    """Map ``status`` / ``incomplete_details.reason`` to geppetto's stop vocabulary."""
+    if response.get("status") == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return {"max_output_tokens": STOP_MAX_TOKENS, "content_filter": STOP_CONTENT_FILTER}.get(
+            str(reason), STOP_OTHER
+        )
+    if any(b.kind is BlockKind.TOOL_CALL for b in blocks):
+        return STOP_TOOL_CALLS
+    return STOP_END
+
+
+@dataclass
+class StreamState:
+    """What has arrived so far: the response object, items by output index, finished items."""
+
+    response: dict[str, Any] = field(default_factory=dict)
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)
+    event_types: list[str] = field(default_factory=list)
+    terminal: str = ""
+
+    def received(self) -> str:
+        """A short account of the stream so far, for error messages."""
+        kinds = [str(self.done[i].get("type")) for i in sorted(self.done)]
+        tail = ", ".join(self.event_types[-3:])
+        return f"{len(self.event_types)} events (last: {tail or 'none'}); finished items: {kinds or 'none'}"
+
+    def blocks(self) -> list[Block]:
+        """Blocks of the finished response in output order (its final ``output`` when present)."""
+        output = self.response.get("output")
+        items = output if isinstance(output, list) and output else [self.done[i] for i in sorted(self.done)]
+        return [b for b in (item_to_block(it) for it in items if isinstance(it, dict)) if b is not None]
+
+    def finished_text_blocks(self) -> list[Block]:
+        """Finished assistant messages only: what is safe to keep from a broken stream."""
+        out = []
+        for i in sorted(self.done):
+            if self.done[i].get("type") == "message":
+                block = item_to_block(self.done[i])
+                if block is not None and block.text:
+                    out.append(block)
+        return out
+
+
+def _fail(state: StreamState, message: str, **kw: Any) -> StreamError:
+    return StreamError(message, received=state.received(), provider="openai", **kw)
+
+
+def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMetadata) -> None:
+    if etype in ("response.output_text.delta", "response.refusal.delta"):
+        publish(EventTextDelta(meta, str(data.get("delta") or "")))
+    elif etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+        publish(EventReasoningDelta(meta, str(data.get("delta") or "")))
+    elif etype == "response.output_item.added" and isinstance(data.get("item"), dict):
+        state.items[int(data.get("output_index") or 0)] = data["item"]
+    elif etype == "response.output_item.done" and isinstance(data.get("item"), dict):
+        state.done[int(data.get("output_index") or 0)] = data["item"]
+    elif etype == "response.failed":
+        err = (data.get("response") or {}).get("error") or {}
+        raise _fail(state, f"the response failed: {err.get('message') or 'no message'}", code=err.get("code"))
+    elif etype == "error":
+        raise _fail(
+            state,
+            f"stream error: {data.get('message') or 'no message'}",
+            code=data.get("code"),
+            param=data.get("param"),
+        )
+
+
+async def consume_stream(
+    events: AsyncIterator[SSEEvent],
+    state: StreamState,
+    meta: EventMetadata,
+    *,
+    on_created: Callable[[dict[str, Any]], None] | None = None,
+) -> StreamState:
+    """Read the whole stream into ``state``; raise ``StreamError`` unless it ends with completed/incomplete."""
+    async for event in events:
+        try:
+            data = event.json()
+        except ValueError as exc:
+            raise _fail(state, f"malformed event data {event.data[:200]!r}") from exc
+        if not isinstance(data, dict):
+            raise _fail(state, f"malformed event data {event.data[:200]!r}")
+        etype = str(data.get("type") or event.event)
+        etype = _ALIASES.get(etype, etype)
+        state.event_types.append(etype)
+        if isinstance(data.get("response"), dict):
+            first = not state.response
+            state.response = data["response"]
+            if first and on_created is not None:
+                on_created(state.response)
+        _handle(state, etype, data, meta)
+        if etype in _TERMINAL:
+            state.terminal = etype
+            return state
+    raise _fail(state, "the stream ended without response.completed")
