@@ -30,7 +30,9 @@ from ._exceptions import (
 from .engine import Engine, Handler, run_sync
 from .events import publish, with_sinks
 from .middleware import Middleware, with_middleware
+from .session import ExecutionHandle, Session
 from .testing import FunctionEngine, ScriptedEngine
+from .tools import ToolDefinition, ToolRegistry, tool
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "BlockKind",
     "ConfigurationError",
     "Engine",
+    "ExecutionHandle",
     "FunctionEngine",
     "GeppettoError",
     "Handler",
@@ -56,10 +59,13 @@ __all__ = [
     "RateLimitError",
     "ScriptedEngine",
     "ServerError",
+    "Session",
     "SessionBusyError",
     "StoreError",
     "StreamError",
+    "ToolDefinition",
     "ToolDefinitionError",
+    "ToolRegistry",
     "Turn",
     "TurnFormatError",
     "UsageError",
@@ -67,6 +73,7 @@ __all__ = [
     "publish",
     "run_sync",
     "save_turn",
+    "tool",
     "with_middleware",
     "with_sinks",
 ]

@@ -1,0 +1,7 @@
+"""Sessions: an append-only history of turn snapshots, one inference at a time, provenance stamped."""
+
+from ._session import ExecutionHandle, Session
+from ._stamp import stamp_inference
+from ._store import MemoryTurnStore, TurnStore
+
+__all__ = ["ExecutionHandle", "MemoryTurnStore", "Session", "TurnStore", "stamp_inference"]

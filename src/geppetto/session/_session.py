@@ -1,0 +1,187 @@
+"""Session: a conversation as an append-only history of turn snapshots, one inference at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .._exceptions import InferenceCancelled, SessionBusyError, UsageError
+from ..engine import Engine
+from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
+from ..middleware import Middleware, tool_loop, with_middleware
+from ..tools import Tool, ToolRegistry
+from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
+from ._stamp import stamp_inference
+from ._store import TurnStore
+
+__all__ = ["ExecutionHandle", "Session"]
+
+
+class ExecutionHandle:
+    """One running inference. ``await wait()`` returns the output turn (or raises what the inference
+    raised; :class:`~geppetto.InferenceCancelled` after :meth:`cancel`). ``running`` is true until it ends."""
+
+    def __init__(self, task: asyncio.Task[Turn], *, inference_id: str, turn_id: str) -> None:
+        self._task = task
+        self.inference_id = inference_id
+        self.turn_id = turn_id
+
+    @property
+    def running(self) -> bool:
+        return not self._task.done()
+
+    def cancel(self) -> bool:
+        """Ask the inference to stop (a streaming request and running tools included). Returns
+        ``False`` when it had already finished."""
+        return self._task.cancel()
+
+    async def wait(self) -> Turn:
+        """The output turn, once the inference ends."""
+        try:
+            return await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if self._task.cancelled():
+                raise InferenceCancelled(
+                    f"inference {self.inference_id} was cancelled; the session still holds the turn it started from"
+                ) from None
+            raise  # the waiter itself was cancelled
+
+
+class Session:
+    """A conversation with one engine: ``session_id``, an append-only ``history`` of turn snapshots and
+    at most one running inference.
+
+    ``tools`` (a :class:`~geppetto.ToolRegistry` or a list of typed functions) wraps the engine in
+    :func:`~geppetto.middleware.tool_loop` innermost, ``middlewares`` outside it (first outermost).
+    ``store`` gets every completed output snapshot; ``sinks`` receive the events of every inference.
+
+    >>> session = Session(engine)                      # doctest: +SKIP
+    >>> session.prompt("Hello")                        # doctest: +SKIP
+    >>> out = await session.start_inference().wait()   # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None,
+        tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] | None = None,
+        middlewares: Sequence[Middleware] = (),
+        store: TurnStore | None = None,
+        *,
+        session_id: str | None = None,
+        sinks: Sequence[EventSink] = (),
+        tool_loop_options: dict[str, Any] | None = None,
+    ) -> None:
+        if engine is None or not callable(getattr(engine, "run_inference", None)):
+            raise UsageError(
+                "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
+                "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
+            )
+        self.session_id = session_id or new_id()
+        self.store = store
+        self.sinks = tuple(sinks)
+        self.tools: ToolRegistry | None = None
+        chain = list(middlewares)
+        if tools is not None:
+            self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+            chain.append(tool_loop(self.tools, **(tool_loop_options or {})))
+        self.engine: Engine = with_middleware(engine, *chain) if chain else engine
+        self._history: list[Turn] = []
+        self._handle: ExecutionHandle | None = None
+
+    @classmethod
+    async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
+        """A session continuing ``session_id`` from the snapshots ``store`` holds (raises
+        :class:`~geppetto.UsageError` when it holds none)."""
+        snapshots = await store.load_session(session_id)
+        if not snapshots:
+            raise UsageError(
+                f"the store holds no snapshots for session {session_id!r}; list them with store.list_sessions()"
+            )
+        session = cls(engine, store=store, session_id=session_id, **kwargs)
+        session._history.extend(snapshots)
+        return session
+
+    # -- history ------------------------------------------------------------------------------
+    @property
+    def history(self) -> tuple[Turn, ...]:
+        """Every snapshot, oldest first. Append-only: seeds from :meth:`prompt`/:meth:`append` and the
+        output of each completed inference."""
+        return tuple(self._history)
+
+    @property
+    def latest(self) -> Turn | None:
+        return self._history[-1] if self._history else None
+
+    @property
+    def running(self) -> bool:
+        return self._handle is not None and self._handle.running
+
+    def append(self, turn: Turn) -> Turn:
+        """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot."""
+        self._check_idle("append a turn")
+        self._history.append(turn)
+        return turn
+
+    def prompt(self, text: str, images: builtins.list[dict[str, Any]] | None = None) -> Turn:
+        """Start the next turn (the seeds' Policy A): clone the latest snapshot, give it a fresh
+        ``Turn.id``, append a user block and add it to the history. Returns that seed."""
+        self._check_idle("prompt")
+        seed = self.latest.clone() if self.latest is not None else Turn()
+        seed.id = new_id()
+        TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
+        seed.append(Block.user(text, images))
+        self._history.append(seed)
+        return seed
+
+    # -- inference ----------------------------------------------------------------------------
+    def start_inference(self) -> ExecutionHandle:
+        """Run the engine on a copy of the latest snapshot in a task and return its handle.
+
+        Raises :class:`~geppetto.SessionBusyError` while another inference runs, and
+        :class:`~geppetto.UsageError` when there is nothing to run.
+        """
+        self._check_idle("start an inference")
+        seed = self.latest
+        if seed is None or not seed.blocks:
+            raise UsageError(
+                "the session has nothing to run: its latest turn is empty; call session.prompt(text) "
+                "or session.append(turn) with at least one block first"
+            )
+        inference_id = new_id()
+        work = seed.clone()
+        # Ids go on the working turn before the engine runs, so every event carries them.
+        TURN_META_SESSION_ID.set(work.metadata, self.session_id)
+        TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+        prior = {b.id for b in seed.blocks if b.turn_id and b.turn_id != seed.id}
+        task = asyncio.get_running_loop().create_task(self._run(work, inference_id, prior))
+        self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
+        return self._handle
+
+    async def run(self, text: str) -> Turn:
+        """``prompt(text)``, run the inference and return its output turn."""
+        self.prompt(text)
+        return await self.start_inference().wait()
+
+    async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
+        with with_sinks(*self.sinks):
+            try:
+                out = await self.engine.run_inference(work)
+            except asyncio.CancelledError:
+                publish(EventInterrupt(metadata_for(work), reason="cancelled"))
+                raise
+            if out.id != work.id:  # an engine that built a new turn still answers for this one
+                out.id = work.id
+            stamp_inference(out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior)
+            self._history.append(out)
+            if self.store is not None:
+                await self.store.save_snapshot(self.session_id, out.clone())
+            return out
+
+    def _check_idle(self, action: str) -> None:
+        if self.running:
+            raise SessionBusyError(
+                f"cannot {action}: session {self.session_id} is running an inference; "
+                "await handle.wait() or call handle.cancel() first"
+            )
