@@ -8,6 +8,10 @@ The document form is a mapping::
     data: {}
     blocks:
       - {id: ..., turn_id: ..., kind: user, role: user, payload: {text: hi}, metadata: {}}
+    ...
+
+YAML ends with the explicit end line ``...``: a YAML document that names its ``format`` but lacks it
+was cut short and is refused.
 
 Loading never constructs objects (YAML is read with the safe loader) and never writes to the file it
 reads; saving writes a temporary file and renames it, so a failed save leaves the old file whole.
@@ -183,6 +187,8 @@ class _Dumper(yaml.SafeDumper):
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value and _block_safe(value) else None
+    if any(c in value for c in "\x85\u2028\u2029"):
+        style = '"'  # PyYAML writes these line breaks bare in quotes and reads a bare NEL back as a space
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
@@ -197,7 +203,10 @@ _Dumper.add_representer(str, _str_presenter)
 
 
 def dumps_yaml(turn: Turn) -> str:
-    return yaml.dump(turn_to_dict(turn), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 30)
+    """YAML text ending in the explicit end line ``...``, so a file cut short can be told from a whole one."""
+    return yaml.dump(
+        turn_to_dict(turn), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 30, explicit_end=True
+    )
 
 
 def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
@@ -205,6 +214,14 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise TurnFormatError(f"not valid YAML ({exc}); was the file cut short?", source=source) from None
+    # YAML cut at a line end still parses; a saved turn (it names its format) ends with the line "..."
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if isinstance(doc, dict) and "format" in doc and not raw.rstrip().endswith(b"\n..."):
+        raise TurnFormatError(
+            "the document does not end with the line '...', so it may have been cut short; "
+            "if it is complete, add a line '...' at its end",
+            source=source,
+        )
     return turn_from_dict(doc, source=source, strict=strict)
 
 

@@ -1,0 +1,449 @@
+"""Turn serde: exact JSON and YAML round trips (hypothesis), files, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import geppetto as gp
+from geppetto.turns import (
+    BLOCK_META_INFERENCE_ID,
+    BLOCK_META_RESPONSE_ID,
+    FORMAT,
+    TURN_META_SESSION_ID,
+    TURN_META_USAGE,
+    Block,
+    BlockKind,
+    Turn,
+    dumps_json,
+    dumps_yaml,
+    load_turn,
+    loads_json,
+    loads_yaml,
+    save_turn,
+    turn_data_key,
+    turn_from_dict,
+    turn_to_dict,
+)
+
+# -- strategies -------------------------------------------------------------------------------
+
+# Text with what YAML finds hard: unicode, line breaks, trailing spaces, tabs, YAML-ish words.
+_tricky = st.sampled_from(
+    [
+        "",
+        " ",
+        "\n",
+        "a\n",
+        "a\n\n",
+        "line one  \nline two\t\n",
+        "\tindented\n  more",
+        "  leading",
+        "yes",
+        "null",
+        "~",
+        "1.0",
+        "0x10",
+        "2020-01-01",
+        "- item",
+        "key: value",
+        "# comment",
+        "'quoted'",
+        '"dq"',
+        "ünïcödé ✓ 𝄞",
+        "\u2028sep",
+        "\x85nel",
+        "\r\nwindows",
+        "&anchor",
+        "*alias",
+        "!tag",
+        "|",
+        ">",
+        "---",
+        "...",
+    ]
+)
+_text = st.one_of(_tricky, st.text(st.characters(blacklist_categories=["Cs"]), max_size=30))
+_lines = st.lists(st.one_of(_text, st.text(" \t", max_size=3)), min_size=2, max_size=4).map("\n".join)
+_strings = st.one_of(_text, _lines)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    _strings,
+)
+json_values = st.recursive(
+    _scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_strings, children, max_size=4),
+    ),
+    max_leaves=8,
+)
+_segment = st.sampled_from(["a", "geppetto", "my_app", "x9", "openai_responses"])
+_key_strings = st.builds(lambda ns, name, v: f"{ns}.{name}@v{v}", _segment, _segment, st.integers(1, 20))
+_keyed_maps = st.dictionaries(_key_strings, json_values, max_size=2)
+_ids = st.one_of(st.uuids().map(str), _text.filter(bool))  # an empty id reads back as a fresh one
+
+
+@st.composite
+def blocks(draw: st.DrawFn) -> Block:
+    kind = draw(st.sampled_from(list(BlockKind)))
+    payload = draw(st.dictionaries(_strings, json_values, max_size=3))
+    block = Block(kind, payload, role=draw(st.sampled_from(["", "user", "assistant", "tool", "x"])))
+    block.id = draw(_ids)
+    block.turn_id = draw(_ids)
+    block.metadata.update(draw(_keyed_maps))
+    return block
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> Turn:
+    turn = Turn(blocks=draw(st.lists(blocks(), max_size=3)), id=draw(_ids))
+    turn.metadata.update(draw(_keyed_maps))
+    turn.data.update(draw(_keyed_maps))
+    return turn
+
+
+_settings = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_settings
+@given(turns())
+def test_json_and_yaml_round_trips_are_exact(turn: Turn) -> None:
+    for indent in (None, 2):
+        again = loads_json(dumps_json(turn, indent=indent))
+        assert again == turn
+        assert turn_to_dict(again) == turn_to_dict(turn)
+    text = dumps_yaml(turn)
+    again = loads_yaml(text)
+    assert again == turn
+    assert turn_to_dict(again) == turn_to_dict(turn)
+    assert dumps_yaml(again) == text
+
+
+@_settings
+@given(json_values)
+def test_any_json_value_round_trips_in_a_payload(value: Any) -> None:
+    turn = Turn(id="t")
+    turn.append(Block.tool_use("c", value))
+    assert loads_yaml(dumps_yaml(turn)).blocks[0].payload["result"] == value
+    assert loads_json(dumps_json(turn)).blocks[0].payload["result"] == value
+
+
+# -- concrete turns ---------------------------------------------------------------------------
+
+
+def every_kind_turn() -> Turn:
+    turn = Turn(id="turn-1")
+    TURN_META_SESSION_ID.set(turn.metadata, "sess-1")
+    TURN_META_USAGE.set(turn.metadata, {"input_tokens": 10, "output_tokens": 3})
+    turn_data_key("myapp", "cfg", 1, dict).set(turn.data, {"tools": ["get_weather"], "temperature": 0.5})
+    turn.append(Block.system("Be brief.\nAlways.  "))
+    turn.append(Block.user("Weather in Paris?", images=[{"url": "data:image/png;base64,AAA="}]))
+    turn.append(Block.reasoning("thinking\n", item_id="rs_1", encrypted_content="enc", summary=["s"], signature="sig"))
+    call = turn.append(Block.tool_call("call_1", "get_weather", {"city": "Paris", "days": [1, 2]}, item_id="fc_1"))
+    BLOCK_META_INFERENCE_ID.set(call.metadata, "inf-1")
+    BLOCK_META_RESPONSE_ID.set(call.metadata, "resp_1")
+    turn.append(Block.tool_call("call_2", "broken", "{not json"))
+    turn.append(Block.tool_use("call_1", {"temp_c": 21.5, "sky": None}))
+    turn.append(Block.tool_use("call_2", None, error="arguments are not JSON"))
+    turn.append(Block.llm_text("It is 21.5 °C.", item_id="msg_1"))
+    turn.append(Block(BlockKind.OTHER, {"original_kind": "web_search", "q": "paris"}))
+    return turn
+
+
+def test_every_kind_turn_document_form() -> None:
+    turn = every_kind_turn()
+    doc = turn_to_dict(turn)
+    assert doc["format"] == FORMAT == "geppetto.turn/v1"
+    assert (doc["id"], doc["metadata"], doc["data"]) == (
+        "turn-1",
+        {"geppetto.session_id@v1": "sess-1", "geppetto.usage@v1": {"input_tokens": 10, "output_tokens": 3}},
+        {"myapp.cfg@v1": {"tools": ["get_weather"], "temperature": 0.5}},
+    )
+    assert doc["blocks"][3] == {
+        "id": turn.blocks[3].id,
+        "turn_id": "turn-1",
+        "kind": "tool_call",
+        "role": "assistant",
+        "payload": {
+            "id": "call_1",
+            "name": "get_weather",
+            "args": {"city": "Paris", "days": [1, 2]},
+            "item_id": "fc_1",
+        },
+        "metadata": {"geppetto.inference_id@v1": "inf-1", "geppetto.response_id@v1": "resp_1"},
+    }
+    assert [b["kind"] for b in doc["blocks"]] == [
+        "system",
+        "user",
+        "reasoning",
+        "tool_call",
+        "tool_call",
+        "tool_use",
+        "tool_use",
+        "llm_text",
+        "other",
+    ]
+    # a fresh structure: editing it does not reach the turn
+    doc["blocks"][3]["payload"]["args"]["days"].append(3)
+    assert turn.blocks[3].payload["args"]["days"] == [1, 2]
+    assert turn_from_dict(turn_to_dict(turn)) == turn
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml", ".yml"])
+def test_save_and_load_turn_files(tmp_path: Path, suffix: str) -> None:
+    turn = every_kind_turn()
+    path = save_turn(tmp_path / "sub" / f"turn{suffix}", turn)
+    assert path == tmp_path / "sub" / f"turn{suffix}"
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"turn{suffix}"]  # no temporary file left
+    text = path.read_text(encoding="utf-8")
+    if suffix == ".json":
+        assert json.loads(text) == turn_to_dict(turn)
+    else:
+        assert "system\n" not in text or "|" in text  # multi-line text is readable
+        assert loads_yaml(text) == turn
+    assert load_turn(path) == turn
+    assert gp.load_turn(str(path)) == turn
+    # saving again replaces the file whole
+    turn.append(Block.user("more"))
+    save_turn(path, turn)
+    assert load_turn(path) == turn
+
+
+def test_yaml_multiline_text_is_a_literal_block() -> None:
+    turn = Turn(id="t")
+    turn.append(Block.user("line one\nline two\n"))
+    text = dumps_yaml(turn)
+    assert "text: |\n" in text
+    assert "      line one\n      line two\n" in text
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def _write(tmp_path: Path, name: str, content: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+def _load_fails(path: Path, *, strict: bool = True) -> gp.TurnFormatError:
+    before = path.read_bytes()
+    with pytest.raises(gp.TurnFormatError) as info:
+        load_turn(path, strict=strict)
+    assert path.read_bytes() == before  # the input file is never rewritten
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    assert info.value.source == str(path)
+    assert str(path) in str(info.value)
+    return info.value
+
+
+def _doc(**block: Any) -> dict[str, Any]:
+    first = {"id": "b0", "turn_id": "t", "kind": "system", "role": "system", "payload": {"text": "s"}, "metadata": {}}
+    base = {"id": "b1", "turn_id": "t", "kind": "user", "role": "user", "payload": {"text": "hi"}, "metadata": {}}
+    base.update(block)
+    return {"format": FORMAT, "id": "t", "metadata": {}, "data": {}, "blocks": [first, base]}
+
+
+def _file_bytes(doc: dict[str, Any], suffix: str) -> bytes:
+    end = b"\n...\n" if suffix != ".json" else b""  # JSON is YAML; "..." is the end line saved YAML carries
+    return json.dumps(doc).encode() + end
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_truncated_file(tmp_path: Path, suffix: str) -> None:
+    full = dumps_json(every_kind_turn(), indent=2) if suffix == ".json" else dumps_yaml(every_kind_turn())
+    path = _write(tmp_path, f"turn{suffix}", full.encode()[: len(full) // 2 - 3])
+    err = _load_fails(path)
+    kind = "JSON" if suffix == ".json" else "YAML"
+    assert f"not valid {kind}" in str(err) and "was the file cut short?" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("t.json", b'{"id": "x", "blocks": [', "not valid JSON"),
+        ("t.json", b"\xff\xfe\x00garbage", "not valid JSON"),
+        ("t.yaml", b"id: x\nblocks: [\n  - {kind: user\n", "not valid YAML"),
+        ("t.yaml", b"id: [unclosed\n", "not valid YAML"),
+        ("t.yaml", b"id: \xc3\x28\n", "not valid YAML"),
+        (
+            "t.yaml",
+            b"- just\n- a list\n",
+            "expected a mapping with 'id' and 'blocks', found a list; is this a turn file?",
+        ),
+        ("t.json", b"42", "expected a mapping with 'id' and 'blocks', found a int; is this a turn file?"),
+    ],
+)
+def test_malformed_file(tmp_path: Path, name: str, content: bytes, message: str) -> None:
+    err = _load_fails(_write(tmp_path, name, content))
+    assert message in str(err)
+    assert err.field == ""
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n"])
+@pytest.mark.parametrize("name", ["t.json", "t.yaml"])
+def test_empty_file(tmp_path: Path, name: str, content: bytes) -> None:
+    err = _load_fails(_write(tmp_path, name, content))
+    assert str(err) == f"{tmp_path / name}: the file is empty; a turn file holds a mapping with 'id' and 'blocks'"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(gp.TurnFormatError) as info:
+        load_turn(path)
+    assert str(info.value) == f"{path}: no such file; check the path"
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_unknown_block_kind_strict_and_lenient(tmp_path: Path, suffix: str) -> None:
+    doc = _doc(kind="web_search", role="", payload={"q": "x"})
+    path = _write(tmp_path, f"t{suffix}", _file_bytes(doc, suffix))
+    err = _load_fails(path)
+    assert err.field == "blocks[1].kind"
+    assert str(err) == (
+        f"{path}: blocks[1].kind: unknown block kind 'web_search'; use one of: system, user, llm_text, tool_call, "
+        "tool_use, reasoning, other (or load with strict=False to read it as 'other')"
+    )
+    turn = load_turn(path, strict=False)
+    assert [(b.kind, b.role, b.payload) for b in turn.blocks] == [
+        (BlockKind.SYSTEM, "system", {"text": "s"}),
+        (BlockKind.OTHER, "", {"q": "x", "original_kind": "web_search"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "message"),
+    [
+        (_doc(payload=["not", "a", "mapping"]), "blocks[1].payload", "payload must be a mapping, found a list"),
+        (_doc(payload="text"), "blocks[1].payload", "payload must be a mapping, found a str"),
+        (_doc(kind=None), "blocks[1].kind", "missing or non-text kind"),
+        (_doc(kind=3), "blocks[1].kind", "missing or non-text kind"),
+        (_doc(id=7), "blocks[1].id", "expected text, found a int"),
+        (_doc(role=["user"]), "blocks[1].role", "expected text, found a list"),
+        (_doc(turn_id=None), "blocks[1].turn_id", "expected text, found nothing"),
+        (_doc(metadata=[]), "blocks[1].metadata", "expected a mapping of typed keys, found a list"),
+        (
+            _doc(metadata={"geppetto.inference_id": "x"}),
+            "blocks[1].metadata.geppetto.inference_id",
+            "'geppetto.inference_id' is not a key: write it as 'namespace.name@vN'",
+        ),
+        (
+            {**_doc(), "metadata": {"session_id": "x"}},
+            "metadata.session_id",
+            "'session_id' is not a key: write it as 'namespace.name@vN'",
+        ),
+        (
+            {**_doc(), "data": {"myapp.cfg@1": {}}},
+            "data.myapp.cfg@1",
+            "'myapp.cfg@1' is not a key",
+        ),
+        ({**_doc(), "blocks": {"a": 1}}, "blocks", "expected a list of blocks, found a dict"),
+        ({**_doc(), "blocks": ["user"]}, "blocks[0]", "expected a block mapping, found a str"),
+        ({**_doc(), "id": 12}, "id", "expected text, found a int"),
+        ({**_doc(), "format": "geppetto.turn/v9"}, "format", "unsupported format 'geppetto.turn/v9'"),
+        ({**_doc(), "metadata": "x"}, "metadata", "expected a mapping of typed keys, found a str"),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_bad_fields_are_named(tmp_path: Path, suffix: str, doc: dict[str, Any], field: str, message: str) -> None:
+    path = _write(tmp_path, f"t{suffix}", _file_bytes(doc, suffix))
+    err = _load_fails(path)
+    assert err.field == field
+    assert str(err).startswith(f"{path}: {field}: ")
+    assert message in str(err)
+
+
+@pytest.mark.parametrize(
+    ("content", "field", "message"),
+    [
+        (b"id: t\nblocks:\n- kind: user\n  payload: {when: 2020-01-01}\n", "blocks[0].payload", "is a date"),
+        (b"id: t\nblocks:\n- kind: user\n  payload: {1: one}\n", "blocks[0].payload", "non-string key 1"),
+        (b'id: t\nblocks:\n- kind: user\n  payload: {x: "\\ud800"}\n', "blocks[0].payload", "lone surrogate"),
+        (b"id: t\nblocks:\n- kind: user\n  payload: {x: .nan}\n", "blocks[0].payload", "is nan"),
+        (b"id: t\nblocks:\n- kind: user\n  payload: {x: !!binary aGk=}\n", "blocks[0].payload", "is a bytes"),
+        (b"id: t\nmetadata: {a.b@v1: .inf}\nblocks: []\n", "metadata", "is inf"),
+    ],
+)
+def test_yaml_values_that_are_not_json(tmp_path: Path, content: bytes, field: str, message: str) -> None:
+    err = _load_fails(_write(tmp_path, "t.yaml", content))
+    assert err.field == field
+    assert message in str(err)
+
+
+def test_json_lone_surrogate_is_refused(tmp_path: Path) -> None:
+    err = _load_fails(
+        _write(tmp_path, "t.json", b'{"id": "t", "blocks": [{"kind": "user", "payload": {"x": "\\ud800"}}]}')
+    )
+    assert err.field == "blocks[0].payload"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"!!python/object:collections.OrderedDict {}\n",
+        b"id: t\nblocks:\n- kind: user\n  payload: !!python/object/apply:os.system ['echo hacked']\n",
+        b"id: !!python/name:os.system\nblocks: []\n",
+    ],
+)
+def test_yaml_never_constructs_objects(tmp_path: Path, content: bytes) -> None:
+    err = _load_fails(_write(tmp_path, "t.yaml", content))
+    assert "not valid YAML" in str(err)
+    assert "python/" in str(err)
+
+
+def test_minimal_document_defaults() -> None:
+    turn = loads_yaml("id: t\nblocks:\n- kind: llm_text\n  payload: {text: hi}\n")
+    assert (turn.id, dict(turn.metadata), dict(turn.data)) == ("t", {}, {})
+    [block] = turn.blocks
+    assert (block.kind, block.role, block.payload, block.turn_id, dict(block.metadata)) == (
+        BlockKind.LLM_TEXT,
+        "assistant",
+        {"text": "hi"},
+        "",
+        {},
+    )
+    assert len(block.id) == 36  # a fresh id when the file has none
+    assert len(loads_json("{}").id) == 36
+
+
+def test_saving_a_turn_holding_non_json_is_refused(tmp_path: Path) -> None:
+    turn = Turn(id="t")
+    turn.append(Block.tool_use("c", (1, 2)))  # payload bypasses typed keys
+    target = tmp_path / "t.json"
+    target.write_text("old", encoding="utf-8")
+    with pytest.raises(gp.TurnFormatError) as info:
+        save_turn(target, turn)
+    assert str(info.value).startswith("turn t: cannot be serialized: turn['blocks'][0]['payload']['result'] is a tuple")
+    assert target.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_yaml_without_end_line_is_refused_as_cut_short(tmp_path: Path) -> None:
+    text = dumps_yaml(every_kind_turn())
+    assert text.endswith("\n...\n")
+    cut = text[: text.index("      city: Paris\n") + len("      city: Paris\n")]  # parses, but args lost a key
+    err = _load_fails(_write(tmp_path, "t.yaml", cut.encode()))
+    assert str(err) == (
+        f"{tmp_path / 't.yaml'}: the document does not end with the line '...', so it may have been cut short; "
+        "if it is complete, add a line '...' at its end"
+    )
+    # a hand-written document that does not name its format needs no end line
+    assert loads_yaml("id: t\nblocks: []\n").id == "t"
+
+
+def test_yaml_line_separators_round_trip() -> None:
+    turn = Turn(id="t")
+    turn.append(Block.tool_use("c", {"\x85nel": "a\x85b", "ls": "\u2028", "ps": "x\u2029\ny"}))
+    text = dumps_yaml(turn)
+    assert "\x85" not in text
+    assert loads_yaml(text) == turn
