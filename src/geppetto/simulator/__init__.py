@@ -1,0 +1,12 @@
+"""A local, stateful simulator of the OpenAI, Anthropic and Gemini HTTP APIs with a scripted model.
+
+`with serve() as sim:` runs it on a free loopback port; point any client at `sim.openai_url` (OpenAI)
+or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
+"""
+
+from ._faults import Fault
+from ._model import Reply, ToolCall
+from ._server import Simulator, serve
+from ._state import RecordedRequest
+
+__all__ = ["Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "serve"]

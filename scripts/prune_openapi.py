@@ -1,0 +1,87 @@
+"""Extract the request schemas the simulator validates from OpenAI's OpenAPI spec into a compact bundle.
+
+Usage: python scripts/prune_openapi.py [SPEC] [OUT]
+Defaults: ../shared/reference/openai-openapi.json -> src/geppetto/simulator/openapi/openai-requests.json
+
+Keeps only the component schemas reachable from the roots below, rewrites every `oneOf` to `anyOf` (the
+spec's overlapping alternatives, e.g. EasyInputMessage vs InputMessage, make `oneOf` reject valid input)
+and drops descriptions and examples to keep the file small.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOTS = ["CreateResponse", "CreateConversationBody", "UpdateConversationBody", "CreateChatCompletionRequest"]
+CONVERSATION_ITEMS_BODY = "CreateConversationItemsBody"
+_DROP = frozenset({"description", "example", "examples", "x-oaiMeta", "x-oaiTypeLabel", "x-stainless-const", "title"})
+PREFIX = "#/components/schemas/"
+
+
+def _refs(node: Any, out: set[str]) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(PREFIX):
+            out.add(ref[len(PREFIX) :])
+        for value in node.values():
+            _refs(value, out)
+    elif isinstance(node, list):
+        for value in node:
+            _refs(value, out)
+
+
+def _clean(node: Any) -> Any:
+    if isinstance(node, dict):
+        cleaned = {}
+        for key, value in node.items():
+            if (key in _DROP and not isinstance(value, dict | list)) or key in ("x-oaiMeta", "examples", "example"):
+                continue
+            cleaned["anyOf" if key == "oneOf" else key] = _clean(value)
+        return cleaned
+    if isinstance(node, list):
+        return [_clean(v) for v in node]
+    return node
+
+
+def prune(spec: dict[str, Any]) -> dict[str, Any]:
+    """The bundle: reachable component schemas (oneOf rewritten to anyOf) under components/schemas."""
+    schemas = spec["components"]["schemas"]
+    items_body = spec["paths"]["/conversations/{conversation_id}/items"]["post"]["requestBody"]["content"]
+    extra = {CONVERSATION_ITEMS_BODY: items_body["application/json"]["schema"]}
+    pending = list(ROOTS)
+    _refs(extra, found := set())
+    pending.extend(found)
+    keep: dict[str, Any] = {}
+    while pending:
+        name = pending.pop()
+        if name in keep:
+            continue
+        keep[name] = schemas[name]
+        found = set()
+        _refs(schemas[name], found)
+        pending.extend(found - keep.keys())
+    keep.update(extra)
+    return {
+        "info": {"source": "openai/openai-openapi openapi.json", "version": spec.get("info", {}).get("version")},
+        "components": {"schemas": {name: _clean(keep[name]) for name in sorted(keep)}},
+    }
+
+
+def main(argv: list[str]) -> int:
+    root = Path(__file__).resolve().parent.parent
+    spec_path = Path(argv[1]) if len(argv) > 1 else root.parent / "shared" / "reference" / "openai-openapi.json"
+    out_path = (
+        Path(argv[2]) if len(argv) > 2 else root / "src" / "geppetto" / "simulator" / "openapi" / "openai-requests.json"
+    )
+    bundle = prune(json.loads(spec_path.read_text()))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(bundle, separators=(",", ":"), sort_keys=True) + "\n")
+    print(f"wrote {len(bundle['components']['schemas'])} schemas to {out_path} ({out_path.stat().st_size} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,212 @@
+"""The ASGI application: request recording, auth, body parsing, fault selection, error envelopes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._errors import SimError, error_response
+from ._faults import FAULT_HEADER, Fault, parse_fault
+from ._state import RecordedRequest, SimState
+
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+_OPENAI_NO_KEY = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer "
+    "auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (i.e. username: YOUR_KEY) in your "
+    "HTTP basic auth."
+)
+_OPENAI_BAD_JSON = (
+    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP "
+    "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
+)
+_GEMINI_NO_KEY = (
+    "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or "
+    "other form of API consumer identity to call this API."
+)
+
+
+@dataclass
+class Call:
+    """One parsed request handed to an API handler."""
+
+    request: Request
+    body: Any
+    state: SimState
+    fault: Fault | None
+    api: str
+
+    def obj(self) -> dict[str, Any]:
+        """The body as a JSON object (the wrapper guarantees it for POST requests)."""
+        return self.body if isinstance(self.body, dict) else {}
+
+
+Handler = Callable[[Call], Awaitable[ASGIApp]]
+
+
+def _check_auth(api: str, request: Request) -> None:
+    headers = request.headers
+    if api == "openai":
+        auth = headers.get("authorization", "")
+        if not auth.lower().startswith("bearer ") or not auth[7:].strip():
+            raise SimError(401, _OPENAI_NO_KEY)
+    elif api == "anthropic":
+        if not headers.get("x-api-key") and not headers.get("authorization"):
+            raise SimError(401, "x-api-key header is required", type="authentication_error")
+    elif not headers.get("x-goog-api-key") and not request.query_params.get("key"):
+        raise SimError(403, _GEMINI_NO_KEY)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise SimError(413, f"Request body is {declared} bytes; the limit is {limit} bytes. Send a smaller request.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise SimError(413, f"Request body exceeds the limit of {limit} bytes. Send a smaller request.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse(api: str, raw: bytes, method: str) -> Any:
+    if method in ("GET", "DELETE") and not raw:
+        return None
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        if api == "openai":
+            raise SimError(400, _OPENAI_BAD_JSON) from None
+        if api == "gemini":
+            raise SimError(400, "Invalid JSON payload received. Unexpected token.") from None
+        raise SimError(400, "There was an error parsing the body of your request as JSON.") from None
+    if method == "POST" and not isinstance(body, dict):
+        raise SimError(400, "The request body must be a JSON object.")
+    return body
+
+
+class _Silent:
+    """An ASGI app that never answers: the connection closes without a response (a dropped request)."""
+
+    def __init__(self, fault: Fault, state: SimState) -> None:
+        self.fault = fault
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from ._faults import SSEStream
+
+        await SSEStream([], None, lambda: self.state.closing)._pause(
+            self.fault.stall_seconds if self.fault.stall_after is not None else 0
+        )
+
+
+def endpoint(
+    state: SimState, api: str, handler: Handler, *, generation: bool = False, max_body: int
+) -> Callable[[Request], Awaitable[Any]]:
+    """Wrap an API handler: record the request, check auth, parse the body, apply faults, render errors."""
+
+    async def run(request: Request) -> Any:
+        raw = b""
+        body: Any = None
+        recorded = False
+        try:
+            raw = await _read_body(request, max_body)
+            try:
+                body = json.loads(raw) if raw else None
+            except (ValueError, UnicodeDecodeError):
+                body = None
+            state.record(_record(request, body, len(raw)))
+            recorded = True
+            _check_auth(api, request)
+            body = _parse(api, raw, request.method)
+            fault = _fault(state, request) if generation else None
+            if fault is not None:
+                err = fault.error(api)
+                if err is not None:
+                    raise err
+            app = await handler(Call(request, body, state, fault, api))
+            return _with_fault(app, fault, state)
+        except SimError as err:
+            if not recorded:
+                state.record(_record(request, None, len(raw)))
+            return error_response(api, err)
+
+    return run
+
+
+def _fault(state: SimState, request: Request) -> Fault | None:
+    header = request.headers.get(FAULT_HEADER)
+    if header:
+        return parse_fault(header)
+    return state.next_fault()
+
+
+def _with_fault(app: ASGIApp, fault: Fault | None, state: SimState) -> ASGIApp:
+    from ._faults import SSEStream
+
+    if fault is None or isinstance(app, SSEStream):
+        return app
+    if fault.drop_after is not None or fault.stall_after is not None:
+        return _Silent(fault, state)
+    if fault.slow_first_byte:
+        delay = fault.slow_first_byte
+
+        async def slow(scope: Scope, receive: Receive, send: Send) -> None:
+            await SSEStream([], None, lambda: state.closing)._pause(delay)
+            await app(scope, receive, send)
+
+        return slow
+    return app
+
+
+def _record(request: Request, body: Any, size: int) -> RecordedRequest:
+    return RecordedRequest(
+        method=request.method,
+        path=request.url.path,
+        body=body,
+        size=size,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        query=dict(request.query_params),
+    )
+
+
+def _api_for_path(path: str) -> str:
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith("/v1beta"):
+        return "gemini"
+    return "openai"
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    path = request.url.path
+    message = f"Invalid URL ({request.method} {path})" if status in (404, 405) else "Internal error"
+    return error_response(_api_for_path(path), SimError(status, message))
+
+
+def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
+    """The simulator's Starlette app over `state`."""
+    from . import _chat, _openai
+
+    def r(path: str, api: str, handler: Handler, methods: list[str], generation: bool = False) -> Route:
+        return Route(path, endpoint(state, api, handler, generation=generation, max_body=max_body), methods=methods)
+
+    routes = [
+        r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
+        r("/v1/responses/{response_id}", "openai", _openai.get_response, ["GET"]),
+        r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
+        r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
+        r("/v1/chat/completions", "openai", _chat.create_chat_completion, ["POST"], generation=True),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _http_error})

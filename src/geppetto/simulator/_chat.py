@@ -1,0 +1,184 @@
+"""OpenAI Chat Completions: `POST /v1/chat/completions`, streamed or not, with tool-message pairing (§7)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ._app import Call
+from ._errors import SimError
+from ._faults import SSEStream, sse
+from ._model import Msg, Reply, ToolSpec, decide
+from ._openai_items import arguments_json, tool_choice
+from ._openai_out import chunks
+from ._state import new_id
+from ._tokens import count_items, count_text
+from ._validate import validate
+
+_ORPHAN_TOOL = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def check_messages(messages: list[Any]) -> None:
+    """Every assistant tool call answered by the tool messages right after it; no tool message without a call."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        if message.get("role") == "tool":
+            raise SimError(400, _ORPHAN_TOOL, param=f"messages.[{index}].role")
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        index += 1
+        if not calls:
+            continue
+        ids = [str(c.get("id")) for c in calls if isinstance(c, dict)]
+        answered: set[str] = set()
+        while index < len(messages) and messages[index].get("role") == "tool":
+            call_id = str(messages[index].get("tool_call_id"))
+            if call_id not in ids:
+                raise SimError(400, _ORPHAN_TOOL, param=f"messages.[{index}].role")
+            answered.add(call_id)
+            index += 1
+        missing = [i for i in ids if i not in answered]
+        if missing:
+            raise SimError(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(missing)}",
+                param=f"messages.[{min(index, len(messages) - 1)}].role",
+            )
+
+
+def to_msgs(messages: list[Any]) -> list[Msg]:
+    """The neutral model view of Chat messages."""
+    msgs: list[Msg] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            msgs.append(Msg("result", _text(message.get("content")), call_id=str(message.get("tool_call_id"))))
+            continue
+        text = _text(message.get("content"))
+        if role == "assistant":
+            if text:
+                msgs.append(Msg("assistant", text))
+            for c in message.get("tool_calls") or []:
+                fn = c.get("function") or {}
+                msgs.append(Msg("call", str(fn.get("arguments", "")), str(fn.get("name", "")), str(c.get("id"))))
+        else:
+            msgs.append(Msg("user" if role == "user" else "system", text))
+    return msgs
+
+
+def _tools(body: dict[str, Any]) -> list[ToolSpec]:
+    specs = []
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and fn.get("name"):
+            raw_params = fn.get("parameters")
+            params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+            specs.append(ToolSpec(str(fn["name"]), str(fn.get("description") or ""), params))
+    return specs
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        inner = fmt.get("json_schema") or {}
+        return dict(inner.get("schema") or {"type": "object"})
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        return {"type": "object", "properties": {"answer": {"type": "string"}}}
+    return None
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": []}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.call_id or new_id("call_"),
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_json(c.args)},
+            }
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    prompt = count_items(messages)
+    reasoning = count_text(reply.reasoning) if reply.reasoning else 0
+    completion = count_items([message]) + reasoning
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+async def create_chat_completion(call: Call) -> ASGIApp:
+    """POST /v1/chat/completions."""
+    body = call.obj()
+    validate("CreateChatCompletionRequest", body)
+    messages = body["messages"]
+    check_messages(messages)
+    state = call.state
+    reply = state.next_reply() or decide(
+        to_msgs(messages), _tools(body), tool_choice(body.get("tool_choice")), _schema(body)
+    )
+    message = _message(reply)
+    finish = "tool_calls" if reply.tool_calls else "length" if reply.stop == "max_tokens" else "stop"
+    completion_id = new_id("chatcmpl-")
+    with state.lock:
+        state.contexts[completion_id] = copy.deepcopy(messages)
+    head = {"id": completion_id, "created": state.now(), "model": body.get("model"), "system_fingerprint": None}
+    usage = _usage(messages, message, reply)
+    if not body.get("stream"):
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+    options = body.get("stream_options") or {}
+    return SSEStream(
+        _frames(head, message, finish, usage if options.get("include_usage") else None),
+        call.fault,
+        lambda: state.closing,
+    )
+
+
+def _frames(head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any] | None) -> list[bytes]:
+    extra = {"usage": None} if usage is not None else {}
+
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+        return sse(None, {**head, "object": "chat.completion.chunk", "choices": [choice], **extra})
+
+    frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    frames += [chunk({"content": delta}) for delta in chunks(message["content"] or "")]
+    for index, tool_call in enumerate(message.get("tool_calls", [])):
+        fn = tool_call["function"]
+        first = {
+            "index": index,
+            "id": tool_call["id"],
+            "type": "function",
+            "function": {"name": fn["name"], "arguments": ""},
+        }
+        frames.append(chunk({"tool_calls": [first]}))
+        frames += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": d}}]}) for d in chunks(fn["arguments"])
+        ]
+    frames.append(chunk({}, finish))
+    if usage is not None:
+        frames.append(sse(None, {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}))
+    frames.append(b"data: [DONE]\n\n")
+    return frames

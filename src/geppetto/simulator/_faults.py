@@ -1,0 +1,174 @@
+"""Fault injection: error statuses, dropped and stalled streams, malformed events, slow first bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from ._errors import SimError
+
+FAULT_HEADER = "x-sim-fault"
+_STATUS_TEXT: dict[str, dict[int, tuple[str, str, str | None]]] = {
+    "openai": {
+        429: ("Rate limit reached for requests. Please try again later.", "requests", "rate_limit_exceeded"),
+        500: ("The server had an error while processing your request. Sorry about that!", "server_error", None),
+        503: ("The engine is currently overloaded, please try again later.", "server_error", None),
+    },
+    "anthropic": {
+        429: ("Number of requests has exceeded your rate limit.", "rate_limit_error", None),
+        500: ("Internal server error", "api_error", None),
+        503: ("Service unavailable", "api_error", None),
+        529: ("Overloaded", "overloaded_error", None),
+    },
+    "gemini": {
+        429: ("Resource has been exhausted (e.g. check quota).", "", None),
+        500: (
+            "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting",
+            "",
+            None,
+        ),
+        503: ("The model is overloaded. Please try again later.", "", None),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault for one generation request.
+
+    status: answer with this HTTP error (429 carries `retry_after` seconds in `retry-after`).
+    drop_after: close the connection after this many stream events (no terminal event).
+    malformed_after: after this many events send one event whose data is not JSON, then continue.
+    slow_first_byte: wait this many seconds before sending anything.
+    stall_after: after this many events stop sending for `stall_seconds`, then drop the connection.
+    """
+
+    status: int | None = None
+    retry_after: float | None = None
+    drop_after: int | None = None
+    malformed_after: int | None = None
+    slow_first_byte: float | None = None
+    stall_after: int | None = None
+    stall_seconds: float = 30.0
+
+    def error(self, api: str) -> SimError | None:
+        """The status error this fault answers with in `api`'s terms, or None for stream faults."""
+        if self.status is None:
+            return None
+        message, etype, code = _STATUS_TEXT.get(api, {}).get(self.status, (f"Simulated HTTP {self.status}.", "", None))
+        etype = etype or ("server_error" if self.status >= 500 else "invalid_request_error")
+        headers: dict[str, str] = {}
+        if self.retry_after is not None:
+            headers["retry-after"] = _seconds(self.retry_after)
+            headers["retry-after-ms"] = str(int(self.retry_after * 1000))
+        if self.status == 529 or self.status >= 500:
+            headers["x-should-retry"] = "true"
+        return SimError(self.status, message, type=etype, code=code, headers=headers)
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+_FIELDS = {
+    "status": int,
+    "retry_after": float,
+    "drop_after": int,
+    "malformed_after": int,
+    "slow_first_byte": float,
+    "stall_after": int,
+    "stall_seconds": float,
+}
+
+
+def parse_fault(header: str) -> Fault:
+    """Parse an `x-sim-fault` header such as "status=429;retry_after=0.5" or "drop_after=3".
+
+    Raises SimError(400) naming the accepted keys when the header is malformed.
+    """
+    fault = Fault()
+    for part in header.replace(",", ";").split(";"):
+        if not part.strip():
+            continue
+        key, _, raw = part.partition("=")
+        key = key.strip().replace("-", "_")
+        convert = _FIELDS.get(key)
+        try:
+            if convert is None:
+                raise ValueError(key)
+            fault = replace(fault, **{key: convert(raw.strip())})
+        except ValueError:
+            keys = ", ".join(sorted(_FIELDS))
+            raise SimError(
+                400, f"Invalid {FAULT_HEADER} header part {part.strip()!r}; use key=value with keys: {keys}."
+            ) from None
+    return fault
+
+
+class SSEStream:
+    """An ASGI response sending pre-built SSE frames one by one, applying a stream fault.
+
+    `on_complete` runs after the last frame was sent (the response is committed only then), so a
+    dropped or stalled stream leaves no server state behind, like an aborted generation.
+    """
+
+    def __init__(
+        self,
+        frames: list[bytes],
+        fault: Fault | None,
+        closing: Callable[[], bool],
+        on_complete: Callable[[], None] | None = None,
+        on_abort: Callable[[], None] | None = None,
+    ) -> None:
+        self.frames = frames
+        self.fault = fault or Fault()
+        self.closing = closing
+        self.on_complete = on_complete
+        self.on_abort = on_abort
+
+    async def _pause(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self.closing():  # noqa: ASYNC110 - polls the shutdown flag
+            await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        fault = self.fault
+        completed = False
+        try:
+            if fault.slow_first_byte:
+                await self._pause(fault.slow_first_byte)
+            headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            for index, frame in enumerate(self.frames):
+                if fault.drop_after is not None and index >= fault.drop_after:
+                    return
+                if fault.stall_after is not None and index >= fault.stall_after:
+                    await self._pause(fault.stall_seconds)
+                    return
+                if fault.malformed_after is not None and index == fault.malformed_after:
+                    await _send(send, b"data: {this is not json\n\n")
+                await _send(send, frame)
+                await asyncio.sleep(0)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            completed = True
+        finally:
+            callback = self.on_complete if completed else self.on_abort
+            if callback is not None:
+                callback()
+
+
+async def _send(send: Send, body: bytes) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+def sse(event: str | None, data: Any) -> bytes:
+    """One SSE frame: `event:` line when named, then one `data:` line of compact JSON (or a raw str)."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()

@@ -1,0 +1,220 @@
+"""The deterministic scripted model shared by every simulated API.
+
+Each API translates its request into neutral messages (`Msg`) and offered tools (`ToolSpec`); `decide`
+returns the `Reply` to send: the next queued reply, else a tool call when the user's text asks for a
+tool, else an answer using fresh tool results, else a deterministic echo.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the simulated model makes: `name`, JSON `args`, and an optional fixed `call_id`."""
+
+    name: str
+    args: dict[str, Any] | str = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the simulated model answers next: text, tool calls and/or reasoning text.
+
+    `reasoning` makes every API emit its reasoning form (a reasoning item, a thinking block, a thought
+    part) even for a non-reasoning model. `stop` overrides the stop reason ("max_tokens" makes the
+    response incomplete / truncated in each API's terms).
+    """
+
+    text: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    stop: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered in a request, normalized across APIs."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Msg:
+    """One neutral context entry: role is user, assistant, system, call or result."""
+
+    role: str
+    text: str = ""
+    name: str = ""
+    call_id: str = ""
+
+
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+_STOP = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "with",
+        "from",
+        "by",
+        "is",
+        "are",
+        "be",
+        "this",
+        "that",
+        "what",
+        "which",
+        "who",
+        "how",
+        "when",
+        "where",
+        "get",
+        "set",
+        "list",
+        "fetch",
+        "find",
+        "run",
+        "do",
+        "make",
+        "use",
+        "call",
+        "tool",
+        "function",
+        "return",
+        "returns",
+        "given",
+        "some",
+        "any",
+        "please",
+        "can",
+        "you",
+        "me",
+        "my",
+        "your",
+        "it",
+        "its",
+        "into",
+        "about",
+    ]
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_LOCATION_HINTS = ("city", "location", "place", "country", "where", "town", "region")
+
+
+def is_reasoning_model(model: str) -> bool:
+    """True for model names that reason: containing "reason" or starting with o1/o3/o4/gpt-5."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return "reason" in name or name.startswith(REASONING_PREFIXES)
+
+
+def _keywords(tool: ToolSpec) -> set[str]:
+    words = set(_WORD.findall(tool.name.lower().replace("_", " "))) | set(_WORD.findall(tool.description.lower()))
+    return {w for w in words if w not in _STOP and len(w) >= 3}
+
+
+def pick_tool(tools: list[ToolSpec], text: str, choice: str = "auto") -> ToolSpec | None:
+    """The tool `text` asks for (its name, or words of its name or description), honouring `choice`.
+
+    `choice` is "auto", "none", "required", or a tool name that is forced.
+    """
+    if not tools or choice == "none":
+        return None
+    for tool in tools:
+        if choice == tool.name:
+            return tool
+    lowered = text.lower()
+    words = set(_WORD.findall(lowered))
+    best: tuple[int, ToolSpec] | None = None
+    for tool in tools:
+        score = 100 if tool.name.lower() in lowered else len(_keywords(tool) & words)
+        if score and (best is None or score > best[0]):
+            best = (score, tool)
+    if best is not None:
+        return best[1]
+    return tools[0] if choice == "required" else None
+
+
+def _string_for(name: str, schema: dict[str, Any], text: str) -> str:
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        for option in enum:
+            if str(option).lower() in text.lower():
+                return str(option)
+        return str(enum[0])
+    quoted = re.search(r"[\"“']([^\"”']+)[\"”']", text)
+    if quoted:
+        return quoted.group(1)
+    if any(h in name.lower() for h in _LOCATION_HINTS):
+        place = re.search(r"\b(?:in|for|at|of)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)", text)
+        if place:
+            return place.group(1)
+    capital = re.findall(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-z][\w-]*)", text)
+    if capital:
+        return str(capital[-1])
+    return text.strip()[:80] or name
+
+
+def fill_value(schema: Any, text: str, name: str = "value") -> Any:
+    """A deterministic JSON value matching `schema`, drawing strings and numbers from `text`."""
+    if not isinstance(schema, dict):
+        return text
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    kind = str(kind).lower() if kind else ("object" if "properties" in schema else "string")
+    if kind == "object":
+        props = schema.get("properties") or {}
+        required = schema.get("required")
+        names = list(props) if not isinstance(required, list) or not required else [n for n in props if n in required]
+        return {n: fill_value(props[n], text, n) for n in names}
+    if kind == "array":
+        return [fill_value(schema.get("items") or {}, text, name)]
+    if kind in ("integer", "number"):
+        found = re.search(r"-?\d+(?:\.\d+)?", text)
+        number = float(found.group(0)) if found else 1.0
+        return int(number) if kind == "integer" else number
+    if kind == "boolean":
+        return True
+    return _string_for(name, schema, text)
+
+
+def _answer_from_results(msgs: list[Msg]) -> str:
+    names = {m.call_id: m.name for m in msgs if m.role == "call"}
+    parts = [f"{names.get(m.call_id, 'tool')}: {m.text}" for m in msgs if m.role == "result"]
+    return "Here is what the tools returned. " + "; ".join(parts) + "."
+
+
+def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema: dict[str, Any] | None = None) -> Reply:
+    """The unscripted reply to a context (the queue is consulted by the caller first)."""
+    last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
+    trailing = msgs[last_user + 1 :]
+    if trailing and trailing[-1].role == "result":
+        start = (
+            max(i for i, m in enumerate(trailing) if m.role not in ("call", "result")) + 1
+            if any(m.role not in ("call", "result") for m in trailing)
+            else 0
+        )
+        return Reply(text=_answer_from_results(trailing[start:]))
+    user_text = msgs[last_user].text if last_user >= 0 else ""
+    if not any(m.role == "call" for m in trailing):
+        tool = pick_tool(tools, user_text, choice)
+        if tool is not None:
+            return Reply(tool_calls=[ToolCall(tool.name, fill_value(tool.parameters or {"type": "object"}, user_text))])
+    if schema is not None:
+        return Reply(text=json.dumps(fill_value(schema, user_text), separators=(",", ":")))
+    return Reply(text=f"You said: {user_text}" if user_text else "Hello from the geppetto simulator.")

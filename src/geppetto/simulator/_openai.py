@@ -1,0 +1,204 @@
+"""OpenAI Responses API: create (stream and not), retrieve, delete, input items (§1, §2)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ._app import Call
+from ._errors import SimError
+from ._faults import SSEStream
+from ._model import decide, is_reasoning_model
+from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
+from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
+from ._state import Conversation, SimState, StoredResponse, new_id
+from ._validate import validate
+
+
+def _conversation_id(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return str(value.get("id")) if value.get("id") else None
+    return str(value) if value else None
+
+
+def chain_items(state: SimState, response_id: str) -> list[dict[str, Any]]:
+    """The effective context a chained request inherits: inputs and outputs back through the chain."""
+    stored = state.responses.get(response_id)
+    if stored is None:
+        raise SimError(
+            400,
+            f"Previous response with id '{response_id}' not found.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+    items: list[dict[str, Any]] = []
+    while stored is not None:
+        items = stored.input + stored.output + items
+        parent = stored.previous_response_id
+        stored = state.responses.get(parent) if parent else None
+    return copy.deepcopy(items)
+
+
+def conversation_or_404(state: SimState, conv_id: str, param: str | None = "conversation") -> Conversation:
+    """The live conversation `conv_id`, else the service's 404."""
+    conv = state.conversations.get(conv_id)
+    if conv is None or conv.deleted:
+        raise SimError(404, f"Conversation with id '{conv_id}' not found.", param=param)
+    return conv
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return dict(fmt["schema"])
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        return {"type": "object", "properties": {"answer": {"type": "string"}}}
+    return None
+
+
+def _reasoning_on(body: dict[str, Any]) -> bool:
+    setting = body.get("reasoning")
+    if isinstance(setting, dict) and setting.get("effort") not in (None, "none"):
+        return True
+    return is_reasoning_model(str(body.get("model") or ""))
+
+
+async def create_response(call: Call) -> ASGIApp:
+    """POST /v1/responses."""
+    body = call.obj()
+    validate("CreateResponse", body)
+    state = call.state
+    compat = state.compat_mode
+    prev = None if compat else body.get("previous_response_id")
+    store = False if compat else body.get("store") is not False
+    conv_id = _conversation_id(body.get("conversation"))
+    if prev and conv_id:
+        raise SimError(
+            400,
+            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.",
+            code="mutually_exclusive_parameters",
+        )
+    if not body.get("model"):
+        raise SimError(400, "Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    with state.lock:
+        prefix = chain_items(state, str(prev)) if prev else []
+        if conv_id:
+            conv = conversation_or_404(state, conv_id)
+            if conv_id in state.busy_conversations:
+                raise SimError(
+                    400,
+                    "Another process is currently operating on this conversation. Please retry in a few seconds.",
+                    param="conversation",
+                    code="conversation_locked",
+                )
+            prefix = copy.deepcopy(conv.items)
+        new_input = normalize_input(state, body.get("input"))
+        context = prefix + new_input
+        check_context(state, context)
+        if conv_id:
+            state.busy_conversations.add(conv_id)
+    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+    reply = state.next_reply() or decide(
+        to_msgs(context, instructions),
+        tool_specs(body.get("tools")),
+        tool_choice(body.get("tool_choice")),
+        _schema(body),
+    )
+    output = output_items(state, reply, _reasoning_on(body))
+    response_id = new_id("resp_")
+    obj = response_object(
+        body,
+        response_id=response_id,
+        created_at=state.now(),
+        output=output,
+        usage_=usage(input_tokens(context, instructions), output),
+        previous_response_id=str(prev) if prev else None,
+        conversation=conv_id,
+        store=store,
+        reply=reply,
+    )
+    with state.lock:
+        state.contexts[response_id] = copy.deepcopy(context)
+
+    def commit() -> None:
+        with state.lock:
+            if store:
+                state.responses[response_id] = StoredResponse(
+                    response_id, new_input, output, obj["previous_response_id"], obj
+                )
+                for item in new_input + output:
+                    state.items[item["id"]] = item
+            if conv_id and conv_id in state.conversations:
+                conv = state.conversations[conv_id]
+                for item in new_input + output:
+                    stored = {**copy.deepcopy(item), "status": "completed"}
+                    conv.items.append(stored)
+                    state.items[stored["id"]] = stored
+            state.busy_conversations.discard(conv_id or "")
+
+    def abort() -> None:
+        with state.lock:
+            state.busy_conversations.discard(conv_id or "")
+
+    if body.get("stream"):
+        return SSEStream(stream_frames(obj), call.fault, lambda: state.closing, commit, abort)
+    commit()
+    return JSONResponse(obj)
+
+
+def _stored_or_404(state: SimState, response_id: str) -> StoredResponse:
+    stored = state.responses.get(response_id)
+    if stored is None:
+        raise SimError(404, f"Response with id '{response_id}' not found.", param="response_id")
+    return stored
+
+
+async def get_response(call: Call) -> ASGIApp:
+    """GET /v1/responses/{id}."""
+    with call.state.lock:
+        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
+        return JSONResponse(stored.obj)
+
+
+async def delete_response(call: Call) -> ASGIApp:
+    """DELETE /v1/responses/{id}."""
+    response_id = call.request.path_params["response_id"]
+    with call.state.lock:
+        _stored_or_404(call.state, response_id)
+        del call.state.responses[response_id]
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+def paginate(call: Call, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """An OpenAI list page over `items` (oldest first) honouring `limit`, `order` (default desc), `after`."""
+    query = call.request.query_params
+    order = query.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise SimError(400, f"Invalid value for 'order': expected one of asc, desc, but got '{order}'.", param="order")
+    raw_limit = query.get("limit", "20")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+        raise SimError(400, f"Invalid 'limit': integer between 1 and 100 expected, got '{raw_limit}'.", param="limit")
+    ordered = items if order == "asc" else list(reversed(items))
+    after = query.get("after")
+    if after:
+        ids = [i.get("id") for i in ordered]
+        ordered = ordered[ids.index(after) + 1 :] if after in ids else []
+    page = ordered[: int(raw_limit)]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(ordered) > len(page),
+    }
+
+
+async def list_input_items(call: Call) -> ASGIApp:
+    """GET /v1/responses/{id}/input_items: the response's own input items."""
+    with call.state.lock:
+        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
+        return JSONResponse(paginate(call, copy.deepcopy(stored.input)))

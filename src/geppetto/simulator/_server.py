@@ -1,0 +1,149 @@
+"""Running the simulator: a uvicorn server in a background thread on a free loopback port."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from ._app import DEFAULT_MAX_BODY, build_app
+from ._faults import Fault
+from ._model import Reply
+from ._state import RecordedRequest, SimState
+
+
+class Simulator:
+    """A running simulator. Create it with `serve()`; every method is safe to call from the test thread."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_body: int = DEFAULT_MAX_BODY) -> None:
+        self.state = SimState()
+        self.app = build_app(self.state, max_body=max_body)
+        self._host = host
+        self._port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    @property
+    def openai_url(self) -> str:
+        """Base URL for OpenAI clients (the root plus "/v1"); Anthropic and Gemini clients use `url`."""
+        return self.url + "/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in order."""
+        with self.state.lock:
+            return list(self.state.requests)
+
+    @property
+    def compat_mode(self) -> bool:
+        """When True, behave like OpenAI-compatible servers that ignore `previous_response_id` and `store`."""
+        return self.state.compat_mode
+
+    @compat_mode.setter
+    def compat_mode(self, value: bool) -> None:
+        self.state.compat_mode = value
+
+    def queue(self, *replies: Reply) -> None:
+        """Answer the next generation requests (any API) with these replies, in order."""
+        with self.state.lock:
+            self.state.replies.extend(replies)
+
+    def fail_next(
+        self,
+        status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        times: int = 1,
+        drop_after: int | None = None,
+        malformed_after: int | None = None,
+        slow_first_byte: float | None = None,
+        stall_after: int | None = None,
+        stall_seconds: float = 30.0,
+    ) -> None:
+        """Inject a fault into each of the next `times` generation requests (see `Fault`)."""
+        fault = Fault(status, retry_after, drop_after, malformed_after, slow_first_byte, stall_after, stall_seconds)
+        with self.state.lock:
+            self.state.faults.extend([fault] * times)
+
+    def context_items(self, response_id: str) -> list[Any]:
+        """The effective context (input items, messages or contents) the model saw for a response id.
+
+        Raises KeyError naming the id when no request produced it.
+        """
+        with self.state.lock:
+            if response_id not in self.state.contexts:
+                raise KeyError(f"no response {response_id!r} was produced by this simulator")
+            return copy.deepcopy(self.state.contexts[response_id])
+
+    def forget(self, response_id: str) -> None:
+        """Drop a stored response as if it expired: chaining on it now fails with previous_response_not_found."""
+        with self.state.lock:
+            self.state.responses.pop(response_id, None)
+
+    def reset(self) -> None:
+        """Forget all state: stored responses, conversations, queued replies and faults, recorded requests."""
+        self.state.reset()
+
+    def start(self) -> None:
+        """Start serving in a background thread; returns once the port accepts connections."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._port))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
+            backlog=2048,
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="geppetto-sim"
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the simulator server did not start; see the log above for the cause")
+            time.sleep(0.005)
+        self.url = f"http://{self._host}:{port}"
+
+    def stop(self) -> None:
+        """Stop serving and wait for the server thread (stalled streams are cut short)."""
+        self.state.closing = True
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Simulator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextmanager
+def serve(
+    host: str = "127.0.0.1", port: int = 0, *, compat_mode: bool = False, max_body: int = DEFAULT_MAX_BODY
+) -> Iterator[Simulator]:
+    """Run the simulator for the duration of a `with` block: `with serve() as sim: ... sim.openai_url ...`.
+
+    `port=0` picks a free port. `compat_mode=True` ignores `previous_response_id` and `store`.
+    """
+    sim = Simulator(host, port, max_body=max_body)
+    sim.compat_mode = compat_mode
+    with sim:
+        yield sim

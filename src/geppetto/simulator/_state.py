@@ -1,0 +1,124 @@
+"""Server state shared by every simulated API: stored responses, conversations, queues, records."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._faults import Fault
+from ._model import Reply
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the simulator received: parsed JSON body (None when absent or not JSON) and byte size."""
+
+    method: str
+    path: str
+    body: Any
+    size: int
+    headers: dict[str, str]
+    query: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StoredResponse:
+    """A stored OpenAI response: its own normalized input, output, parent and full object."""
+
+    id: str
+    input: list[dict[str, Any]]
+    output: list[dict[str, Any]]
+    previous_response_id: str | None
+    obj: dict[str, Any]
+
+
+@dataclass
+class Conversation:
+    """An OpenAI conversation: metadata and items in order (oldest first)."""
+
+    id: str
+    created_at: int
+    metadata: dict[str, Any]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    deleted: bool = False
+
+
+def new_id(prefix: str) -> str:
+    """A fresh provider-style id: `prefix` + 32 hex characters."""
+    return prefix + secrets.token_hex(16)
+
+
+class SimState:
+    """Everything the simulator remembers; every method is thread-safe (the test thread calls in)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.secret = secrets.token_bytes(16)
+        self.compat_mode = False
+        self.closing = False
+        self._reset_locked()
+
+    def _reset_locked(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.faults: deque[Fault] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.responses: dict[str, StoredResponse] = {}
+        self.conversations: dict[str, Conversation] = {}
+        self.busy_conversations: set[str] = set()
+        # Items of stored responses and conversations, addressable by id (item_reference, bare reasoning ids).
+        self.items: dict[str, dict[str, Any]] = {}
+        # Output item id -> id of the reasoning item that produced it (for every response, stored or not).
+        self.produced_by: dict[str, str] = {}
+        # Any response id (all APIs, stored or not) -> the effective context the model saw.
+        self.contexts: dict[str, list[Any]] = {}
+
+    def reset(self) -> None:
+        """Forget everything: stored responses, conversations, queued replies and faults, recorded requests."""
+        with self.lock:
+            self._reset_locked()
+
+    def record(self, request: RecordedRequest) -> None:
+        with self.lock:
+            self.requests.append(request)
+
+    def next_reply(self) -> Reply | None:
+        with self.lock:
+            return self.replies.popleft() if self.replies else None
+
+    def next_fault(self) -> Fault | None:
+        with self.lock:
+            return self.faults.popleft() if self.faults else None
+
+    def sign(self, *parts: str) -> str:
+        """A deterministic MAC over `parts` with this simulator's secret (signatures, encrypted content)."""
+        mac = hmac.new(self.secret, "\x1f".join(parts).encode(), hashlib.sha256).digest()
+        return base64.b64encode(mac[:24]).decode()
+
+    def seal(self, kind: str, item_id: str, text: str) -> str:
+        """Opaque encrypted content for a reasoning item, verifiable with `unseal`."""
+        payload = json.dumps({"k": kind, "id": item_id, "t": text, "m": self.sign(kind, item_id, text)})
+        return "gAAAA" + base64.urlsafe_b64encode(payload.encode()).decode()
+
+    def unseal(self, kind: str, blob: str) -> dict[str, Any] | None:
+        """The sealed payload ({"id", "t"}) when `blob` is intact and ours, else None."""
+        if not blob.startswith("gAAAA"):
+            return None
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(blob[5:].encode()))
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(payload, dict) or payload.get("k") != kind:
+            return None
+        expected = self.sign(kind, str(payload.get("id")), str(payload.get("t")))
+        return payload if hmac.compare_digest(expected, str(payload.get("m"))) else None
+
+    def now(self) -> int:
+        return int(time.time())

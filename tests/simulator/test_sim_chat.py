@@ -1,0 +1,90 @@
+"""OpenAI Chat Completions through plain HTTP: replies, tool calls, streaming with usage and [DONE], pairing errors."""
+
+from __future__ import annotations
+
+import httpx
+from simhelp import sse_events
+
+from geppetto.simulator import Reply, Simulator, ToolCall
+
+CHAT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def test_chat_tool_call_then_answer(oai: httpx.Client) -> None:
+    messages = [{"role": "user", "content": "Weather in Rome please"}]
+    first = oai.post("/chat/completions", json={"model": "sim-1", "messages": messages, "tools": [CHAT_TOOL]}).json()
+    choice = first["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city":"Rome"}'}
+    messages += [choice["message"], {"role": "tool", "tool_call_id": call["id"], "content": "21C"}]
+    second = oai.post("/chat/completions", json={"model": "sim-1", "messages": messages, "tools": [CHAT_TOOL]}).json()
+    assert second["object"] == "chat.completion"
+    assert second["choices"][0]["message"]["content"] == "Here is what the tools returned. get_weather: 21C."
+    assert second["choices"][0]["finish_reason"] == "stop"
+
+
+def test_chat_missing_tool_message_is_rejected(oai: httpx.Client) -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_A", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "user", "content": "well?"},
+    ]
+    r = oai.post("/chat/completions", json={"model": "sim-1", "messages": messages})
+    assert r.status_code == 400
+    assert r.json() == {
+        "error": {
+            "message": "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            "'tool_call_id'. The following tool_call_ids did not have response messages: call_A",
+            "type": "invalid_request_error",
+            "param": "messages.[2].role",
+            "code": None,
+        }
+    }
+
+
+def test_chat_orphan_tool_message_is_rejected(oai: httpx.Client) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_X", "content": "1"}]
+    r = oai.post("/chat/completions", json={"model": "sim-1", "messages": messages})
+    assert (r.status_code, r.json()["error"]["param"]) == (400, "messages.[1].role")
+    assert r.json()["error"]["message"] == (
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+    )
+
+
+def test_chat_stream_with_usage_ends_with_done(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="Hi you", tool_calls=[ToolCall("f", {"a": 1}, call_id="call_1")]))
+    body = {
+        "model": "sim-1",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with oai.stream("POST", "/chat/completions", json=body) as r:
+        events = sse_events(r.read().decode())
+    assert events[-1] == (None, "[DONE]")
+    chunks = [data for _, data in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    deltas = [c["choices"][0]["delta"] for c in chunks[:-1]]
+    assert deltas == [
+        {"role": "assistant", "content": "", "refusal": None},
+        {"content": "Hi "},
+        {"content": "you"},
+        {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"a":1}'}}]},
+        {},
+    ]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    assert all(c["usage"] is None for c in chunks[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
