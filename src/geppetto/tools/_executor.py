@@ -111,8 +111,8 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
     except _Failure as exc:
         error = str(exc)
     publish(EventToolResult(opts.metadata, call_id=call_id, name=name, result=result, error=error))
-    # The error is repeated in the result so that an engine mapping only ``result`` still shows it to the model.
-    return Block.tool_use(call_id, result if error is None else f"Error: {error}", error)
+    # On failure the result is empty and ``error`` says why; engines show the error to the model.
+    return Block.tool_use(call_id, result if error is None else "", error)
 
 
 def _arguments(t: Tool, raw: Any) -> dict[str, Any]:
