@@ -287,3 +287,11 @@ async def test_bad_input_names_the_fix() -> None:
 
 def test_handle_and_session_are_exported() -> None:
     assert gp.Session is Session and gp.ExecutionHandle is ExecutionHandle
+
+
+def test_start_inference_outside_an_event_loop_names_the_fix() -> None:
+    session = Session(ScriptedEngine([Block.llm_text("A")]))
+    session.prompt("x")
+    with pytest.raises(gp.UsageError, match="needs a running event loop"):
+        session.start_inference()
+    assert not session.running

@@ -155,7 +155,14 @@ class Session:
         TURN_META_SESSION_ID.set(work.metadata, self.session_id)
         TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
         prior = {b.id for b in seed.blocks if b.turn_id and b.turn_id != seed.id}
-        task = asyncio.get_running_loop().create_task(self._run(work, inference_id, prior))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise UsageError(
+                "start_inference() needs a running event loop: call it from async code, "
+                "e.g. asyncio.run(session.run(text))"
+            ) from None
+        task = loop.create_task(self._run(work, inference_id, prior))
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
 
