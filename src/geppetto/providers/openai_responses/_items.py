@@ -117,7 +117,7 @@ def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any
                 "id": block.payload[PAYLOAD_ITEM_ID],
                 "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                "content": [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
             }
         return {"role": "assistant", "content": block.text}
     if kind is BlockKind.TOOL_CALL:
