@@ -1,0 +1,129 @@
+"""Turn <-> chat messages: grouping of tool calls, tool results, reasoning left out, bad messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import geppetto as gp
+from geppetto.turns import (
+    Block,
+    BlockKind,
+    Turn,
+    blocks_from_messages,
+    messages_from_turn,
+    result_text,
+    turn_from_messages,
+)
+
+
+def _turn() -> Turn:
+    turn = Turn(id="t")
+    turn.extend(
+        [
+            Block.system("sys"),
+            Block.user("weather?"),
+            Block.reasoning("thinking", item_id="rs_1"),
+            Block.llm_text("Let me check."),
+            Block.tool_call("c1", "get_weather", {"city": "Paris"}),
+            Block.tool_call("c2", "get_time", "{bad json"),
+            Block.tool_use("c1", {"temp": 21}),
+            Block.tool_use("c2", None, error="arguments are not JSON"),
+            Block.tool_call("c3", "again", {}),
+            Block.tool_use("c3", "plain text"),
+            Block.llm_text("21 degrees."),
+            Block(BlockKind.OTHER, {"x": 1}),
+        ]
+    )
+    return turn
+
+
+MESSAGES: list[dict[str, Any]] = [
+    {"role": "system", "content": "sys"},
+    {"role": "user", "content": "weather?"},
+    {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [
+            {"id": "c1", "name": "get_weather", "args": {"city": "Paris"}},
+            {"id": "c2", "name": "get_time", "args": "{bad json"},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21}'},
+    {"role": "tool", "tool_call_id": "c2", "content": "null", "error": "arguments are not JSON"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c3", "name": "again", "args": {}}]},
+    {"role": "tool", "tool_call_id": "c3", "content": "plain text"},
+    {"role": "assistant", "content": "21 degrees."},
+]
+
+
+def test_messages_from_turn_groups_tool_calls() -> None:
+    assert messages_from_turn(_turn()) == MESSAGES
+
+
+def test_blocks_from_messages_rebuilds_blocks() -> None:
+    blocks = blocks_from_messages(MESSAGES)
+    assert [(b.kind, b.role, b.payload) for b in blocks] == [
+        (BlockKind.SYSTEM, "system", {"text": "sys"}),
+        (BlockKind.USER, "user", {"text": "weather?"}),
+        (BlockKind.LLM_TEXT, "assistant", {"text": "Let me check."}),
+        (BlockKind.TOOL_CALL, "assistant", {"id": "c1", "name": "get_weather", "args": {"city": "Paris"}}),
+        (BlockKind.TOOL_CALL, "assistant", {"id": "c2", "name": "get_time", "args": "{bad json"}),
+        (BlockKind.TOOL_USE, "tool", {"id": "c1", "result": '{"temp": 21}'}),
+        (BlockKind.TOOL_USE, "tool", {"id": "c2", "result": "null", "error": "arguments are not JSON"}),
+        (BlockKind.TOOL_CALL, "assistant", {"id": "c3", "name": "again", "args": {}}),
+        (BlockKind.TOOL_USE, "tool", {"id": "c3", "result": "plain text"}),
+        (BlockKind.LLM_TEXT, "assistant", {"text": "21 degrees."}),
+    ]
+    assert all(b.turn_id == "" for b in blocks)
+    assert len({b.id for b in blocks}) == len(blocks)
+    # the delta form: only messages from `start` on
+    assert [b.text for b in blocks_from_messages(MESSAGES, start=7)] == ["21 degrees."]
+    assert blocks_from_messages(MESSAGES, start=len(MESSAGES)) == []
+    # and back to the same messages
+    assert messages_from_turn(Turn(blocks=blocks)) == MESSAGES
+
+
+def test_turn_from_messages_stamps_blocks() -> None:
+    turn = turn_from_messages(MESSAGES[:2])
+    assert [(b.kind, b.text, b.turn_id) for b in turn.blocks] == [
+        (BlockKind.SYSTEM, "sys", turn.id),
+        (BlockKind.USER, "weather?", turn.id),
+    ]
+
+
+def test_tool_call_after_tool_message_starts_a_new_assistant_message() -> None:
+    turn = Turn(
+        blocks=[Block.user("u"), Block.tool_call("a", "f", {}), Block.tool_use("a", 1), Block.tool_call("b", "g", {})]
+    )
+    assert messages_from_turn(turn) == [
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "a", "name": "f", "args": {}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "1"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "b", "name": "g", "args": {}}]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "field", "text"),
+    [
+        ([{"role": "user", "content": "a"}, "hello"], "messages[1]", "expected a message mapping, found a str"),
+        ([{"role": "robot", "content": "a"}], "messages[0].role", "unknown role 'robot'"),
+        ([{"role": "user", "content": ["parts"]}], "messages[0].content", "content must be text"),
+    ],
+)
+def test_bad_messages(messages: list[Any], field: str, text: str) -> None:
+    with pytest.raises(gp.TurnFormatError) as info:
+        blocks_from_messages(messages)
+    assert info.value.field == field
+    assert text in str(info.value)
+
+
+def test_result_text() -> None:
+    assert [result_text("as is"), result_text({"ü": [1, None]}), result_text(3), result_text(None)] == [
+        "as is",
+        '{"ü": [1, null]}',
+        "3",
+        "null",
+    ]
