@@ -90,6 +90,27 @@ def test_validate_builds_nested_models_and_enums_and_applies_defaults() -> None:
         forecast.validate({"where": {"city": "Paris"}, "surprise": 1})
 
 
+def test_parameter_names_that_clash_with_pydantic_still_work() -> None:
+    def odd(json: str, model_name: str, _private: int = 2) -> str:
+        """Odd names."""
+        return f"{json}{model_name}{_private}"
+
+    t = tool(odd)
+    assert t.definition.parameters == {
+        "additionalProperties": False,
+        "properties": {
+            "json": {"title": "Json", "type": "string"},
+            "model_name": {"title": "Model Name", "type": "string"},
+            "_private": {"default": 2, "title": "Private", "type": "integer"},
+        },
+        "required": ["json", "model_name"],
+        "type": "object",
+    }
+    kwargs = t.validate({"json": "a", "model_name": "b"})
+    assert kwargs == {"json": "a", "model_name": "b", "_private": 2}
+    assert t(**kwargs) == "ab2"
+
+
 def test_tool_options_and_calling_the_tool_calls_the_function() -> None:
     @tool(name="adder", description="Adds.", retryable=True, max_retries=3, backoff_s=0.5, timeout_s=2.0)
     def add(a: int, b: int = 1) -> int:

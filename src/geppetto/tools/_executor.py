@@ -74,7 +74,7 @@ async def execute_tool_calls(
     At most ``max_parallel`` run at once; each is bounded by ``timeout_s`` (or the tool's own
     ``timeout_s``): an async tool is cancelled, a sync tool runs in a worker thread whose result is
     abandoned. ``on_error``: ``"continue"`` (failures become error results), ``"retry"`` (every tool
-    is retried like a ``retryable`` one), ``"raise"`` (raise :class:`ToolCallError` on the first failure).
+    is retried like a ``retryable`` one), ``"raise"`` (once all calls have ended, raise :class:`ToolCallError` for the first failed one).
     """
     if max_parallel < 1:
         raise ValueError("max_parallel must be at least 1")

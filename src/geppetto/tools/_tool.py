@@ -91,7 +91,7 @@ class Tool:
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Keyword arguments for the function, validated and converted (nested models are built)."""
         model = self._model.model_validate(args)
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return {str(info.alias): getattr(model, name) for name, info in type(model).model_fields.items()}
 
 
 def _summary(fn: Callable[..., Any]) -> str:
@@ -126,7 +126,9 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
                 "use JSON-friendly types (str, int, float, bool, list, dict, enums, pydantic models)"
             ) from exc
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[pname] = (annotation, default)
+        # Internal field names with the parameter name as alias: a parameter may be called `json`,
+        # `model_x` or `_x`, which pydantic would otherwise warn about or treat as private.
+        fields[f"p{len(fields)}"] = (annotation, pydantic.Field(default, alias=pname))
     config = pydantic.ConfigDict(extra="forbid")
     model: type[pydantic.BaseModel] = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
     return model
