@@ -22,18 +22,24 @@ from the environment only and never printed.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ._exceptions import ConfigurationError
 
+if TYPE_CHECKING:
+    from .engine import Engine
+
 __all__ = [
     "PROVIDERS",
     "Profile",
+    "build_engine",
     "config_dir",
     "load_profiles",
     "profiles_path",
@@ -130,3 +136,59 @@ def resolve_api_key(profile: Profile) -> str:
     raise ConfigurationError(
         f"no API key for profile {profile.name!r}: set {wanted}, or use --profile sim to run offline"
     )
+
+
+# provider name -> (module, class); imported only when a profile uses it.
+ENGINE_CLASSES: dict[str, tuple[str, str]] = {
+    "openai-responses": ("geppetto.providers.openai_responses", "ResponsesEngine"),
+    "openai-chat": ("geppetto.providers.openai_chat", "ChatEngine"),
+    "anthropic": ("geppetto.providers.anthropic", "ClaudeEngine"),
+    "gemini": ("geppetto.providers.gemini", "GeminiEngine"),
+}
+
+_OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort")
+_ALIASES = {"max_tokens": "max_output_tokens"}
+
+
+def build_engine(
+    profile: Profile, *, api_key: str | None = None, base_url: str | None = None, tools: list[Any] | None = None
+) -> Engine:
+    """The engine ``profile`` describes.
+
+    ``tools`` (tool definitions or dicts) are offered on every request. ``api_key`` defaults to :func:`resolve_api_key` (so a missing key is a :class:`ConfigurationError`
+    naming the variable); ``base_url`` overrides the profile's. A setting the provider's engine does
+    not take (``mode`` on Anthropic, say) is an error naming it rather than silently dropped.
+    """
+    if profile.provider not in ENGINE_CLASSES:
+        raise ConfigurationError(
+            f"profile {profile.name!r}: unknown provider {profile.provider!r}; use one of {', '.join(ENGINE_CLASSES)}"
+        )
+    module_name, class_name = ENGINE_CLASSES[profile.provider]
+    try:
+        engine_cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"provider {profile.provider!r} is not available in this install ({exc}); pick another with --provider"
+        ) from None
+    if not profile.model:
+        raise ConfigurationError(
+            f"profile {profile.name!r} names no model; set 'model:' in the profile or pass --model"
+        )
+    key = api_key if api_key is not None else resolve_api_key(profile)
+    accepted = inspect.signature(engine_cls).parameters
+    options: dict[str, Any] = {}
+    for name in _OPTIONAL:
+        value = getattr(profile, name)
+        if value is None:
+            continue
+        if name not in accepted and _ALIASES.get(name) in accepted:
+            name = _ALIASES[name]  # same setting, the engine's own name for it
+        elif name not in accepted:
+            raise ConfigurationError(
+                f"profile {profile.name!r}: provider {profile.provider!r} does not take {name!r}; remove it from the profile"
+            )
+        options[name] = value
+    if tools:
+        options["tools"] = tools
+    engine: Engine = engine_cls(model=profile.model, api_key=key, base_url=base_url or profile.base_url, **options)
+    return engine

@@ -1,24 +1,198 @@
-"""Command-line entry point. ``geppetto demo`` runs offline."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, demo, profiles."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
 import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
 
-from ._demo import run_demo
+from .._exceptions import ConfigurationError, GeppettoError, ProviderError, TurnFormatError, UsageError
+from ..profiles import PROVIDERS, load_profiles, profiles_path
+from ..turns import load_turn
+from ._runtime import EngineSettings
 
-app = typer.Typer(help="Run LLM inference through geppetto's provider-agnostic Turn model.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run LLM inference through geppetto's provider-agnostic Turn model.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+profiles_app = typer.Typer(help="List and show the profiles in the profiles file.", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+T = TypeVar("T")
+
+ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help="Profile name (`sim` runs offline).")]
+ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PROVIDERS)}.")]
+ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
+ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    # One line, no traceback: the message already names the fix.
+    print(f"error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def _guarded(action: Callable[[], T]) -> T:
+    """Run ``action``, turning geppetto errors into a one-line message and Ctrl-C into exit 130."""
+    try:
+        return action()
+    except KeyboardInterrupt:
+        print("\ninterrupted; nothing was saved", file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (ConfigurationError, UsageError, TurnFormatError) as exc:
+        _fail(str(exc))
+    except ProviderError as exc:
+        _fail(str(exc), 1)
+    except GeppettoError as exc:
+        _fail(str(exc), 1)
 
 
 @app.callback()
 def _root() -> None:
-    """geppetto: one Turn model for every provider."""
+    """geppetto: one Turn model for every provider. Try `geppetto demo`, or `geppetto run --profile sim "Hi"`."""
+
+
+@app.command()
+def run(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt; `-` reads it from stdin.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the prompt from this file.")] = None,
+    profile: ProfileOpt = None,
+    provider: ProviderOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    mode: ModeOpt = None,
+    system: Annotated[str | None, typer.Option(help="System prompt (added by middleware).")] = None,
+    with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
+    with_logging: Annotated[bool, typer.Option("--with-logging", help="Log each inference to stderr.")] = False,
+    with_uppercase: Annotated[bool, typer.Option("--with-uppercase", help="Uppercase the answer.")] = False,
+    json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+    save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
+) -> None:
+    """One inference through the tool loop, streaming the answer as it arrives."""
+    from ._run import RunOptions, read_prompt, run_command
+
+    options = RunOptions(
+        settings=EngineSettings(profile, provider, model, base_url, mode),
+        system=system,
+        with_tools=with_tools,
+        with_logging=with_logging,
+        with_uppercase=with_uppercase,
+        json_events=json_events,
+        save_turn=save_turn,
+    )
+    _guarded(lambda: run_command(options, read_prompt(prompt, file)))
+
+
+@app.command()
+def chat(
+    profile: ProfileOpt = None,
+    provider: ProviderOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    mode: ModeOpt = None,
+    system: Annotated[str | None, typer.Option(help="System prompt (added by middleware).")] = None,
+    no_tools: Annotated[bool, typer.Option("--no-tools", help="Do not offer the demo tools.")] = False,
+) -> None:
+    """An interactive session: /save FILE, /load FILE, /inspect, /reset, /mode MODE, /exit."""
+    from ._chat import ChatRepl
+
+    settings = EngineSettings(profile, provider, model, base_url, mode)
+    _guarded(lambda: ChatRepl(settings, system=system, with_tools=not no_tools).run())
+
+
+@app.command()
+def inspect(file: Annotated[Path, typer.Argument(help="A turn file (YAML, or JSON for .json).")]) -> None:
+    """The Turn's blocks with their ids; marks the anchor and the blocks a chained request would send."""
+    from ._inspect import render_turn
+
+    turn = _guarded(lambda: load_turn(file))
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    render_turn(turn, console, title=f"{file} · turn {turn.id}")
+
+
+@app.command()
+def simulate(
+    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+) -> None:
+    """Run the provider simulator in the foreground until Ctrl-C."""
+    from ..simulator import serve
+
+    try:
+        with serve(host, port) as sim:
+            print(f"geppetto simulator on {sim.url}", flush=True)
+            print(f"  OpenAI base URL:            {sim.openai_url}", flush=True)
+            print(f"  Anthropic/Gemini base URL:  {sim.url}", flush=True)
+            print("  any API key works; Ctrl-C stops it", flush=True)
+            while True:
+                time.sleep(3600)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            _fail(f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)")
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror}")
+    except KeyboardInterrupt:
+        print("simulator stopped", file=sys.stderr)
 
 
 @app.command()
 def demo() -> None:
-    """Run an offline demo conversation and show what each step sent."""
-    run_demo()
+    """Offline: a chained conversation with tool calls against the simulator, then the bytes each mode sends."""
+    from ._demo import run_demo
+
+    _guarded(lambda: run_demo(Console() if sys.stdout.isatty() else Console(width=120)))
+
+
+@profiles_app.command("list")
+def profiles_list(json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
+    """Every profile (the built-in `sim` included) and which is the default."""
+    profiles, default = _guarded(load_profiles)
+    if json_out:
+        rows = [{**p.public_dict(), "default": name == default} for name, p in profiles.items()]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"profiles ({profiles_path()})")
+    for column in ("name", "provider", "model", "base_url", "mode", "key"):
+        table.add_column(column)
+    for name, p in profiles.items():
+        shown = f"{name} (default)" if name == default else name
+        table.add_row(shown, p.provider, p.model, p.base_url or "", p.mode or "", _key_status(p))
+    Console().print(table)
+
+
+@profiles_app.command("show")
+def profiles_show(name: Annotated[str, typer.Argument(help="Profile name.")]) -> None:
+    """One profile's settings and whether its key variable is set (the key itself is never shown)."""
+    profiles, _ = _guarded(load_profiles)
+    if name not in profiles:
+        _fail(f"no profile named {name!r}; defined: {', '.join(profiles)}")
+    p = profiles[name]
+    shown: dict[str, Any] = {**p.public_dict(), "key": _key_status(p)}
+    print(yaml.safe_dump(shown, sort_keys=False).rstrip())
+
+
+def _key_status(p: Any) -> str:
+    if p.simulator:
+        return "not needed (simulator)"
+    names = (p.api_key_env,) if p.api_key_env else PROVIDERS[p.provider]
+    present = [n for n in names if os.environ.get(n)]
+    return f"set in ${present[0]}" if present else f"missing: set {' or '.join(names)}"
 
 
 def main() -> None:
+    """Console-script entry point."""
     app()

@@ -1,0 +1,83 @@
+"""``geppetto inspect``: a Turn's blocks with their provenance, the anchor, and what a chained request would send."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Turn
+
+__all__ = ["ChainedPlan", "chained_plan", "render_turn"]
+
+
+@dataclass(frozen=True)
+class ChainedPlan:
+    """What a chained Responses request for this turn would do: the anchor (None: full resend), the
+    ids of the blocks it would send, and why there is no anchor when there is none."""
+
+    anchor: str | None
+    sent_ids: list[str]
+    reason: str = ""
+
+
+def chained_plan(turn: Turn) -> ChainedPlan:
+    """The anchor and the blocks after it, by the engine's own rules (find_best_anchor/blocks_after_response)."""
+    from ..providers.openai_responses import blocks_after_response, find_best_anchor
+    from ..providers.openai_responses._anchors import scan_anchors
+
+    anchor = find_best_anchor(turn)
+    if anchor is None:
+        return ChainedPlan(None, [b.id for b in turn.blocks], scan_anchors(turn).reason())
+    return ChainedPlan(anchor, [b.id for b in blocks_after_response(turn, anchor)])
+
+
+def _short(value: str | None, width: int) -> str:
+    # Prefixes are enough to tell ids apart by eye; the file holds the full ones.
+    return (value or "")[:width]
+
+
+def _preview(text: str, width: int = 32) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
+    """Print the table of ``turn``'s blocks and a one-line summary of the chained request; return the plan."""
+    plan = chained_plan(turn)
+    sent = set(plan.sent_ids)
+    last_of_anchor = max(
+        (i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata) == plan.anchor),
+        default=-1,
+    )
+    table = Table(title=title or f"turn {turn.id}", show_lines=False)
+    for column, width in (("#", 3), ("kind", 9), ("id", 8), ("turn_id", 8), ("inference_id", 8)):
+        table.add_column(column, min_width=width, no_wrap=True)
+    table.add_column("response_id", min_width=14, no_wrap=True)
+    table.add_column("chained", min_width=8, no_wrap=True)
+    table.add_column("text", overflow="fold")
+    for i, block in enumerate(turn.blocks):
+        mark = "anchor" if plan.anchor is not None and i == last_of_anchor else ("send" if block.id in sent else "")
+        table.add_row(
+            str(i),
+            block.kind.value,
+            _short(block.id, 8),
+            _short(block.turn_id, 8),
+            _short(BLOCK_META_INFERENCE_ID.get(block.metadata), 8),
+            _short(BLOCK_META_RESPONSE_ID.get(block.metadata), 14),
+            mark,
+            _preview(block.text),
+        )
+    console.print(table)
+    if plan.anchor is None:
+        console.print(
+            f"no valid anchor ({plan.reason}): a chained request sends all {len(turn.blocks)} blocks, "
+            "without previous_response_id"
+        )
+    else:
+        console.print(
+            f"chained request: previous_response_id={plan.anchor}, sends {len(plan.sent_ids)} of "
+            f"{len(turn.blocks)} blocks"
+        )
+    return plan

@@ -1,0 +1,81 @@
+"""``geppetto run``: one inference through the tool loop, streamed to the terminal or as JSON lines."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from .._exceptions import UsageError
+from ..events import EventSink, JsonLinesPrinter, TextPrinter
+from ..session import Session
+from ..turns import BlockKind, Turn, save_turn
+from ._demo_tools import demo_registry
+from ._runtime import EngineSettings, choose_profile, cli_middlewares, open_engine
+
+__all__ = ["RunOptions", "read_prompt", "run_command"]
+
+
+@dataclass
+class RunOptions:
+    """Everything ``geppetto run`` was asked to do."""
+
+    settings: EngineSettings
+    system: str | None = None
+    with_tools: bool = False
+    with_logging: bool = False
+    with_uppercase: bool = False
+    json_events: bool = False
+    save_turn: Path | None = None
+
+
+def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
+    """The prompt text: the argument, stdin when it is ``-``, or the file; a UsageError naming the fix."""
+    if prompt_file is not None:
+        if prompt is not None:
+            raise UsageError("give the prompt either as an argument or with --file, not both")
+        try:
+            text = prompt_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"prompt file {str(prompt_file)!r} does not exist; check the path") from None
+        except OSError as exc:
+            raise UsageError(f"prompt file {str(prompt_file)!r} cannot be read: {exc.strerror}") from None
+    elif prompt == "-":
+        text = sys.stdin.read()
+    elif prompt is None:
+        raise UsageError("no prompt: pass it as an argument, '-' to read stdin, or --file PATH")
+    else:
+        text = prompt
+    if not text.strip():
+        raise UsageError("the prompt is empty; pass some text")
+    return text.strip()
+
+
+async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Turn:
+    profile = choose_profile(options.settings)
+    tools = demo_registry() if options.with_tools else None
+    with open_engine(profile, tools) as opened:
+        chain = cli_middlewares(
+            system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
+        )
+        session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
+        return await session.run(prompt)
+
+
+def run_command(options: RunOptions, prompt: str) -> Turn:
+    """Run the inference (streaming), then save the turn if asked. Nothing is written unless it completed."""
+    sink: EventSink = JsonLinesPrinter(sys.stdout) if options.json_events else TextPrinter(sys.stdout)
+    turn = asyncio.run(_infer(options, prompt, [sink]))
+    if options.with_uppercase and not options.json_events:
+        # The stream shows what the model said; the middleware changed the turn afterwards.
+        answer = [b.text for b in turn.blocks if b.kind is BlockKind.LLM_TEXT][-1:]
+        if answer:
+            Console(stderr=True).print("[dim]after middleware:[/dim]")
+            print(answer[0])
+    if options.save_turn is not None:
+        save_turn(options.save_turn, turn)
+        Console(stderr=True).print(f"[dim]saved turn to {options.save_turn}[/dim]")
+    return turn

@@ -1,0 +1,138 @@
+"""What the commands share: choosing a profile, opening its engine (and the simulator), building middleware."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .._exceptions import ConfigurationError
+from ..engine import Engine, Handler
+from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
+from ..profiles import PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
+from ..tools import ToolRegistry
+from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn
+
+__all__ = ["EngineSettings", "Opened", "choose_profile", "cli_middlewares", "open_engine", "uppercase_middleware"]
+
+SIM_API_KEY = "sk-sim"
+FALLBACK_MODEL = {
+    "openai-responses": "gpt-4.1-mini",
+    "openai-chat": "gpt-4.1-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-flash",
+}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine options a command line gives (each None when not given)."""
+
+    profile: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    mode: str | None = None
+
+
+def choose_profile(settings: EngineSettings) -> Profile:
+    """The profile named on the command line, else the file's default, else one built from the flags.
+
+    Raises :class:`~geppetto.ConfigurationError` naming the fix for an unknown profile or provider.
+    """
+    if settings.provider is not None and settings.provider not in PROVIDERS:
+        raise ConfigurationError(f"unknown provider {settings.provider!r}; use one of {', '.join(PROVIDERS)}")
+    profiles, default = load_profiles()
+    name = settings.profile or default
+    if name is None:
+        provider = settings.provider or "openai-responses"
+        base = Profile(name="default", provider=provider, model=FALLBACK_MODEL[provider])
+    elif name not in profiles:
+        raise ConfigurationError(
+            f"no profile named {name!r}; defined: {', '.join(profiles)} (see `geppetto profiles list`)"
+        )
+    else:
+        base = profiles[name]
+    if settings.provider is not None and settings.provider != base.provider:
+        # Responses-only settings do not carry over to another provider.
+        base = replace(base, provider=settings.provider, mode=None, store=None)
+    return base.with_overrides(model=settings.model, base_url=settings.base_url, mode=settings.mode)
+
+
+@dataclass
+class Opened:
+    """An engine ready to use, and the simulator behind it when the profile asked for one."""
+
+    engine: Engine
+    profile: Profile
+    api_key: str
+    base_url: str | None = None
+    sim: Any = None
+    tools: list[Any] | None = None
+
+    def rebuild(self, **overrides: Any) -> Opened:
+        """The same endpoint and key with other settings (for example another ``mode``)."""
+        profile = self.profile.with_overrides(**overrides)
+        engine = build_engine(profile, api_key=self.api_key, base_url=self.base_url, tools=self.tools)
+        return Opened(engine, profile, self.api_key, self.base_url, self.sim, self.tools)
+
+
+def _sim_base_url(sim: Any, provider: str) -> str:
+    return str(sim.openai_url if provider.startswith("openai") else sim.url)
+
+
+@contextlib.contextmanager
+def open_engine(profile: Profile, tools: ToolRegistry | None = None) -> Iterator[Opened]:
+    """Build ``profile``'s engine offering ``tools``; for a simulator profile without a base_url, run the
+    simulator meanwhile."""
+    specs = [d.to_dict() for d in tools.list()] if tools is not None else None
+    if profile.simulator and not profile.base_url:
+        from ..simulator import serve
+
+        with serve() as sim:
+            url = _sim_base_url(sim, profile.provider)
+            engine = build_engine(profile, api_key=SIM_API_KEY, base_url=url, tools=specs)
+            yield Opened(engine, profile, SIM_API_KEY, url, sim, specs)
+        return
+    key = SIM_API_KEY if profile.simulator else resolve_api_key(profile)
+    yield Opened(build_engine(profile, api_key=key, tools=specs), profile, key, profile.base_url, None, specs)
+
+
+def uppercase_middleware() -> Middleware:
+    """Uppercase the text of every llm_text block the inference adds (the seeds' middleware example)."""
+
+    def middleware(next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            before = snapshot_block_ids(turn)
+            out = await next_handler(turn)
+            for block in new_blocks_not_in(out, before):
+                if block.kind is BlockKind.LLM_TEXT:
+                    block.payload[PAYLOAD_TEXT] = str(block.payload.get(PAYLOAD_TEXT, "")).upper()
+                    BLOCK_META_MIDDLEWARE.set(block.metadata, "uppercase")
+            return out
+
+        return handler
+
+    return middleware
+
+
+def cli_middlewares(*, system: str | None, with_logging: bool, with_uppercase: bool) -> list[Middleware]:
+    """The middleware the flags ask for, outermost first; logging goes to stderr."""
+    chain: list[Middleware] = []
+    if system:
+        chain.append(system_prompt(system))
+    if with_logging:
+        logger = logging.getLogger("geppetto.cli")
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+        chain.append(logging_middleware(logger))
+    if with_uppercase:
+        chain.append(uppercase_middleware())
+    return chain
