@@ -243,12 +243,17 @@ class ResponsesEngine:
         async with aclosing(events):
             await consume_stream(events, stream, meta, on_created=verify)
 
-    async def _send_with_fallbacks(self, http: HttpTransport, turn: Turn, plan: Plan) -> tuple[Plan, StreamState]:
+    async def _send_with_fallbacks(
+        self, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
+    ) -> Plan:
+        """Send ``plan``; on an expired parent, a lost conversation or a server that ignores state, send
+        once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
         include_system = not self.instructions_mode
         stream = StreamState()
+        streams.append(stream)
         try:
             await self._send(http, turn, plan, stream)
-            return plan, stream
+            return plan
         except PreviousResponseNotFoundError:
             if self.on_previous_not_found == "raise":
                 raise
@@ -272,8 +277,9 @@ class ResponsesEngine:
             )
             retry = plan_full(turn, include_system=include_system, reason="server ignores previous_response_id")
         stream = StreamState()
+        streams.append(stream)
         await self._send(http, turn, retry, stream)
-        return retry, stream
+        return retry
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
@@ -284,12 +290,14 @@ class ResponsesEngine:
         publish(EventStart(meta))
         start = len(turn.blocks)
         plan = self._plan(turn, mode, state)
-        stream = StreamState()
+        streams: list[StreamState] = []
         try:
             async with self._transport() as http:
-                plan, stream = await self._send_with_fallbacks(http, turn, plan)
+                plan = await self._send_with_fallbacks(http, turn, plan, streams)
         except StreamError as exc:
-            for block in stream.finished_text_blocks():  # only finished messages; never a tool call
+            for block in (
+                streams[-1].finished_text_blocks() if streams else []
+            ):  # only finished messages; never a tool call
                 BLOCK_META_PROVIDER.set(block.metadata, self.provider)
                 turn.append(block)
             publish(EventError(meta, str(exc), type(exc).__name__))
@@ -297,7 +305,7 @@ class ResponsesEngine:
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
-        self._record(turn, start, plan, stream, mode)
+        self._record(turn, start, plan, streams[-1], mode)
         return turn
 
     def _record(self, turn: Turn, start: int, plan: Plan, stream: StreamState, mode: str) -> None:

@@ -1,0 +1,204 @@
+"""Stream handling (complete, incomplete, failed, broken, malformed) and the block -> item pairing rules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from responses_support import engine
+
+import geppetto as gp
+from geppetto.events import Event, with_sinks
+from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
+from geppetto.simulator import Reply, Simulator, ToolCall
+from geppetto.turns import TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
+
+
+def _sse(*events: dict[str, Any]) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+RESPONSE = {"id": "resp_1", "object": "response", "status": "in_progress", "output": [], "previous_response_id": None}
+CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+MSG = {
+    "type": "message",
+    "id": "msg_1",
+    "role": "assistant",
+    "status": "completed",
+    "content": [{"type": "output_text", "text": "Hello", "annotations": []}],
+}
+
+
+def _engine_for(body: bytes) -> ResponsesEngine:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    http = HttpTransport(
+        "http://test/v1", provider="openai", transport=httpx.MockTransport(handler), retry=RetryPolicy(max_retries=0)
+    )
+    return ResponsesEngine("gpt-4.1", api_key="k", http=http)
+
+
+def _turn() -> Turn:
+    turn = Turn()
+    turn.append(Block.user("hi"))
+    return turn
+
+
+async def test_incomplete_response_records_usage_and_stop_reason_and_drops_incomplete_calls() -> None:
+    final = {
+        **RESPONSE,
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "output": [MSG, {**CALL, "arguments": '{"ci', "status": "incomplete"}],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 4},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 3},
+            "total_tokens": 17,
+        },
+    }
+    body = _sse(
+        {"type": "response.created", "sequence_number": 0, "response": RESPONSE},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**MSG, "content": []}},
+        {"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_1", "delta": "Hel"},
+        {"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_1", "delta": "lo"},
+        {"type": "response.output_item.done", "output_index": 0, "item": MSG},
+        {"type": "response.incomplete", "response": final},
+    )
+    seen: list[Event] = []
+    with with_sinks(seen.append):
+        turn = await _engine_for(body).run_inference(_turn())
+    assert [(b.kind, b.payload) for b in turn.blocks[1:]] == [
+        (BlockKind.LLM_TEXT, {"text": "Hello", "item_id": "msg_1"})
+    ]
+    assert TURN_META_STOP_REASON.get(turn.metadata) == "max_tokens"
+    assert TURN_META_USAGE.get(turn.metadata) == {
+        "input_tokens": 10,
+        "output_tokens": 7,
+        "cached_tokens": 4,
+        "reasoning_tokens": 3,
+        "cache_write_tokens": 0,
+    }
+    assert [e.type for e in seen] == ["start", "text_delta", "text_delta", "final"]
+    assert seen[-1].metadata.stop_reason == "max_tokens"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("tail", "match"),
+    [
+        ([], "ended without response.completed"),
+        (
+            [
+                {
+                    "type": "response.failed",
+                    "response": {
+                        **RESPONSE,
+                        "status": "failed",
+                        "error": {"code": "server_error", "message": "model broke"},
+                    },
+                }
+            ],
+            "model broke",
+        ),
+        ([{"type": "error", "code": "ERR", "message": "Something went wrong", "param": None}], "Something went wrong"),
+    ],
+)
+async def test_broken_streams_raise_and_keep_only_finished_messages(tail: list[dict[str, Any]], match: str) -> None:
+    body = _sse(
+        {"type": "response.created", "response": RESPONSE},
+        {"type": "response.output_item.done", "output_index": 0, "item": MSG},
+        {"type": "response.output_item.added", "output_index": 1, "item": CALL},
+        {"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "fc_1", "delta": '{"ci'},
+        *tail,
+    )
+    turn = _turn()
+    with pytest.raises(gp.StreamError, match=match) as info:
+        await _engine_for(body).run_inference(turn)
+    assert [b.kind for b in turn.blocks] == [BlockKind.USER, BlockKind.LLM_TEXT]
+    assert "finished items: ['message']" in str(info.value)
+
+
+async def test_malformed_event_is_a_stream_error() -> None:
+    body = _sse({"type": "response.created", "response": RESPONSE}) + b"data: {not json\n\n"
+    with pytest.raises(gp.StreamError, match="malformed event data"):
+        await _engine_for(body).run_inference(_turn())
+
+
+async def test_simulator_dropped_stream_leaves_no_tool_call(geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]))
+    geppetto_sim.fail_next(drop_after=4)
+    turn = _turn()
+    with pytest.raises(gp.StreamError):
+        await engine(geppetto_sim).run_inference(turn)
+    assert [b.kind for b in turn.blocks] == [BlockKind.USER]
+
+
+async def test_simulator_429_is_retried(geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="ok"))
+    geppetto_sim.fail_next(status=429, retry_after=0.01)
+    turn = await engine(geppetto_sim).run_inference(_turn())
+    assert (turn.blocks[-1].text, len(geppetto_sim.requests)) == ("ok", 2)
+
+
+def test_items_pairing_rules() -> None:
+    r_ok = Block.reasoning("secret thoughts", item_id="rs_1", encrypted_content="enc1", summary=["s"])
+    r_plain = Block.reasoning("plaintext only", item_id="rs_2")
+    r_orphan = Block.reasoning(item_id="rs_3", encrypted_content="enc3")
+    blocks = [
+        Block.system("sys"),
+        Block.user("q", images=[{"url": "https://x/img.png"}]),
+        r_ok,
+        Block.tool_call("call_1", "f", {"a": 1}, item_id="fc_1"),
+        Block.tool_use("call_1", {"x": 2}),
+        r_plain,
+        Block.llm_text("answer", item_id="msg_1"),
+        Block.llm_text("   "),
+        r_orphan,
+        Block.tool_use("call_2", None, error="boom"),
+        Block(BlockKind.OTHER, {"text": "x"}),
+    ]
+    assert blocks_to_items(blocks) == [
+        {"role": "system", "content": "sys"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "q"},
+                {"type": "input_image", "detail": "auto", "image_url": "https://x/img.png"},
+            ],
+        },
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "s"}],
+            "encrypted_content": "enc1",
+        },
+        {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": '{"a":1}', "id": "fc_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": '{"x": 2}'},
+        {"role": "assistant", "content": "answer"},
+        {"type": "function_call_output", "call_id": "call_2", "output": '{"error": "boom"}'},
+    ]
+    assert blocks_to_items(blocks[:1], include_system=False) == []
+    assert "secret thoughts" not in json.dumps(blocks_to_items(blocks))
+
+
+def test_temperature_omitted_for_reasoning_models() -> None:
+    from geppetto.providers.openai_responses._plan import Plan
+
+    plan = Plan("stateless", [])
+    plain = ResponsesEngine("gpt-4.1", api_key="k", temperature=0.2, top_p=0.9).build_body(Turn(), plan)
+    reasoning = ResponsesEngine(
+        "o3-mini", api_key="k", temperature=0.2, reasoning_effort="low", text_format={"type": "json_object"}
+    ).build_body(Turn(), plan)
+    assert plain == {"model": "gpt-4.1", "input": [], "temperature": 0.2, "top_p": 0.9, "stream": True}
+    assert reasoning == {
+        "model": "o3-mini",
+        "input": [],
+        "text": {"format": {"type": "json_object"}},
+        "reasoning": {"effort": "low"},
+        "stream": True,
+    }
