@@ -65,6 +65,22 @@ async def test_sync_and_async_tools_and_every_error_path_become_tool_use_blocks(
     ]
 
 
+async def test_callable_objects_sync_and_async() -> None:
+    class Greeter:
+        async def __call__(self, name: str) -> str:
+            return f"hello {name}"
+
+    class Doubler:
+        def __call__(self, n: int) -> int:
+            return 2 * n
+
+    reg = ToolRegistry([tool(name="greet")(Greeter()), tool(name="double")(Doubler())])
+    blocks = await execute_tool_calls(
+        reg, [Block.tool_call("a", "greet", {"name": "Ada"}), Block.tool_call("b", "double", {"n": 4})]
+    )
+    assert _payloads(blocks) == [{"id": "a", "result": "hello Ada"}, {"id": "b", "result": "8"}]
+
+
 async def test_parallel_execution_keeps_call_order_and_respects_max_parallel() -> None:
     running = 0
     peak = 0

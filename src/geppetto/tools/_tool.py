@@ -68,7 +68,8 @@ class Tool:
                 f"tool name {self.name!r} is not usable: providers accept 1-64 letters, digits, '_' or '-'; "
                 "pass @tool(name='...')"
             )
-        self.is_async = inspect.iscoroutinefunction(fn)
+        # A callable object with `async def __call__` is async too.
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__)
         self.retryable = retryable
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -104,7 +105,8 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
     could not supply as JSON."""
     fname = getattr(fn, "__qualname__", tool_name)
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else fn.__call__
+        hints = typing.get_type_hints(target, include_extras=True)
     except Exception as exc:
         raise ToolDefinitionError(f"tool {fname}: its type hints cannot be resolved ({exc})") from exc
     fields: dict[str, Any] = {}
