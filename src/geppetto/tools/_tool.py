@@ -11,7 +11,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import pydantic
 import pydantic_core
@@ -69,7 +69,7 @@ class Tool:
                 "pass @tool(name='...')"
             )
         # A callable object with `async def __call__` is async too.
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(fn.__call__)
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(cast(Any, fn).__call__)
         self.retryable = retryable
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -105,7 +105,7 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
     could not supply as JSON."""
     fname = getattr(fn, "__qualname__", tool_name)
     try:
-        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else fn.__call__
+        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else cast(Any, fn).__call__
         hints = typing.get_type_hints(target, include_extras=True)
     except Exception as exc:
         raise ToolDefinitionError(f"tool {fname}: its type hints cannot be resolved ({exc})") from exc
