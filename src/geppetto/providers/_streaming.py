@@ -1,0 +1,307 @@
+"""What the Chat Completions, Claude and Gemini engines share: keys, tool specs, images and the stream loop.
+
+Each engine is a dialect (blocks -> request body, SSE events -> blocks, in its own package) plus an
+endpoint (URL, key, headers). The loop here runs one streamed request through a dialect's reducer,
+publishes events as the stream arrives and appends the finished blocks to the turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, cast
+
+import httpx
+
+from .._exceptions import ConfigurationError, ProviderError, UsageError
+from ..events import (
+    EventError,
+    EventFinal,
+    EventReasoningDelta,
+    EventStart,
+    EventTextDelta,
+    EventToolCallRequested,
+    Usage,
+    metadata_for,
+    publish,
+)
+from ..turns import (
+    BLOCK_META_PROVIDER,
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ARGS,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    TURN_META_MODEL,
+    TURN_META_PROVIDER,
+    TURN_META_STOP_REASON,
+    TURN_META_USAGE,
+    Block,
+    BlockKind,
+    Turn,
+    result_text,
+)
+from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent
+
+__all__ = [
+    "Delta",
+    "StreamReducer",
+    "StreamResult",
+    "ToolSpec",
+    "call_names",
+    "image_parts",
+    "new_call_id",
+    "normalize_tool_choice",
+    "normalize_tools",
+    "parse_args",
+    "resolve_api_key",
+    "run_stream",
+    "sse_events",
+    "tool_result_text",
+    "transport_for",
+]
+
+Delta = tuple[Literal["text", "reasoning"], str]
+"""A piece of streamed output: ("text", "Hel") or ("reasoning", "Let me think")."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as every provider needs it: a name, a description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+def normalize_tools(tools: Iterable[Any] | None) -> list[ToolSpec]:
+    """Tool specs from dicts ``{name, description, parameters}`` or objects with those attributes
+    (e.g. geppetto tool definitions)."""
+    specs: list[ToolSpec] = []
+    for tool in tools or ():
+        if isinstance(tool, ToolSpec):
+            specs.append(tool)
+            continue
+        get = tool.get if isinstance(tool, dict) else lambda k, t=tool: getattr(t, k, None)
+        name = get("name")
+        if not isinstance(name, str) or not name:
+            raise UsageError(
+                f"tool {tool!r} has no name; pass dicts {{'name', 'description', 'parameters'}} or tool definitions"
+            )
+        params = get("parameters")
+        if params is None:
+            params = {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise UsageError(f"tool {name!r}: parameters must be a JSON Schema dict, got {type(params).__name__}")
+        specs.append(ToolSpec(name, str(get("description") or ""), params))
+    return specs
+
+
+def normalize_tool_choice(choice: str | None, tools: list[ToolSpec]) -> str | None:
+    """Check ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools."""
+    if choice is None or choice in ("auto", "none", "required"):
+        return choice
+    if choice not in {t.name for t in tools}:
+        raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a given tool")
+    return choice
+
+
+def resolve_api_key(api_key: str | None, env_names: tuple[str, ...], provider: str) -> str:
+    """The key passed in, else the first environment variable set; a missing key names the fix."""
+    if api_key:
+        return api_key
+    for name in env_names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    names = " or ".join(env_names)
+    raise ConfigurationError(f"No API key for {provider}: pass api_key=... or set the {names} environment variable")
+
+
+def transport_for(
+    http: HttpTransport | httpx.AsyncClient | None,
+    base_url: str,
+    *,
+    provider: str,
+    headers: dict[str, str],
+    error_parser: ErrorParser,
+    retry: RetryPolicy | None,
+) -> HttpTransport:
+    """The transport for one request. A given ``HttpTransport`` is used as is (its headers are extended);
+    a given ``httpx.AsyncClient`` is shared; otherwise a fresh client is made (closed after the request,
+    so engines work across event loops, e.g. under ``run_sync``)."""
+    if isinstance(http, HttpTransport):
+        for key, value in headers.items():
+            http.headers.setdefault(key, value)
+        return http
+    return HttpTransport(
+        base_url, provider=provider, headers=headers, error_parser=error_parser, retry=retry, client=http
+    )
+
+
+async def sse_events(
+    transport: HttpTransport, path: str, body: Any, *, params: dict[str, str] | None = None, close: bool = False
+) -> AsyncGenerator[SSEEvent, None]:
+    """The SSE events of one streamed POST; ``close`` closes the transport afterwards (one it made itself)."""
+    try:
+        stream = cast(AsyncGenerator[SSEEvent, None], transport.stream_sse(path, body, params=params))
+        async with aclosing(stream) as events:
+            async for event in events:
+                yield event
+    finally:
+        if close:
+            await transport.aclose()
+
+
+def new_call_id() -> str:
+    """A tool call id for providers that sent none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def parse_args(raw: str) -> Any:
+    """Tool-call arguments: a dict when ``raw`` is a JSON object (``{}`` when empty), else the raw text."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+def tool_result_text(block: Block) -> str:
+    """A tool_use block as the text a model reads; an error is shown as ``{"error": ..., "result": ...}``."""
+    result = block.payload.get(PAYLOAD_RESULT)
+    error = block.payload.get(PAYLOAD_ERROR)
+    if error is None:
+        return result_text(result if result is not None else "")
+    shown: dict[str, Any] = {"error": error}
+    if result not in (None, ""):
+        shown["result"] = result
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def call_names(turn: Turn) -> dict[str, str]:
+    """Tool call id -> tool name, over every tool_call block of the turn."""
+    return {
+        str(b.payload.get(PAYLOAD_ID, "")): str(b.payload.get(PAYLOAD_NAME, ""))
+        for b in turn.blocks
+        if b.kind is BlockKind.TOOL_CALL
+    }
+
+
+def image_parts(block: Block) -> list[tuple[str, str, str]]:
+    """A user block's images as ``(kind, value, media_type)``: kind ``"url"`` (http(s) or data URL) or
+    ``"base64"``. Images are dicts ``{"url": ...}`` or ``{"data": <base64>, "media_type": "image/png"}``."""
+    out: list[tuple[str, str, str]] = []
+    for image in block.payload.get("images") or []:
+        if not isinstance(image, dict):
+            raise UsageError(f"image {image!r} must be a dict with 'url', or 'data' and 'media_type'")
+        if image.get("url"):
+            url = str(image["url"])
+            if url.startswith("data:") and ";base64," in url:
+                head, _, data = url.partition(";base64,")
+                out.append(("base64", data, head.removeprefix("data:")))
+            else:
+                out.append(("url", url, str(image.get("media_type") or "")))
+        elif image.get("data"):
+            out.append(("base64", str(image["data"]), str(image.get("media_type") or "image/png")))
+        else:
+            raise UsageError(f"image {image!r} has neither 'url' nor 'data'")
+    return out
+
+
+@dataclass
+class StreamResult:
+    """A finished stream: the blocks in output order, usage, the normalized stop reason, the response id."""
+
+    blocks: list[Block]
+    usage: Usage
+    stop_reason: str
+    response_id: str = ""
+
+
+class StreamReducer(Protocol):
+    """Turns one provider's SSE events into deltas and, at the end, blocks."""
+
+    finished: bool
+    """True once the terminal event arrived (the loop stops reading)."""
+    response_id: str
+
+    def feed(self, event: SSEEvent) -> list[Delta]:
+        """Take one event; return the text and reasoning deltas it carried. Raises ProviderError for an
+        error event and StreamError for a malformed one."""
+        ...
+
+    def result(self) -> StreamResult:
+        """The finished output; raises StreamError when the stream ended early."""
+        ...
+
+    def completed_blocks(self) -> list[Block]:
+        """Blocks complete so far (never tool calls): what a broken stream leaves in the turn."""
+        ...
+
+
+def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
+    for block in blocks:
+        BLOCK_META_PROVIDER.set(block.metadata, provider)
+        if response_id:
+            BLOCK_META_RESPONSE_ID.set(block.metadata, response_id)
+    return blocks
+
+
+async def run_stream(
+    turn: Turn,
+    *,
+    provider: str,
+    model: str,
+    open_stream: Callable[[], AsyncGenerator[SSEEvent, None]],
+    reducer: StreamReducer,
+) -> Turn:
+    """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
+    append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
+    that completed (never a tool call) and re-raises."""
+    meta = metadata_for(turn, provider, model)
+    publish(EventStart(meta))
+    started = time.monotonic()
+    try:
+        async with aclosing(open_stream()) as events:
+            async for event in events:
+                for kind, text in reducer.feed(event):
+                    publish(EventTextDelta(meta, text) if kind == "text" else EventReasoningDelta(meta, text))
+                if reducer.finished:
+                    break
+        result = reducer.result()
+    except ProviderError as exc:
+        turn.extend(_stamp(reducer.completed_blocks(), provider, reducer.response_id))
+        failed = metadata_for(turn, provider, model)
+        failed.duration_s = time.monotonic() - started
+        publish(EventError(failed, str(exc), error_type=type(exc).__name__))
+        raise
+    turn.extend(_stamp(result.blocks, provider, result.response_id))
+    TURN_META_PROVIDER.set(turn.metadata, provider)
+    TURN_META_MODEL.set(turn.metadata, model)
+    TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())
+    TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
+    for block in result.blocks:
+        if block.kind is BlockKind.TOOL_CALL:
+            publish(
+                EventToolCallRequested(
+                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload[PAYLOAD_ARGS]
+                )
+            )
+    final = metadata_for(turn, provider, model)
+    final.usage = result.usage
+    final.stop_reason = result.stop_reason
+    final.duration_s = time.monotonic() - started
+    if result.response_id:
+        final.extra["response_id"] = result.response_id
+    text = "".join(b.text for b in result.blocks if b.kind is BlockKind.LLM_TEXT)
+    publish(EventFinal(final, text))
+    return turn

@@ -1,0 +1,18 @@
+"""Anthropic Messages API: ``ClaudeEngine`` (endpoint), ``build_request`` and ``ClaudeStreamReducer`` (dialect)."""
+
+from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_messages, build_request, wire_tool_id
+from ._engine import DEFAULT_BASE_URL, ClaudeEngine
+from ._stream import ClaudeStreamReducer, claude_stop_reason, claude_usage
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_BASE_URL",
+    "PROVIDER",
+    "ClaudeEngine",
+    "ClaudeStreamReducer",
+    "build_messages",
+    "build_request",
+    "claude_stop_reason",
+    "claude_usage",
+    "wire_tool_id",
+]

@@ -1,0 +1,189 @@
+"""Anthropic Messages dialect: a Turn as ``system`` + alternating ``user`` / ``assistant`` messages.
+
+- system blocks -> the top-level ``system`` field (a list of text blocks, in order).
+- user text and images, and tool results (``tool_result`` blocks, first in their message as the API
+  requires) -> ``user`` messages; llm_text, tool calls (``tool_use``) and accepted reasoning ->
+  ``assistant`` messages. Consecutive blocks of one side merge into one message, so the turns alternate.
+- Reasoning is sent only when Claude can take it back: a thinking block with its ``signature``
+  (unmodified), or a ``redacted_thinking`` block Claude produced. Anything else (OpenAI encrypted
+  reasoning, Gemini thoughts, thinking without a signature) stays in the Turn but is left out.
+- Tool call ids from other providers are kept, with characters Claude refuses replaced by ``_``.
+- With thinking on, the assistant message that the current tool loop continues must start with a
+  thinking block. When it does not (its calls came from another provider), thinking is switched off for
+  this one request rather than sending a request Claude rejects.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...turns import (
+    BLOCK_META_PROVIDER,
+    PAYLOAD_ARGS,
+    PAYLOAD_ENCRYPTED_CONTENT,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_SIGNATURE,
+    Block,
+    BlockKind,
+    Turn,
+)
+from .._streaming import ToolSpec, image_parts, tool_result_text
+
+__all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
+
+PROVIDER = "anthropic"
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+Content = dict[str, Any]
+Message = dict[str, Any]
+
+_BAD_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def wire_tool_id(call_id: str) -> str:
+    """A tool call id Claude accepts (``^[a-zA-Z0-9_-]+$``); the same id maps to the same wire id."""
+    return _BAD_ID_CHARS.sub("_", call_id) or "call"
+
+
+def _reasoning_content(block: Block) -> Content | None:
+    signature = block.payload.get(PAYLOAD_SIGNATURE)
+    if signature and isinstance(signature, str):
+        return {"type": "thinking", "thinking": block.text, "signature": signature}
+    data = block.payload.get(PAYLOAD_ENCRYPTED_CONTENT)
+    if data and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+        return {"type": "redacted_thinking", "data": data}
+    return None
+
+
+def _user_content(block: Block) -> list[Content]:
+    content: list[Content] = []
+    if block.text:
+        content.append({"type": "text", "text": block.text})
+    for kind, value, media_type in image_parts(block):
+        if kind == "url":
+            content.append({"type": "image", "source": {"type": "url", "url": value}})
+        else:
+            content.append({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": value}})
+    return content
+
+
+def _tool_input(args: Any) -> dict[str, Any]:
+    # Claude needs an object; arguments that were not valid JSON were answered with an error anyway.
+    return args if isinstance(args, dict) else {}
+
+
+def _content(block: Block) -> tuple[str, Content | list[Content] | None]:
+    """The side ("user" / "assistant" / "") a block belongs to and its content."""
+    kind = block.kind
+    p = block.payload
+    if kind is BlockKind.USER:
+        return "user", _user_content(block)
+    if kind is BlockKind.TOOL_USE:
+        result: Content = {
+            "type": "tool_result",
+            "tool_use_id": wire_tool_id(str(p.get(PAYLOAD_ID, ""))),
+            "content": tool_result_text(block),
+        }
+        if p.get(PAYLOAD_ERROR) is not None:
+            result["is_error"] = True
+        return "user", result
+    if kind is BlockKind.LLM_TEXT:
+        return "assistant", ({"type": "text", "text": block.text} if block.text.strip() else None)
+    if kind is BlockKind.TOOL_CALL:
+        call = {
+            "type": "tool_use",
+            "id": wire_tool_id(str(p.get(PAYLOAD_ID, ""))),
+            "name": str(p.get(PAYLOAD_NAME, "")),
+            "input": _tool_input(p.get(PAYLOAD_ARGS)),
+        }
+        return "assistant", call
+    if kind is BlockKind.REASONING:
+        return "assistant", _reasoning_content(block)
+    return "", None
+
+
+def _append(messages: list[Message], role: str, content: Content | list[Content]) -> None:
+    items = content if isinstance(content, list) else [content]
+    if not items:
+        return
+    if messages and messages[-1]["role"] == role:
+        messages[-1]["content"].extend(items)
+    else:
+        messages.append({"role": role, "content": list(items)})
+
+
+def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
+    """``(system, messages)`` for ``turn`` (see the module docstring for the mapping)."""
+    system: list[Content] = []
+    messages: list[Message] = []
+    for block in turn.blocks:
+        if block.kind is BlockKind.SYSTEM:
+            if block.text:
+                system.append({"type": "text", "text": block.text})
+            continue
+        role, content = _content(block)
+        if role and content is not None:
+            _append(messages, role, content)
+    for msg in messages:
+        if msg["role"] == "user":
+            # Tool results must open the user message that answers the calls.
+            msg["content"].sort(key=lambda c: c["type"] != "tool_result")
+    return system, messages
+
+
+def thinking_replay_ok(messages: list[Message]) -> bool:
+    """True when the assistant message a tool loop continues starts with (redacted) thinking, or there is
+    no such message (the conversation ends with a user's own words)."""
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        return True
+    if not any(c["type"] == "tool_result" for c in messages[-1]["content"]):
+        return True
+    first = messages[-2]["content"][0] if messages[-2]["content"] else {}
+    return first.get("type") in ("thinking", "redacted_thinking")
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "none":
+        return {"type": "none"}
+    if choice == "required":
+        return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+def build_request(
+    turn: Turn,
+    *,
+    model: str,
+    tools: list[ToolSpec],
+    tool_choice: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    thinking_budget: int | None = None,
+) -> dict[str, Any]:
+    """The streaming ``POST /v1/messages`` body for ``turn``.
+
+    ``max_tokens`` is required by the API: the default is 4096, plus ``thinking_budget`` when thinking is
+    on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
+    (Claude only allows the default then).
+    """
+    system, messages = build_messages(turn)
+    thinking = thinking_budget is not None and thinking_replay_ok(messages)
+    limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)
+    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": True}
+    if system:
+        body["system"] = system
+    if tools:
+        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = _tool_choice(tool_choice)
+    if thinking:
+        body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+    elif temperature is not None:
+        body["temperature"] = temperature
+    return body

@@ -1,0 +1,209 @@
+"""Anthropic Messages stream: ``message_start`` ... ``message_stop`` reduced to blocks.
+
+Content blocks open with ``content_block_start``, grow with ``text_delta`` / ``thinking_delta`` /
+``signature_delta`` / ``input_json_delta`` and close with ``content_block_stop``. Tool input arrives as
+partial JSON and is parsed only when its block closes. ``message_delta`` carries the stop reason and
+cumulative usage; ``error`` events raise the matching geppetto error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._exceptions import (
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+    StreamError,
+)
+from ...events import (
+    STOP_END,
+    STOP_MAX_TOKENS,
+    STOP_OTHER,
+    STOP_PAUSE,
+    STOP_REFUSAL,
+    STOP_TOOL_CALLS,
+    Usage,
+)
+from ...turns import Block, BlockKind
+from .._http import SSEEvent
+from .._streaming import Delta, StreamResult, parse_args
+from ._dialect import PROVIDER
+
+__all__ = ["ClaudeStreamReducer", "claude_stop_reason", "claude_usage", "stream_error"]
+
+_STOP = {
+    "end_turn": STOP_END,
+    "stop_sequence": STOP_END,
+    "max_tokens": STOP_MAX_TOKENS,
+    "model_context_window_exceeded": STOP_MAX_TOKENS,
+    "tool_use": STOP_TOOL_CALLS,
+    "pause_turn": STOP_PAUSE,
+    "refusal": STOP_REFUSAL,
+}
+
+_ERRORS: dict[str, tuple[type[ProviderError], int]] = {
+    "invalid_request_error": (BadRequestError, 400),
+    "authentication_error": (AuthenticationError, 401),
+    "permission_error": (AuthenticationError, 403),
+    "not_found_error": (NotFoundError, 404),
+    "rate_limit_error": (RateLimitError, 429),
+    "api_error": (ServerError, 500),
+    "overloaded_error": (ServerError, 529),
+}
+
+
+def claude_stop_reason(stop_reason: str | None) -> str:
+    """Claude's ``stop_reason`` in the shared vocabulary."""
+    return _STOP.get(stop_reason or "", STOP_OTHER)
+
+
+def claude_usage(raw: dict[str, Any]) -> Usage:
+    """Usage from Claude's ``usage``; input counts cache reads and writes too, as in every geppetto Usage."""
+    cache_read = int(raw.get("cache_read_input_tokens") or 0)
+    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=int(raw.get("output_tokens") or 0),
+        cached_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def stream_error(data: dict[str, Any]) -> ProviderError:
+    """The geppetto error for an ``event: error`` payload (e.g. ``overloaded_error`` -> ServerError)."""
+    raw = data.get("error")
+    err: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    etype = str(err.get("type") or "error")
+    cls, status = _ERRORS.get(etype, (ProviderError, 500))
+    message = str(err.get("message") or "the stream reported an error")
+    return cls(
+        message,
+        status=status,
+        provider=PROVIDER,
+        code=etype,
+        error_type=etype,
+        request_id=data.get("request_id"),
+        body=data,
+    )
+
+
+@dataclass
+class _Open:
+    """A content block between its start and stop events."""
+
+    type: str
+    start: dict[str, Any]
+    text: list[str] = field(default_factory=list)
+    signature: str = ""
+    json: list[str] = field(default_factory=list)
+
+
+class ClaudeStreamReducer:
+    """Reduces one Messages stream to reasoning, text and tool_call blocks in content order."""
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.response_id = ""
+        self.model = ""
+        self._open: dict[int, _Open] = {}
+        self._done: list[tuple[int, Block]] = []
+        self._usage: dict[str, Any] = {}
+        self._stop_reason: str | None = None
+        self._events = 0
+
+    def feed(self, event: SSEEvent) -> list[Delta]:
+        try:
+            data = json.loads(event.data)
+        except ValueError as exc:
+            raise StreamError(
+                f"malformed event {event.data[:200]!r}", received=self._received(), provider=PROVIDER
+            ) from exc
+        if not isinstance(data, dict):
+            raise StreamError(f"unexpected event {event.data[:200]!r}", received=self._received(), provider=PROVIDER)
+        self._events += 1
+        kind = data.get("type") or event.event
+        if kind == "error":
+            raise stream_error(data)
+        if kind == "message_start":
+            message = data.get("message") or {}
+            self.response_id = str(message.get("id") or "")
+            self.model = str(message.get("model") or "")
+            self._usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = data.get("content_block") or {}
+            self._open[int(data.get("index", 0))] = _Open(str(block.get("type") or ""), block)
+        elif kind == "content_block_delta":
+            return self._delta(int(data.get("index", 0)), data.get("delta") or {})
+        elif kind == "content_block_stop":
+            self._close(int(data.get("index", 0)))
+        elif kind == "message_delta":
+            self._stop_reason = (data.get("delta") or {}).get("stop_reason") or self._stop_reason
+            self._usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.finished = True
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[Delta]:
+        block = self._open.get(index)
+        if block is None:
+            raise StreamError(
+                f"delta for content block {index}, which never started", received=self._received(), provider=PROVIDER
+            )
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            block.text.append(str(delta.get("text") or ""))
+            return [("text", block.text[-1])] if block.text[-1] else []
+        if dtype == "thinking_delta":
+            block.text.append(str(delta.get("thinking") or ""))
+            return [("reasoning", block.text[-1])] if block.text[-1] else []
+        if dtype == "signature_delta":
+            block.signature += str(delta.get("signature") or "")
+        elif dtype == "input_json_delta":
+            block.json.append(str(delta.get("partial_json") or ""))
+        return []
+
+    def _close(self, index: int) -> None:
+        block = self._open.pop(index, None)
+        if block is None:
+            return
+        start = block.start
+        if block.type == "text":
+            text = str(start.get("text") or "") + "".join(block.text)
+            self._done.append((index, Block.llm_text(text)))
+        elif block.type == "thinking":
+            text = str(start.get("thinking") or "") + "".join(block.text)
+            signature = block.signature or str(start.get("signature") or "") or None
+            self._done.append((index, Block.reasoning(text, signature=signature)))
+        elif block.type == "redacted_thinking":
+            self._done.append((index, Block.reasoning(encrypted_content=str(start.get("data") or ""))))
+        elif block.type == "tool_use":
+            raw = "".join(block.json)
+            args = parse_args(raw) if raw else start.get("input") or {}
+            self._done.append((index, Block.tool_call(str(start.get("id") or ""), str(start.get("name") or ""), args)))
+
+    def _received(self) -> str:
+        parts = [f"{self._events} events", f"{len(self._done)} complete content blocks"]
+        open_calls = [str(b.start.get("name") or "?") for b in self._open.values() if b.type == "tool_use"]
+        if open_calls:
+            parts.append(f"unfinished tool calls ({', '.join(open_calls)})")
+        return ", ".join(parts)
+
+    def result(self) -> StreamResult:
+        if not self.finished or self._open:
+            raise StreamError(
+                "the messages stream ended before message_stop; no tool call was run",
+                received=self._received(),
+                provider=PROVIDER,
+            )
+        blocks = [b for _, b in sorted(self._done, key=lambda item: item[0])]
+        return StreamResult(blocks, claude_usage(self._usage), claude_stop_reason(self._stop_reason), self.response_id)
+
+    def completed_blocks(self) -> list[Block]:
+        done = sorted(self._done, key=lambda item: item[0])
+        return [b for _, b in done if b.kind is not BlockKind.TOOL_CALL]

@@ -1,0 +1,19 @@
+"""Gemini API: ``GeminiEngine`` (endpoint), ``build_request`` and ``GeminiStreamReducer`` (dialect)."""
+
+from ._dialect import FOREIGN_CALL_SIGNATURE, PROVIDER, build_contents, build_request, model_path
+from ._engine import API_VERSION, DEFAULT_BASE_URL, GeminiEngine
+from ._stream import GeminiStreamReducer, gemini_stop_reason, gemini_usage
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_BASE_URL",
+    "FOREIGN_CALL_SIGNATURE",
+    "PROVIDER",
+    "GeminiEngine",
+    "GeminiStreamReducer",
+    "build_contents",
+    "build_request",
+    "gemini_stop_reason",
+    "gemini_usage",
+    "model_path",
+]

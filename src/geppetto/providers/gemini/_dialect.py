@@ -1,0 +1,176 @@
+"""Gemini dialect: a Turn as ``systemInstruction`` + alternating ``user`` / ``model`` contents.
+
+- system blocks -> ``systemInstruction.parts``.
+- user text and images, and tool results (``functionResponse`` parts, first in their content, named after
+  the matching tool_call block since Gemini needs the name) -> ``user`` contents; llm_text,
+  ``functionCall`` parts and Gemini's own thoughts -> ``model`` contents. Consecutive blocks of one side
+  merge, so roles alternate.
+- Thought signatures are replayed exactly, on the part they came with. A function call from another
+  provider has none; Gemini 3 refuses unsigned calls in the current turn, so such calls (and only those)
+  carry the placeholder signature Google documents for conversations moved from other models.
+- Reasoning Gemini did not produce (OpenAI encrypted items, Claude thinking) stays in the Turn, unsent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...turns import (
+    BLOCK_META_PROVIDER,
+    PAYLOAD_ARGS,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    PAYLOAD_THOUGHT_SIGNATURE,
+    Block,
+    BlockKind,
+    Turn,
+)
+from .._streaming import ToolSpec, call_names, image_parts
+
+__all__ = ["FOREIGN_CALL_SIGNATURE", "PROVIDER", "build_contents", "build_request", "model_path"]
+
+PROVIDER = "gemini"
+FOREIGN_CALL_SIGNATURE = "skip_thought_signature_validator"
+"""Google's documented stand-in signature for function calls that Gemini did not produce."""
+
+Part = dict[str, Any]
+Content = dict[str, Any]
+
+
+def model_path(model: str) -> str:
+    """``models/<model>`` whether or not the caller wrote the prefix."""
+    return model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+
+
+def _signed(part: Part, block: Block) -> Part:
+    signature = block.payload.get(PAYLOAD_THOUGHT_SIGNATURE)
+    if signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _user_parts(block: Block) -> list[Part]:
+    parts: list[Part] = [{"text": block.text}] if block.text else []
+    for kind, value, media_type in image_parts(block):
+        if kind == "url":
+            parts.append({"fileData": {"fileUri": value, "mimeType": media_type or "image/png"}})
+        else:
+            parts.append({"inlineData": {"mimeType": media_type, "data": value}})
+    return parts
+
+
+def _function_response(block: Block, names: dict[str, str]) -> Part:
+    p = block.payload
+    call_id = str(p.get(PAYLOAD_ID, ""))
+    name = str(p.get(PAYLOAD_NAME) or names.get(call_id) or "unknown_function")
+    error = p.get(PAYLOAD_ERROR)
+    response: dict[str, Any] = {"error": error} if error is not None else {"output": p.get(PAYLOAD_RESULT)}
+    if error is not None and p.get(PAYLOAD_RESULT) not in (None, ""):
+        response["output"] = p.get(PAYLOAD_RESULT)
+    return {"functionResponse": {"id": call_id, "name": name, "response": response}}
+
+
+def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
+    """The role ("user" / "model" / "") a block belongs to and its parts."""
+    kind = block.kind
+    p = block.payload
+    if kind is BlockKind.USER:
+        return "user", _user_parts(block)
+    if kind is BlockKind.TOOL_USE:
+        return "user", [_function_response(block, names)]
+    if kind is BlockKind.LLM_TEXT:
+        if not block.text and not p.get(PAYLOAD_THOUGHT_SIGNATURE):
+            return "model", []
+        return "model", [_signed({"text": block.text}, block)]
+    if kind is BlockKind.TOOL_CALL:
+        args = p.get(PAYLOAD_ARGS)
+        call: Part = {
+            "functionCall": {
+                "id": str(p.get(PAYLOAD_ID, "")),
+                "name": str(p.get(PAYLOAD_NAME, "")),
+                "args": args if isinstance(args, dict) else {},
+            }
+        }
+        _signed(call, block)
+        if BLOCK_META_PROVIDER.get(block.metadata) != PROVIDER:
+            call.setdefault("thoughtSignature", FOREIGN_CALL_SIGNATURE)
+        return "model", [call]
+    if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
+        return "model", [_signed({"text": block.text, "thought": True}, block)]
+    return "", []
+
+
+def build_contents(turn: Turn) -> tuple[list[Part], list[Content]]:
+    """``(system parts, contents)`` for ``turn`` (see the module docstring for the mapping)."""
+    names = call_names(turn)
+    system: list[Part] = []
+    contents: list[Content] = []
+    for block in turn.blocks:
+        if block.kind is BlockKind.SYSTEM:
+            if block.text:
+                system.append({"text": block.text})
+            continue
+        role, parts = _parts(block, names)
+        if not role or not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": list(parts)})
+    for content in contents:
+        if content["role"] == "user":
+            # Function responses answer the previous model turn's calls; keep them ahead of new words.
+            content["parts"].sort(key=lambda part: "functionResponse" not in part)
+    return system, contents
+
+
+_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
+
+
+def build_request(
+    turn: Turn,
+    *,
+    tools: list[ToolSpec],
+    tool_choice: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    thinking_budget: int | None = None,
+    include_thoughts: bool | None = None,
+) -> dict[str, Any]:
+    """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
+
+    Tool parameters go out as ``parametersJsonSchema`` (full JSON Schema, unlike ``parameters``).
+    ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
+    thoughts are included by default when a budget is given.
+    """
+    system, contents = build_contents(turn)
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": system}
+    if tools:
+        declarations = [
+            {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools
+        ]
+        body["tools"] = [{"functionDeclarations": declarations}]
+        if tool_choice is not None:
+            config: dict[str, Any] = {"mode": _MODES.get(tool_choice, "ANY")}
+            if tool_choice not in _MODES:
+                config["allowedFunctionNames"] = [tool_choice]
+            body["toolConfig"] = {"functionCallingConfig": config}
+    generation: dict[str, Any] = {}
+    if temperature is not None:
+        generation["temperature"] = temperature
+    if max_tokens is not None:
+        generation["maxOutputTokens"] = max_tokens
+    thinking: dict[str, Any] = {}
+    if thinking_budget is not None:
+        thinking["thinkingBudget"] = thinking_budget
+    if include_thoughts is not None or thinking_budget is not None:
+        thinking["includeThoughts"] = include_thoughts if include_thoughts is not None else thinking_budget != 0
+    if thinking:
+        generation["thinkingConfig"] = thinking
+    if generation:
+        body["generationConfig"] = generation
+    return body

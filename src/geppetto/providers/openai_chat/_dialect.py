@@ -1,0 +1,164 @@
+"""Chat Completions dialect: a Turn as ``messages`` and the request body around them.
+
+Blocks map to messages in order: system -> ``system``, user -> ``user`` (text, or text and image parts),
+a run of llm_text / tool_call blocks -> one ``assistant`` message (``content`` null when it only calls
+tools), tool_use -> a ``tool`` message answering its ``tool_call_id``. Reasoning is replayed only as
+DeepSeek-style ``reasoning_content``, only when a Chat Completions server produced it, and only inside the
+current tool loop (after the last user message), which is where such servers need it back. Any other
+reasoning (OpenAI encrypted items, Claude thinking, Gemini thoughts) stays in the Turn but is not sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from .._streaming import ToolSpec, image_parts, tool_result_text
+
+__all__ = ["PROVIDER", "build_messages", "build_request"]
+
+PROVIDER = "openai_chat"
+
+Message = dict[str, Any]
+
+
+def _user_message(block: Block) -> Message:
+    images = image_parts(block)
+    if not images:
+        return {"role": "user", "content": block.text}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": block.text}] if block.text else []
+    for kind, value, media_type in images:
+        url = value if kind == "url" else f"data:{media_type};base64,{value}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
+
+
+def _arguments(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+
+
+class _Assistant:
+    """The assistant message being assembled from a run of blocks."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.reasoning: list[str] = []
+
+    def message(self) -> Message | None:
+        text = "".join(self.text)
+        if not text and not self.calls:
+            return None
+        msg: Message = {"role": "assistant", "content": text or None}
+        if self.calls:
+            msg["tool_calls"] = self.calls
+        if self.reasoning:
+            msg["reasoning_content"] = "".join(self.reasoning)
+        return msg
+
+
+def _last_user_index(turn: Turn) -> int:
+    for i in range(len(turn.blocks) - 1, -1, -1):
+        if turn.blocks[i].kind is BlockKind.USER:
+            return i
+    return -1
+
+
+def build_messages(turn: Turn, *, system_role: str = "system") -> list[Message]:
+    """The turn as Chat Completions messages (see the module docstring for the mapping)."""
+    out: list[Message] = []
+    current: _Assistant | None = None
+    last_user = _last_user_index(turn)
+
+    def flush() -> None:
+        nonlocal current
+        if current is not None and (msg := current.message()) is not None:
+            out.append(msg)
+        current = None
+
+    for i, block in enumerate(turn.blocks):
+        kind = block.kind
+        if kind in (BlockKind.LLM_TEXT, BlockKind.TOOL_CALL, BlockKind.REASONING):
+            if current is None or (current.calls and kind is not BlockKind.TOOL_CALL):
+                flush()
+                current = _Assistant()
+            if kind is BlockKind.LLM_TEXT:
+                current.text.append(block.text)
+            elif kind is BlockKind.TOOL_CALL:
+                p = block.payload
+                current.calls.append(
+                    {
+                        "id": str(p.get(PAYLOAD_ID, "")),
+                        "type": "function",
+                        "function": {
+                            "name": str(p.get(PAYLOAD_NAME, "")),
+                            "arguments": _arguments(p.get(PAYLOAD_ARGS)),
+                        },
+                    }
+                )
+            elif i > last_user and block.text and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+                current.reasoning.append(block.text)
+            continue
+        flush()
+        if kind is BlockKind.SYSTEM:
+            out.append({"role": system_role, "content": block.text})
+        elif kind is BlockKind.USER:
+            out.append(_user_message(block))
+        elif kind is BlockKind.TOOL_USE:
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(block.payload.get(PAYLOAD_ID, "")),
+                    "content": tool_result_text(block),
+                }
+            )
+    flush()
+    return out
+
+
+def _tool_choice(choice: str) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def build_request(
+    turn: Turn,
+    *,
+    model: str,
+    tools: list[ToolSpec],
+    tool_choice: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    max_tokens_field: str = "max_tokens",
+    reasoning_effort: str | None = None,
+    system_role: str = "system",
+    stream_usage: bool = True,
+) -> dict[str, Any]:
+    """The streaming ``POST /chat/completions`` body for ``turn``.
+
+    ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
+    ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
+    """
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": build_messages(turn, system_role=system_role),
+        "stream": True,
+    }
+    if stream_usage:
+        body["stream_options"] = {"include_usage": True}
+    if tools:
+        body["tools"] = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in tools
+        ]
+        if tool_choice is not None:
+            body["tool_choice"] = _tool_choice(tool_choice)
+    if temperature is not None:
+        body["temperature"] = temperature
+    if max_tokens is not None:
+        body[max_tokens_field] = max_tokens
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
+    return body

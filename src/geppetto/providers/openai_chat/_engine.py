@@ -1,0 +1,111 @@
+"""ChatEngine: the Chat Completions endpoint (OpenAI, or any compatible server through ``base_url``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+
+from ...turns import Turn
+from .._http import HttpTransport, RetryPolicy, openai_error_info
+from .._streaming import normalize_tool_choice, normalize_tools, resolve_api_key, run_stream, sse_events, transport_for
+from ._dialect import PROVIDER, build_request
+from ._stream import ChatStreamReducer
+
+__all__ = ["DEFAULT_BASE_URL", "ChatEngine"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class ChatEngine:
+    """Streams one Chat Completions request per ``run_inference`` and appends the answer to the turn.
+
+    ``base_url`` ends in ``/v1`` like the OpenAI SDK's (default ``https://api.openai.com/v1``, or
+    ``OPENAI_BASE_URL``); point it at Ollama, vLLM, LM Studio, OpenRouter or the simulator. The key comes
+    from ``api_key`` or ``OPENAI_API_KEY``; it is required for OpenAI itself and optional elsewhere.
+    ``tools`` are dicts ``{name, description, parameters}`` or objects with those attributes;
+    ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool name. ``reasoning_effort`` is
+    passed as is (``"low"``, ``"medium"``, ``"high"``). ``http`` is an ``httpx.AsyncClient`` to share, or
+    a ready :class:`~geppetto.providers._http.HttpTransport`; ``retry`` tunes retries.
+
+    Example::
+
+        engine = ChatEngine("llama3.2", base_url="http://localhost:11434/v1")
+        turn = await engine.run_inference(turn)
+    """
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        tools: Iterable[Any] | None = None,
+        tool_choice: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        system_role: str = "system",
+        stream_usage: bool = True,
+        headers: dict[str, str] | None = None,
+        http: HttpTransport | httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        official = self.base_url == DEFAULT_BASE_URL
+        # Local compatible servers (Ollama, vLLM) need no key; OpenAI itself does.
+        env_key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.api_key = resolve_api_key(api_key, ("OPENAI_API_KEY",), "OpenAI") if official else env_key
+        self.tools = normalize_tools(tools)
+        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.max_tokens_field = "max_completion_tokens" if official else "max_tokens"
+        self.reasoning_effort = reasoning_effort
+        self.system_role = system_role
+        self.stream_usage = stream_usage
+        self.headers = dict(headers or {})
+        self.http = http
+        self.retry = retry
+
+    def build_request(self, turn: Turn) -> dict[str, Any]:
+        """The request body this engine would send for ``turn``."""
+        return build_request(
+            turn,
+            model=self.model,
+            tools=self.tools,
+            tool_choice=self.tool_choice,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            max_tokens_field=self.max_tokens_field,
+            reasoning_effort=self.reasoning_effort,
+            system_role=self.system_role,
+            stream_usage=self.stream_usage,
+        )
+
+    async def run_inference(self, turn: Turn) -> Turn:
+        """Send ``turn``, stream the answer into it and return it (see :func:`run_stream` for events)."""
+        body = self.build_request(turn)
+        headers = dict(self.headers)
+        if self.api_key:
+            headers["authorization"] = f"Bearer {self.api_key}"
+        transport = transport_for(
+            self.http,
+            self.base_url,
+            provider=PROVIDER,
+            headers=headers,
+            error_parser=openai_error_info,
+            retry=self.retry,
+        )
+        return await run_stream(
+            turn,
+            provider=PROVIDER,
+            model=self.model,
+            open_stream=lambda: sse_events(transport, "chat/completions", body, close=self.http is None),
+            reducer=ChatStreamReducer(),
+        )

@@ -1,0 +1,219 @@
+"""The three engines over an in-process HTTP mock: URLs, headers, keys, events and turn metadata."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from engines_support import FIXTURES
+
+from geppetto import Block, ConfigurationError, StreamError, Turn, UsageError
+from geppetto.events import (
+    Event,
+    EventError,
+    EventFinal,
+    EventReasoningDelta,
+    EventStart,
+    EventTextDelta,
+    EventToolCallRequested,
+    Usage,
+    with_sinks,
+)
+from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers.anthropic import ClaudeEngine
+from geppetto.providers.gemini import GeminiEngine
+from geppetto.providers.openai_chat import ChatEngine
+from geppetto.turns import (
+    BLOCK_META_PROVIDER,
+    BLOCK_META_RESPONSE_ID,
+    TURN_META_MODEL,
+    TURN_META_PROVIDER,
+    TURN_META_STOP_REASON,
+    TURN_META_USAGE,
+)
+
+Recorded = list[httpx.Request]
+
+
+def mock(fixture: str, seen: Recorded, *, status: int = 200, body: str | None = None) -> httpx.AsyncClient:
+    text = body if body is not None else (FIXTURES / fixture).read_text()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status, text=text, headers={"content-type": "text/event-stream"})
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+def user_turn(text: str = "Weather in Paris?") -> Turn:
+    turn = Turn()
+    turn.append(Block.user(text))
+    return turn
+
+
+async def run(engine: Any, turn: Turn) -> tuple[Turn, list[Event]]:
+    events: list[Event] = []
+    with with_sinks(events.append):
+        out = await engine.run_inference(turn)
+    return out, events
+
+
+@pytest.fixture(autouse=True)
+def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def test_chat_engine_posts_to_chat_completions_and_publishes_events() -> None:
+    seen: Recorded = []
+    engine = ChatEngine("gpt-4o-mini", api_key="sk-test", http=mock("chat_deepseek_reasoning.sse", seen))
+    turn, events = await run(engine, user_turn())
+    assert [str(r.url) for r in seen] == ["https://api.openai.com/v1/chat/completions"]
+    assert seen[0].headers["authorization"] == "Bearer sk-test"
+    assert json.loads(seen[0].content)["model"] == "gpt-4o-mini"
+    assert [type(e) for e in events] == [
+        EventStart, EventReasoningDelta, EventReasoningDelta, EventTextDelta, EventTextDelta, EventFinal,
+    ]  # fmt: skip
+    final = events[-1]
+    assert isinstance(final, EventFinal)
+    assert (final.text, final.metadata.stop_reason, final.metadata.usage) == (
+        "The answer is 4.",
+        "end_turn",
+        Usage(12, 30, 0, 22),
+    )
+    assert [b.kind.value for b in turn.blocks] == ["user", "reasoning", "llm_text"]
+    assert [BLOCK_META_PROVIDER.get(b.metadata) for b in turn.blocks[1:]] == ["openai_chat", "openai_chat"]
+    assert BLOCK_META_RESPONSE_ID.get(turn.blocks[2].metadata) == "5f1c9a3e"
+    assert dict(turn.metadata) == {
+        str(TURN_META_PROVIDER): "openai_chat",
+        str(TURN_META_MODEL): "gpt-4o-mini",
+        str(TURN_META_USAGE): Usage(12, 30, 0, 22).to_dict(),
+        str(TURN_META_STOP_REASON): "end_turn",
+    }
+
+
+async def test_claude_engine_posts_messages_with_version_header_and_reports_tool_calls() -> None:
+    seen: Recorded = []
+    engine = ClaudeEngine("claude-sonnet-4", api_key="sk-ant", http=mock("anthropic_tool_use.sse", seen))
+    turn, events = await run(engine, user_turn())
+    assert str(seen[0].url) == "https://api.anthropic.com/v1/messages"
+    assert (seen[0].headers["x-api-key"], seen[0].headers["anthropic-version"]) == ("sk-ant", "2023-06-01")
+    calls = [e for e in events if isinstance(e, EventToolCallRequested)]
+    assert [(c.call_id, c.name, c.args) for c in calls] == [
+        ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"})
+    ]
+    assert [type(e) for e in events] == [EventStart, EventTextDelta, EventToolCallRequested, EventFinal]
+    assert TURN_META_STOP_REASON.get(turn.metadata) == "tool_calls"
+    assert [b.kind.value for b in turn.blocks] == ["user", "llm_text", "tool_call"]
+
+
+async def test_gemini_engine_posts_stream_generate_content_with_alt_sse() -> None:
+    seen: Recorded = []
+    engine = GeminiEngine("gemini-2.5-flash", api_key="g-key", http=mock("gemini_function_call.sse", seen))
+    turn, events = await run(engine, user_turn())
+    assert str(seen[0].url) == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    )
+    assert seen[0].headers["x-goog-api-key"] == "g-key"
+    assert [type(e) for e in events] == [
+        EventStart,
+        EventReasoningDelta,
+        EventReasoningDelta,
+        EventToolCallRequested,
+        EventFinal,
+    ]
+    assert turn.blocks[-1].payload == {
+        "id": "fc_7h2k",
+        "name": "get_weather",
+        "args": {"city": "Paris"},
+        "thought_signature": "CiQB0e2Kb8nq3Yp4VYxZmWJkQ0E=",
+    }
+
+
+async def test_a_cut_stream_publishes_an_error_and_appends_no_tool_call() -> None:
+    text = (FIXTURES / "anthropic_tool_use.sse").read_text()
+    cut = text[: text.rindex("event:", 0, text.index('on\\": \\"Paris'))]  # the tool input JSON half sent
+    seen: Recorded = []
+    engine = ClaudeEngine("claude-sonnet-4", api_key="k", http=mock("", seen, body=cut))
+    turn = user_turn()
+    events: list[Event] = []
+    with with_sinks(events.append), pytest.raises(StreamError, match="unfinished tool calls"):
+        await engine.run_inference(turn)
+    assert [b.kind.value for b in turn.blocks] == ["user", "llm_text"]
+    assert isinstance(events[-1], EventError) and "message_stop" in events[-1].message
+    assert not any(isinstance(e, EventToolCallRequested | EventFinal) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("make", "variable"),
+    [
+        (lambda: ChatEngine("gpt-4o"), "OPENAI_API_KEY"),
+        (lambda: ClaudeEngine("claude-sonnet-4"), "ANTHROPIC_API_KEY"),
+        (lambda: GeminiEngine("gemini-2.5-flash"), "GEMINI_API_KEY or GOOGLE_API_KEY"),
+    ],
+)
+def test_a_missing_key_names_the_variable(make: Callable[[], Any], variable: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"set the {variable} environment variable"):
+        make()
+
+
+def test_keys_come_from_the_environment_and_compatible_servers_need_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "from-env")
+    assert GeminiEngine("gemini-2.5-flash").api_key == "from-env"
+    local = ChatEngine("llama3.2", base_url="http://localhost:11434/v1/")
+    assert (local.api_key, local.base_url, local.max_tokens_field) == (None, "http://localhost:11434/v1", "max_tokens")
+
+
+def test_bad_tools_and_tool_choice_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="has no name"):
+        ChatEngine("m", api_key="k", tools=[{"description": "nameless"}])
+    with pytest.raises(UsageError, match="tool_choice 'nope'"):
+        ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="nope")
+
+
+class ToolDef:
+    name = "lookup"
+    description = "Look a word up"
+    parameters = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}  # noqa: RUF012
+
+
+def test_tool_objects_with_attributes_are_accepted() -> None:
+    engine = GeminiEngine("gemini-2.5-flash", api_key="k", tools=[ToolDef()])
+    assert engine.build_request(user_turn())["tools"] == [
+        {
+            "functionDeclarations": [
+                {"name": "lookup", "description": "Look a word up", "parametersJsonSchema": ToolDef.parameters}
+            ]
+        }
+    ]
+
+
+async def test_a_given_transport_is_used_and_retries_follow_its_policy() -> None:
+    attempts: list[int] = []
+    body = (FIXTURES / "gemini_text.sse").read_text()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        attempts.append(1)
+        if len(attempts) == 1:
+            return httpx.Response(
+                503, json={"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
+            )
+        return httpx.Response(200, text=body)
+
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    transport = HttpTransport(
+        "http://gemini.test",
+        provider="gemini",
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(),
+        sleep=sleep,
+    )
+    turn, _ = await run(GeminiEngine("gemini-2.5-flash", api_key="k", http=transport), user_turn())
+    assert (len(attempts), len(slept), turn.blocks[-1].text) == (2, 1, "Hello, world!")
