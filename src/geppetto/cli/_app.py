@@ -43,7 +43,7 @@ ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, ch
 
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     # One line, no traceback: the message already names the fix.
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
     raise typer.Exit(code)
 
 
