@@ -197,7 +197,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The simulator's Starlette app over `state`."""
-    from . import _chat, _openai
+    from . import _anthropic, _chat, _conversations, _gemini, _openai
 
     def r(path: str, api: str, handler: Handler, methods: list[str], generation: bool = False) -> Route:
         return Route(path, endpoint(state, api, handler, generation=generation, max_body=max_body), methods=methods)
@@ -208,5 +208,9 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
         r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
         r("/v1/chat/completions", "openai", _chat.create_chat_completion, ["POST"], generation=True),
+        r("/v1/messages", "anthropic", _anthropic.create_message, ["POST"], generation=True),
+        r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
+        r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
+        *_conversations.routes(r),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _http_error})

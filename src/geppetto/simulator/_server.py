@@ -88,7 +88,7 @@ class Simulator:
             self.state.responses.pop(response_id, None)
 
     def reset(self) -> None:
-        """Forget all state: stored responses, conversations, queued replies and faults, recorded requests."""
+        """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode off."""
         self.state.reset()
 
     def start(self) -> None:

@@ -81,8 +81,12 @@ class SimState:
         self.contexts: dict[str, list[Any]] = {}
 
     def reset(self) -> None:
-        """Forget everything: stored responses, conversations, queued replies and faults, recorded requests."""
+        """Forget everything: stored responses, conversations, queued replies and faults, recorded requests.
+
+        Also turns compat mode off.
+        """
         with self.lock:
+            self.compat_mode = False
             self._reset_locked()
 
     def record(self, request: RecordedRequest) -> None:

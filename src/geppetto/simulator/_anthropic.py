@@ -1,0 +1,168 @@
+"""Anthropic Messages API: `POST /v1/messages`, streamed or not, with tool and thinking rules (§5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ._anthropic_rules import check_request
+from ._app import Call
+from ._faults import SSEStream, sse
+from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
+from ._openai_out import chunks
+from ._state import SimState, new_id
+from ._tokens import ITEM_OVERHEAD, count_items, count_text, count_value
+
+DEFAULT_THINKING = "Let me work through the request."
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def to_msgs(body: dict[str, Any]) -> list[Msg]:
+    """The neutral model view of an Anthropic request."""
+    system = _text(body.get("system"))
+    msgs = [Msg("system", system)] if system else []
+    for message in body["messages"]:
+        content = message.get("content")
+        role = message.get("role")
+        if isinstance(content, str):
+            msgs.append(Msg("assistant" if role == "assistant" else "user", content))
+            continue
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                msgs.append(Msg("assistant" if role == "assistant" else "user", str(block.get("text", ""))))
+            elif kind == "tool_use":
+                msgs.append(Msg("call", json.dumps(block.get("input")), str(block.get("name")), str(block.get("id"))))
+            elif kind == "tool_result":
+                inner = block.get("content")
+                msgs.append(
+                    Msg(
+                        "result",
+                        inner if isinstance(inner, str) else _text(inner),
+                        call_id=str(block.get("tool_use_id")),
+                    )
+                )
+    return msgs
+
+
+def _tools(body: dict[str, Any]) -> list[ToolSpec]:
+    specs = []
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and tool.get("name") and isinstance(tool.get("input_schema"), dict):
+            specs.append(ToolSpec(str(tool["name"]), str(tool.get("description") or ""), dict(tool["input_schema"])))
+    return specs
+
+
+def _choice(body: dict[str, Any]) -> str:
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict):
+        return "auto"
+    kind = choice.get("type")
+    return {"any": "required", "none": "none"}.get(str(kind), str(choice.get("name")) if kind == "tool" else "auto")
+
+
+def thinking_enabled(body: dict[str, Any]) -> bool:
+    """True when the request turns extended thinking on."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _content(state: SimState, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if thinking_enabled(body) or reply.reasoning is not None or is_reasoning_model(str(body.get("model"))):
+        text = reply.reasoning or DEFAULT_THINKING
+        blocks.append({"type": "thinking", "thinking": text, "signature": state.seal("anthropic", "thinking", text)})
+    if reply.text is not None:
+        blocks.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        args = call.args if isinstance(call.args, dict) else {"input": call.args}
+        blocks.append({"type": "tool_use", "id": call.call_id or new_id("toolu_"), "name": call.name, "input": args})
+    return blocks
+
+
+async def create_message(call: Call) -> ASGIApp:
+    """POST /v1/messages."""
+    body = call.obj()
+    state = call.state
+    check_request(state, body)
+    reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body))
+    content = _content(state, body, reply)
+    stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
+    system = body.get("system")
+    input_tokens = count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
+    output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
+        count_text(b["thinking"]) for b in content if b["type"] == "thinking"
+    )
+    message_id = new_id("msg_")
+    with state.lock:
+        state.contexts[message_id] = copy.deepcopy(body["messages"])
+    usage = {
+        "input_tokens": input_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output_tokens,
+        "service_tier": "standard",
+    }
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    if not body.get("stream"):
+        return JSONResponse(message)
+    return SSEStream(_frames(message), call.fault, lambda: state.closing)
+
+
+def _frames(message: dict[str, Any]) -> list[bytes]:
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    frames = [sse("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        empty = {
+            "text": {"type": "text", "text": ""},
+            "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+        }
+        opening = empty.get(block["type"], {**block, "input": {}})
+        frames.append(
+            sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})
+        )
+        if index == 0:
+            frames.append(sse("ping", {"type": "ping"}))
+        for delta in _deltas(block):
+            frames.append(sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        frames.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    frames.append(
+        sse(
+            "message_delta",
+            {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}},
+        )
+    )
+    frames.append(sse("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
+    if block["type"] == "text":
+        return [{"type": "text_delta", "text": d} for d in chunks(block["text"])]
+    if block["type"] == "thinking":
+        deltas = [{"type": "thinking_delta", "thinking": d} for d in chunks(block["thinking"])]
+        return [*deltas, {"type": "signature_delta", "signature": block["signature"]}]
+    raw = json.dumps(block["input"], separators=(",", ":"))
+    return [{"type": "input_json_delta", "partial_json": raw[i : i + 8]} for i in range(0, len(raw), 8)]

@@ -1,0 +1,189 @@
+"""Gemini `generateContent` and `streamGenerateContent` (SSE with `alt=sse`), with thought signatures (§6)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ._app import Call
+from ._errors import SimError
+from ._faults import SSEStream, sse
+from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
+from ._openai_out import chunks
+from ._state import SimState, new_id
+from ._tokens import count_items, count_text, count_value
+
+_MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "call `default_api:{name}` , position {position}. Please refer to "
+    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+
+
+def reasoning_on(model: str, body: dict[str, Any]) -> bool:
+    """Thinking models (by name, Gemini 3, or a thinkingConfig that does not disable thinking) sign their calls."""
+    config = (body.get("generationConfig") or {}).get("thinkingConfig")
+    if isinstance(config, dict) and config.get("thinkingBudget") != 0:
+        return True
+    return is_reasoning_model(model) or model.startswith("gemini-3")
+
+
+def _check(state: SimState, body: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise SimError(400, "* GenerateContentRequest.contents: contents is not specified")
+    for position, content in enumerate(contents):
+        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+            raise SimError(
+                400, f"* GenerateContentRequest.contents[{position}].parts: contents.parts must not be empty."
+            )
+        if content.get("role", "user") not in ("user", "model"):
+            raise SimError(400, "Please use a valid role: user, model.")
+        if content.get("role") != "model":
+            continue
+        calls = [p for p in content["parts"] if isinstance(p, dict) and "functionCall" in p]
+        for part in content["parts"]:
+            signature = part.get("thoughtSignature") if isinstance(part, dict) else None
+            if signature is not None and state.unseal("gemini", str(signature)) is None:
+                raise SimError(400, "Corrupted thought signature.")
+        if reasoning and calls and "thoughtSignature" not in calls[0]:
+            name = calls[0]["functionCall"].get("name")
+            raise SimError(400, _MISSING_SIGNATURE.format(name=name, position=position))
+    return contents
+
+
+def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
+    """The neutral model view of a Gemini request (function ids fall back to names)."""
+    system = body.get("systemInstruction") or {}
+    text = "".join(str(p.get("text", "")) for p in system.get("parts", []) if isinstance(p, dict))
+    msgs = [Msg("system", text)] if text else []
+    for content in contents:
+        role = "assistant" if content.get("role") == "model" else "user"
+        for part in content["parts"]:
+            if not isinstance(part, dict) or part.get("thought"):
+                continue
+            if "text" in part:
+                msgs.append(Msg(role, str(part["text"])))
+            elif "functionCall" in part:
+                fc = part["functionCall"]
+                msgs.append(
+                    Msg("call", json.dumps(fc.get("args")), str(fc.get("name")), str(fc.get("id") or fc.get("name")))
+                )
+            elif "functionResponse" in part:
+                fr = part["functionResponse"]
+                response = fr.get("response")
+                output = response.get("output", response) if isinstance(response, dict) else response
+                text_out = output if isinstance(output, str) else json.dumps(output)
+                msgs.append(Msg("result", text_out, call_id=str(fr.get("id") or fr.get("name"))))
+    return msgs
+
+
+def _tools(body: dict[str, Any]) -> list[ToolSpec]:
+    specs = []
+    for tool in body.get("tools") or []:
+        for decl in tool.get("functionDeclarations") or [] if isinstance(tool, dict) else []:
+            params = decl.get("parametersJsonSchema") or decl.get("parameters") or {}
+            specs.append(ToolSpec(str(decl.get("name")), str(decl.get("description") or ""), dict(params)))
+    return specs
+
+
+def _choice(body: dict[str, Any]) -> str:
+    config = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    mode = str(config.get("mode", "AUTO")).upper()
+    allowed = config.get("allowedFunctionNames") or []
+    if mode == "ANY":
+        return str(allowed[0]) if len(allowed) == 1 else "required"
+    return "none" if mode == "NONE" else "auto"
+
+
+def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    config = body.get("generationConfig") or {}
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    if isinstance(schema, dict):
+        return schema
+    return (
+        {"type": "object", "properties": {"answer": {"type": "string"}}}
+        if config.get("responseMimeType") == "application/json"
+        else None
+    )
+
+
+def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: bool) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if reply.reasoning is not None or (reasoning and include_thoughts):
+        parts.append({"text": reply.reasoning or "Thinking about the request.", "thought": True})
+    if reply.text is not None:
+        parts.append({"text": reply.text})
+    for call in reply.tool_calls:
+        fc: dict[str, Any] = {
+            "name": call.name,
+            "args": call.args if isinstance(call.args, dict) else {"input": call.args},
+        }
+        if call.call_id:
+            fc["id"] = call.call_id
+        parts.append({"functionCall": fc})
+    if reasoning:
+        signed = next((p for p in parts if "functionCall" in p), parts[-1] if parts else None)
+        if signed is not None:
+            signed["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(signed, sort_keys=True))
+    return parts
+
+
+async def generate(call: Call) -> ASGIApp:
+    """POST /v1beta/models/{model}:generateContent and :streamGenerateContent."""
+    target = call.request.path_params["target"]
+    model, _, method = target.rpartition(":")
+    if method not in ("generateContent", "streamGenerateContent") or not model:
+        raise SimError(404, f"Method not found: {target}. Use {{model}}:generateContent or :streamGenerateContent.")
+    body = call.obj()
+    state = call.state
+    reasoning = reasoning_on(model, body)
+    contents = _check(state, body, reasoning)
+    reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
+    config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+    parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")))
+    response_id = new_id("")[:22]
+    with state.lock:
+        state.contexts[response_id] = copy.deepcopy(contents)
+    system = body.get("systemInstruction")
+    prompt = count_items(contents) + (count_value(system) if system else 0)
+    thoughts = sum(count_text(p["text"]) for p in parts if p.get("thought"))
+    visible = sum(count_value(p) for p in parts if not p.get("thought"))
+    usage: dict[str, Any] = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": visible,
+        "totalTokenCount": prompt + visible + thoughts,
+    }
+    if thoughts:
+        usage["thoughtsTokenCount"] = thoughts
+    finish = "MAX_TOKENS" if reply.stop == "max_tokens" else "STOP"
+    head = {"modelVersion": model.removeprefix("models/"), "responseId": response_id}
+    if method == "generateContent":
+        candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        return JSONResponse({"candidates": [candidate], "usageMetadata": usage, **head})
+    pieces = _stream_pieces(parts)
+    responses = []
+    for index, piece in enumerate(pieces):
+        chunk: dict[str, Any] = {"content": {"role": "model", "parts": piece}, "index": 0}
+        last = index == len(pieces) - 1
+        if last:
+            chunk["finishReason"] = finish
+        responses.append({"candidates": [chunk], **({"usageMetadata": usage} if last else {}), **head})
+    if call.request.query_params.get("alt") != "sse":
+        return JSONResponse(responses)
+    return SSEStream([sse(None, r) for r in responses], call.fault, lambda: state.closing)
+
+
+def _stream_pieces(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    pieces: list[list[dict[str, Any]]] = []
+    for part in parts:
+        if "text" in part and "thoughtSignature" not in part:
+            pieces += [[{**part, "text": t}] for t in chunks(part["text"])] or [[part]]
+        else:
+            pieces.append([part])
+    return pieces or [[{"text": ""}]]
