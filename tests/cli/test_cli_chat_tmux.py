@@ -1,0 +1,111 @@
+"""``geppetto chat`` as a person uses it: typed into a real terminal (tmux), read back from the screen."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _cli_helpers import clean_env, command
+
+from geppetto import BlockKind, load_turn
+from geppetto.cli._demo_tools import get_weather
+from geppetto.tools import serialize_result
+
+TMUX = shutil.which("tmux")
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install -y tmux)")
+
+
+class Terminal:
+    """One tmux session on a private server socket running a command."""
+
+    def __init__(self, socket: str, cmd: str, env: dict[str, str]) -> None:
+        self.base = [str(TMUX), "-L", socket]
+        subprocess.run(
+            [*self.base, "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "220", "-y", "60", cmd],
+            env=env,
+            check=True,
+            timeout=30,
+        )
+
+    def screen(self) -> str:
+        res = subprocess.run(
+            [*self.base, "capture-pane", "-p", "-J", "-S", "-200", "-t", "t"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return res.stdout
+
+    def type(self, text: str) -> None:
+        subprocess.run([*self.base, "send-keys", "-t", "t", "-l", text], check=True, timeout=30)
+        subprocess.run([*self.base, "send-keys", "-t", "t", "Enter"], check=True, timeout=30)
+
+    def wait_for(self, text: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared on the screen:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30, check=False)
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    chat = " ".join(shlex.quote(part) for part in [*command(), "chat", "--profile", "sim"])
+    # Keep the pane open after the command ends so its exit status can be read.
+    cmd = f"{chat}; echo EXIT-STATUS=$?; sleep 60"
+    term = Terminal(f"geppetto-test-{os.getpid()}", cmd, clean_env(tmp_path, TERM="xterm"))
+    try:
+        yield term
+    finally:
+        term.kill()
+
+
+def test_chat_prompt_tool_call_inspect_save_exit(terminal: Terminal, tmp_path: Path) -> None:
+    terminal.wait_for("you> ")
+    terminal.type("What is the weather in Paris?")
+    paris = serialize_result(get_weather("Paris"))
+    screen = terminal.wait_for(f"Here is what the tools returned. get_weather: {paris}.")
+    assert '→ get_weather({"city": "Paris"})' in screen
+    assert f"← get_weather: {paris}" in screen
+
+    terminal.type("/inspect")
+    screen = terminal.wait_for("chained request: previous_response_id=")
+    assert "sends 0 of 4 blocks" in screen
+    for kind in ("user", "tool_call", "tool_use", "llm_text"):
+        assert f"│ {kind}" in screen
+
+    saved = tmp_path / "chat.yaml"
+    terminal.type(f"/save {saved}")
+    terminal.wait_for(f"saved 4 blocks to {saved}")
+    turn = load_turn(saved)
+    assert [b.kind for b in turn.blocks] == [
+        BlockKind.USER,
+        BlockKind.TOOL_CALL,
+        BlockKind.TOOL_USE,
+        BlockKind.LLM_TEXT,
+    ]
+    assert turn.blocks[0].text == "What is the weather in Paris?"
+
+    # Switching mode keeps the history; the next prompt continues the same conversation.
+    terminal.type("/mode stateless")
+    terminal.wait_for("mode is now stateless")
+    terminal.type("Say hi again")
+    terminal.wait_for("You said: Say hi again")
+    terminal.type("/history")
+    screen = terminal.wait_for("you: Say hi again")
+    assert screen.index("you: What is the weather in Paris?") < screen.index("you: Say hi again")
+
+    terminal.type("/exit")
+    terminal.wait_for("EXIT-STATUS=0")
