@@ -14,6 +14,7 @@ from geppetto.providers.gemini import (
     build_request,
     gemini_stop_reason,
     model_path,
+    needs_signed_calls,
 )
 from geppetto.turns import PAYLOAD_THOUGHT_SIGNATURE
 
@@ -86,7 +87,7 @@ def test_calls_from_other_providers_get_the_documented_placeholder_and_foreign_r
             Block.tool_use("toolu_9", {"temp": -3}),
         ]
     )
-    body = build_request(turn, tools=[WEATHER], tool_choice="get_weather", thinking_budget=-1)
+    body = build_request(turn, tools=[WEATHER], tool_choice="get_weather", thinking_budget=-1, sign_foreign_calls=True)
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "Weather?"}]},
         {
@@ -107,6 +108,17 @@ def test_calls_from_other_providers_get_the_documented_placeholder_and_foreign_r
     ]
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
     assert body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": True}}
+
+
+def test_only_gemini_3_gets_placeholder_signatures() -> None:
+    turn = Turn()
+    turn.extend([Block.user("hi"), Block.tool_call("call_1", "get_weather", {}), Block.tool_use("call_1", "ok")])
+    assert build_request(turn, tools=[])["contents"][1] == {
+        "role": "model",
+        "parts": [{"functionCall": {"id": "call_1", "name": "get_weather", "args": {}}}],
+    }
+    assert (needs_signed_calls("gemini-3-pro-preview"), needs_signed_calls("models/gemini-3-flash")) == (True, True)
+    assert needs_signed_calls("gemini-2.5-flash") is False
 
 
 def test_model_path_adds_the_models_prefix_once() -> None:

@@ -30,6 +30,7 @@ from ..events import (
     metadata_for,
     publish,
 )
+from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
     BLOCK_META_PROVIDER,
     BLOCK_META_RESPONSE_ID,
@@ -60,6 +61,7 @@ __all__ = [
     "normalize_tool_choice",
     "normalize_tools",
     "parse_args",
+    "request_tools",
     "resolve_api_key",
     "run_stream",
     "sse_events",
@@ -110,6 +112,19 @@ def normalize_tool_choice(choice: str | None, tools: list[ToolSpec]) -> str | No
     if choice not in {t.name for t in tools}:
         raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a given tool")
     return choice
+
+
+def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) -> tuple[list[ToolSpec], str | None]:
+    """The tools and tool choice for one request: the engine's own tools plus those a tool loop offers
+    (:func:`geppetto.tools.current_tools`), and the engine's ``tool_choice``, else the turn's
+    :class:`~geppetto.tools.ToolConfig` choice."""
+    names = {t.name for t in tools}
+    specs = list(tools) + [t for t in normalize_tools(current_tools()) if t.name not in names]
+    if tool_choice is None:
+        config = TOOL_CONFIG.get(turn.data)
+        if config is not None and config.tool_choice != "auto":
+            tool_choice = config.tool_choice
+    return specs, normalize_tool_choice(tool_choice, specs) if specs else None
 
 
 def resolve_api_key(api_key: str | None, env_names: tuple[str, ...], provider: str) -> str:

@@ -6,8 +6,9 @@
   ``functionCall`` parts and Gemini's own thoughts -> ``model`` contents. Consecutive blocks of one side
   merge, so roles alternate.
 - Thought signatures are replayed exactly, on the part they came with. A function call from another
-  provider has none; Gemini 3 refuses unsigned calls in the current turn, so such calls (and only those)
-  carry the placeholder signature Google documents for conversations moved from other models.
+  provider has none; Gemini 3 refuses unsigned calls, so for Gemini 3 models such calls (and only those)
+  carry the placeholder signature Google documents for conversations moved from other models. Older
+  models do not check signatures and get the calls unsigned.
 - Reasoning Gemini did not produce (OpenAI encrypted items, Claude thinking) stays in the Turn, unsent.
 """
 
@@ -29,7 +30,7 @@ from ...turns import (
 )
 from .._streaming import ToolSpec, call_names, image_parts
 
-__all__ = ["FOREIGN_CALL_SIGNATURE", "PROVIDER", "build_contents", "build_request", "model_path"]
+__all__ = ["FOREIGN_CALL_SIGNATURE", "PROVIDER", "build_contents", "build_request", "model_path", "needs_signed_calls"]
 
 PROVIDER = "gemini"
 FOREIGN_CALL_SIGNATURE = "skip_thought_signature_validator"
@@ -72,7 +73,12 @@ def _function_response(block: Block, names: dict[str, str]) -> Part:
     return {"functionResponse": {"id": call_id, "name": name, "response": response}}
 
 
-def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
+def needs_signed_calls(model: str) -> bool:
+    """True for models that refuse function calls without a thought signature (Gemini 3)."""
+    return model.removeprefix("models/").startswith("gemini-3")
+
+
+def _parts(block: Block, names: dict[str, str], sign_foreign: bool) -> tuple[str, list[Part]]:
     """The role ("user" / "model" / "") a block belongs to and its parts."""
     kind = block.kind
     p = block.payload
@@ -94,7 +100,7 @@ def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
             }
         }
         _signed(call, block)
-        if BLOCK_META_PROVIDER.get(block.metadata) != PROVIDER:
+        if sign_foreign and BLOCK_META_PROVIDER.get(block.metadata) != PROVIDER:
             call.setdefault("thoughtSignature", FOREIGN_CALL_SIGNATURE)
         return "model", [call]
     if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
@@ -102,7 +108,7 @@ def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
     return "", []
 
 
-def build_contents(turn: Turn) -> tuple[list[Part], list[Content]]:
+def build_contents(turn: Turn, *, sign_foreign_calls: bool = False) -> tuple[list[Part], list[Content]]:
     """``(system parts, contents)`` for ``turn`` (see the module docstring for the mapping)."""
     names = call_names(turn)
     system: list[Part] = []
@@ -112,7 +118,7 @@ def build_contents(turn: Turn) -> tuple[list[Part], list[Content]]:
             if block.text:
                 system.append({"text": block.text})
             continue
-        role, parts = _parts(block, names)
+        role, parts = _parts(block, names, sign_foreign_calls)
         if not role or not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -138,14 +144,16 @@ def build_request(
     max_tokens: int | None = None,
     thinking_budget: int | None = None,
     include_thoughts: bool | None = None,
+    sign_foreign_calls: bool = False,
 ) -> dict[str, Any]:
     """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
 
     Tool parameters go out as ``parametersJsonSchema`` (full JSON Schema, unlike ``parameters``).
     ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
-    thoughts are included by default when a budget is given.
+    thoughts are included by default when a budget is given. ``sign_foreign_calls`` puts the placeholder
+    signature on other providers' function calls (see :func:`needs_signed_calls`).
     """
-    system, contents = build_contents(turn)
+    system, contents = build_contents(turn, sign_foreign_calls=sign_foreign_calls)
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}

@@ -10,8 +10,16 @@ import httpx
 
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, gemini_error_info
-from .._streaming import normalize_tool_choice, normalize_tools, resolve_api_key, run_stream, sse_events, transport_for
-from ._dialect import PROVIDER, build_request, model_path
+from .._streaming import (
+    normalize_tool_choice,
+    normalize_tools,
+    request_tools,
+    resolve_api_key,
+    run_stream,
+    sse_events,
+    transport_for,
+)
+from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "GeminiEngine"]
@@ -64,15 +72,17 @@ class GeminiEngine:
         self.retry = retry
 
     def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn``."""
+        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
+        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
         return build_request(
             turn,
-            tools=self.tools,
-            tool_choice=self.tool_choice,
+            tools=tools,
+            tool_choice=tool_choice,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
             include_thoughts=self.include_thoughts,
+            sign_foreign_calls=needs_signed_calls(self.model),
         )
 
     async def run_inference(self, turn: Turn) -> Turn:

@@ -10,7 +10,15 @@ import httpx
 
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, openai_error_info
-from .._streaming import normalize_tool_choice, normalize_tools, resolve_api_key, run_stream, sse_events, transport_for
+from .._streaming import (
+    normalize_tool_choice,
+    normalize_tools,
+    request_tools,
+    resolve_api_key,
+    run_stream,
+    sse_events,
+    transport_for,
+)
 from ._dialect import PROVIDER, build_request
 from ._stream import ChatStreamReducer
 
@@ -74,12 +82,13 @@ class ChatEngine:
         self.retry = retry
 
     def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn``."""
+        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
+        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
         return build_request(
             turn,
             model=self.model,
-            tools=self.tools,
-            tool_choice=self.tool_choice,
+            tools=tools,
+            tool_choice=tool_choice,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             max_tokens_field=self.max_tokens_field,
