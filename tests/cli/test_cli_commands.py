@@ -114,9 +114,13 @@ def test_demo_runs_offline_and_compares_modes(tmp_path: Path) -> None:
     assert '→ get_weather({"city": "Paris"})' in res.stdout
     assert '→ calculator({"expression": "17 * 23 + 4"})' in res.stdout
     assert "← calculator: 395" in res.stdout
-    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"│ (stateless|chained)\s+│ \d+\s+│ (\d+)", res.stdout)}
-    assert set(rows) == {"stateless", "chained"}
-    assert rows["chained"] < rows["stateless"]
+    pattern = r"│ (stateless|chained|conversation)\s+│ \d+\s+│ (\d+)"
+    rows = {m.group(1): int(m.group(2)) for m in re.finditer(pattern, res.stdout)}
+    assert set(rows) == {"stateless", "chained", "conversation"}
+    assert rows["chained"] < rows["stateless"] and rows["conversation"] < rows["stateless"]
+    # The chained run's first request carries no anchor; every later one names the previous response.
+    anchors = re.findall(r"│ \d+\s+│ /v1/responses\s+│ \d+\s+│ (\S+)", res.stdout)
+    assert len(anchors) == 7 and anchors[0] == "—" and all(a.startswith("resp_") for a in anchors[1:])
 
 
 def test_python_dash_m_is_the_same_command(tmp_path: Path) -> None:

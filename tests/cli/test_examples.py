@@ -1,0 +1,90 @@
+"""Every example runs offline against the simulator, as a subprocess, and prints what it promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _cli_helpers import clean_env
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _run(tmp_path: Path, name: str, *args: str) -> str:
+    res = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path),
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    return res.stdout
+
+
+def test_every_example_is_tested() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(
+        [
+            "simple_inference.py",
+            "middleware_inference.py",
+            "chained_tool_loop.py",
+            "conversation_mode.py",
+            "cross_provider_session.py",
+        ]
+    )
+
+
+def test_simple_inference(tmp_path: Path) -> None:
+    assert _run(tmp_path, "simple_inference.py").splitlines() == [
+        "  system: You are a helpful assistant.",
+        "    user: Hello, geppetto!",
+        "llm_text: You said: Hello, geppetto!",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "last_line"),
+    [
+        ((), "   llm_text: You said: What is the weather in Paris?"),
+        (("--with-uppercase",), "   llm_text: YOU SAID: WHAT IS THE WEATHER IN PARIS?"),
+        (
+            ("--with-logging", "--with-uppercase", "--with-tools"),
+            "   llm_text: HERE IS WHAT THE TOOLS RETURNED. GET_WEATHER: PARIS: 21°C, CLEAR SKY.",
+        ),
+    ],
+)
+def test_middleware_inference_flags(tmp_path: Path, flags: tuple[str, ...], last_line: str) -> None:
+    out = _run(tmp_path, "middleware_inference.py", *flags)
+    assert out.splitlines()[-1] == last_line
+    assert ("  tool_call:" in out) == ("--with-tools" in flags)
+
+
+def test_chained_tool_loop_chains_every_request_after_the_first(tmp_path: Path) -> None:
+    out = _run(tmp_path, "chained_tool_loop.py")
+    requests = out.split("requests:\n", 1)[1].splitlines()
+    assert len(requests) == 5
+    assert "previous_response_id=None" in requests[0]
+    assert all("previous_response_id=resp_" in r and "input items=1" in r for r in requests[1:])
+    assert "← add: 4.0" in out and "← get_weather: Lisbon: 18°C, light rain" in out
+
+
+def test_conversation_mode_names_one_conversation(tmp_path: Path) -> None:
+    out = _run(tmp_path, "conversation_mode.py")
+    conv = out.split("conversation id: ", 1)[1].split("\n", 1)[0]
+    assert conv.startswith("conv_")
+    requests = out.split("requests:\n", 1)[1].splitlines()
+    assert [r.split()[:2] for r in requests] == [["POST", "/v1/conversations"]] + [["POST", "/v1/responses"]] * 2
+    assert all(r.endswith(f"conversation={conv}") for r in requests[1:])
+
+
+def test_cross_provider_session_continues_one_turn(tmp_path: Path) -> None:
+    out = _run(tmp_path, "cross_provider_session.py")
+    assert "paths: ['responses', 'responses', 'messages', 'messages', 'sim-1:streamGenerateContent']" in out
+    assert out.splitlines()[-1] == (
+        "blocks: ['user', 'tool_call', 'tool_use', 'llm_text', 'user', 'tool_call', 'tool_use', 'llm_text', "
+        "'user', 'llm_text']"
+    )
