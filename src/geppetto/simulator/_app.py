@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, parse_fault
@@ -95,19 +96,33 @@ def _parse(api: str, raw: bytes, method: str) -> Any:
     return body
 
 
-class _Silent:
-    """An ASGI app that never answers: the connection closes without a response (a dropped request)."""
+class _Cut:
+    """Run a complete response but cut the connection halfway through its body (a dropped non-stream answer)."""
 
-    def __init__(self, fault: Fault, state: SimState) -> None:
+    def __init__(self, app: ASGIApp, fault: Fault, state: SimState) -> None:
+        self.app = app
         self.fault = fault
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from ._faults import SSEStream
 
-        await SSEStream([], None, lambda: self.state.closing)._pause(
-            self.fault.stall_seconds if self.fault.stall_after is not None else 0
-        )
+        if self.fault.stall_after is not None:
+            await SSEStream([], None, lambda: self.state.closing)._pause(self.fault.stall_seconds)
+
+        async def cut(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                await send({"type": "http.response.body", "body": body[: len(body) // 2], "more_body": True})
+                raise _Dropped
+            await send(message)
+
+        with contextlib.suppress(_Dropped):
+            await self.app(scope, receive, cut)
+
+
+class _Dropped(Exception):
+    pass
 
 
 def endpoint(
@@ -157,7 +172,7 @@ def _with_fault(app: ASGIApp, fault: Fault | None, state: SimState) -> ASGIApp:
     if fault is None or isinstance(app, SSEStream):
         return app
     if fault.drop_after is not None or fault.stall_after is not None:
-        return _Silent(fault, state)
+        return _Cut(app, fault, state)
     if fault.slow_first_byte:
         delay = fault.slow_first_byte
 
