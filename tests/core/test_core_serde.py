@@ -447,3 +447,14 @@ def test_yaml_line_separators_round_trip() -> None:
     text = dumps_yaml(turn)
     assert "\x85" not in text
     assert loads_yaml(text) == turn
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_deeply_nested_file_is_a_format_error(tmp_path: Path, suffix: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    content = '{"id": "t", "blocks": [{"kind": "user", "payload": {"x": ' + deep + "}}]}"
+    err = _load_fails(_write(tmp_path, f"t{suffix}", content.encode()))
+    assert str(err) == (
+        f"{tmp_path / f't{suffix}'}: values are nested too deeply to read; "
+        "a turn file nests lists and mappings a few hundred levels at most"
+    )

@@ -45,6 +45,7 @@ __all__ = [
 
 FORMAT = "geppetto.turn/v1"
 _KINDS = ", ".join(k.value for k in BlockKind)
+_TOO_DEEP = "values are nested too deeply to read; a turn file nests lists and mappings a few hundred levels at most"
 
 
 def turn_to_dict(turn: Turn) -> dict[str, Any]:
@@ -157,6 +158,8 @@ def _check_json(value: Any, source: str, where: str) -> None:
         check_json_value(value, what=where)
     except MetadataTypeError as exc:
         raise TurnFormatError(str(exc), source=source, field=where) from None
+    except RecursionError:
+        raise TurnFormatError(_TOO_DEEP, source=source, field=where) from None
 
 
 def _str(value: Any, source: str, where: str) -> str:
@@ -178,6 +181,8 @@ def loads_json(text: str | bytes, *, source: str = "<json>", strict: bool = True
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TurnFormatError(f"not valid JSON ({exc}); was the file cut short?", source=source) from None
+    except RecursionError:
+        raise TurnFormatError(_TOO_DEEP, source=source) from None
     return turn_from_dict(doc, source=source, strict=strict)
 
 
@@ -214,6 +219,8 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise TurnFormatError(f"not valid YAML ({exc}); was the file cut short?", source=source) from None
+    except RecursionError:
+        raise TurnFormatError(_TOO_DEEP, source=source) from None
     # YAML cut at a line end still parses; a saved turn (it names its format) ends with the line "..."
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if isinstance(doc, dict) and "format" in doc and not raw.rstrip().endswith(b"\n..."):
