@@ -15,6 +15,8 @@ import httpx
 import pytest
 from _cli_helpers import clean_env, command, geppetto
 
+from geppetto import load_turn
+
 
 @pytest.fixture
 def busy_port() -> Iterator[int]:
@@ -135,3 +137,26 @@ def test_python_dash_m_is_the_same_command(tmp_path: Path) -> None:
     assert res.returncode == 0
     for name in ("run", "chat", "inspect", "simulate", "demo", "profiles"):
         assert re.search(rf"│ {name}\s", res.stdout), name
+
+
+def test_chat_resume_continues_where_it_left_off(tmp_path: Path) -> None:
+    saved = tmp_path / "chat.yaml"
+    first = geppetto("chat", "--profile", "sim", "--resume", str(saved), stdin="hello\n/exit\n", config_dir=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert [b.text for b in load_turn(saved).blocks] == ["hello", "You said: hello"]
+    second = geppetto(
+        "chat", "--profile", "sim", "--resume", str(saved), stdin="again\n/history\n", config_dir=tmp_path
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"resumed 2 blocks from {saved}" in second.stdout
+    history = second.stdout.rsplit("you> ", 2)[1].splitlines()
+    assert history == ["you: hello", "assistant: You said: hello", "you: again", "assistant: You said: again"]
+    assert [b.text for b in load_turn(saved).blocks] == ["hello", "You said: hello", "again", "You said: again"]
+
+
+def test_mode_flag_on_another_provider_names_the_fix(tmp_path: Path) -> None:
+    res = geppetto("run", "--profile", "sim", "--provider", "anthropic", "--mode", "chained", "hi", config_dir=tmp_path)
+    assert (res.returncode, res.stderr) == (
+        2,
+        "error: --mode applies to the openai-responses provider only, not 'anthropic'; drop --mode\n",
+    )

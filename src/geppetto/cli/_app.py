@@ -107,12 +107,16 @@ def chat(
     mode: ModeOpt = None,
     system: Annotated[str | None, typer.Option(help="System prompt (added by middleware).")] = None,
     no_tools: Annotated[bool, typer.Option("--no-tools", help="Do not offer the demo tools.")] = False,
+    resume: Annotated[
+        Path | None,
+        typer.Option("--resume", help="Continue the conversation in this file and save it after each answer."),
+    ] = None,
 ) -> None:
-    """An interactive session: /save FILE, /load FILE, /inspect, /reset, /mode MODE, /exit."""
+    """An interactive session: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
 
     settings = EngineSettings(profile, provider, model, base_url, mode)
-    _guarded(lambda: ChatRepl(settings, system=system, with_tools=not no_tools).run())
+    _guarded(lambda: ChatRepl(settings, system=system, with_tools=not no_tools, resume=resume).run())
 
 
 @app.command()

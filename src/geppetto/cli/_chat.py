@@ -31,8 +31,16 @@ PROMPT = "you> "
 class ChatRepl:
     """Reads prompts and slash commands from stdin, streams answers to stdout."""
 
-    def __init__(self, settings: EngineSettings, *, system: str | None = None, with_tools: bool = True) -> None:
+    def __init__(
+        self,
+        settings: EngineSettings,
+        *,
+        system: str | None = None,
+        with_tools: bool = True,
+        resume: Path | None = None,
+    ) -> None:
         self.settings = settings
+        self.resume = resume
         self.console = Console(highlight=False)
         self.middlewares: list[Middleware] = cli_middlewares(system=system, with_logging=False, with_uppercase=False)
         self.tools = demo_registry() if with_tools else None
@@ -66,7 +74,7 @@ class ChatRepl:
         profile = choose_profile(self.settings)
         with open_engine(profile, self.tools) as opened, asyncio.Runner() as runner:
             self.opened = opened
-            self.session = self._new_session()
+            self.session = self._new_session(self._resumed())
             self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
             while True:
                 try:
@@ -82,11 +90,21 @@ class ChatRepl:
                     continue
                 self._ask(runner, line)
 
+    def _resumed(self) -> Turn | None:
+        """The turn saved by an earlier ``--resume`` run of the same file, if there is one."""
+        if self.resume is None or not self.resume.exists():
+            return None
+        turn = load_turn(self.resume)
+        print(f"resumed {len(turn.blocks)} blocks from {self.resume}")
+        return turn
+
     def _ask(self, runner: asyncio.Runner, text: str) -> None:
         assert self.session is not None
         print("assistant> ", end="", flush=True)
         try:
-            runner.run(self.session.run(text))
+            turn = runner.run(self.session.run(text))
+            if self.resume is not None:
+                save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
             print("\n(interrupted; the turn before this prompt is kept)")
         except GeppettoError as exc:

@@ -56,6 +56,9 @@ def choose_profile(settings: EngineSettings) -> Profile:
         )
     else:
         base = profiles[name]
+    provider = settings.provider or base.provider
+    if settings.mode is not None and provider != "openai-responses":
+        raise ConfigurationError(f"--mode applies to the openai-responses provider only, not {provider!r}; drop --mode")
     if settings.provider is not None and settings.provider != base.provider:
         # Responses-only settings do not carry over to another provider.
         base = replace(base, provider=settings.provider, mode=None, store=None)
