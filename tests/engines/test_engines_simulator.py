@@ -11,8 +11,16 @@ from typing import Any
 
 import pytest
 
-from geppetto import AuthenticationError, BadRequestError, Block, RateLimitError, ServerError, Turn
-from geppetto.events import Event, EventFinal, EventReasoningDelta, EventTextDelta, with_sinks
+from geppetto import AuthenticationError, BadRequestError, Block, RateLimitError, ServerError, StreamError, Turn
+from geppetto.events import (
+    Event,
+    EventError,
+    EventFinal,
+    EventReasoningDelta,
+    EventTextDelta,
+    EventToolCallRequested,
+    with_sinks,
+)
 from geppetto.middleware import tool_loop, with_middleware
 from geppetto.providers._http import RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
@@ -234,3 +242,33 @@ async def test_a_wrong_key_header_is_an_authentication_error(make: Factory, gepp
         gemini: (403, "Method doesn't allow unregistered callers"),
     }[make]
     assert info.value.status == expected[0] and expected[1] in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("make", "drop_after"),
+    [pytest.param(chat, 5, id="chat"), pytest.param(claude, 8, id="claude"), pytest.param(gemini, 3, id="gemini")],
+)
+async def test_a_stream_dropped_mid_tool_call_never_yields_a_tool_call(
+    make: Factory, drop_after: int, geppetto_sim: Simulator
+) -> None:
+    geppetto_sim.queue(Reply(text="Let me check.", tool_calls=[ToolCall("get_weather", {"city": "Paris"})]))
+    geppetto_sim.fail_next(drop_after=drop_after)
+    turn = user_turn("Weather in Paris?")
+    events: list[Event] = []
+    with with_sinks(events.append), pytest.raises(StreamError):
+        await make(geppetto_sim).run_inference(turn)
+    assert [b.kind.value for b in turn.blocks if b.kind.value == "tool_call"] == []
+    assert not any(isinstance(e, EventToolCallRequested | EventFinal) for e in events)
+    assert isinstance(events[-1], EventError)
+    kept = [b.text for b in turn.blocks[2:]]
+    assert kept == (["Let me check."] if make is claude else [])  # Claude closed its text block before the cut
+
+
+@pytest.mark.parametrize("make", ENGINES)
+async def test_a_malformed_event_is_a_stream_error(make: Factory, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="Hello there."))
+    geppetto_sim.fail_next(malformed_after=1)
+    turn = user_turn("hi")
+    with pytest.raises(StreamError, match="malformed"):
+        await make(geppetto_sim).run_inference(turn)
+    assert len(turn.blocks) == 2
