@@ -253,7 +253,7 @@ def test_text_printer_output() -> None:
     assert out.getvalue() == (
         "Hello"
         '\n→ get_weather({"city": "Zürich"})\n'
-        "← get_weather: {'temp': 3}\n"
+        '← get_weather: {"temp": 3}\n'
         "← broken: error: bad args\n"
         "\nerror: rate limited\n"
         "\n"

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any
 
+from ..turns import result_text
 from ._types import (
     Event,
     EventError,
@@ -109,7 +110,7 @@ class TextPrinter:
         elif isinstance(event, EventToolCallRequested):
             out.write(f"\n→ {event.name}({json.dumps(event.args, ensure_ascii=False)})\n")
         elif isinstance(event, EventToolResult):
-            shown = event.error if event.error is not None else event.result
+            shown = event.error if event.error is not None else result_text(event.result)
             out.write(f"← {event.name}: {'error: ' if event.error is not None else ''}{shown}\n")
         elif isinstance(event, EventFinal):
             out.write("\n")
