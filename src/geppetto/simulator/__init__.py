@@ -6,7 +6,7 @@ or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
 
 from ._faults import Fault
 from ._model import Reply, ToolCall
-from ._server import Simulator, serve
+from ._server import Simulator, run, serve
 from ._state import RecordedRequest
 
-__all__ = ["Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "serve"]
+__all__ = ["Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "run", "serve"]

@@ -149,3 +149,14 @@ def serve(
     sim.compat_mode = compat_mode
     with sim:
         yield sim
+
+
+def run(host: str = "127.0.0.1", port: int = 8765, *, compat_mode: bool = False) -> None:
+    """Serve in the foreground until Ctrl-C (what `geppetto simulate` runs); prints the base URLs first."""
+    with serve(host, port, compat_mode=compat_mode) as sim:
+        print(f"geppetto simulator on {sim.url} (OpenAI base URL {sim.openai_url}); Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError, relevance
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -77,8 +77,60 @@ def _to_error(err: ValidationError) -> SimError:
     return SimError(400, f"Invalid value for '{path}': {err.message}", param=path or None, code="invalid_value")
 
 
+def _type_mismatch(err: ValidationError) -> bool:
+    """The alternative does not apply: its discriminating `type` differs, is missing, or the JSON type differs."""
+    if list(err.relative_path) == ["type"]:
+        return True
+    if err.relative_path:
+        return False
+    if err.validator == "type":
+        return True
+    return (
+        err.validator == "required"
+        and isinstance(err.instance, dict)
+        and "type" not in err.instance
+        and "type" in err.validator_value
+    )
+
+
+def _branch(err: ValidationError) -> ValidationError:
+    """Descend through anyOf: prefer the alternative whose `type` matches the instance (discriminator-like)."""
+    while err.validator in ("anyOf", "oneOf") and err.context:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in err.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        groups = list(branches.values())
+        if all(len(g) == 1 and g[0].validator == "type" and not g[0].relative_path for g in groups):
+            return err
+        matching = [g for g in groups if not any(_type_mismatch(e) for e in g)]
+        candidates = [e for g in matching or groups for e in g]
+        err = max(candidates, key=lambda e: (len(e.absolute_path), relevance(e)))
+    return err
+
+
+def _any_type_error(err: ValidationError) -> SimError | None:
+    if err.validator not in ("anyOf", "oneOf") or not err.context:
+        return None
+    expected: list[str] = []
+    for sub in err.context:
+        if sub.validator != "type" or sub.relative_path:
+            return None
+        values = sub.validator_value if isinstance(sub.validator_value, list) else [sub.validator_value]
+        expected += [str(v) for v in values if str(v) not in expected]
+    path = json_path(err.absolute_path)
+    words = " or ".join(_TYPE_WORDS.get(t, t) for t in expected)
+    return SimError(
+        400,
+        f"Invalid type for '{path}': expected {words}, but got {_kind(err.instance)} instead.",
+        param=path or None,
+        code="invalid_type",
+    )
+
+
 def validate(schema_name: str, body: Any) -> None:
     """Raise SimError(400) with the JSON path as `param` when `body` does not match the schema."""
-    error = best_match(validator(schema_name).iter_errors(body))
-    if error is not None:
-        raise _to_error(error)
+    errors = list(validator(schema_name).iter_errors(body))
+    if errors:
+        error = max(errors, key=relevance)
+        picked = _branch(error)
+        raise _any_type_error(picked) or _to_error(picked)
