@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import geppetto as gp
 from geppetto.turns import (
@@ -127,3 +130,34 @@ def test_result_text() -> None:
         "3",
         "null",
     ]
+
+
+_text = st.text(max_size=12)
+_args = st.one_of(st.dictionaries(_text, st.one_of(st.integers(), _text, st.none()), max_size=3), _text)
+_call = st.fixed_dictionaries({"id": _text, "name": _text, "args": _args})
+_message = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]), "content": _text}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": _text.filter(bool)}),
+    st.fixed_dictionaries(
+        {"role": st.just("assistant"), "content": _text, "tool_calls": st.lists(_call, min_size=1, max_size=3)}
+    ),
+    st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": _text, "content": _text}),
+    st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": _text, "content": _text, "error": _text}),
+)
+
+
+def _normal(messages: list[dict[str, Any]]) -> bool:
+    """Message lists the block form represents one way: tool calls without text after an assistant
+    message would join it, so they do not occur."""
+    return not any(
+        m.get("tool_calls") and not m["content"] and prev["role"] == "assistant"
+        for prev, m in itertools.pairwise(messages)
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_message, max_size=8).filter(_normal))
+def test_messages_round_trip_through_blocks(messages: list[dict[str, Any]]) -> None:
+    turn = turn_from_messages(messages)
+    assert all(b.turn_id == turn.id for b in turn.blocks)
+    assert messages_from_turn(turn) == messages

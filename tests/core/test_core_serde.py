@@ -449,12 +449,37 @@ def test_yaml_line_separators_round_trip() -> None:
     assert loads_yaml(text) == turn
 
 
-@pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_deeply_nested_file_is_a_format_error(tmp_path: Path, suffix: str) -> None:
-    deep = "[" * 5000 + "]" * 5000
-    content = '{"id": "t", "blocks": [{"kind": "user", "payload": {"x": ' + deep + "}}]}"
-    err = _load_fails(_write(tmp_path, f"t{suffix}", content.encode()))
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("t.json", '{"id": "t", "blocks": [{"kind": "user", "payload": {"x": ' + "[" * 1500 + "]" * 1500 + "}}]}"),
+        ("t.yaml", "id: t\nblocks:\n- kind: user\n  payload:\n    x:\n    - " + "- " * 1500 + "end\n"),
+    ],
+)
+def test_deeply_nested_file_is_a_format_error(tmp_path: Path, name: str, content: str) -> None:
+    err = _load_fails(_write(tmp_path, name, content.encode()))  # nested past the interpreter's recursion limit
     assert str(err) == (
-        f"{tmp_path / f't{suffix}'}: values are nested too deeply to read; "
+        f"{tmp_path / name}: values are nested too deeply to read; "
         "a turn file nests lists and mappings a few hundred levels at most"
     )
+
+
+def _alias_bomb(depth: int) -> str:
+    lines = ['l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, depth + 1)]
+    return "id: t\nblocks:\n- kind: user\n  payload:\n" + "".join(f"    {line}\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        _alias_bomb(9),  # ten values that stand for 10**10 once expanded
+        "id: t\nblocks:\n- kind: user\n  payload: {x: &a [*a]}\n",  # a list that contains itself
+        "id: &i t\nblocks: []\nmetadata: {a.b@v1: *i}\n",
+    ],
+)
+def test_yaml_aliases_are_refused(tmp_path: Path, content: str) -> None:
+    err = _load_fails(_write(tmp_path, "t.yaml", content.encode()))
+    assert "not valid YAML (turn files do not use YAML aliases (*name); write the value out" in str(err)
+    # an anchor without an alias is harmless
+    assert loads_yaml("id: &i t\nblocks: []\n").id == "t"

@@ -214,9 +214,22 @@ def dumps_yaml(turn: Turn) -> str:
     )
 
 
+class _Loader(yaml.SafeLoader):
+    """The safe loader without aliases: a few nested ``*name`` references expand to billions of values
+    (and a self-reference never ends). Turn files written by :func:`dumps_yaml` never use them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "turn files do not use YAML aliases (*name); write the value out", mark
+            )
+        return super().compose_node(parent, index)
+
+
 def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_Loader)  # a SafeLoader: never constructs objects
     except yaml.YAMLError as exc:
         raise TurnFormatError(f"not valid YAML ({exc}); was the file cut short?", source=source) from None
     except RecursionError:
