@@ -114,6 +114,16 @@ def test_tool_call_after_tool_message_starts_a_new_assistant_message() -> None:
         ([{"role": "user", "content": "a"}, "hello"], "messages[1]", "expected a message mapping, found a str"),
         ([{"role": "robot", "content": "a"}], "messages[0].role", "unknown role 'robot'"),
         ([{"role": "user", "content": ["parts"]}], "messages[0].content", "content must be text"),
+        (
+            [{"role": "assistant", "content": "", "tool_calls": ["x"]}],
+            "messages[0].tool_calls",
+            "tool_calls must be a list of mappings",
+        ),
+        (
+            [{"role": "assistant", "content": "", "tool_calls": {"id": "a"}}],
+            "messages[0].tool_calls",
+            "tool_calls must be a list of mappings",
+        ),
     ],
 )
 def test_bad_messages(messages: list[Any], field: str, text: str) -> None:

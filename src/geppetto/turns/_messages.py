@@ -79,7 +79,10 @@ def blocks_from_messages(messages: list[Message], start: int = 0) -> list[Block]
         elif role == "assistant":
             if content:
                 blocks.append(Block.llm_text(content))
-            for call in msg.get("tool_calls") or []:
+            calls = msg.get("tool_calls") or []
+            if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+                raise TurnFormatError("tool_calls must be a list of mappings", field=f"{where}.tool_calls")
+            for call in calls:
                 blocks.append(Block.tool_call(call.get("id", ""), call.get("name", ""), call.get("args", {})))
         elif role == "tool":
             blocks.append(Block.tool_use(msg.get("tool_call_id", ""), content, msg.get("error")))
