@@ -7,7 +7,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from _cli_helpers import clean_env, command
 
 from geppetto import BlockKind, load_turn
 from geppetto.cli._demo_tools import get_weather
+from geppetto.simulator import Simulator
 from geppetto.tools import serialize_result
 
 TMUX = shutil.which("tmux")
@@ -61,15 +62,27 @@ class Terminal:
 
 
 @pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    chat = " ".join(shlex.quote(part) for part in [*command(), "chat", "--profile", "sim"])
-    # Keep the pane open after the command ends so its exit status can be read.
-    cmd = f"{chat}; echo EXIT-STATUS=$?; sleep 60"
-    term = Terminal(f"geppetto-test-{os.getpid()}", cmd, clean_env(tmp_path, TERM="xterm"))
+def open_terminal(tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
+    opened: list[Terminal] = []
+
+    def start(*args: str) -> Terminal:
+        chat = " ".join(shlex.quote(part) for part in [*command(), "chat", *args])
+        # Keep the pane open after the command ends so its exit status can be read.
+        cmd = f"{chat}; echo EXIT-STATUS=$?; sleep 60"
+        term = Terminal(f"geppetto-test-{os.getpid()}-{len(opened)}", cmd, clean_env(tmp_path, TERM="xterm"))
+        opened.append(term)
+        return term
+
     try:
-        yield term
+        yield start
     finally:
-        term.kill()
+        for term in opened:
+            term.kill()
+
+
+@pytest.fixture
+def terminal(open_terminal: Callable[..., Terminal]) -> Terminal:
+    return open_terminal("--profile", "sim")
 
 
 def test_chat_prompt_tool_call_inspect_save_exit(terminal: Terminal, tmp_path: Path) -> None:
@@ -107,5 +120,27 @@ def test_chat_prompt_tool_call_inspect_save_exit(terminal: Terminal, tmp_path: P
     screen = terminal.wait_for("you: Say hi again")
     assert screen.index("you: What is the weather in Paris?") < screen.index("you: Say hi again")
 
+    terminal.type("/exit")
+    terminal.wait_for("EXIT-STATUS=0")
+
+
+def test_ctrl_c_while_streaming_returns_to_the_prompt(
+    open_terminal: Callable[..., Terminal], geppetto_sim: Simulator
+) -> None:
+    geppetto_sim.fail_next(stall_after=3, stall_seconds=30)
+    terminal = open_terminal("--profile", "sim", "--base-url", geppetto_sim.openai_url)
+    terminal.wait_for("you> ")
+    terminal.type("tell me a long story")
+    deadline = time.monotonic() + 30
+    while not geppetto_sim.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the stream has started and stalls
+    subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
+    terminal.wait_for("(interrupted; the conversation is back to before this prompt)")
+    terminal.type("hello")
+    terminal.wait_for("You said: hello")
+    terminal.type("/history")
+    screen = terminal.wait_for("assistant: You said: hello")
+    assert "you: tell me a long story" not in screen
     terminal.type("/exit")
     terminal.wait_for("EXIT-STATUS=0")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError
+from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, TurnFormatError
 from ..events import TextPrinter
 from ..middleware import Middleware
-from ..session import Session
+from ..session import ExecutionHandle, Session
 from ..turns import BlockKind, Turn, load_turn, save_turn
 from ._demo_tools import demo_registry
 from ._inspect import render_turn
@@ -46,6 +46,7 @@ class ChatRepl:
         self.tools = demo_registry() if with_tools else None
         self.opened: Opened | None = None
         self.session: Session | None = None
+        self._handle: ExecutionHandle | None = None
         self.commands: dict[str, Callable[[str], bool]] = {
             "/save": self._save,
             "/load": self._load,
@@ -98,16 +99,33 @@ class ChatRepl:
         print(f"resumed {len(turn.blocks)} blocks from {self.resume}")
         return turn
 
+    async def _infer(self, text: str) -> Turn:
+        assert self.session is not None
+        self.session.prompt(text)
+        self._handle = self.session.start_inference()
+        return await self._handle.wait()
+
+    async def _settle(self) -> None:
+        # Ctrl-C cancelled only the waiter; stop the inference itself and let it unwind.
+        if self._handle is not None and self._handle.running:
+            self._handle.cancel()
+            with contextlib.suppress(InferenceCancelled, asyncio.CancelledError):
+                await self._handle.wait()
+
     def _ask(self, runner: asyncio.Runner, text: str) -> None:
         assert self.session is not None
+        before = self.session.latest
         print("assistant> ", end="", flush=True)
         try:
-            turn = runner.run(self.session.run(text))
+            turn = runner.run(self._infer(text))
             if self.resume is not None:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
-            print("\n(interrupted; the turn before this prompt is kept)")
+            runner.run(self._settle())
+            self.session = self._new_session(before)
+            print("\n(interrupted; the conversation is back to before this prompt)")
         except GeppettoError as exc:
+            self.session = self._new_session(before)
             print(f"\nerror: {exc}")
 
     def _command(self, line: str) -> bool:
