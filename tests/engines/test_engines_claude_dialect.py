@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from engines_support import fixture_events, from_provider, reduce, shape, sse_events
 
-from geppetto import Block, ServerError, StreamError, Turn
+from geppetto import Block, ConfigurationError, ServerError, StreamError, Turn
 from geppetto.events import Usage
 from geppetto.providers._streaming import ToolSpec
 from geppetto.providers.anthropic import ClaudeStreamReducer, build_request, claude_stop_reason
@@ -179,3 +179,10 @@ def test_an_overloaded_error_event_raises_server_error() -> None:
 )
 def test_stop_reasons_map_to_the_shared_vocabulary(raw: str | None, expected: str) -> None:
     assert claude_stop_reason(raw) == expected
+
+
+def test_thinking_with_a_forced_tool_names_the_fix() -> None:
+    turn = Turn()
+    turn.append(Block.user("hi"))
+    with pytest.raises(ConfigurationError, match="use tool_choice='auto' or drop thinking_budget"):
+        build_request(turn, model="m", tools=[WEATHER], tool_choice="required", thinking_budget=1024)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from engines_support import FIXTURES
 
-from geppetto import Block, ConfigurationError, StreamError, Turn, UsageError
+from geppetto import Block, ConfigurationError, NotFoundError, StreamError, Turn, UsageError
 from geppetto.events import (
     Event,
     EventError,
@@ -217,3 +217,22 @@ async def test_a_given_transport_is_used_and_retries_follow_its_policy() -> None
     )
     turn, _ = await run(GeminiEngine("gemini-2.5-flash", api_key="k", http=transport), user_turn())
     assert (len(attempts), len(slept), turn.blocks[-1].text) == (2, 1, "Hello, world!")
+
+
+async def test_an_unknown_model_names_the_fix() -> None:
+    seen: Recorded = []
+    body = '{"error": {"code": 404, "message": "models/gemini-9 is not found for API version v1beta.", "status": "NOT_FOUND"}}'
+    engine = GeminiEngine("gemini-9", api_key="k", http=mock("", seen, status=404, body=body))
+    events: list[Event] = []
+    with with_sinks(events.append), pytest.raises(NotFoundError) as info:
+        await engine.run_inference(user_turn())
+    assert info.value.message == (
+        "models/gemini-9 is not found for API version v1beta. (check the model name 'gemini-9' and the base URL)"
+    )
+    assert (info.value.status, info.value.error_type) == (404, "NOT_FOUND")
+    assert isinstance(events[-1], EventError) and "check the model name" in events[-1].message
+
+
+def test_claude_thinking_with_a_forced_tool_fails_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="Claude cannot think while tool_choice forces a tool"):
+        ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="a", thinking_budget=1024)

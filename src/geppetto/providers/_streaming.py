@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, cast
 
 import httpx
 
-from .._exceptions import ConfigurationError, ProviderError, UsageError
+from .._exceptions import ConfigurationError, NotFoundError, ProviderError, UsageError
 from ..events import (
     EventError,
     EventFinal,
@@ -263,6 +263,23 @@ class StreamReducer(Protocol):
         ...
 
 
+def _with_hint(exc: ProviderError, model: str) -> ProviderError:
+    """A 404 on a generation call almost always means the model name (or the base URL) is wrong: say so."""
+    if not isinstance(exc, NotFoundError):
+        return exc
+    hint = f"{exc.message} (check the model name {model!r} and the base URL)"
+    return NotFoundError(
+        hint,
+        status=exc.status,
+        provider=exc.provider,
+        code=exc.code,
+        error_type=exc.error_type,
+        param=exc.param,
+        request_id=exc.request_id,
+        body=exc.body,
+    )
+
+
 def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
     for block in blocks:
         BLOCK_META_PROVIDER.set(block.metadata, provider)
@@ -297,8 +314,11 @@ async def run_stream(
         turn.extend(_stamp(reducer.completed_blocks(), provider, reducer.response_id))
         failed = metadata_for(turn, provider, model)
         failed.duration_s = time.monotonic() - started
-        publish(EventError(failed, str(exc), error_type=type(exc).__name__))
-        raise
+        error = _with_hint(exc, model)
+        publish(EventError(failed, str(error), error_type=type(error).__name__))
+        if error is exc:
+            raise
+        raise error from exc
     turn.extend(_stamp(result.blocks, provider, result.response_id))
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)

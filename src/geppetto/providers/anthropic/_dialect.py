@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..._exceptions import ConfigurationError
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -172,6 +173,11 @@ def build_request(
     on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
     (Claude only allows the default then).
     """
+    if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
+        raise ConfigurationError(
+            f"Claude cannot think while tool_choice forces a tool ({tool_choice!r}); "
+            "use tool_choice='auto' or drop thinking_budget"
+        )
     system, messages = build_messages(turn)
     thinking = thinking_budget is not None and thinking_replay_ok(messages)
     limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)

@@ -65,6 +65,8 @@ class ClaudeEngine:
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry
+        if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
+            self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
 
     def build_request(self, turn: Turn) -> dict[str, Any]:
         """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
