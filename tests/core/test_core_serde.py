@@ -128,7 +128,7 @@ def test_json_and_yaml_round_trips_are_exact(turn: Turn) -> None:
     assert dumps_yaml(again) == text
 
 
-@_settings
+@settings(max_examples=100, deadline=None)
 @given(json_values)
 def test_any_json_value_round_trips_in_a_payload(value: Any) -> None:
     turn = Turn(id="t")
