@@ -1,0 +1,109 @@
+"""Shared benchmark helpers: the simulator in a separate process, timing, tables.
+
+`python bench/_common.py serve STEPS` serves the simulator on a free loopback port, prints the OpenAI
+base URL on its first line and runs until stdin closes. Its model is scripted by context, not by a
+queue, so any number of concurrent clients get the same loop: while the context after the last user
+message holds fewer than STEPS - 1 tool results it calls `get_weather`, then it answers in text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+PROMPT = "Check the weather in five cities, one call at a time."
+INSTRUCTIONS = "You are a helpful assistant."
+API_KEY = "sk-test"
+
+
+def weather(city: str) -> str:
+    """The benchmark tool body: cheap and deterministic, so the loop measures the client."""
+    return f"{city}: 18C, light rain"
+
+
+def _scripted_decide(steps: int) -> Any:
+    from geppetto.simulator._model import Msg, Reply, ToolCall
+
+    def decide(msgs: list[Msg], tools: Any, choice: str = "auto", schema: Any = None) -> Reply:
+        last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
+        results = sum(1 for m in msgs[last_user + 1 :] if m.role == "result")
+        if results < steps - 1:
+            return Reply(tool_calls=[ToolCall("get_weather", {"city": f"City{results}"})])
+        return Reply(text=f"Done after {results} tool results.")
+
+    return decide
+
+
+def _serve(steps: int) -> None:
+    import geppetto.simulator._openai as openai_api
+    from geppetto.simulator import serve
+
+    openai_api.decide = _scripted_decide(steps)  # type: ignore[attr-defined]
+    with serve() as sim:
+        print(sim.openai_url, flush=True)
+        sys.stdin.read()  # the parent closes stdin to stop us
+
+
+@contextlib.contextmanager
+def simulator_process(steps: int) -> Iterator[str]:
+    """Run the scripted simulator in a child process; yield its OpenAI base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "serve", str(steps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://127.0.0.1"):
+            raise RuntimeError(f"simulator did not start (got {url!r}); run `sh bench/setup.sh` first")
+        yield url
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def machine() -> str:
+    """One line of machine facts for the results."""
+    return f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}"
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table, so the output pastes into docs/benchmarks.md as is."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def _fmt(c: Any) -> str:
+    if isinstance(c, float):
+        return f"{c:.3g}" if abs(c) < 100 else f"{c:,.0f}"
+    return str(c)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        _serve(int(sys.argv[2]))
+    else:
+        sys.exit("usage: python bench/_common.py serve STEPS")

@@ -1,0 +1,209 @@
+"""Client overhead of one 5-step tool loop against the simulator in a separate process (issue 8).
+
+Drivers: (a) raw httpx replaying exactly the request bodies geppetto sends (captured in a first run;
+the least a client can do: send the bytes, read the stream to its end); (b) geppetto
+(ResponsesEngine + tool_loop, chained mode, streaming); (c) openai-agents Runner with
+OpenAIResponsesModel; (d) pydantic-ai Agent with OpenAIResponsesModel; (e) a hand-written loop on the
+official openai SDK (streaming, previous_response_id). CPU time (time.process_time, this process
+only; the server runs elsewhere) and wall time per model step, interleaved rounds, medians.
+Run: `bench/.venv/bin/python bench/overhead.py [ROUNDS]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from _common import API_KEY, INSTRUCTIONS, PROMPT, machine, median, simulator_process, table, weather
+
+STEPS = 5
+Driver = Callable[[], Awaitable[int]]
+
+
+async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
+    import geppetto as gp
+    from geppetto.providers.openai_responses import ResponsesEngine
+
+    async def hook(request: httpx.Request) -> None:
+        if capture is not None and request.method == "POST":
+            capture.append(request.content)
+
+    client = httpx.AsyncClient(event_hooks={"request": [hook]}) if capture is not None else None
+
+    @gp.tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        return weather(city)
+
+    registry = gp.ToolRegistry([get_weather])
+    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=client)
+    loop = gp.with_middleware(engine, gp.middleware.tool_loop(registry))
+
+    async def run() -> int:
+        turn = gp.Turn()
+        turn.append(gp.Block.system(INSTRUCTIONS))
+        turn.append(gp.Block.user(PROMPT))
+        out = await loop.run_inference(turn)
+        return sum(1 for b in out.blocks if b.kind is gp.BlockKind.LLM_TEXT or b.kind is gp.BlockKind.TOOL_CALL)
+
+    return run
+
+
+async def make_raw(url: str) -> Driver:
+    bodies: list[bytes] = []
+    capture = await make_geppetto(url, bodies)
+    await capture()
+    if len(bodies) != STEPS:
+        raise RuntimeError(f"captured {len(bodies)} geppetto requests, expected {STEPS}")
+    client = httpx.AsyncClient()
+    headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
+
+    async def run() -> int:
+        for body in bodies:
+            async with client.stream("POST", f"{url}/responses", content=body, headers=headers) as resp:
+                resp.raise_for_status()
+                async for _ in resp.aiter_bytes():
+                    pass
+        return len(bodies)
+
+    return run
+
+
+async def make_agents(url: str) -> Driver:
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)  # no trace export: loopback only
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        return weather(city)
+
+    model = OpenAIResponsesModel(model="sim-1", openai_client=AsyncOpenAI(api_key=API_KEY, base_url=url))
+    agent = Agent(name="bench", instructions=INSTRUCTIONS, model=model, tools=[get_weather])
+
+    async def run() -> int:
+        result = await Runner.run(agent, PROMPT, max_turns=10)
+        return len(result.raw_responses)
+
+    return run
+
+
+async def make_pydantic_ai(url: str) -> Driver:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=url, api_key=API_KEY))
+    agent: Agent[None, str] = Agent(model, instructions=INSTRUCTIONS)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        return weather(city)
+
+    async def run() -> int:
+        result = await agent.run(PROMPT)
+        return sum(1 for m in result.all_messages() if m.kind == "response")
+
+    return run
+
+
+async def make_openai_sdk(url: str) -> Driver:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key=API_KEY, base_url=url)
+    tools: Any = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Get the current weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "strict": False,
+        }
+    ]
+
+    async def run() -> int:
+        items: list[Any] = [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": PROMPT},
+        ]
+        previous: str | None = None
+        steps = 0
+        while True:
+            kwargs: dict[str, Any] = {"previous_response_id": previous} if previous else {}
+            stream = await client.responses.create(model="sim-1", input=items, tools=tools, stream=True, **kwargs)
+            response = None
+            async for event in stream:
+                if event.type == "response.completed":
+                    response = event.response
+            steps += 1
+            assert response is not None
+            previous = response.id
+            calls = [o for o in response.output if o.type == "function_call"]
+            if not calls:
+                return steps
+            items = [
+                {"type": "function_call_output", "call_id": c.call_id, "output": weather(**json.loads(c.arguments))}
+                for c in calls
+            ]
+
+    return run
+
+
+FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
+    "raw httpx (a)": make_raw,
+    "geppetto (b)": make_geppetto,
+    "openai-agents (c)": make_agents,
+    "pydantic-ai (d)": make_pydantic_ai,
+    "openai SDK loop (e)": make_openai_sdk,
+}
+
+
+async def main(rounds: int) -> int:
+    with simulator_process(STEPS) as url:
+        drivers: dict[str, Driver] = {}
+        skipped: dict[str, str] = {}
+        for name, factory in FACTORIES.items():
+            try:
+                drivers[name] = await factory(url)
+                steps = await drivers[name]()  # warm-up, and a check that the loop really has STEPS steps
+                if steps != STEPS:
+                    raise RuntimeError(f"ran {steps} model steps, expected {STEPS}")
+            except ImportError as exc:
+                skipped[name] = f"not installed ({exc.name}); run `sh bench/setup.sh`"
+                drivers.pop(name, None)
+        cpu: dict[str, list[float]] = {n: [] for n in drivers}
+        wall: dict[str, list[float]] = {n: [] for n in drivers}
+        for _ in range(rounds):
+            for name, run in drivers.items():
+                c0, w0 = time.process_time(), time.perf_counter()
+                await run()
+                cpu[name].append((time.process_time() - c0) / STEPS * 1e3)
+                wall[name].append((time.perf_counter() - w0) / STEPS * 1e3)
+    base = "raw httpx (a)"
+    rows = []
+    for name in drivers:
+        c, w = median(cpu[name]), median(wall[name])
+        rows.append([name, c, w, c / median(cpu[base]), w / median(wall[base])])
+    print(f"# overhead: {STEPS}-step tool loop, {rounds} interleaved rounds; {machine()}")
+    print(table(["driver", "CPU ms/step", "wall ms/step", "CPU x raw", "wall x raw"], rows))
+    for name, why in skipped.items():
+        print(f"skipped {name}: {why}")
+    g = median(cpu["geppetto (b)"])
+    peers = [n for n in drivers if n not in (base, "geppetto (b)")]
+    summary = ", ".join(f"{g / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
+    print(
+        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw (target <= 1.5); vs peers: {summary} (target <= 0.5)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)))
