@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 from geppetto.simulator import Simulator
@@ -64,3 +66,28 @@ def test_conversation_rejections(oai: httpx.Client) -> None:
     assert (r.status_code, r.json()["error"]["param"]) == (400, "items")
     r = oai.get(f"/conversations/{conv['id']}/items", params={"order": "sideways"})
     assert r.status_code == 400
+
+
+def test_conversation_locked_while_a_response_is_in_flight(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    conv = oai.post("/conversations", json={}).json()
+    geppetto_sim.fail_next(stall_after=1, stall_seconds=1.0)
+    body = {"model": "sim-1", "conversation": conv["id"], "input": "slow", "stream": True}
+    with oai.stream("POST", "/responses", json=body) as stalled:
+        assert stalled.status_code == 200
+        next(stalled.iter_lines())  # the first event arrived; the response is now in flight
+        r = oai.post("/responses", json={"model": "sim-1", "conversation": conv["id"], "input": "fast"})
+        assert r.json()["error"] == {
+            "message": "Another process is currently operating on this conversation. Please retry in a few seconds.",
+            "type": "invalid_request_error",
+            "param": "conversation",
+            "code": "conversation_locked",
+        }
+    # The stalled response was never completed, so nothing was appended and the lock is released afterwards.
+    for _ in range(100):
+        r = oai.post("/responses", json={"model": "sim-1", "conversation": conv["id"], "input": "fast"})
+        if r.status_code == 200:
+            break
+        time.sleep(0.05)  # the stall ends after stall_seconds, then the lock is released
+    assert r.status_code == 200
+    items = oai.get(f"/conversations/{conv['id']}/items", params={"order": "asc"}).json()["data"]
+    assert [i["content"][0]["text"] for i in items] == ["fast", "You said: fast"]

@@ -50,7 +50,7 @@ ENDPOINTS = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=JSON, which=st.integers(0, len(ENDPOINTS) - 1))
 def test_random_bodies_get_4xx_or_200(oai: httpx.Client, body: Any, which: int) -> None:
     path, headers = ENDPOINTS[which]
