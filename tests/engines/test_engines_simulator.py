@@ -6,12 +6,22 @@ calls, reasoning replay, provider errors with the provider's own message, and re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from geppetto import AuthenticationError, BadRequestError, Block, RateLimitError, ServerError, StreamError, Turn
+from geppetto import (
+    AuthenticationError,
+    BadRequestError,
+    Block,
+    RateLimitError,
+    ServerError,
+    StreamError,
+    Turn,
+    run_sync,
+)
 from geppetto.events import (
     Event,
     EventError,
@@ -272,3 +282,31 @@ async def test_a_malformed_event_is_a_stream_error(make: Factory, geppetto_sim: 
     with pytest.raises(StreamError, match="malformed"):
         await make(geppetto_sim).run_inference(turn)
     assert len(turn.blocks) == 2
+
+
+@pytest.mark.parametrize("make", ENGINES)
+async def test_cancelling_mid_stream_appends_nothing(make: Factory, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="one two three four five six seven"))
+    geppetto_sim.fail_next(stall_after=4, stall_seconds=5)
+    turn = user_turn("count")
+    first_delta = asyncio.Event()
+
+    def sink(event: Event) -> None:
+        if isinstance(event, EventTextDelta):
+            first_delta.set()
+
+    with with_sinks(sink):
+        task = asyncio.create_task(make(geppetto_sim).run_inference(turn))
+        await asyncio.wait_for(first_delta.wait(), timeout=5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert [b.kind.value for b in turn.blocks] == ["system", "user"]
+
+
+@pytest.mark.parametrize("make", ENGINES)
+def test_run_sync_works_twice_with_one_engine(make: Factory, geppetto_sim: Simulator) -> None:
+    engine = make(geppetto_sim)
+    geppetto_sim.queue(Reply(text="first"), Reply(text="second"))
+    assert run_sync(engine, user_turn("a")).blocks[-1].text == "first"
+    assert run_sync(engine, user_turn("b")).blocks[-1].text == "second"
