@@ -173,3 +173,13 @@ def test_structured_output_and_incomplete(oai: httpx.Client, geppetto_sim: Simul
     geppetto_sim.queue(Reply(text="cut", stop="max_tokens"))
     r = _post(oai, input="x").json()
     assert (r["status"], r["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
+
+
+def test_empty_input_continues_chain_unless_strict(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    first = _post(oai, input="one").json()
+    second = _post(oai, input=[], previous_response_id=first["id"]).json()
+    assert [i["type"] for i in geppetto_sim.context_items(second["id"])] == ["message", "message"]
+    assert second["output"][0]["content"][0]["text"] == "You said: one"
+    geppetto_sim.reject_empty_input = True
+    r = _post(oai, input=[], previous_response_id=first["id"])
+    assert r.json() == _error("Invalid 'input': provide at least one input item.", "input", "empty_input")

@@ -97,6 +97,9 @@ async def create_response(call: Call) -> ASGIApp:
                 )
             prefix = copy.deepcopy(conv.items)
         new_input = normalize_input(state, body.get("input"))
+        if not new_input and state.reject_empty_input:
+            # The real service's behaviour is unverified (provider-apis.md §2.3); this is the strict switch.
+            raise SimError(400, "Invalid 'input': provide at least one input item.", param="input", code="empty_input")
         context = prefix + new_input
         check_context(state, context)
         if conv_id:

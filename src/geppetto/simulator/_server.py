@@ -50,6 +50,15 @@ class Simulator:
     def compat_mode(self, value: bool) -> None:
         self.state.compat_mode = value
 
+    @property
+    def reject_empty_input(self) -> bool:
+        """When True, an empty or absent `input` gets a 400 (strict); by default it continues the chain."""
+        return self.state.reject_empty_input
+
+    @reject_empty_input.setter
+    def reject_empty_input(self, value: bool) -> None:
+        self.state.reject_empty_input = value
+
     def queue(self, *replies: Reply) -> None:
         """Answer the next generation requests (any API) with these replies, in order."""
         with self.state.lock:

@@ -63,6 +63,7 @@ class SimState:
         self.lock = threading.RLock()
         self.secret = secrets.token_bytes(16)
         self.compat_mode = False
+        self.reject_empty_input = False
         self.closing = False
         self._reset_locked()
 
@@ -87,6 +88,7 @@ class SimState:
         """
         with self.lock:
             self.compat_mode = False
+            self.reject_empty_input = False
             self._reset_locked()
 
     def record(self, request: RecordedRequest) -> None:
