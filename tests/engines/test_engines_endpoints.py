@@ -236,3 +236,12 @@ async def test_an_unknown_model_names_the_fix() -> None:
 def test_claude_thinking_with_a_forced_tool_fails_at_construction() -> None:
     with pytest.raises(ConfigurationError, match="Claude cannot think while tool_choice forces a tool"):
         ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="a", thinking_budget=1024)
+
+
+def test_reasoning_effort_picks_a_thinking_budget_on_claude_and_gemini() -> None:
+    claude = ClaudeEngine("m", api_key="k", reasoning_effort="low")
+    gemini = GeminiEngine("m", api_key="k", reasoning_effort="high", thinking_budget=512)
+    assert (claude.thinking_budget, gemini.thinking_budget) == (2048, 512)
+    assert claude.build_request(user_turn())["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    with pytest.raises(UsageError, match="reasoning_effort 'max' is not one of minimal, low, medium, high"):
+        GeminiEngine("m", api_key="k", reasoning_effort="max")

@@ -55,6 +55,7 @@ __all__ = [
     "StreamReducer",
     "StreamResult",
     "ToolSpec",
+    "budget_for_effort",
     "call_names",
     "image_parts",
     "new_call_id",
@@ -112,6 +113,22 @@ def normalize_tool_choice(choice: str | None, tools: list[ToolSpec]) -> str | No
     if choice not in {t.name for t in tools}:
         raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a given tool")
     return choice
+
+
+EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+"""Thinking-token budgets standing in for OpenAI-style ``reasoning_effort`` on Claude and Gemini."""
+
+
+def budget_for_effort(thinking_budget: int | None, reasoning_effort: str | None) -> int | None:
+    """``thinking_budget`` when given, else the budget for ``reasoning_effort`` (None when neither is set)."""
+    if thinking_budget is not None or reasoning_effort is None:
+        return thinking_budget
+    if reasoning_effort not in EFFORT_BUDGETS:
+        raise UsageError(
+            f"reasoning_effort {reasoning_effort!r} is not one of {', '.join(EFFORT_BUDGETS)}; "
+            "or pass thinking_budget=<tokens>"
+        )
+    return EFFORT_BUDGETS[reasoning_effort]
 
 
 def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) -> tuple[list[ToolSpec], str | None]:

@@ -11,6 +11,7 @@ import httpx
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, anthropic_error_info
 from .._streaming import (
+    budget_for_effort,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
@@ -34,6 +35,7 @@ class ClaudeEngine:
     ``ANTHROPIC_BASE_URL``); the engine posts to ``{base_url}/v1/messages``. The key comes from ``api_key``
     or ``ANTHROPIC_API_KEY``. ``thinking_budget`` turns extended thinking on with that many budget tokens;
     thinking blocks come back as reasoning blocks with their signature and are replayed unmodified.
+    ``reasoning_effort`` (``minimal``/``low``/``medium``/``high``) picks a budget when ``thinking_budget`` is not given.
     ``tools``, ``tool_choice``, ``http`` and ``retry`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
     """
 
@@ -50,6 +52,7 @@ class ClaudeEngine:
         temperature: float | None = None,
         max_tokens: int | None = None,
         thinking_budget: int | None = None,
+        reasoning_effort: str | None = None,
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
@@ -61,7 +64,7 @@ class ClaudeEngine:
         self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.thinking_budget = thinking_budget
+        self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry

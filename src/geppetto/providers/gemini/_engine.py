@@ -11,6 +11,7 @@ import httpx
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, gemini_error_info
 from .._streaming import (
+    budget_for_effort,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
@@ -36,7 +37,8 @@ class GeminiEngine:
     ``{base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse``. The key comes from ``api_key``,
     ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``. ``thinking_budget`` (-1: the model decides, 0: off) and
     ``include_thoughts`` fill ``thinkingConfig``; thought parts become reasoning blocks and every thought
-    signature is kept on its block and replayed exactly. ``tools``, ``tool_choice``, ``http`` and
+    signature is kept on its block and replayed exactly. ``reasoning_effort`` (``minimal``/``low``/
+    ``medium``/``high``) picks a budget when ``thinking_budget`` is not given. ``tools``, ``tool_choice``, ``http`` and
     ``retry`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
     """
 
@@ -53,6 +55,7 @@ class GeminiEngine:
         temperature: float | None = None,
         max_tokens: int | None = None,
         thinking_budget: int | None = None,
+        reasoning_effort: str | None = None,
         include_thoughts: bool | None = None,
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
@@ -65,7 +68,7 @@ class GeminiEngine:
         self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.thinking_budget = thinking_budget
+        self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
         self.headers = dict(headers or {})
         self.http = http
