@@ -95,3 +95,27 @@ def test_stall_times_out_client_and_slow_first_byte_still_answers(oai: httpx.Cli
         "POST", "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
     ) as r:
         assert sse_events(r.read().decode())[-1] == (None, "[DONE]")
+
+
+def test_mid_stream_error_events(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.fail_next(error_after=2)
+    with oai.stream("POST", "/responses", json={**HELLO, "stream": True}) as r:
+        events = sse_events(r.read().decode())
+    assert events[-1] == (
+        "error",
+        {
+            "type": "error",
+            "code": "server_error",
+            "message": "The server had an error while processing your request. Sorry about that!",
+            "param": None,
+            "sequence_number": 2,
+        },
+    )
+    assert len(events) == 3
+    assert oai.get(f"/responses/{events[0][1]['response']['id']}").status_code == 404
+    body = {"model": "c", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "stream": True}
+    headers = {"x-api-key": "k", "x-sim-fault": "error_after=1"}
+    with httpx.stream("POST", geppetto_sim.url + "/v1/messages", json=body, headers=headers) as r:
+        events = sse_events(r.read().decode())
+    assert [name for name, _ in events] == ["message_start", "error"]
+    assert events[-1][1] == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}

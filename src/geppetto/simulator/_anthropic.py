@@ -126,7 +126,7 @@ async def create_message(call: Call) -> ASGIApp:
     }
     if not body.get("stream"):
         return JSONResponse(message)
-    return SSEStream(_frames(message), call.fault, lambda: state.closing)
+    return SSEStream(_frames(message), call.fault, lambda: state.closing, api="anthropic")
 
 
 def _frames(message: dict[str, Any]) -> list[bytes]:

@@ -153,6 +153,7 @@ async def create_chat_completion(call: Call) -> ASGIApp:
         _frames(head, message, finish, usage if options.get("include_usage") else None),
         call.fault,
         lambda: state.closing,
+        api="chat",
     )
 
 

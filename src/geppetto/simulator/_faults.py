@@ -47,6 +47,7 @@ class Fault:
     malformed_after: after this many events send one event whose data is not JSON, then continue.
     slow_first_byte: wait this many seconds before sending anything.
     stall_after: after this many events stop sending for `stall_seconds`, then drop the connection.
+    error_after: after this many events send the provider's mid-stream error event and end the stream.
     """
 
     status: int | None = None
@@ -56,6 +57,7 @@ class Fault:
     slow_first_byte: float | None = None
     stall_after: int | None = None
     stall_seconds: float = 30.0
+    error_after: int | None = None
 
     def error(self, api: str) -> SimError | None:
         """The status error this fault answers with in `api`'s terms, or None for stream faults."""
@@ -84,7 +86,38 @@ _FIELDS = {
     "slow_first_byte": float,
     "stall_after": int,
     "stall_seconds": float,
+    "error_after": int,
 }
+
+
+def error_event(api: str, sequence_number: int) -> bytes:
+    """The provider's mid-stream error event (`api`: openai, chat, anthropic, gemini)."""
+    if api == "anthropic":
+        return sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    if api == "gemini":
+        return sse(
+            None,
+            {
+                "error": {
+                    "code": 503,
+                    "message": "The model is overloaded. Please try again later.",
+                    "status": "UNAVAILABLE",
+                }
+            },
+        )
+    message = "The server had an error while processing your request. Sorry about that!"
+    if api == "chat":
+        return sse(None, {"error": {"message": message, "type": "server_error", "param": None, "code": None}})
+    return sse(
+        "error",
+        {
+            "type": "error",
+            "code": "server_error",
+            "message": message,
+            "param": None,
+            "sequence_number": sequence_number,
+        },
+    )
 
 
 def parse_fault(header: str) -> Fault:
@@ -125,12 +158,14 @@ class SSEStream:
         closing: Callable[[], bool],
         on_complete: Callable[[], None] | None = None,
         on_abort: Callable[[], None] | None = None,
+        api: str = "openai",
     ) -> None:
         self.frames = frames
         self.fault = fault or Fault()
         self.closing = closing
         self.on_complete = on_complete
         self.on_abort = on_abort
+        self.api = api
 
     async def _pause(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -150,6 +185,10 @@ class SSEStream:
                     return
                 if fault.stall_after is not None and index >= fault.stall_after:
                     await self._pause(fault.stall_seconds)
+                    return
+                if fault.error_after is not None and index >= fault.error_after:
+                    await _send(send, error_event(self.api, index))
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
                     return
                 if fault.malformed_after is not None and index == fault.malformed_after:
                     await _send(send, b"data: {this is not json\n\n")

@@ -176,7 +176,7 @@ async def generate(call: Call) -> ASGIApp:
         responses.append({"candidates": [chunk], **({"usageMetadata": usage} if last else {}), **head})
     if call.request.query_params.get("alt") != "sse":
         return JSONResponse(responses)
-    return SSEStream([sse(None, r) for r in responses], call.fault, lambda: state.closing)
+    return SSEStream([sse(None, r) for r in responses], call.fault, lambda: state.closing, api="gemini")
 
 
 def _stream_pieces(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

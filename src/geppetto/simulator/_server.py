@@ -75,9 +75,12 @@ class Simulator:
         slow_first_byte: float | None = None,
         stall_after: int | None = None,
         stall_seconds: float = 30.0,
+        error_after: int | None = None,
     ) -> None:
         """Inject a fault into each of the next `times` generation requests (see `Fault`)."""
-        fault = Fault(status, retry_after, drop_after, malformed_after, slow_first_byte, stall_after, stall_seconds)
+        fault = Fault(
+            status, retry_after, drop_after, malformed_after, slow_first_byte, stall_after, stall_seconds, error_after
+        )
         with self.state.lock:
             self.state.faults.extend([fault] * times)
 
