@@ -16,7 +16,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._errors import SimError, error_response
-from ._faults import FAULT_HEADER, Fault, parse_fault
+from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -105,10 +105,8 @@ class _Cut:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ._faults import SSEStream
-
         if self.fault.stall_after is not None:
-            await SSEStream([], None, lambda: self.state.closing)._pause(self.fault.stall_seconds)
+            await pause(self.fault.stall_seconds, lambda: self.state.closing)
 
         async def cut(message: Message) -> None:
             if message["type"] == "http.response.body":
@@ -167,8 +165,6 @@ def _fault(state: SimState, request: Request) -> Fault | None:
 
 
 def _with_fault(app: ASGIApp, fault: Fault | None, state: SimState) -> ASGIApp:
-    from ._faults import SSEStream
-
     if fault is None or isinstance(app, SSEStream):
         return app
     if fault.drop_after is not None or fault.stall_after is not None:
@@ -177,7 +173,7 @@ def _with_fault(app: ASGIApp, fault: Fault | None, state: SimState) -> ASGIApp:
         delay = fault.slow_first_byte
 
         async def slow(scope: Scope, receive: Receive, send: Send) -> None:
-            await SSEStream([], None, lambda: state.closing)._pause(delay)
+            await pause(delay, lambda: state.closing)
             await app(scope, receive, send)
 
         return slow

@@ -144,6 +144,13 @@ def parse_fault(header: str) -> Fault:
     return fault
 
 
+async def pause(seconds: float, closing: Callable[[], bool]) -> None:
+    """Sleep up to `seconds`, returning early once `closing()` says the server is shutting down."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not closing():  # noqa: ASYNC110 - polls the shutdown flag
+        await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
+
+
 class SSEStream:
     """An ASGI response sending pre-built SSE frames one by one, applying a stream fault.
 
@@ -167,24 +174,19 @@ class SSEStream:
         self.on_abort = on_abort
         self.api = api
 
-    async def _pause(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and not self.closing():  # noqa: ASYNC110 - polls the shutdown flag
-            await asyncio.sleep(min(0.02, max(0.0, deadline - time.monotonic())))
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fault = self.fault
         completed = False
         try:
             if fault.slow_first_byte:
-                await self._pause(fault.slow_first_byte)
+                await pause(fault.slow_first_byte, self.closing)
             headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             for index, frame in enumerate(self.frames):
                 if fault.drop_after is not None and index >= fault.drop_after:
                     return
                 if fault.stall_after is not None and index >= fault.stall_after:
-                    await self._pause(fault.stall_seconds)
+                    await pause(fault.stall_seconds, self.closing)
                     return
                 if fault.error_after is not None and index >= fault.error_after:
                     await _send(send, error_event(self.api, index))
