@@ -204,11 +204,8 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
     last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
     trailing = msgs[last_user + 1 :]
     if trailing and trailing[-1].role == "result":
-        start = (
-            max(i for i, m in enumerate(trailing) if m.role not in ("call", "result")) + 1
-            if any(m.role not in ("call", "result") for m in trailing)
-            else 0
-        )
+        # Answer from the latest run of calls and results (after any assistant text in between).
+        start = max((i + 1 for i, m in enumerate(trailing) if m.role not in ("call", "result")), default=0)
         return Reply(text=_answer_from_results(trailing[start:]))
     user_text = msgs[last_user].text if last_user >= 0 else ""
     if not any(m.role == "call" for m in trailing):
