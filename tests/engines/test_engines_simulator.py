@@ -310,3 +310,11 @@ def test_run_sync_works_twice_with_one_engine(make: Factory, geppetto_sim: Simul
     geppetto_sim.queue(Reply(text="first"), Reply(text="second"))
     assert run_sync(engine, user_turn("a")).blocks[-1].text == "first"
     assert run_sync(engine, user_turn("b")).blocks[-1].text == "second"
+
+
+@pytest.mark.parametrize("make", ENGINES)
+async def test_truncation_is_reported_as_max_tokens(make: Factory, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="A long answer that was cut", stop="max_tokens"))
+    turn, events = await run(make(geppetto_sim), user_turn("Write a lot"))
+    assert TURN_META_STOP_REASON.get(turn.metadata) == "max_tokens"
+    assert isinstance(events[-1], EventFinal) and events[-1].metadata.stop_reason == "max_tokens"
