@@ -101,3 +101,14 @@ def test_errors(gem: httpx.Client, geppetto_sim: Simulator) -> None:
     assert r.json()["error"]["message"] == "Please use a valid role: user, model."
     r = httpx.post(geppetto_sim.url + "/v1beta/models/g:generateContent", json={"contents": [USER]})
     assert (r.status_code, r.json()["error"]["status"]) == (403, "PERMISSION_DENIED")
+
+
+def test_stream_without_sse_is_a_json_array(gem: httpx.Client) -> None:
+    r = gem.post("/v1beta/models/gemini-2.0-flash:streamGenerateContent", json={"contents": [USER]})
+    chunks = r.json()
+    assert isinstance(chunks, list) and len(chunks) > 1
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP"
+    assert (
+        "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks)
+        == "You said: What is the weather in Lima?"
+    )
