@@ -25,7 +25,7 @@ STEPS = 5
 Driver = Callable[[], Awaitable[int]]
 
 
-async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
+async def make_geppetto(url: str, capture: list[bytes] | None = None, shared: bool = False) -> Driver:
     import geppetto as gp
     from geppetto.providers.openai_responses import ResponsesEngine
 
@@ -33,7 +33,7 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
         if capture is not None and request.method == "POST":
             capture.append(request.content)
 
-    client = httpx.AsyncClient(event_hooks={"request": [hook]}) if capture is not None else None
+    client = httpx.AsyncClient(event_hooks={"request": [hook]}) if capture is not None or shared else None
 
     @gp.tool
     def get_weather(city: str) -> str:
@@ -52,6 +52,11 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
         return sum(1 for b in out.blocks if b.kind is gp.BlockKind.LLM_TEXT or b.kind is gp.BlockKind.TOOL_CALL)
 
     return run
+
+
+async def make_geppetto_shared(url: str) -> Driver:
+    """geppetto with one httpx.AsyncClient passed as ``http=`` (the engine then keeps its connections)."""
+    return await make_geppetto(url, shared=True)
 
 
 async def make_raw(url: str) -> Driver:
@@ -160,6 +165,7 @@ async def make_openai_sdk(url: str) -> Driver:
 FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
     "raw httpx (a)": make_raw,
     "geppetto (b)": make_geppetto,
+    "geppetto, shared client (b2)": make_geppetto_shared,
     "openai-agents (c)": make_agents,
     "pydantic-ai (d)": make_pydantic_ai,
     "openai SDK loop (e)": make_openai_sdk,
@@ -197,10 +203,13 @@ async def main(rounds: int) -> int:
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     g = median(cpu["geppetto (b)"])
-    peers = [n for n in drivers if n not in (base, "geppetto (b)")]
+    peers = [n for n in drivers if n != base and not n.startswith("geppetto")]
     summary = ", ".join(f"{g / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
+    g2 = median(cpu["geppetto, shared client (b2)"])
+    summary2 = ", ".join(f"{g2 / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
     print(
-        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw (target <= 1.5); vs peers: {summary} (target <= 0.5)"
+        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw, {g2 / median(cpu[base]):.2f}x with a shared"
+        f" client (target <= 1.5); vs peers: {summary}; shared client: {summary2} (target <= 0.5)"
     )
     return 0
 
