@@ -1,0 +1,59 @@
+"""Import time of geppetto against the peers (issue 8).
+
+Each import runs in a fresh interpreter, `python -X importtime -c "import MODULE"`; the figure is the
+cumulative microseconds of the top-level module from the importtime log (interpreter start-up
+excluded), plus the wall time of the whole subprocess. Interleaved runs, medians.
+Run: `bench/.venv/bin/python bench/importtime.py [RUNS]`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from _common import machine, median, table
+
+MODULES = {"geppetto": "geppetto", "pydantic-ai": "pydantic_ai", "openai-agents": "agents", "openai SDK": "openai"}
+
+
+def once(module: str) -> tuple[float, float]:
+    """(import ms from -X importtime, subprocess wall ms) for one fresh interpreter."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
+    )
+    wall = (time.perf_counter() - t0) * 1e3
+    for line in proc.stderr.splitlines():
+        parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+        if len(parts) == 3 and parts[2] == module:
+            return int(parts[1]) / 1e3, wall
+    raise RuntimeError(f"no importtime line for {module}")
+
+
+def main(runs: int) -> int:
+    imp: dict[str, list[float]] = {n: [] for n in MODULES}
+    wall: dict[str, list[float]] = {n: [] for n in MODULES}
+    available = {}
+    for name, module in MODULES.items():
+        try:
+            once(module)  # warm the file cache (and .pyc files)
+            available[name] = module
+        except subprocess.CalledProcessError:
+            print(f"skipped {name}: `import {module}` failed; run `sh bench/setup.sh`")
+    for _ in range(runs):
+        for name, module in available.items():
+            i, w = once(module)
+            imp[name].append(i)
+            wall[name].append(w)
+    g = median(imp["geppetto"])
+    print(f"# importtime: {runs} interleaved runs per module; {machine()}")
+    rows = [[n, f"import {m}", median(imp[n]), median(wall[n]), median(imp[n]) / g] for n, m in available.items()]
+    print(table(["package", "statement", "import ms", "process wall ms", "x geppetto"], rows))
+    ratios = ", ".join(f"{g / median(imp[n]):.2f}x {n}" for n in available if n != "geppetto")
+    print(f"SUMMARY geppetto import = {g:.0f} ms = {ratios} (target <= 0.5x pydantic-ai)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 9))
