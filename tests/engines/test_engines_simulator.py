@@ -287,7 +287,7 @@ async def test_a_malformed_event_is_a_stream_error(make: Factory, geppetto_sim: 
 @pytest.mark.parametrize("make", ENGINES)
 async def test_cancelling_mid_stream_appends_nothing(make: Factory, geppetto_sim: Simulator) -> None:
     geppetto_sim.queue(Reply(text="one two three four five six seven"))
-    geppetto_sim.fail_next(stall_after=4, stall_seconds=5)
+    geppetto_sim.fail_next(stall_after=4, stall_seconds=2)
     turn = user_turn("count")
     first_delta = asyncio.Event()
 
