@@ -2,9 +2,10 @@
 
 The simulator runs in a child process on loopback. Every session is a `geppetto.Session` over its own
 ResponsesEngine (chained mode) with a tool registry; all engines share one httpx.AsyncClient whose
-pool is bounded (CONNECTIONS), and at most CONNECTIONS steps are in flight (see TimedEngine). Wave 1 measures completed steps/s, p50/p99 step latency (time inside
-the engine, pool wait included), errors and peak RSS. Waves 2 and 3 run under tracemalloc: the peak
-traced memory per concurrent session, and the memory still held after a wave, per completed session
+pool is bounded (CONNECTIONS), and at most CONNECTIONS steps are in flight (see TimedEngine). Wave 1
+measures completed steps/s, p50/p99 step latency (around the engine call, the wait for a slot
+included), the in-flight step time, errors and peak RSS. Waves 2 and 3 run under tracemalloc: the
+peak traced memory per concurrent session, and the memory still held after a wave, per completed session
 (growth from wave 2 to wave 3 should be ~0).
 Run: `bench/.venv/bin/python bench/concurrency.py [SESSIONS]`.
 """
