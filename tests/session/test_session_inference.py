@@ -272,6 +272,42 @@ async def test_store_gets_every_completed_snapshot_and_restores_a_session() -> N
         await Session.restore(ScriptedEngine(), store, "missing")
 
 
+async def test_cancel_while_the_store_saves_completes_the_inference() -> None:
+    """Once the engine has answered, a cancel during the save waits for it: history, store and caller agree."""
+    saving, release = asyncio.Event(), asyncio.Event()
+
+    class SlowStore(MemoryTurnStore):
+        async def save_snapshot(self, session_id: str, turn: Turn, **kw: object) -> None:
+            saving.set()
+            await release.wait()
+            await super().save_snapshot(session_id, turn)
+
+    store = SlowStore()
+    session = Session(ScriptedEngine([Block.llm_text("done")]), store=store)
+    session.prompt("hi")
+    handle = session.start_inference()
+    await saving.wait()
+    assert handle.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    out = await handle.wait()
+    assert out.blocks[-1].text == "done"
+    assert session.history[-1] is out and not session.running
+    assert await store.load_session(session.session_id) == [out]
+
+
+async def test_store_failure_keeps_the_output_in_history_and_names_the_fix() -> None:
+    class BrokenStore(MemoryTurnStore):
+        async def save_snapshot(self, session_id: str, turn: Turn, **kw: object) -> None:
+            raise gp.StoreError("disk full")
+
+    session = Session(ScriptedEngine([Block.llm_text("kept")]), store=BrokenStore())
+    with pytest.raises(gp.StoreError, match=r"disk full.*output is session.latest; save it again"):
+        await session.run("hi")
+    latest = session.latest
+    assert latest is not None and latest.blocks[-1].text == "kept"
+
+
 async def test_bad_input_names_the_fix() -> None:
     with pytest.raises(gp.UsageError, match="Session needs an engine"):
         Session(None)

@@ -2,6 +2,14 @@
 
 from ._session import ExecutionHandle, Session
 from ._stamp import stamp_inference
-from ._store import MemoryTurnStore, TurnStore
+from ._store import EventLogStore, MemoryTurnStore, RecordedEvent, TurnStore
 
-__all__ = ["ExecutionHandle", "MemoryTurnStore", "Session", "TurnStore", "stamp_inference"]
+__all__ = [
+    "EventLogStore",
+    "ExecutionHandle",
+    "MemoryTurnStore",
+    "RecordedEvent",
+    "Session",
+    "TurnStore",
+    "stamp_inference",
+]

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .._exceptions import InferenceCancelled, SessionBusyError, UsageError
+from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..middleware import Middleware, tool_loop, with_middleware
 from ..tools import Tool, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ._stamp import stamp_inference
-from ._store import TurnStore
+from ._store import EventLogStore, TimedEvent, TurnStore
 
 __all__ = ["ExecutionHandle", "Session"]
+
+log = logging.getLogger("geppetto.session")
 
 
 class ExecutionHandle:
@@ -56,6 +60,8 @@ class Session:
     ``tools`` (a :class:`~geppetto.ToolRegistry` or a list of typed functions) wraps the engine in
     :func:`~geppetto.middleware.tool_loop` innermost, ``middlewares`` outside it (first outermost).
     ``store`` gets every completed output snapshot; ``sinks`` receive the events of every inference.
+    With ``record_events=True`` the store (an :class:`~geppetto.session.EventLogStore`) also keeps each
+    inference's events: with its snapshot, or alone when the inference failed or was cancelled.
 
     >>> session = Session(engine)                      # doctest: +SKIP
     >>> session.prompt("Hello")                        # doctest: +SKIP
@@ -72,14 +78,21 @@ class Session:
         session_id: str | None = None,
         sinks: Sequence[EventSink] = (),
         tool_loop_options: dict[str, Any] | None = None,
+        record_events: bool = False,
     ) -> None:
         if engine is None or not callable(getattr(engine, "run_inference", None)):
             raise UsageError(
                 "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
                 "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
             )
+        if record_events and not isinstance(store, EventLogStore):
+            raise UsageError(
+                "record_events=True needs a store that keeps event logs: pass store=open_store() "
+                "(geppetto.session.stores) or MemoryTurnStore()"
+            )
         self.session_id = session_id or new_id()
         self.store = store
+        self.record_events = record_events
         self.sinks = tuple(sinks)
         self.tools: ToolRegistry | None = None
         chain = list(middlewares)
@@ -172,19 +185,62 @@ class Session:
         return await self.start_inference().wait()
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
-        with with_sinks(*self.sinks):
+        recorded: list[TimedEvent] | None = [] if self.record_events else None
+        sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
+        with with_sinks(*sinks):
             try:
                 out = await self.engine.run_inference(work)
             except asyncio.CancelledError:
                 publish(EventInterrupt(metadata_for(work), reason="cancelled"))
+                await self._save_failed_events(inference_id, recorded)
                 raise
-            if out.id != work.id:  # an engine that built a new turn still answers for this one
-                out.id = work.id
-            stamp_inference(out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior)
+            except BaseException:
+                await self._save_failed_events(inference_id, recorded)
+                raise
+        if out.id != work.id:  # an engine that built a new turn still answers for this one
+            out.id = work.id
+        stamp_inference(out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior)
+        await self._complete(out, recorded)
+        return out
+
+    async def _complete(self, out: Turn, events: list[TimedEvent] | None) -> None:
+        """Save ``out`` and add it to the history. Once the engine has answered, the inference completes:
+        a cancel that arrives while the store is writing waits for the write and is then ignored, so the
+        history, the store and the caller agree."""
+        save = asyncio.ensure_future(self._save(out, events))
+        try:
+            await asyncio.shield(save)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await save
+        finally:
             self._history.append(out)
-            if self.store is not None:
+
+    async def _save(self, out: Turn, events: list[TimedEvent] | None) -> None:
+        if self.store is None:
+            return
+        try:
+            if events is None:
                 await self.store.save_snapshot(self.session_id, out.clone())
-            return out
+            else:
+                assert isinstance(self.store, EventLogStore)
+                await self.store.save_snapshot(self.session_id, out.clone(), events=events)
+        except StoreError as exc:
+            raise StoreError(
+                f"{exc} (the inference completed and its output is session.latest; save it again once the "
+                "store works, e.g. with store.save_snapshot(session.session_id, session.latest))"
+            ) from exc
+
+    async def _save_failed_events(self, inference_id: str, events: list[TimedEvent] | None) -> None:
+        if not events or self.store is None:
+            return
+        assert isinstance(self.store, EventLogStore)
+        try:
+            await self.store.save_events(self.session_id, inference_id, events)
+        except Exception:  # the inference's own error is the one to report
+            log.exception("could not record the events of failed inference %s", inference_id)
 
     def _check_idle(self, action: str) -> None:
         if self.running:

@@ -1,12 +1,35 @@
-"""Where a session's turn snapshots are kept: the ``TurnStore`` protocol and an in-memory store."""
+"""Where a session's turn snapshots are kept: the ``TurnStore`` protocol, event logs, and an in-memory store."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-from ..turns import Turn
+from ..events import Event
+from ..turns import TURN_META_INFERENCE_ID, Turn
 
-__all__ = ["MemoryTurnStore", "TurnStore"]
+__all__ = ["EventLogStore", "MemoryTurnStore", "RecordedEvent", "TurnStore", "event_json"]
+
+# An event as a session records it: (time.time() when published, the event).
+TimedEvent = tuple[float, Event]
+
+
+def event_json(event: Event) -> str:
+    """The JSON form of an event (values JSON cannot hold are written as their ``str``)."""
+    return json.dumps(event.to_dict(), ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """One event of an inference's log: its position, when it was published (Unix seconds) and its dict form."""
+
+    inference_id: str
+    seq: int
+    at: float
+    type: str
+    event: dict[str, Any]
 
 
 @runtime_checkable
@@ -25,14 +48,46 @@ class TurnStore(Protocol):
         ...
 
 
+@runtime_checkable
+class EventLogStore(TurnStore, Protocol):
+    """A store that also keeps each inference's events (``Session(..., record_events=True)``)."""
+
+    async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
+        """Save the snapshot and the events of the inference that produced it, atomically."""
+        ...
+
+    async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
+        """Save the events of an inference that produced no snapshot (it failed or was cancelled)."""
+        ...
+
+    async def load_events(self, session_id: str, inference_id: str | None = None) -> list[RecordedEvent]:
+        """The recorded events of a session (or of one of its inferences): inferences in the order they
+        began, each one's events in the order published."""
+        ...
+
+
+def recorded(inference_id: str, events: Sequence[TimedEvent]) -> list[RecordedEvent]:
+    """``events`` as they read back from a store: JSON round-tripped, numbered from 0."""
+    return [RecordedEvent(inference_id, i, at, e.type, json.loads(event_json(e))) for i, (at, e) in enumerate(events)]
+
+
 class MemoryTurnStore:
-    """A :class:`TurnStore` in a dict: for tests and short-lived processes. Stores and returns copies."""
+    """An :class:`EventLogStore` in a dict: for tests and short-lived processes. Stores and returns copies."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, list[Turn]] = {}
+        self._events: dict[str, list[RecordedEvent]] = {}
 
-    async def save_snapshot(self, session_id: str, turn: Turn) -> None:
+    async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
         self._sessions.setdefault(session_id, []).append(turn.clone())
+        if events:
+            await self.save_events(session_id, TURN_META_INFERENCE_ID.get(turn.metadata) or "", events)
+
+    async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
+        self._events.setdefault(session_id, []).extend(recorded(inference_id, events))
+
+    async def load_events(self, session_id: str, inference_id: str | None = None) -> list[RecordedEvent]:
+        return [e for e in self._events.get(session_id, []) if inference_id in (None, e.inference_id)]
 
     async def load_session(self, session_id: str) -> list[Turn]:
         return [t.clone() for t in self._sessions.get(session_id, [])]

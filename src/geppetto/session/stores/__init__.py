@@ -1,5 +1,41 @@
-"""Persistent turn stores: SQLite by default (a file in the user's data folder)."""
+"""Persistent turn stores: SQLite by default (a file in the user's data folder), PostgreSQL for scale.
 
-from ._sqlite import SQLiteTurnStore, default_store_path, open_store
+``open_store()`` picks one from a path or URL; both keep the same schema (``docs/persistence.md``).
+"""
 
-__all__ = ["SQLiteTurnStore", "default_store_path", "open_store"]
+from __future__ import annotations
+
+import os
+
+from .._store import RecordedEvent
+from ._postgres import PostgresTurnStore, redact_url
+from ._sql import SessionInfo, SnapshotInfo, SQLTurnStore
+from ._sqlite import SQLiteTurnStore, default_store_path
+
+__all__ = [
+    "PostgresTurnStore",
+    "RecordedEvent",
+    "SQLTurnStore",
+    "SQLiteTurnStore",
+    "SessionInfo",
+    "SnapshotInfo",
+    "default_store_path",
+    "open_store",
+    "redact_url",
+]
+
+
+def open_store(target: str | os.PathLike[str] | None = None) -> SQLTurnStore:
+    """A store for ``target``: ``postgresql://...`` (or ``postgres://``), ``sqlite:///path`` or a file path.
+
+    None means ``$GEPPETTO_STORE`` when set, else the SQLite file at :func:`default_store_path`.
+    Nothing is opened until the store is first used.
+    """
+    if target is None:
+        target = os.environ.get("GEPPETTO_STORE") or default_store_path()
+    text = os.fspath(target)
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresTurnStore(text)
+    if text.startswith("sqlite:///"):
+        text = text[len("sqlite:///") :]
+    return SQLiteTurnStore(text)

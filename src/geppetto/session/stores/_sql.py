@@ -1,0 +1,284 @@
+"""What the SQL turn stores share: the statements, the migrations runner, saving, loading and listing.
+
+A dialect (SQLite, PostgreSQL) only opens connections and spells a few statements; every operation is one
+synchronous function over a DB-API connection, run in a worker thread, so the logic exists once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from ..._exceptions import StoreError
+from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Turn, dumps_json
+from ...turns import loads_json as turn_from_json
+from .._store import RecordedEvent, TimedEvent, event_json
+from ._schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["SQLTurnStore", "SessionInfo", "SnapshotInfo"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    seq: int
+    turn_id: str
+    inference_id: str | None
+    saved_at: float | None
+    blocks: int
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A line of ``geppetto sessions list``: the session, its snapshot count, last save and first prompt."""
+
+    session_id: str
+    snapshots: int
+    updated_at: float | None
+    blocks: int
+    first_prompt: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "snapshots": self.snapshots,
+            "updated_at": self.updated_at,
+            "blocks": self.blocks,
+            "first_prompt": self.first_prompt,
+        }
+
+
+def block_rows(session_id: str, seq: int, turn: Turn) -> list[tuple[Any, ...]]:
+    """One provenance row per block of ``turn``, in order."""
+    return [
+        (
+            session_id,
+            seq,
+            i,
+            b.id,
+            b.kind.value,
+            b.role,
+            b.turn_id,
+            BLOCK_META_INFERENCE_ID.get(b.metadata),
+            BLOCK_META_RESPONSE_ID.get(b.metadata),
+            json.dumps(b.payload),
+            json.dumps(dict(b.metadata)),
+        )
+        for i, b in enumerate(turn.blocks)
+    ]
+
+
+class SQLTurnStore:
+    """Session snapshots (and optional event logs) in a SQL database; each save is one transaction.
+
+    Subclasses open connections (:meth:`_connection`), run transactions (:meth:`_transaction`) and name
+    their dialect; the statements below are written with ``?`` placeholders and translated once.
+    """
+
+    dialect: ClassVar[str]
+    placeholder: ClassVar[str] = "?"
+    # A statement that makes the transaction the only writer of one session (None: the dialect's
+    # transactions already serialize writers).
+    lock_session: ClassVar[str | None] = None
+    insert_session: ClassVar[str]
+    db_errors: tuple[type[BaseException], ...]
+    location: str
+
+    # -- what a dialect provides ---------------------------------------------------------------
+    def _connection(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _lock_migrations(self, conn: Any) -> None:
+        """Called first inside the migration transaction, to keep two processes from migrating at once."""
+
+    def _refuse(self, exc: BaseException) -> StoreError:
+        return StoreError(f"session store {self.location} failed: {exc}")
+
+    # -- shared machinery ----------------------------------------------------------------------
+    def _sql(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    def _rows(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = conn.execute(self._sql(statement), params)
+        return list(cursor.fetchall())
+
+    def _exec(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> None:
+        conn.execute(self._sql(statement), params)
+
+    def _exec_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        conn.cursor().executemany(self._sql(statement), rows)
+
+    def _migrate(self, conn: Any) -> None:
+        with self._transaction(conn):
+            self._lock_migrations(conn)
+            self._exec(conn, "CREATE TABLE IF NOT EXISTS geppetto_schema (version INTEGER NOT NULL)")
+            current = self._rows(conn, "SELECT max(version) FROM geppetto_schema")[0][0] or 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"session store {self.location} has schema version {current}, newer than this geppetto knows "
+                    f"({SCHEMA_VERSION}); upgrade geppetto to open it"
+                )
+            for number in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[self.dialect][number - 1]:
+                    self._exec(conn, statement)
+                self._exec(conn, "INSERT INTO geppetto_schema (version) VALUES (?)", (number,))
+
+    def _call(self, fn: Callable[..., R], *args: Any) -> R:
+        try:
+            with self._connection() as conn:
+                return fn(conn, *args)
+        except StoreError:
+            raise
+        except self.db_errors as exc:
+            raise self._refuse(exc) from exc
+
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        return await asyncio.to_thread(self._call, fn, *args)
+
+    def _ensure_session(self, conn: Any, session_id: str) -> None:
+        self._exec(conn, self.insert_session, (session_id,))
+        if self.lock_session is not None:
+            self._exec(conn, self.lock_session, (session_id,))
+
+    # -- operations (each runs in a worker thread) ----------------------------------------------
+    def _save(self, conn: Any, session_id: str, turn: Turn, document: str, events: list[tuple[Any, ...]] | None) -> int:
+        with self._transaction(conn):
+            self._ensure_session(conn, session_id)
+            seq = self._rows(
+                conn, "SELECT coalesce(max(seq), 0) + 1 FROM snapshots WHERE session_id = ?", (session_id,)
+            )
+            number = int(seq[0][0])
+            self._exec(
+                conn,
+                "INSERT INTO snapshots (session_id, seq, turn_id, document, inference_id, saved_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, number, turn.id, document, TURN_META_INFERENCE_ID.get(turn.metadata), time.time()),
+            )
+            insert_blocks = "INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            self._exec_many(conn, insert_blocks, block_rows(session_id, number, turn))
+            if events:
+                self._insert_events(conn, events)
+            return number
+
+    def _insert_events(self, conn: Any, events: list[tuple[Any, ...]]) -> None:
+        statement = "INSERT INTO events (session_id, inference_id, seq, at, type, event) VALUES (?, ?, ?, ?, ?, ?)"
+        self._exec_many(conn, statement, events)
+
+    def _save_events(self, conn: Any, session_id: str, events: list[tuple[Any, ...]]) -> None:
+        with self._transaction(conn):
+            self._ensure_session(conn, session_id)
+            self._insert_events(conn, events)
+
+    # -- the TurnStore interface ----------------------------------------------------------------
+    async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
+        """Append ``turn`` as the newest snapshot of ``session_id``, with the events of the inference that
+        produced it when given; all in one transaction, so all of it or nothing."""
+        inference_id = TURN_META_INFERENCE_ID.get(turn.metadata) or ""
+        rows = _event_rows(session_id, inference_id, events) if events else None
+        await self._run(self._save, session_id, turn, dumps_json(turn), rows)
+
+    async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
+        """Record the event log of an inference that produced no snapshot (it failed or was cancelled)."""
+        if events:
+            await self._run(self._save_events, session_id, _event_rows(session_id, inference_id, events))
+
+    async def load_session(self, session_id: str) -> list[Turn]:
+        """The snapshots of ``session_id``, oldest first (empty when unknown)."""
+        docs = await self._run(
+            self._rows, "SELECT document FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        source = f"{self.location} session {session_id}"
+        return [turn_from_json(d, source=source) for (d,) in docs]
+
+    async def list_sessions(self) -> list[str]:
+        """Every session id with a snapshot, in the order first saved."""
+        rows = await self._run(
+            self._rows,
+            "SELECT id FROM sessions s WHERE EXISTS (SELECT 1 FROM snapshots WHERE session_id = s.id) "
+            "ORDER BY created_seq",
+        )
+        return [r[0] for r in rows]
+
+    async def session_infos(self) -> list[SessionInfo]:
+        """A summary of every session with a snapshot, in the order first saved."""
+        rows = await self._run(
+            self._rows,
+            """SELECT s.id, count(n.seq), max(n.saved_at),
+                      (SELECT count(*) FROM blocks b WHERE b.session_id = s.id
+                       AND b.snapshot_seq = (SELECT max(seq) FROM snapshots WHERE session_id = s.id)),
+                      (SELECT b.payload FROM blocks b WHERE b.session_id = s.id AND b.kind = 'user'
+                       ORDER BY b.snapshot_seq, b.position LIMIT 1)
+               FROM sessions s JOIN snapshots n ON n.session_id = s.id
+               GROUP BY s.id, s.created_seq ORDER BY s.created_seq""",
+        )
+        return [
+            SessionInfo(sid, int(count), updated, int(blocks), str(_payload(first).get("text", "")))
+            for sid, count, updated, blocks, first in rows
+        ]
+
+    async def snapshot_infos(self, session_id: str) -> list[SnapshotInfo]:
+        """One line per snapshot of ``session_id``, oldest first (empty when unknown)."""
+        rows = await self._run(
+            self._rows,
+            """SELECT n.seq, n.turn_id, n.inference_id, n.saved_at,
+                      (SELECT count(*) FROM blocks b WHERE b.session_id = n.session_id AND b.snapshot_seq = n.seq)
+               FROM snapshots n WHERE n.session_id = ? ORDER BY n.seq""",
+            (session_id,),
+        )
+        return [SnapshotInfo(int(s), t, i, a, int(c)) for s, t, i, a, c in rows]
+
+    async def load_events(self, session_id: str, inference_id: str | None = None) -> list[RecordedEvent]:
+        """The recorded events of ``session_id`` (of one inference when given), in the order published."""
+        # Inferences in the order they began, each one's events in the order published.
+        statement = """SELECT e.inference_id, e.seq, e.at, e.type, e.event FROM events e
+            JOIN (SELECT inference_id, min(at) AS began FROM events WHERE session_id = ? GROUP BY inference_id) f
+              ON f.inference_id = e.inference_id
+            WHERE e.session_id = ?"""
+        params = [session_id, session_id]
+        if inference_id is not None:
+            statement += " AND e.inference_id = ?"
+            params.append(inference_id)
+        rows = await self._run(self._rows, statement + " ORDER BY f.began, e.inference_id, e.seq", params)
+        return [RecordedEvent(i, int(s), float(a), t, _payload(e)) for i, s, a, t, e in rows]
+
+    async def delete_session(self, session_id: str) -> None:
+        """Remove ``session_id`` with its snapshots and events; :class:`~geppetto.StoreError` when it does
+        not exist."""
+
+        def delete(conn: Any) -> int:
+            with self._transaction(conn):
+                for table, column in (("events", "session_id"), ("blocks", "session_id"), ("snapshots", "session_id")):
+                    self._exec(conn, f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+                cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
+                return int(cursor.rowcount)
+
+        if await self._run(delete) == 0:
+            raise StoreError(f"no session {session_id!r} in {self.location}; list them with `geppetto sessions list`")
+
+    def close(self) -> None:
+        """Release the connection(s); the store reopens on next use."""
+
+    def __enter__(self) -> SQLTurnStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _event_rows(session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> list[tuple[Any, ...]]:
+    return [(session_id, inference_id, i, at, e.type, event_json(e)) for i, (at, e) in enumerate(events)]
+
+
+def _payload(value: Any) -> dict[str, Any]:
+    """A JSON column as a dict (PostgreSQL returns ``jsonb`` decoded, SQLite returns text; None: empty)."""
+    data = json.loads(value) if isinstance(value, str | bytes) else value
+    return data if isinstance(data, dict) else {}
