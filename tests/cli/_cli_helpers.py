@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 
 GEPPETTO = shutil.which("geppetto", path=str(Path(sys.executable).parent))
-KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_BASE_URL")
+KEY_VARS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "OPENAI_BASE_URL",
+    "GEPPETTO_STORE",
+)
 
 
 def command() -> list[str]:
@@ -19,7 +26,13 @@ def command() -> list[str]:
 
 def clean_env(config_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARS}
-    env.update(GEPPETTO_CONFIG_DIR=str(config_dir), PYTHONUNBUFFERED="1", NO_COLOR="1", COLUMNS="200")
+    env.update(
+        GEPPETTO_CONFIG_DIR=str(config_dir),
+        GEPPETTO_DATA_DIR=str(config_dir / "data"),
+        PYTHONUNBUFFERED="1",
+        NO_COLOR="1",
+        COLUMNS="200",
+    )
     env.update(extra)
     return env
 

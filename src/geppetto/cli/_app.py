@@ -1,4 +1,4 @@
-"""The ``geppetto`` command: run, chat, inspect, simulate, demo, profiles."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, demo, profiles, sessions."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from .._exceptions import ConfigurationError, GeppettoError, ProviderError, TurnFormatError, UsageError
 from ..profiles import PROVIDERS, load_profiles, profiles_path
 from ..turns import load_turn
+from ._guard import fail, guarded
 from ._runtime import EngineSettings
+from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
     help="Run LLM inference through geppetto's provider-agnostic Turn model.",
@@ -29,37 +29,13 @@ app = typer.Typer(
 )
 profiles_app = typer.Typer(help="List and show the profiles in the profiles file.", no_args_is_help=True)
 app.add_typer(profiles_app, name="profiles")
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-T = TypeVar("T")
+app.add_typer(sessions_app, name="sessions")
 
 ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help="Profile name (`sim` runs offline).")]
 ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PROVIDERS)}.")]
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    # One line, no traceback: the message already names the fix.
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
-    raise typer.Exit(code)
-
-
-def _guarded(action: Callable[[], T]) -> T:
-    """Run ``action``, turning geppetto errors into a one-line message and Ctrl-C into exit 130."""
-    try:
-        return action()
-    except KeyboardInterrupt:
-        print("\ninterrupted; nothing was saved", file=sys.stderr)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
-    except (ConfigurationError, UsageError, TurnFormatError) as exc:
-        _fail(str(exc))
-    except ProviderError as exc:
-        _fail(str(exc), 1)
-    except GeppettoError as exc:
-        _fail(str(exc), 1)
 
 
 @app.callback()
@@ -95,7 +71,7 @@ def run(
         json_events=json_events,
         save_turn=save_turn,
     )
-    _guarded(lambda: run_command(options, read_prompt(prompt, file)))
+    guarded(lambda: run_command(options, read_prompt(prompt, file)))
 
 
 @app.command()
@@ -111,12 +87,34 @@ def chat(
         Path | None,
         typer.Option("--resume", help="Continue the conversation in this file and save it after each answer."),
     ] = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Continue this stored session.")] = None,
+    continue_last: Annotated[
+        bool, typer.Option("--continue", "-c", help="Continue the most recently saved session.")
+    ] = False,
+    store: StoreOpt = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
 ) -> None:
-    """An interactive session: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
+    """An interactive session, saved in the session store after each answer.
+
+    Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
 
+    if sum((resume is not None, session is not None, continue_last)) > 1:
+        fail("--resume, --session and --continue each pick the conversation to continue; give one of them")
+    if no_store and (session is not None or continue_last):
+        fail("--no-store cannot continue a stored session; drop --no-store or --session/--continue")
     settings = EngineSettings(profile, provider, model, base_url, mode)
-    _guarded(lambda: ChatRepl(settings, system=system, with_tools=not no_tools, resume=resume).run())
+    repl = ChatRepl(
+        settings,
+        system=system,
+        with_tools=not no_tools,
+        resume=resume,
+        store=store,
+        session_id=session,
+        continue_last=continue_last,
+        persist=not no_store,
+    )
+    guarded(repl.run)
 
 
 @app.command()
@@ -124,7 +122,7 @@ def inspect(file: Annotated[Path, typer.Argument(help="A turn file (YAML, or JSO
     """The Turn's blocks with their ids; marks the anchor and the blocks a chained request would send."""
     from ._inspect import render_turn
 
-    turn = _guarded(lambda: load_turn(file))
+    turn = guarded(lambda: load_turn(file))
     console = Console() if sys.stdout.isatty() else Console(width=160)
     render_turn(turn, console, title=f"{file} · turn {turn.id}")
 
@@ -147,8 +145,8 @@ def simulate(
                 time.sleep(3600)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            _fail(f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)")
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror}")
+            fail(f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)")
+        fail(f"cannot listen on {host}:{port}: {exc.strerror}")
     except KeyboardInterrupt:
         print("simulator stopped", file=sys.stderr)
 
@@ -158,13 +156,13 @@ def demo() -> None:
     """Offline: a chained conversation with tool calls against the simulator, then the bytes each mode sends."""
     from ._demo import run_demo
 
-    _guarded(lambda: run_demo(Console() if sys.stdout.isatty() else Console(width=120)))
+    guarded(lambda: run_demo(Console() if sys.stdout.isatty() else Console(width=120)))
 
 
 @profiles_app.command("list")
 def profiles_list(json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False) -> None:
     """Every profile (the built-in `sim` included) and which is the default."""
-    profiles, default = _guarded(load_profiles)
+    profiles, default = guarded(load_profiles)
     if json_out:
         rows = [{**p.public_dict(), "default": name == default} for name, p in profiles.items()]
         print(json.dumps(rows, indent=2))
@@ -181,9 +179,9 @@ def profiles_list(json_out: Annotated[bool, typer.Option("--json", help="Print a
 @profiles_app.command("show")
 def profiles_show(name: Annotated[str, typer.Argument(help="Profile name.")]) -> None:
     """One profile's settings and whether its key variable is set (the key itself is never shown)."""
-    profiles, _ = _guarded(load_profiles)
+    profiles, _ = guarded(load_profiles)
     if name not in profiles:
-        _fail(f"no profile named {name!r}; defined: {', '.join(profiles)}")
+        fail(f"no profile named {name!r}; defined: {', '.join(profiles)}")
     p = profiles[name]
     shown: dict[str, Any] = {**p.public_dict(), "key": _key_status(p)}
     print(yaml.safe_dump(shown, sort_keys=False).rstrip())

@@ -10,11 +10,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, TurnFormatError
+from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
 from ..events import TextPrinter
 from ..middleware import Middleware
 from ..session import ExecutionHandle, Session
-from ..turns import BlockKind, Turn, load_turn, save_turn
+from ..session.stores import SQLTurnStore, open_store
+from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
 from ._demo_tools import demo_registry
 from ._inspect import render_turn
 from ._runtime import EngineSettings, Opened, choose_profile, cli_middlewares, open_engine
@@ -38,9 +39,18 @@ class ChatRepl:
         system: str | None = None,
         with_tools: bool = True,
         resume: Path | None = None,
+        store: str | None = None,
+        session_id: str | None = None,
+        continue_last: bool = False,
+        persist: bool = True,
     ) -> None:
         self.settings = settings
         self.resume = resume
+        self.store_target = store
+        self.persist = persist
+        self.store: SQLTurnStore | None = None
+        self.session_id = session_id
+        self.continue_last = continue_last
         self.console = Console(highlight=False)
         self.middlewares: list[Middleware] = cli_middlewares(system=system, with_logging=False, with_uppercase=False)
         self.tools = demo_registry() if with_tools else None
@@ -59,14 +69,56 @@ class ChatRepl:
             "/quit": self._exit,
         }
 
-    def _new_session(self, latest: Turn | None = None) -> Session:
+    def _new_session(self, latest: Turn | None = None, *, session_id: str | None = None) -> Session:
+        """A session continuing ``latest`` (None: empty) under ``session_id`` (None: a new id)."""
         assert self.opened is not None
         session = Session(
-            self.opened.engine, tools=self.tools, middlewares=self.middlewares, sinks=[TextPrinter(sys.stdout)]
+            self.opened.engine,
+            tools=self.tools,
+            middlewares=self.middlewares,
+            sinks=[TextPrinter(sys.stdout)],
+            store=self.store,
+            session_id=session_id or new_id(),
+            record_events=self.store is not None,
         )
         if latest is not None:
             session.append(latest)
         return session
+
+    def _same_session(self, latest: Turn | None) -> Session:
+        """The current session id again, continuing ``latest`` (after an interrupt, an error or /mode)."""
+        assert self.session is not None
+        return self._new_session(latest, session_id=self.session.session_id)
+
+    async def _open_store(self) -> tuple[Turn | None, str | None]:
+        """Open the store (a named one must work; the default one may be skipped with a warning) and find
+        the session to continue: ``--session ID``, ``--continue`` or none. Returns its latest snapshot and id."""
+        if not self.persist:
+            return None, None
+        explicit = self.store_target is not None or self.session_id is not None or self.continue_last
+        store = open_store(self.store_target)
+        try:
+            infos = await store.session_infos()
+        except StoreError as exc:
+            store.close()
+            if explicit:
+                raise
+            print(f"warning: {exc}; this chat is not saved (pass --no-store to skip the store)")
+            return None, None
+        self.store = store
+        wanted = self.session_id
+        if self.continue_last:
+            if not infos:
+                print(f"no saved session in {store.location} to continue; starting a new one")
+            else:
+                wanted = max(infos, key=lambda i: i.updated_at or 0.0).session_id
+        if wanted is None:
+            return None, None
+        snapshots = await store.load_session(wanted)
+        if not snapshots:
+            raise UsageError(f"no session {wanted!r} in {store.location}; list them with `geppetto sessions list`")
+        print(f"continuing session {wanted} ({len(snapshots[-1].blocks)} blocks)")
+        return snapshots[-1], wanted
 
     def run(self) -> None:
         """The loop; returns on /exit or end of input."""
@@ -75,21 +127,38 @@ class ChatRepl:
         profile = choose_profile(self.settings)
         with open_engine(profile, self.tools) as opened, asyncio.Runner() as runner:
             self.opened = opened
-            self.session = self._new_session(self._resumed())
             self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
-            while True:
-                try:
-                    line = input(PROMPT).strip()
-                except EOFError:
-                    print()
+            stored, session_id = runner.run(self._open_store())
+            self.session = self._new_session(stored or self._resumed(), session_id=session_id)
+            self._where()
+            try:
+                self._loop(runner)
+            finally:
+                self.close()
+
+    def _loop(self, runner: asyncio.Runner) -> None:
+        while True:
+            try:
+                line = input(PROMPT).strip()
+            except EOFError:
+                print()
+                return
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not self._command(line):
                     return
-                if not line:
-                    continue
-                if line.startswith("/"):
-                    if not self._command(line):
-                        return
-                    continue
-                self._ask(runner, line)
+                continue
+            self._ask(runner, line)
+
+    def _where(self) -> None:
+        assert self.session is not None
+        where = f"saved in {self.store.location}" if self.store is not None else "not saved"
+        print(f"session {self.session.session_id} · {where}")
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
     def _resumed(self) -> Turn | None:
         """The turn saved by an earlier ``--resume`` run of the same file, if there is one."""
@@ -122,10 +191,12 @@ class ChatRepl:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
             runner.run(self._settle())
-            self.session = self._new_session(before)
+            self.session = self._same_session(before)
             print("\n(interrupted; the conversation is back to before this prompt)")
+        except StoreError as exc:  # the answer is in the session; only saving it failed
+            print(f"\nerror: {exc}")
         except GeppettoError as exc:
-            self.session = self._new_session(before)
+            self.session = self._same_session(before)
             print(f"\nerror: {exc}")
 
     def _command(self, line: str) -> bool:
@@ -162,6 +233,7 @@ class ChatRepl:
         turn = load_turn(Path(arg))
         self.session = self._new_session(turn)
         print(f"loaded {len(turn.blocks)} blocks from {arg}; the next prompt continues it")
+        self._where()
         return True
 
     def _inspect(self, _arg: str) -> bool:
@@ -183,6 +255,7 @@ class ChatRepl:
     def _reset(self, _arg: str) -> bool:
         self.session = self._new_session()
         print("new conversation")
+        self._where()
         return True
 
     def _mode(self, arg: str) -> bool:
@@ -191,7 +264,7 @@ class ChatRepl:
             print(f"mode: {self.opened.profile.mode or 'engine default'}; usage: /mode stateless|chained|conversation")
             return True
         self.opened = self.opened.rebuild(mode=arg)
-        self.session = self._new_session(self._latest())
+        self.session = self._same_session(self._latest())
         print(f"mode is now {arg}")
         return True
 

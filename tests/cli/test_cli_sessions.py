@@ -1,0 +1,104 @@
+"""``geppetto sessions`` and the stored ``geppetto chat``, through the real console script."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _cli_helpers import geppetto
+
+from geppetto import BlockKind, load_turn
+
+
+def chat(tmp_path: Path, *args: str, stdin: str) -> str:
+    res = geppetto("chat", "--profile", "sim", *args, config_dir=tmp_path, stdin=stdin)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def session_id_of(out: str) -> str:
+    line = next(line for line in out.splitlines() if line.startswith("session "))
+    return line.split()[1]
+
+
+def test_chat_is_saved_and_continued(tmp_path: Path) -> None:
+    first = chat(tmp_path, stdin="What is the weather in Paris?\n/exit\n")
+    sid = session_id_of(first)
+    assert f"saved in {tmp_path / 'data' / 'sessions.db'}" in first
+    assert "get_weather" in first
+
+    listed = geppetto("sessions", "list", "--json", config_dir=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [info] = json.loads(listed.stdout)
+    assert (info["session_id"], info["snapshots"], info["first_prompt"]) == (sid, 1, "What is the weather in Paris?")
+
+    again = chat(tmp_path, "--continue", stdin="Thanks!\n")
+    assert f"continuing session {sid}" in again and session_id_of(again) == sid
+    by_id = chat(tmp_path, "--session", sid, stdin="Bye\n")
+    assert session_id_of(by_id) == sid
+
+    shown = geppetto("sessions", "show", sid, "--json", "--events", config_dir=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert [s["seq"] for s in doc["snapshots"]] == [1, 2, 3]
+    users = [b["payload"]["text"] for b in doc["latest"]["blocks"] if b["kind"] == "user"]
+    assert users == ["What is the weather in Paris?", "Thanks!", "Bye"]
+    types = {e["type"] for e in doc["events"]}
+    assert {"start", "text_delta", "tool_call", "tool_result", "final"} <= types
+    assert len({e["inference_id"] for e in doc["events"]}) == 3
+
+    table = geppetto("sessions", "show", sid, config_dir=tmp_path)
+    assert table.returncode == 0 and "latest snapshot" in table.stdout and "get_weather" in table.stdout
+
+
+def test_export_and_delete(tmp_path: Path) -> None:
+    sid = session_id_of(chat(tmp_path, stdin="Hello\nAgain\n"))
+    out = tmp_path / "exported.yaml"
+    res = geppetto("sessions", "export", sid, "--snapshot", "1", "-o", str(out), config_dir=tmp_path)
+    assert res.returncode == 0, res.stderr
+    turn = load_turn(out)
+    assert [b.kind for b in turn.blocks] == [BlockKind.USER, BlockKind.LLM_TEXT]
+    printed = geppetto("sessions", "export", sid, "--json", config_dir=tmp_path)
+    assert json.loads(printed.stdout)["blocks"][2]["payload"]["text"] == "Again"
+    assert geppetto("inspect", str(out), config_dir=tmp_path).returncode == 0
+
+    refused = geppetto("sessions", "delete", sid, config_dir=tmp_path, stdin="")
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    assert geppetto("sessions", "delete", sid, "--yes", config_dir=tmp_path).returncode == 0
+    assert json.loads(geppetto("sessions", "list", "--json", config_dir=tmp_path).stdout) == []
+
+
+def test_bad_input_names_the_fix(tmp_path: Path) -> None:
+    for args in (["sessions", "show", "nope"], ["sessions", "export", "nope"], ["sessions", "delete", "nope", "-y"]):
+        res = geppetto(*args, config_dir=tmp_path)
+        assert res.returncode in (1, 2), args
+        assert res.stderr.startswith("error: no session 'nope'") and "geppetto sessions list" in res.stderr
+    res = geppetto("chat", "--profile", "sim", "--session", "nope", config_dir=tmp_path, stdin="")
+    assert res.returncode == 2 and "no session 'nope'" in res.stderr
+    res = geppetto("chat", "--profile", "sim", "--continue", "--session", "x", config_dir=tmp_path, stdin="")
+    assert res.returncode == 2 and "give one of them" in res.stderr
+
+    sid = session_id_of(chat(tmp_path, stdin="Hi\n"))
+    res = geppetto("sessions", "export", sid, "--snapshot", "5", config_dir=tmp_path)
+    assert res.returncode == 2 and "snapshots 1 to 1" in res.stderr
+
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"not a database" * 50)
+    res = geppetto("sessions", "list", "--store", str(corrupt), config_dir=tmp_path)
+    assert res.returncode == 1 and "not a readable SQLite database" in res.stderr and "Traceback" not in res.stderr
+    assert corrupt.read_bytes() == b"not a database" * 50
+    # The default store broken: chat still works, unsaved, and says so; a named store must work.
+    res = geppetto("chat", "--profile", "sim", "--store", str(corrupt), config_dir=tmp_path, stdin="Hi\n")
+    assert res.returncode == 1 and "move it aside" in res.stderr
+    res = geppetto("sessions", "list", "--store", "postgresql://nobody:pw@127.0.0.1:9/none", config_dir=tmp_path)
+    assert res.returncode == 1 and "cannot reach the PostgreSQL session store" in res.stderr and "pw@" not in res.stderr
+
+
+def test_unwritable_default_store_leaves_chat_working_unsaved(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sessions.db").write_bytes(b"garbage" * 100)
+    out = chat(tmp_path, stdin="Hi\n")
+    assert "warning:" in out and "this chat is not saved" in out and "not saved" in out
+    assert "You said: Hi" in out
+    assert (data / "sessions.db").read_bytes() == b"garbage" * 100
