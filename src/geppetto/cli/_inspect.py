@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 
-from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Turn
+from ..turns import (
+    BLOCK_META_INFERENCE_ID,
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ARGS,
+    PAYLOAD_ERROR,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    PAYLOAD_SUMMARY,
+    Block,
+    BlockKind,
+    Turn,
+    result_text,
+)
 
 __all__ = ["ChainedPlan", "chained_plan", "render_turn"]
 
@@ -43,6 +56,20 @@ def _preview(text: str, width: int = 32) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def describe(block: Block) -> str:
+    """What the text column shows: the text, a tool call as ``name(args)``, a result or its error."""
+    p = block.payload
+    if block.kind is BlockKind.TOOL_CALL:
+        return f"{p.get(PAYLOAD_NAME, '')}({json.dumps(p.get(PAYLOAD_ARGS), ensure_ascii=False)})"
+    if block.kind is BlockKind.TOOL_USE:
+        error = p.get(PAYLOAD_ERROR)
+        return f"error: {error}" if error is not None else result_text(p.get(PAYLOAD_RESULT))
+    if block.kind is BlockKind.REASONING and not block.text:
+        summary = p.get(PAYLOAD_SUMMARY)
+        return str(summary) if summary else "(encrypted)"
+    return block.text
+
+
 def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
     """Print the table of ``turn``'s blocks and a one-line summary of the chained request; return the plan."""
     plan = chained_plan(turn)
@@ -67,7 +94,7 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
             _short(BLOCK_META_INFERENCE_ID.get(block.metadata), 8),
             _short(BLOCK_META_RESPONSE_ID.get(block.metadata), 14),
             mark,
-            _preview(block.text),
+            _preview(describe(block)),
         )
     console.print(table)
     if plan.anchor is None:
