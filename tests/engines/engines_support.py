@@ -1,9 +1,16 @@
-"""Helpers for the engine tests: recorded SSE fixtures, reducer runs and block shapes."""
+"""Helpers for the engine tests: stream fixtures, reducer runs and block shapes.
+
+``fixtures/captured/`` holds streams captured from the real services by public projects, each stored
+byte-for-byte after a ``#`` header naming the repository, path and commit it came from (``format: sse`` is
+the raw event stream; ``format: jsonl`` is one ``data:`` payload a line, as that project records them).
+``fixtures/synthetic/`` holds streams written by hand for cases no capture covers.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +19,40 @@ from geppetto.providers._streaming import Delta, StreamReducer, StreamResult
 from geppetto.turns import BLOCK_META_PROVIDER, Block
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CAPTURED = FIXTURES / "captured"
+SYNTHETIC = FIXTURES / "synthetic"
+HEADER_END = "# ---\n"
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A captured stream: its header fields and the captured text, exactly as the source stored it."""
+
+    meta: dict[str, str]
+    body: str
+
+    def sse(self) -> str:
+        """The capture as an event stream (a ``jsonl`` capture gets one ``data:`` event per line)."""
+        if self.meta["format"] == "sse":
+            return self.body
+        return "".join(f"data: {line}\n\n" for line in self.body.splitlines() if line)
+
+
+def captured(name: str) -> Capture:
+    raw = (CAPTURED / name).read_bytes().decode()
+    header, _, body = raw.partition(HEADER_END)
+    meta: dict[str, str] = {}
+    for line in header.splitlines():
+        key, _, value = line.removeprefix("# ").partition(": ")
+        meta[key] = f"{meta[key]}\n{value}" if key in meta else value
+    return Capture(meta, body)
+
+
+def stream_text(name: str) -> str:
+    """The SSE text of a fixture: a capture (``captured/``) or a synthetic stream (``synthetic/``)."""
+    if (CAPTURED / name).exists():
+        return captured(name).sse()
+    return (SYNTHETIC / name).read_text()
 
 
 async def _lines(text: str) -> AsyncIterator[str]:
@@ -29,7 +70,7 @@ def sse_events(text: str) -> list[SSEEvent]:
 
 
 def fixture_events(name: str) -> list[SSEEvent]:
-    return sse_events((FIXTURES / name).read_text())
+    return sse_events(stream_text(name))
 
 
 def reduce(reducer: StreamReducer, events: list[SSEEvent]) -> tuple[list[Delta], StreamResult]:

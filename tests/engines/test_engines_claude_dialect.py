@@ -112,18 +112,6 @@ def test_thinking_is_switched_off_when_the_continued_calls_have_no_thinking() ->
     assert "temperature" not in body
 
 
-def test_tool_use_stream_from_the_sdk_fixture() -> None:
-    deltas, result = reduce(ClaudeStreamReducer(), fixture_events("anthropic_tool_use.sse"))
-    assert deltas == [("text", "I'll check the current weather in Paris for you.")]
-    assert shape(result.blocks) == [
-        ("llm_text", {"text": "I'll check the current weather in Paris for you."}),
-        ("tool_call", {"id": "toolu_01NRLabsLyVHZPKxbKvkfSMn", "name": "get_weather", "args": {"location": "Paris"}}),
-    ]
-    assert result.stop_reason == "tool_calls"
-    assert result.usage == Usage(input_tokens=377, output_tokens=65)
-    assert result.response_id == "msg_019Q1hrJbZG26Fb9BQhrkHEr"
-
-
 def test_thinking_stream_keeps_the_signature_and_cache_usage() -> None:
     deltas, result = reduce(ClaudeStreamReducer(), fixture_events("anthropic_thinking.sse"))
     assert deltas == [("reasoning", "The user wants 2+2. "), ("reasoning", "That is 4."), ("text", "2 + 2 = 4.")]
@@ -142,8 +130,8 @@ def test_thinking_stream_keeps_the_signature_and_cache_usage() -> None:
 
 
 def test_a_stream_cut_mid_tool_input_keeps_only_complete_non_tool_blocks() -> None:
-    events = fixture_events("anthropic_tool_use.sse")
-    cut = [e for e in events if '"index":1' not in e.data or "content_block_stop" not in e.data][:7]
+    events = fixture_events("anthropic_tool_use_response.sse")
+    cut = events[: next(i for i, e in enumerate(events) if 'is\\"}' in e.data)]  # the input JSON half sent
     reducer = ClaudeStreamReducer()
     for event in cut:
         reducer.feed(event)

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from engines_support import FIXTURES
+from engines_support import stream_text
 
 from geppetto import Block, ConfigurationError, NotFoundError, StreamError, Turn, UsageError
 from geppetto.events import (
@@ -39,7 +39,7 @@ Recorded = list[httpx.Request]
 
 
 def mock(fixture: str, seen: Recorded, *, status: int = 200, body: str | None = None) -> httpx.AsyncClient:
-    text = body if body is not None else (FIXTURES / fixture).read_text()
+    text = body if body is not None else stream_text(fixture)
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
@@ -97,7 +97,7 @@ async def test_chat_engine_posts_to_chat_completions_and_publishes_events() -> N
 
 async def test_claude_engine_posts_messages_with_version_header_and_reports_tool_calls() -> None:
     seen: Recorded = []
-    engine = ClaudeEngine("claude-sonnet-4", api_key="sk-ant", http=mock("anthropic_tool_use.sse", seen))
+    engine = ClaudeEngine("claude-sonnet-4", api_key="sk-ant", http=mock("anthropic_tool_use_response.sse", seen))
     turn, events = await run(engine, user_turn())
     assert str(seen[0].url) == "https://api.anthropic.com/v1/messages"
     assert (seen[0].headers["x-api-key"], seen[0].headers["anthropic-version"]) == ("sk-ant", "2023-06-01")
@@ -105,7 +105,7 @@ async def test_claude_engine_posts_messages_with_version_header_and_reports_tool
     assert [(c.call_id, c.name, c.args) for c in calls] == [
         ("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"})
     ]
-    assert [type(e) for e in events] == [EventStart, EventTextDelta, EventToolCallRequested, EventFinal]
+    assert [type(e) for e in events] == [EventStart, EventTextDelta, EventTextDelta, EventToolCallRequested, EventFinal]
     assert TURN_META_STOP_REASON.get(turn.metadata) == "tool_calls"
     assert [b.kind.value for b in turn.blocks] == ["user", "llm_text", "tool_call"]
 
@@ -134,8 +134,8 @@ async def test_gemini_engine_posts_stream_generate_content_with_alt_sse() -> Non
 
 
 async def test_a_cut_stream_publishes_an_error_and_appends_no_tool_call() -> None:
-    text = (FIXTURES / "anthropic_tool_use.sse").read_text()
-    cut = text[: text.rindex("event:", 0, text.index('on\\": \\"Paris'))]  # the tool input JSON half sent
+    text = stream_text("anthropic_tool_use_response.sse")
+    cut = text[: text.rindex("event:", 0, text.index('is\\"}'))]  # the tool input JSON half sent
     seen: Recorded = []
     engine = ClaudeEngine("claude-sonnet-4", api_key="k", http=mock("", seen, body=cut))
     turn = user_turn()
@@ -193,7 +193,7 @@ def test_tool_objects_with_attributes_are_accepted() -> None:
 
 async def test_a_given_transport_is_used_and_retries_follow_its_policy() -> None:
     attempts: list[int] = []
-    body = (FIXTURES / "gemini_text.sse").read_text()
+    body = stream_text("gemini_text.sse")
 
     def handler(request: httpx.Request) -> httpx.Response:
         attempts.append(1)
