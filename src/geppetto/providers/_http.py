@@ -6,6 +6,11 @@
 4xx is raised at once. Errors become geppetto exceptions carrying the provider's message, code, type,
 param and request id; the shape of each provider's error body is read by a small ``ErrorParser`` hook
 (``openai_error_info``, ``anthropic_error_info``, ``gemini_error_info``).
+
+A transport makes its ``httpx.AsyncClient`` lazily, on first use, and keeps it for every later request on
+the same event loop (a client per request costs most of the client-side CPU of a request). A client is
+bound to the loop it was made on, so a request from another loop (``run_sync`` twice) gets a fresh one;
+the old one is closed when its loop shuts down (``asyncio.run`` closes open async generators first).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,8 +270,11 @@ class HttpTransport:
         self.error_parser = error_parser
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=timeout, transport=transport)
+        self._given = client
+        self._timeout, self._mock = timeout, transport
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
 
     def url(self, path: str) -> str:
         """``base_url`` joined with ``path`` (an absolute URL is kept as is)."""
@@ -274,10 +282,24 @@ class HttpTransport:
             return path
         return f"{self.base_url}/{path.lstrip('/')}"
 
+    async def _http(self) -> httpx.AsyncClient:
+        """The client for this event loop: the given one, else this transport's own (made on first use)."""
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._mock)
+            self._loop = loop
+            # The loop closes open async generators when it shuts down: that closes this client on its loop.
+            self._closer = _close_with_loop(self._client)
+            await anext(self._closer)
+        return self._client
+
     async def aclose(self) -> None:
-        """Close the client if this transport created it."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Close the client if this transport made it (on this loop; one from a finished loop is already closed)."""
+        closer, self._closer, self._client = self._closer, None, None
+        if closer is not None and self._loop is asyncio.get_running_loop():
+            await closer.aclose()
 
     async def __aenter__(self) -> HttpTransport:
         return self
@@ -293,9 +315,15 @@ class HttpTransport:
         *,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        error_parser: ErrorParser | None = None,
     ) -> Any:
-        """Send a request (JSON body when given) and return the parsed JSON answer (None when empty)."""
-        response = await self._send(method, path, body, params=params, headers=headers, stream=False)
+        """Send a request (JSON body when given) and return the parsed JSON answer (None when empty).
+
+        ``headers`` override the transport's for this request (e.g. one engine's key on a shared transport);
+        ``error_parser`` reads this request's error bodies instead of the transport's parser."""
+        response = await self._send(
+            method, path, body, params=params, headers=headers, stream=False, parser=error_parser
+        )
         if not response.content:
             return None
         try:
@@ -324,14 +352,17 @@ class HttpTransport:
         method: str = "POST",
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        error_parser: ErrorParser | None = None,
     ) -> AsyncIterator[SSEEvent]:
         """Send a request and yield its SSE events as they arrive.
 
-        Errors before the stream starts are retried and mapped like ``request_json``; a connection that
-        breaks mid-stream raises ``StreamError``. Use it with ``contextlib.aclosing`` to release the
-        connection early.
+        Errors before the stream starts are retried and mapped like ``request_json`` (``headers`` and
+        ``error_parser`` too); a connection that breaks mid-stream raises ``StreamError``. Use it with
+        ``contextlib.aclosing`` to release the connection early.
         """
-        response = await self._send(method, path, body, params=params, headers=headers, stream=True)
+        response = await self._send(
+            method, path, body, params=params, headers=headers, stream=True, parser=error_parser
+        )
         try:
             async for event in iter_sse(response.aiter_lines()):
                 yield event
@@ -354,7 +385,9 @@ class HttpTransport:
         params: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
         stream: bool,
+        parser: ErrorParser | None = None,
     ) -> httpx.Response:
+        client = await self._http()
         all_headers = {**self.headers, **(headers or {})}
         content = None
         if body is not None:
@@ -364,11 +397,9 @@ class HttpTransport:
             all_headers.setdefault("accept", "text/event-stream")
         attempt = 0
         while True:
-            request = self._client.build_request(
-                method, self.url(path), content=content, params=params, headers=all_headers
-            )
+            request = client.build_request(method, self.url(path), content=content, params=params, headers=all_headers)
             try:
-                response = await self._client.send(request, stream=stream)
+                response = await client.send(request, stream=stream)
             except httpx.TransportError as exc:
                 if attempt < self.retry.max_retries:
                     await self._sleep(self.retry.backoff(attempt))
@@ -389,5 +420,12 @@ class HttpTransport:
                 attempt += 1
                 continue
             raise error_from_response(
-                response.status_code, text, response.headers, provider=self.provider, parser=self.error_parser
+                response.status_code, text, response.headers, provider=self.provider, parser=parser or self.error_parser
             )
+
+
+async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.aclose()

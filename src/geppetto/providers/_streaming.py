@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, Self, cast
 
 import httpx
 
@@ -55,8 +55,10 @@ __all__ = [
     "StreamReducer",
     "StreamResult",
     "ToolSpec",
+    "TransportOwner",
     "budget_for_effort",
     "call_names",
+    "engine_transport",
     "image_parts",
     "new_call_id",
     "normalize_tool_choice",
@@ -67,7 +69,6 @@ __all__ = [
     "run_stream",
     "sse_events",
     "tool_result_text",
-    "transport_for",
 ]
 
 Delta = tuple[Literal["text", "reasoning"], str]
@@ -156,39 +157,54 @@ def resolve_api_key(api_key: str | None, env_names: tuple[str, ...], provider: s
     raise ConfigurationError(f"No API key for {provider}: pass api_key=... or set the {names} environment variable")
 
 
-def transport_for(
+def engine_transport(
     http: HttpTransport | httpx.AsyncClient | None,
     base_url: str,
     *,
     provider: str,
-    headers: dict[str, str],
     error_parser: ErrorParser,
     retry: RetryPolicy | None,
 ) -> HttpTransport:
-    """The transport for one request. A given ``HttpTransport`` is used as is (its headers are extended);
-    a given ``httpx.AsyncClient`` is shared; otherwise a fresh client is made (closed after the request,
-    so engines work across event loops, e.g. under ``run_sync``)."""
+    """An engine's one transport: a given ``HttpTransport`` as is, else one over the given ``httpx.AsyncClient``
+    or over a client of its own (made on first use, reused by every request, closed by the engine's ``aclose``).
+    Keys and the error parser go with each request (:func:`sse_events`), so engines can share a transport."""
     if isinstance(http, HttpTransport):
-        for key, value in headers.items():
-            http.headers.setdefault(key, value)
         return http
-    return HttpTransport(
-        base_url, provider=provider, headers=headers, error_parser=error_parser, retry=retry, client=http
-    )
+    return HttpTransport(base_url, provider=provider, error_parser=error_parser, retry=retry, client=http)
+
+
+class TransportOwner:
+    """``aclose()`` and ``async with`` for an engine holding ``_transport`` (closed only when the engine made it)."""
+
+    _transport: HttpTransport
+    _owns_transport: bool
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this engine made (a given client or transport stays open)."""
+        if self._owns_transport:
+            await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def sse_events(
-    transport: HttpTransport, path: str, body: Any, *, params: dict[str, str] | None = None, close: bool = False
+    transport: HttpTransport,
+    path: str,
+    body: Any,
+    *,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    error_parser: ErrorParser | None = None,
 ) -> AsyncGenerator[SSEEvent, None]:
-    """The SSE events of one streamed POST; ``close`` closes the transport afterwards (one it made itself)."""
-    try:
-        stream = cast(AsyncGenerator[SSEEvent, None], transport.stream_sse(path, body, params=params))
-        async with aclosing(stream) as events:
-            async for event in events:
-                yield event
-    finally:
-        if close:
-            await transport.aclose()
+    """The SSE events of one streamed POST with this request's ``headers`` (its key) and ``error_parser``."""
+    stream = transport.stream_sse(path, body, params=params, headers=headers, error_parser=error_parser)
+    async with aclosing(cast(AsyncGenerator[SSEEvent, None], stream)) as events:
+        async for event in events:
+            yield event
 
 
 def new_call_id() -> str:

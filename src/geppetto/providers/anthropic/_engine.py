@@ -11,14 +11,15 @@ import httpx
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, anthropic_error_info
 from .._streaming import (
+    TransportOwner,
     budget_for_effort,
+    engine_transport,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
     resolve_api_key,
     run_stream,
     sse_events,
-    transport_for,
 )
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_request
 from ._stream import ClaudeStreamReducer
@@ -28,7 +29,7 @@ __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
-class ClaudeEngine:
+class ClaudeEngine(TransportOwner):
     """Streams one Messages request per ``run_inference`` and appends the answer to the turn.
 
     ``base_url`` is the bare host like the Anthropic SDK's (default ``https://api.anthropic.com``, or
@@ -68,6 +69,10 @@ class ClaudeEngine:
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry
+        self._transport = engine_transport(
+            http, self.base_url, provider=PROVIDER, error_parser=anthropic_error_info, retry=retry
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
 
@@ -88,18 +93,12 @@ class ClaudeEngine:
         """Send ``turn``, stream the answer into it and return it."""
         body = self.build_request(turn)
         headers = {**self.headers, "x-api-key": self.api_key, "anthropic-version": ANTHROPIC_VERSION}
-        transport = transport_for(
-            self.http,
-            self.base_url,
-            provider=PROVIDER,
-            headers=headers,
-            error_parser=anthropic_error_info,
-            retry=self.retry,
-        )
         return await run_stream(
             turn,
             provider=PROVIDER,
             model=self.model,
-            open_stream=lambda: sse_events(transport, "v1/messages", body, close=self.http is None),
+            open_stream=lambda: sse_events(
+                self._transport, "v1/messages", body, headers=headers, error_parser=anthropic_error_info
+            ),
             reducer=ClaudeStreamReducer(),
         )

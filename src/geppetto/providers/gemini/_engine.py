@@ -11,14 +11,15 @@ import httpx
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, gemini_error_info
 from .._streaming import (
+    TransportOwner,
     budget_for_effort,
+    engine_transport,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
     resolve_api_key,
     run_stream,
     sse_events,
-    transport_for,
 )
 from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
@@ -29,7 +30,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 
 
-class GeminiEngine:
+class GeminiEngine(TransportOwner):
     """Streams one ``streamGenerateContent?alt=sse`` request per ``run_inference`` and appends the answer.
 
     ``base_url`` is the bare host like the google-genai SDK's (default
@@ -73,6 +74,10 @@ class GeminiEngine:
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry
+        self._transport = engine_transport(
+            http, self.base_url, provider=PROVIDER, error_parser=gemini_error_info, retry=retry
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
 
     def build_request(self, turn: Turn) -> dict[str, Any]:
         """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
@@ -92,19 +97,13 @@ class GeminiEngine:
         """Send ``turn``, stream the answer into it and return it."""
         body = self.build_request(turn)
         headers = {**self.headers, "x-goog-api-key": self.api_key}
-        transport = transport_for(
-            self.http,
-            self.base_url,
-            provider=PROVIDER,
-            headers=headers,
-            error_parser=gemini_error_info,
-            retry=self.retry,
-        )
         path = f"{API_VERSION}/{model_path(self.model)}:streamGenerateContent"
         return await run_stream(
             turn,
             provider=PROVIDER,
             model=self.model,
-            open_stream=lambda: sse_events(transport, path, body, params={"alt": "sse"}, close=self.http is None),
+            open_stream=lambda: sse_events(
+                self._transport, path, body, params={"alt": "sse"}, headers=headers, error_parser=gemini_error_info
+            ),
             reducer=GeminiStreamReducer(),
         )

@@ -11,13 +11,14 @@ import httpx
 from ...turns import Turn
 from .._http import HttpTransport, RetryPolicy, openai_error_info
 from .._streaming import (
+    TransportOwner,
+    engine_transport,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
     resolve_api_key,
     run_stream,
     sse_events,
-    transport_for,
 )
 from ._dialect import PROVIDER, build_request
 from ._stream import ChatStreamReducer
@@ -27,7 +28,7 @@ __all__ = ["DEFAULT_BASE_URL", "ChatEngine"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class ChatEngine:
+class ChatEngine(TransportOwner):
     """Streams one Chat Completions request per ``run_inference`` and appends the answer to the turn.
 
     ``base_url`` ends in ``/v1`` like the OpenAI SDK's (default ``https://api.openai.com/v1``, or
@@ -80,6 +81,10 @@ class ChatEngine:
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry
+        self._transport = engine_transport(
+            http, self.base_url, provider=PROVIDER, error_parser=openai_error_info, retry=retry
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
 
     def build_request(self, turn: Turn) -> dict[str, Any]:
         """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
@@ -103,18 +108,12 @@ class ChatEngine:
         headers = dict(self.headers)
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
-        transport = transport_for(
-            self.http,
-            self.base_url,
-            provider=PROVIDER,
-            headers=headers,
-            error_parser=openai_error_info,
-            retry=self.retry,
-        )
         return await run_stream(
             turn,
             provider=PROVIDER,
             model=self.model,
-            open_stream=lambda: sse_events(transport, "chat/completions", body, close=self.http is None),
+            open_stream=lambda: sse_events(
+                self._transport, "chat/completions", body, headers=headers, error_parser=openai_error_info
+            ),
             reducer=ChatStreamReducer(),
         )
