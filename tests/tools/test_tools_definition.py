@@ -149,19 +149,55 @@ def _varargs(*items: int) -> int:
     return 0
 
 
+def _varkw(city: str, **options: str) -> str:
+    return city
+
+
+def _missing_name(city: str, unit: Missing) -> str:  # type: ignore[name-defined]  # noqa: F821
+    return city
+
+
 @pytest.mark.parametrize(
     ("fn", "needle"),
     [
         (_no_hint, "tool _no_hint: parameter 'x' has no type hint"),
         (_callable_param, "tool _callable_param: parameter 'cb' has type"),
         (_opaque_param, "tool _opaque_param: parameter 'thing' has type"),
-        (_varargs, "tool _varargs: parameter 'items' is *args/**kwargs"),
+        (_varargs, "tool _varargs: parameter *items takes any number of arguments"),
+        (_varkw, "tool _varkw: parameter **options takes any number of arguments"),
+        (
+            _missing_name,
+            "tool _missing_name: the type hint of parameter 'unit' ('Missing') cannot be resolved "
+            "(name 'Missing' is not defined); define or import that type at module level",
+        ),
     ],
 )
 def test_bad_functions_fail_at_registration_naming_function_and_parameter(fn: Callable[..., Any], needle: str) -> None:
     with pytest.raises(gp.ToolDefinitionError) as info:
         ToolRegistry([fn])
     assert needle in str(info.value)
+
+
+def _bad_return(city: str) -> Missing:  # type: ignore[name-defined]  # noqa: F821
+    """A return hint that does not resolve."""
+    return city
+
+
+def test_an_unresolvable_return_hint_does_not_matter() -> None:
+    t = tool(_bad_return)
+    assert t.definition.parameters["properties"] == {"city": {"title": "City", "type": "string"}}
+    assert t.call(t.validate({"city": "Oslo"})) == "Oslo"
+
+
+def test_positional_only_parameters_are_described_and_called_by_position() -> None:
+    @tool
+    def scale(x: int, /, factor: int = 2) -> int:
+        """Scale."""
+        return x * factor
+
+    assert scale.definition.parameters["required"] == ["x"]
+    assert scale.call(scale.validate({"x": 4})) == 8
+    assert scale.call({"x": 4, "factor": 3}) == 12
 
 
 def test_bad_tool_name_is_refused_with_the_fix() -> None:

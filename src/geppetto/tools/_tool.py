@@ -8,6 +8,7 @@ as it is, anything else as JSON).
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,9 +44,9 @@ class ToolDefinition:
 class Tool:
     """A function wrapped as a tool. Calling the tool calls the function unchanged.
 
-    ``definition`` is what the model sees; :meth:`validate` turns model arguments into keyword
-    arguments (raising :class:`pydantic.ValidationError`); :meth:`invoke` awaits an async function or
-    calls a sync one. ``retryable`` tools are retried with backoff by the executor.
+    ``definition`` is what the model sees; :meth:`validate` turns model arguments into arguments by
+    parameter name (raising :class:`pydantic.ValidationError`); :meth:`call` calls the function with
+    them. ``retryable`` tools are retried with backoff by the executor.
     """
 
     def __init__(
@@ -75,6 +76,9 @@ class Tool:
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
         self._model = _args_model(fn, self.name)
+        self._positional = tuple(
+            p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
+        )
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         self.definition = ToolDefinition(
@@ -94,6 +98,19 @@ class Tool:
         model = self._model.model_validate(args)
         return {str(info.alias): getattr(model, name) for name, info in type(model).model_fields.items()}
 
+    def call(self, arguments: dict[str, Any]) -> Any:
+        """Call the function with ``arguments`` by parameter name (as :meth:`validate` returns them),
+        passing positional-only parameters by position. For an async function this is the coroutine."""
+        if not self._positional:
+            return self.fn(**arguments)
+        rest = dict(arguments)
+        args = []
+        for pname in self._positional:
+            if pname not in rest:
+                break  # the remaining positional-only parameters take their defaults
+            args.append(rest.pop(pname))
+        return self.fn(*args, **rest)
+
 
 def _summary(fn: Callable[..., Any]) -> str:
     doc = inspect.getdoc(fn) or ""
@@ -104,16 +121,17 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
     """A pydantic model of ``fn``'s parameters; :class:`ToolDefinitionError` for anything a model
     could not supply as JSON."""
     fname = getattr(fn, "__qualname__", tool_name)
-    try:
-        target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else cast(Any, fn).__call__
-        hints = typing.get_type_hints(target, include_extras=True)
-    except Exception as exc:
-        raise ToolDefinitionError(f"tool {fname}: its type hints cannot be resolved ({exc})") from exc
+    params = inspect.signature(fn).parameters
+    hints = _parameter_hints(fn, fname, list(params))
     fields: dict[str, Any] = {}
-    for pname, param in inspect.signature(fn).parameters.items():
+    for pname, param in params.items():
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            star, example = (
+                ("*", "list[str]") if param.kind is inspect.Parameter.VAR_POSITIONAL else ("**", "dict[str, str]")
+            )
             raise ToolDefinitionError(
-                f"tool {fname}: parameter {pname!r} is *args/**kwargs; a tool needs named, typed parameters"
+                f"tool {fname}: parameter {star}{pname} takes any number of arguments, which a JSON schema "
+                f"cannot describe; use named, typed parameters, or one like `{pname}: {example}`"
             )
         if pname not in hints:
             raise ToolDefinitionError(
@@ -134,6 +152,32 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
     config = pydantic.ConfigDict(extra="forbid")
     model: type[pydantic.BaseModel] = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
     return model
+
+
+def _parameter_hints(fn: Callable[..., Any], fname: str, names: list[str]) -> dict[str, Any]:
+    """The resolved type hints of ``fn``'s parameters ``names``. When the hints do not resolve as a
+    whole, each parameter's is resolved alone to name the one at fault (an unresolvable return hint
+    does not matter: a tool's result is serialized whatever its type)."""
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else cast(Any, fn).__call__
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception:  # diagnosed per parameter below
+        pass
+    raw: dict[str, Any] = dict(getattr(target, "__annotations__", None) or {})
+    globalns = getattr(inspect.unwrap(target), "__globals__", {})
+    hints: dict[str, Any] = {}
+    for pname in names:
+        if pname not in raw:
+            continue
+        alone = types.SimpleNamespace(__annotations__={pname: raw[pname]})
+        try:
+            hints.update(typing.get_type_hints(alone, globalns=globalns, include_extras=True))
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"tool {fname}: the type hint of parameter {pname!r} ({raw[pname]!r}) cannot be resolved "
+                f"({exc}); define or import that type at module level where {fname} is defined"
+            ) from exc
+    return hints
 
 
 def serialize_result(value: Any) -> str:
