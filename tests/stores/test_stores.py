@@ -246,6 +246,16 @@ async def test_newer_schema_is_refused_and_untouched(store_target: str) -> None:
     assert query(store_target, "SELECT max(version) FROM geppetto_schema") == [(99,)]
 
 
+async def test_unknown_block_kinds_read_back_as_other(store_target: str) -> None:
+    with open_store(store_target) as store:
+        await store.save_snapshot("s", sample_turn())
+    [(document,)] = query(store_target, "SELECT document FROM snapshots")
+    query(store_target, "UPDATE snapshots SET document = ?", (document.replace('"kind": "user"', '"kind": "video"'),))
+    with open_store(store_target) as store:
+        [turn] = await store.load_session("s")
+    assert turn.blocks[1].kind is gp.BlockKind.OTHER and turn.blocks[1].payload["original_kind"] == "video"
+
+
 async def test_restore_of_unknown_session_names_the_fix(store_target: str) -> None:
     with (
         open_store(store_target) as store,

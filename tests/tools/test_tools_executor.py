@@ -1,18 +1,16 @@
-"""The executor: parallelism, call order, timeouts, retries, and every failure as a tool_use error."""
+"""The executor: parallelism, call order, events, pending calls, and every failure as a tool_use error."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geppetto.events import EventMetadata, EventToolCallStarted, EventToolResult, with_sinks
+from geppetto.events import EventMetadata, EventToolCallRequested, EventToolCallStarted, EventToolResult, with_sinks
 from geppetto.events._types import Event
-from geppetto.tools import ToolCallError, ToolRegistry, execute_tool_calls, pending_tool_calls, tool
+from geppetto.tools import ToolCallError, ToolRegistry, execute_tool_calls, pending_tool_calls, refuse_tool_calls, tool
 from geppetto.turns import Block, BlockKind, Turn
 
 
@@ -103,104 +101,6 @@ async def test_parallel_execution_keeps_call_order_and_respects_max_parallel() -
     assert peak == 3
 
 
-async def test_async_tool_is_cancelled_at_its_timeout() -> None:
-    cancelled = asyncio.Event()
-
-    @tool
-    async def hang() -> str:
-        """Never returns."""
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "late"
-
-    start = time.monotonic()
-    blocks = await execute_tool_calls(ToolRegistry([hang]), [Block.tool_call("c1", "hang", {})], timeout_s=0.2)
-    elapsed = time.monotonic() - start
-    assert _payloads(blocks) == [{"id": "c1", "result": "", "error": "tool hang timed out after 0.2s"}]
-    assert cancelled.is_set()
-    assert elapsed < 0.4  # the issue demands enforcement within 2x the limit
-
-
-async def test_sync_tool_result_is_abandoned_at_its_timeout() -> None:
-    release = threading.Event()
-    finished = threading.Event()
-
-    @tool
-    def block_thread() -> str:
-        """Blocks a worker thread."""
-        release.wait(10)
-        finished.set()
-        return "late"
-
-    start = time.monotonic()
-    blocks = await execute_tool_calls(
-        ToolRegistry([block_thread]), [Block.tool_call("c1", "block_thread", {})], timeout_s=0.2
-    )
-    elapsed = time.monotonic() - start
-    assert _payloads(blocks) == [
-        {
-            "id": "c1",
-            "result": "",
-            "error": "tool block_thread timed out after 0.2s",
-        }
-    ]
-    assert elapsed < 0.4
-    assert not finished.is_set()
-    release.set()
-    assert await asyncio.to_thread(finished.wait, 5)
-
-
-async def test_per_tool_timeout_overrides_the_executor_default() -> None:
-    @tool(timeout_s=0.05)
-    async def quick_limit() -> str:
-        """Times out fast."""
-        await asyncio.sleep(5)
-        return ""
-
-    blocks = await execute_tool_calls(
-        ToolRegistry([quick_limit]), [Block.tool_call("c", "quick_limit", {})], timeout_s=30
-    )
-    assert blocks[0].payload["error"] == "tool quick_limit timed out after 0.05s"
-
-
-async def test_retry_only_for_retryable_tools_or_the_retry_policy() -> None:
-    attempts: dict[str, int] = {"flaky": 0, "plain": 0}
-
-    @tool(retryable=True, max_retries=2, backoff_s=0.001)
-    def flaky() -> str:
-        """Works on the third attempt."""
-        attempts["flaky"] += 1
-        if attempts["flaky"] < 3:
-            raise ConnectionError("try again")
-        return "ok"
-
-    @tool(backoff_s=0.001)
-    def plain() -> str:
-        """Always fails."""
-        attempts["plain"] += 1
-        raise ConnectionError("down")
-
-    reg = ToolRegistry([flaky, plain])
-    blocks = await execute_tool_calls(reg, [Block.tool_call("a", "flaky", {}), Block.tool_call("b", "plain", {})])
-    assert _payloads(blocks) == [
-        {"id": "a", "result": "ok"},
-        {
-            "id": "b",
-            "result": "",
-            "error": "tool plain raised ConnectionError: down",
-        },
-    ]
-    assert attempts == {"flaky": 3, "plain": 1}
-
-    blocks = await execute_tool_calls(reg, [Block.tool_call("b", "plain", {})], on_error="retry")
-    msg = "tool plain raised ConnectionError: down (after 3 attempts)"
-    assert _payloads(blocks) == [{"id": "b", "result": "", "error": msg}]
-    assert attempts["plain"] == 4
-
-
 async def test_validation_errors_are_not_retried() -> None:
     calls = 0
 
@@ -222,22 +122,76 @@ async def test_on_error_raise() -> None:
     assert info.value.block.payload["id"] == "c"
 
 
-async def test_events_started_and_result_carry_the_metadata() -> None:
+async def test_events_started_only_when_a_tool_starts_and_a_result_for_every_call() -> None:
     seen: list[Event] = []
     meta = EventMetadata(session_id="S", inference_id="I", turn_id="T")
+    calls = [
+        Block.tool_call("c1", "add", {"a": 1}),
+        Block.tool_call("c2", "x", {}),
+        Block.tool_call("c3", "add", "{bad"),
+        Block.tool_call("c4", "boom", {"x": 2}),
+    ]
     with with_sinks(seen.append):
-        await execute_tool_calls(
-            ToolRegistry([add]), [Block.tool_call("c1", "add", {"a": 1}), Block.tool_call("c2", "x", {})], metadata=meta
-        )
+        await execute_tool_calls(ToolRegistry([add, boom]), calls, metadata=meta)
+    # The engine publishes "requested"; the executor never repeats it.
+    assert not any(isinstance(e, EventToolCallRequested) for e in seen)
     started = [e for e in seen if isinstance(e, EventToolCallStarted)]
     results = [e for e in seen if isinstance(e, EventToolResult)]
     assert started == [
         EventToolCallStarted(meta, call_id="c1", name="add"),
-        EventToolCallStarted(meta, call_id="c2", name="x"),
+        EventToolCallStarted(meta, call_id="c4", name="boom"),
     ]
+    bad_json = "arguments for add are not valid JSON (Expecting property name enclosed in double quotes at char 1)"
     assert sorted(results, key=lambda e: e.call_id) == [
         EventToolResult(meta, call_id="c1", name="add", result="2", error=None),
-        EventToolResult(meta, call_id="c2", name="x", result=None, error="unknown tool 'x'; available tools: add"),
+        EventToolResult(
+            meta, call_id="c2", name="x", result=None, error="unknown tool 'x'; available tools: add, boom"
+        ),
+        EventToolResult(meta, call_id="c3", name="add", result=None, error=bad_json),
+        EventToolResult(meta, call_id="c4", name="boom", result=None, error="tool boom raised ValueError: bad x 2"),
+    ]
+    # Each started event comes before its call's result.
+    order = [(type(e).__name__, e.call_id) for e in seen if isinstance(e, EventToolCallStarted | EventToolResult)]
+    for _, call_id in [x for x in order if x[0] == "EventToolCallStarted"]:
+        assert order.index(("EventToolCallStarted", call_id)) < order.index(("EventToolResult", call_id))
+
+
+async def test_refuse_tool_calls_answers_without_running_and_publishes_results() -> None:
+    seen: list[Event] = []
+    with with_sinks(seen.append):
+        blocks = refuse_tool_calls([Block.tool_call("a", "add", {}), Block.tool_call("b", "zz", {})], "no tools")
+    assert _payloads(blocks) == [
+        {"id": "a", "result": "", "error": "no tools"},
+        {"id": "b", "result": "", "error": "no tools"},
+    ]
+    assert [(type(e), e.call_id) for e in seen] == [(EventToolResult, "a"), (EventToolResult, "b")]  # type: ignore[attr-defined]
+
+
+async def test_positional_only_parameters_are_passed_by_position() -> None:
+    @tool
+    def scale(x: int, /, factor: int = 2) -> int:
+        """Scale x."""
+        return x * factor
+
+    @tool
+    async def ascale(x: int, y: int = 10, /) -> int:
+        """Add with defaults."""
+        return x + y
+
+    blocks = await execute_tool_calls(
+        ToolRegistry([scale, ascale]),
+        [
+            Block.tool_call("a", "scale", {"x": 3}),
+            Block.tool_call("b", "scale", {"x": 3, "factor": 5}),
+            Block.tool_call("c", "ascale", {"x": 1}),
+            Block.tool_call("d", "ascale", {"x": 1, "y": 2}),
+        ],
+    )
+    assert _payloads(blocks) == [
+        {"id": "a", "result": "6"},
+        {"id": "b", "result": "15"},
+        {"id": "c", "result": "11"},
+        {"id": "d", "result": "3"},
     ]
 
 
@@ -250,6 +204,30 @@ def test_pending_tool_calls_ignores_answered_calls() -> None:
     turn.append(Block.tool_use("c3", "x"))
     assert pending_tool_calls(turn) == [c2]
     assert c1 not in pending_tool_calls(turn) and c3 not in pending_tool_calls(turn)
+
+
+def test_pending_tool_calls_match_positionally() -> None:
+    turn = Turn()
+    turn.append(Block.tool_call("call_0", "add", {"a": 1}))
+    turn.append(Block.tool_use("call_0", "2"))
+    reused = turn.append(Block.tool_call("call_0", "add", {"a": 5}))  # a later step reuses the id
+    assert pending_tool_calls(turn) == [reused]
+
+    turn = Turn()
+    early = turn.append(Block.tool_use("x", "an answer before any call answers nothing"))
+    first = turn.append(Block.tool_call("x", "add", {}))
+    second = turn.append(Block.tool_call("x", "add", {}))
+    assert early and pending_tool_calls(turn) == [first, second]
+    turn.append(Block.tool_use("x", "1"))  # answers one call only, the earliest
+    assert pending_tool_calls(turn) == [second]
+    turn.append(Block.tool_use("x", "2"))
+    assert pending_tool_calls(turn) == []
+
+    turn = Turn()
+    blank = turn.append(Block.tool_call("", "add", {}))
+    turn.append(Block.tool_use("", "1"))
+    blank2 = turn.append(Block.tool_call("", "add", {}))
+    assert blank and pending_tool_calls(turn) == [blank2]
 
 
 @settings(max_examples=60, deadline=None)

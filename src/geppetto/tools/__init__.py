@@ -2,7 +2,7 @@
 (result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees."""
 
 from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools
-from ._executor import OnError, ToolCallError, execute_tool_calls, pending_tool_calls
+from ._executor import OnError, ToolCallError, execute_tool_calls, pending_tool_calls, refuse_tool_calls
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, serialize_result, tool
 
@@ -18,6 +18,7 @@ __all__ = [
     "execute_tool_calls",
     "offering_tools",
     "pending_tool_calls",
+    "refuse_tool_calls",
     "serialize_result",
     "tool",
 ]

@@ -1,8 +1,16 @@
 """Running a model's tool calls: in parallel, each under a timeout, every failure as data.
 
 Each call becomes exactly one ``tool_use`` block, in call order. An unknown tool, arguments that are
-not JSON or fail validation, an exception and a timeout all become a ``tool_use`` with ``error`` so the
-model can see what went wrong and try again; only cancellation escapes.
+not JSON or fail validation, an exception (the tool's own ``TimeoutError`` included) and the
+executor's timeout all become a ``tool_use`` with ``error`` so the model can see what went wrong and
+try again. Only cancellation escapes, and ``KeyboardInterrupt``/``SystemExit`` raised by an async
+tool: it runs on the event loop's thread, where asyncio re-raises them to stop the loop. Raised in a
+sync tool's worker thread they are that tool's failure like any other exception.
+
+Events: an engine publishes ``tool_call`` (requested) when a model's call arrives, since it sees the
+call first; the executor does not repeat it. It publishes ``tool_call_started`` once per call when the
+tool starts (after the tool was found and its arguments validated; retries are not new starts) and
+``tool_result`` for every call, including those that never started.
 """
 
 from __future__ import annotations
@@ -11,8 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,8 +30,9 @@ from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publi
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._registry import ToolRegistry
 from ._tool import Tool, serialize_result
+from ._workers import WORKERS
 
-__all__ = ["OnError", "ToolCallError", "execute_tool_calls", "pending_tool_calls"]
+__all__ = ["OnError", "ToolCallError", "execute_tool_calls", "pending_tool_calls", "refuse_tool_calls"]
 
 OnError = Literal["continue", "retry", "raise"]
 
@@ -45,6 +53,21 @@ class _Failure(Exception):
         super().__init__(message)
 
 
+class _Raised(Exception):
+    """What a sync tool raised in its worker thread, carried back to the loop. A wrapper because a
+    future refuses ``StopIteration`` (``set_exception`` raises ``TypeError`` inside the loop's callback,
+    so the call would hang until its timeout) and must not deliver ``SystemExit``/``KeyboardInterrupt``,
+    which would escape the event loop."""
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
+        super().__init__(original)
+
+
+_sleep = asyncio.sleep
+"""The backoff sleep (a module attribute so tests can record the schedule)."""
+
+
 @dataclass
 class _Options:
     timeout_s: float
@@ -53,11 +76,21 @@ class _Options:
 
 
 def pending_tool_calls(turn: Turn) -> list[Block]:
-    """The ``tool_call`` blocks with no ``tool_use`` of the same payload id, in turn order."""
-    answered = {str(b.payload.get(PAYLOAD_ID, "")) for b in turn.blocks if b.kind is BlockKind.TOOL_USE}
-    return [
-        b for b in turn.blocks if b.kind is BlockKind.TOOL_CALL and str(b.payload.get(PAYLOAD_ID, "")) not in answered
-    ]
+    """The ``tool_call`` blocks not yet answered, in turn order.
+
+    Matching is positional: a call is answered by a later ``tool_use`` with its id, and each
+    ``tool_use`` answers one call (the earliest open one with that id). So a model that reuses an id
+    on a later step (some compatible servers send ``call_0`` every time) still gets its new call run.
+    """
+    open_calls: dict[str, list[int]] = {}
+    for i, b in enumerate(turn.blocks):
+        if b.kind is BlockKind.TOOL_CALL:
+            open_calls.setdefault(str(b.payload.get(PAYLOAD_ID, "")), []).append(i)
+        elif b.kind is BlockKind.TOOL_USE:
+            waiting = open_calls.get(str(b.payload.get(PAYLOAD_ID, "")))
+            if waiting:
+                waiting.pop(0)
+    return [turn.blocks[i] for i in sorted(i for calls in open_calls.values() for i in calls)]
 
 
 async def execute_tool_calls(
@@ -98,7 +131,6 @@ async def execute_tool_calls(
 async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> Block:
     call_id = str(call.payload.get(PAYLOAD_ID, ""))
     name = str(call.payload.get(PAYLOAD_NAME, ""))
-    publish(EventToolCallStarted(opts.metadata, call_id=call_id, name=name))
     result: str | None = None
     error: str | None = None
     try:
@@ -107,12 +139,27 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
             known = ", ".join(registry.names()) or "(none)"
             raise _Failure(f"unknown tool {name!r}; available tools: {known}", retry=False)
         kwargs = _arguments(t, call.payload.get(PAYLOAD_ARGS))
+        publish(EventToolCallStarted(opts.metadata, call_id=call_id, name=name))
         result = await _with_retries(t, kwargs, opts)
     except _Failure as exc:
         error = str(exc)
-    publish(EventToolResult(opts.metadata, call_id=call_id, name=name, result=result, error=error))
+    return _answer(call_id, name, result, error, opts.metadata)
+
+
+def _answer(call_id: str, name: str, result: str | None, error: str | None, metadata: EventMetadata) -> Block:
+    publish(EventToolResult(metadata, call_id=call_id, name=name, result=result, error=error))
     # On failure the result is empty and ``error`` says why; engines show the error to the model.
     return Block.tool_use(call_id, result if error is None else "", error)
+
+
+def refuse_tool_calls(calls: Sequence[Block], error: str, *, metadata: EventMetadata | None = None) -> list[Block]:
+    """One ``tool_use`` with ``error`` per call, in call order, without running anything (e.g. the
+    turn disabled tools but the model called one anyway). Publishes ``tool_result`` for each."""
+    meta = metadata or EventMetadata()
+    return [
+        _answer(str(c.payload.get(PAYLOAD_ID, "")), str(c.payload.get(PAYLOAD_NAME, "")), None, error, meta)
+        for c in calls
+    ]
 
 
 def _arguments(t: Tool, raw: Any) -> dict[str, Any]:
@@ -145,20 +192,25 @@ async def _with_retries(t: Tool, kwargs: dict[str, Any], opts: _Options) -> str:
                 if attempt:
                     raise _Failure(f"{exc} (after {attempt + 1} attempts)", retry=False) from exc
                 raise
-        await asyncio.sleep(t.backoff_s * 2**attempt)
+        await _sleep(t.backoff_s * 2**attempt)
         attempt += 1
 
 
 async def _run_once(t: Tool, kwargs: dict[str, Any], timeout_s: float) -> str:
+    deadline = asyncio.timeout(timeout_s)
     try:
-        if t.is_async:
-            value = await asyncio.wait_for(t.fn(**kwargs), timeout_s)
-        else:
-            value = await asyncio.wait_for(_in_thread(t, kwargs), timeout_s)
+        async with deadline:
+            value = await (t.call(kwargs) if t.is_async else _in_thread(t, kwargs))
     except TimeoutError as exc:
-        raise _Failure(f"tool {t.name} timed out after {timeout_s:g}s", retry=True) from exc
+        if not deadline.expired():  # the tool's own TimeoutError, e.g. from a network call
+            raise _Failure(_raised(t, exc), retry=True) from exc
+        # A cancelled async tool has stopped. A sync tool's abandoned thread may still be running: a
+        # retry would run a second copy beside it, so a sync tool is not retried after a timeout.
+        raise _Failure(f"tool {t.name} timed out after {timeout_s:g}s", retry=t.is_async) from exc
+    except _Raised as exc:
+        raise _Failure(_raised(t, exc.original), retry=True) from exc.original
     except Exception as exc:
-        raise _Failure(f"tool {t.name} raised {type(exc).__name__}: {exc}", retry=True) from exc
+        raise _Failure(_raised(t, exc), retry=True) from exc
     try:
         return serialize_result(value)
     except Exception as exc:
@@ -167,30 +219,41 @@ async def _run_once(t: Tool, kwargs: dict[str, Any], timeout_s: float) -> str:
         ) from exc
 
 
+def _raised(t: Tool, exc: BaseException) -> str:
+    detail = str(exc)
+    return f"tool {t.name} raised {type(exc).__name__}" + (f": {detail}" if detail else "")
+
+
 def _in_thread(t: Tool, kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-    """Run a sync tool in a daemon thread. On timeout or cancellation the future is dropped and the
-    thread's eventual result is discarded; a daemon thread never holds up interpreter or loop shutdown,
-    which the default executor would."""
+    """Run a sync tool on a worker thread (see ``_workers``). On timeout or cancellation the future
+    is dropped and the thread's eventual result is discarded; whatever the tool raises comes back
+    wrapped in :class:`_Raised`."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     ctx = contextvars.copy_context()
 
-    def settle(ok: bool, value: Any) -> None:
+    def settle(value: Any, error: BaseException | None) -> None:
         if future.done():
             return
-        if ok:
+        if error is None:
             future.set_result(value)
         else:
-            future.set_exception(value)
+            future.set_exception(_Raised(error))
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
+        value: Any = None
+        error: BaseException | None = None
         try:
-            ok, value = True, ctx.run(t.fn, **kwargs)
-        except BaseException as exc:
-            ok, value = False, exc
-        # A closed loop means nobody waits for this result any more.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, ok, value)
+            value = ctx.run(t.call, kwargs)
+        except BaseException as exc:  # everything a tool raises is its failure
+            error = exc
 
-    threading.Thread(target=work, name=f"geppetto-tool-{t.name}", daemon=True).start()
+        def deliver() -> None:
+            # A closed loop means nobody waits for this result any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, value, error)
+
+        return deliver  # run once the worker is idle again, so the next call can reuse it
+
+    WORKERS.submit(work, name=f"geppetto-tool-{t.name}")
     return future

@@ -192,12 +192,13 @@ class SQLTurnStore:
             await self._run(self._save_events, session_id, _event_rows(session_id, inference_id, events))
 
     async def load_session(self, session_id: str) -> list[Turn]:
-        """The snapshots of ``session_id``, oldest first (empty when unknown)."""
+        """The snapshots of ``session_id``, oldest first (empty when unknown). A block kind this version does
+        not know (written by a newer geppetto) reads back as ``other`` with its kind kept in the payload."""
         docs = await self._run(
             self._rows, "SELECT document FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
         )
         source = f"{self.location} session {session_id}"
-        return [turn_from_json(d, source=source) for (d,) in docs]
+        return [turn_from_json(d, source=source, strict=False) for (d,) in docs]
 
     async def list_sessions(self) -> list[str]:
         """Every session id with a snapshot, in the order first saved."""
