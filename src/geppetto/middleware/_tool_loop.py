@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from .._exceptions import MaxIterationsError
 from ..engine import Handler
 from ..events import metadata_for
@@ -13,11 +16,14 @@ from ..tools import (
     execute_tool_calls,
     offering_tools,
     pending_tool_calls,
+    refuse_tool_calls,
 )
-from ..turns import PAYLOAD_NAME, Turn
+from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._chain import Middleware
 
 __all__ = ["tool_loop"]
+
+_DISABLED = "tools are disabled for this turn (tool_choice is 'none'); the call was not run, answer without tools"
 
 
 def tool_loop(
@@ -29,17 +35,30 @@ def tool_loop(
 ) -> Middleware:
     """Execute the tool calls the model makes, feeding the results back until it makes none.
 
-    After each model step, every ``tool_call`` without a ``tool_use`` of the same id is executed
-    (``max_parallel`` at a time, each under ``timeout_s``), one ``tool_use`` per call is appended in
-    call order, and the model runs again. The loop ends when nothing is pending. It raises
-    :class:`~geppetto.MaxIterationsError` only when ``max_iterations`` model steps have run and the
-    last one still asked for tools; those calls are not executed (the model could not see the results)
-    and ``error.turn`` holds them, pending.
+    After each model step, every pending ``tool_call`` is executed (``max_parallel`` at a time, each
+    under ``timeout_s``), one ``tool_use`` per call is appended in call order, and the model runs
+    again. The loop ends when nothing is pending. It raises :class:`~geppetto.MaxIterationsError` only
+    when ``max_iterations`` model steps have run and the last one still asked for tools; those calls are
+    not executed (the model could not see the results) and ``error.turn`` holds them, pending.
+
+    A call is pending until a later ``tool_use`` with its id answers it; each ``tool_use`` answers one
+    call (see :func:`~geppetto.tools.pending_tool_calls`). Before it runs, a pending call whose id is
+    empty or already used by an earlier ``tool_call`` of the turn (some compatible servers send
+    ``call_0`` on every step) gets a fresh unique id, so every engine can replay the turn and match
+    each result to its call.
 
     A turn's :class:`~geppetto.tools.ToolConfig` (``TOOL_CONFIG`` in ``turn.data``) narrows the tools
     offered and may override ``max_iterations``. Engines below read the offered definitions with
-    :func:`geppetto.tools.current_tools`. ``on_error`` is passed to
-    :func:`~geppetto.tools.execute_tool_calls`.
+    :func:`geppetto.tools.current_tools` and the tool choice with
+    :func:`geppetto.tools.request_tool_choice`. A forced choice (``"required"`` or a tool name, the
+    turn's or the engine's) holds for the first step only; the steps that follow tool results ask with
+    ``"auto"``, as agent frameworks do, else a model obeying it could never answer. With ``"none"`` no
+    tools are offered, and calls the model makes anyway are not run: each gets a ``tool_use`` error
+    saying tools are disabled, so the turn stays valid.
+
+    Events: the engine publishes ``tool_call`` (requested) as calls arrive; the loop does not repeat
+    it. Tools publish ``tool_call_started`` when they start and ``tool_result`` for every call (see
+    :func:`~geppetto.tools.execute_tool_calls`). ``on_error`` is passed to ``execute_tool_calls``.
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
@@ -49,15 +68,20 @@ def tool_loop(
             config = TOOL_CONFIG.get(turn.data) or ToolConfig()
             limit = config.max_iterations or max_iterations
             active = registry.subset(config.enabled)
-            offered = [] if config.tool_choice == "none" else active.list()
-            with offering_tools(offered):
-                for step in range(1, limit + 1):
+            disabled = config.tool_choice == "none"
+            offered = [] if disabled else active.list()
+            for step in range(1, limit + 1):
+                with offering_tools(offered, follow_up=step > 1):
                     turn = await next_handler(turn)
-                    pending = pending_tool_calls(turn)
-                    if not pending:
-                        return turn
-                    if step == limit:
-                        break
+                pending = pending_tool_calls(turn)
+                if not pending:
+                    return turn
+                if step == limit:
+                    break
+                _give_unique_ids(turn, pending)
+                if disabled:
+                    results = refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn))
+                else:
                     results = await execute_tool_calls(
                         active,
                         pending,
@@ -66,7 +90,7 @@ def tool_loop(
                         on_error=on_error,
                         metadata=metadata_for(turn),
                     )
-                    turn.extend(results)
+                turn.extend(results)
             names = ", ".join(sorted({str(b.payload.get(PAYLOAD_NAME, "")) for b in pending}))
             raise MaxIterationsError(
                 f"the tool loop ran the model {limit} times and it still asks for tools ({names}); the "
@@ -78,3 +102,17 @@ def tool_loop(
         return handler
 
     return middleware
+
+
+def _give_unique_ids(turn: Turn, pending: Sequence[Block]) -> None:
+    """Give each pending call whose id is empty or taken by an earlier tool_call a fresh id."""
+    waiting = {id(b) for b in pending}
+    seen: set[str] = set()
+    for block in turn.blocks:
+        if block.kind is not BlockKind.TOOL_CALL:
+            continue
+        call_id = str(block.payload.get(PAYLOAD_ID, ""))
+        if id(block) in waiting and (not call_id or call_id in seen):
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            block.payload[PAYLOAD_ID] = call_id
+        seen.add(call_id)

@@ -1,7 +1,7 @@
 """Tools: ``@tool`` on a typed function, a registry by name, and an executor that turns every outcome
 (result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees."""
 
-from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools
+from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools, request_tool_choice
 from ._executor import OnError, ToolCallError, execute_tool_calls, pending_tool_calls, refuse_tool_calls
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, serialize_result, tool
@@ -19,6 +19,7 @@ __all__ = [
     "offering_tools",
     "pending_tool_calls",
     "refuse_tool_calls",
+    "request_tool_choice",
     "serialize_result",
     "tool",
 ]

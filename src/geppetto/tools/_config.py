@@ -2,7 +2,8 @@
 
 The configuration is data and travels with the turn. The tools themselves are runtime objects, so
 the tool loop puts their definitions in a contextvar for the engine underneath to read with
-:func:`current_tools`.
+:func:`current_tools`, and marks the steps that follow tool results so that
+:func:`request_tool_choice` relaxes a forced tool choice on them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..turns import turn_data_key
+from ..turns import Turn, turn_data_key
 from ._tool import ToolDefinition
 
-__all__ = ["TOOL_CONFIG", "ToolConfig", "current_tools", "offering_tools"]
+__all__ = ["TOOL_CONFIG", "ToolConfig", "current_tools", "offering_tools", "request_tool_choice"]
 
 _CHOICES = ("auto", "none", "required")
 
@@ -26,8 +27,11 @@ class ToolConfig:
     """How one turn may use tools.
 
     ``enabled``: the tool names offered (``None`` = every registered tool). ``tool_choice``: ``"auto"``,
-    ``"none"``, ``"required"`` or the name of one tool; engines map it to their wire format.
-    ``max_iterations``: overrides the tool loop's bound for this turn.
+    ``"none"``, ``"required"`` or the name of one tool; engines map it to their wire format. In a tool
+    loop a forced choice (``"required"`` or a name) holds for the first model step only, and with
+    ``"none"`` calls the model makes anyway are answered with an error instead of run (see
+    :func:`~geppetto.middleware.tool_loop`). ``max_iterations``: overrides the tool loop's bound for
+    this turn.
     """
 
     enabled: list[str] | None = None
@@ -62,6 +66,7 @@ TOOL_CONFIG = turn_data_key("geppetto", "tool_config", 1, ToolConfig)
 """``geppetto.tool_config@v1``: the :class:`ToolConfig` of a turn."""
 
 _OFFERED: contextvars.ContextVar[tuple[ToolDefinition, ...]] = contextvars.ContextVar("geppetto_tools", default=())
+_FOLLOW_UP: contextvars.ContextVar[bool] = contextvars.ContextVar("geppetto_tools_follow_up", default=False)
 
 
 def current_tools() -> tuple[ToolDefinition, ...]:
@@ -70,10 +75,31 @@ def current_tools() -> tuple[ToolDefinition, ...]:
 
 
 @contextlib.contextmanager
-def offering_tools(definitions: Sequence[ToolDefinition]) -> Iterator[None]:
-    """Make ``definitions`` the tools offered to engines called inside the block."""
+def offering_tools(definitions: Sequence[ToolDefinition], *, follow_up: bool = False) -> Iterator[None]:
+    """Make ``definitions`` the tools offered to engines called inside the block. ``follow_up`` marks
+    a model step that answers tool results, where :func:`request_tool_choice` relaxes a forced choice."""
     token = _OFFERED.set(tuple(definitions))
+    follow_token = _FOLLOW_UP.set(follow_up)
     try:
         yield
     finally:
+        _FOLLOW_UP.reset(follow_token)
         _OFFERED.reset(token)
+
+
+def request_tool_choice(engine_choice: str | dict[str, Any] | None, turn: Turn) -> str | dict[str, Any] | None:
+    """The tool choice an engine should send now: its own ``engine_choice``, else the turn's
+    :class:`ToolConfig` choice (``None`` for ``"auto"``: the provider's default).
+
+    On a step of a tool loop that follows tool results, a forced choice (``"required"``, a tool name
+    or a provider's dict form) becomes ``"auto"``: a model that obeys it would otherwise call tools on
+    every step and the loop could only end at its iteration bound. ``"none"`` stays ``"none"``.
+    """
+    choice = engine_choice
+    if choice is None:
+        config = TOOL_CONFIG.get(turn.data)
+        if config is not None and config.tool_choice != "auto":
+            choice = config.tool_choice
+    if _FOLLOW_UP.get() and choice not in (None, "auto", "none"):
+        return "auto"
+    return choice
