@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from engines_support import fixture_events, from_provider, reduce, shape, sse_events
 
 from geppetto import Block, ProviderError, RateLimitError, StreamError, Turn
 from geppetto.events import Usage
 from geppetto.providers._streaming import ToolSpec
-from geppetto.providers.openai_chat import ChatStreamReducer, build_messages, build_request, chat_stop_reason
+from geppetto.providers.openai_chat import (
+    ChatStreamReducer,
+    build_messages,
+    build_request,
+    chat_stop_reason,
+    chat_usage,
+)
 
 WEATHER = ToolSpec("get_weather", "Weather for a city", {"type": "object", "properties": {"city": {"type": "string"}}})
 
@@ -204,3 +213,52 @@ def test_malformed_chunk_is_a_stream_error() -> None:
 )
 def test_finish_reasons_map_to_the_shared_vocabulary(finish: str, calls: bool, expected: str) -> None:
     assert chat_stop_reason(finish, calls) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "sent"),
+    [("gpt-4o-mini", True), ("o3-mini", False), ("o1", False), ("gpt-5", False), ("openai/gpt-5-mini", False)],
+)
+def test_temperature_is_left_out_for_openai_reasoning_models(model: str, sent: bool) -> None:
+    turn = Turn()
+    turn.append(Block.user("hi"))
+    body = build_request(turn, model=model, tools=[], temperature=0.2)
+    assert ("temperature" in body) is sent
+
+
+def chunk(*calls: dict[str, Any], finish: str | None = None) -> str:
+    delta = {"tool_calls": list(calls)} if calls else {}
+    return (
+        "data: " + json.dumps({"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+    )
+
+
+def test_a_fragment_with_a_null_index_is_a_stream_error() -> None:
+    start = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    reducer = ChatStreamReducer()
+    reducer.feed(sse_events(chunk(start))[0])
+    more = {"index": None, "function": {"arguments": '{"city": "Paris"}'}}
+    with pytest.raises(StreamError, match="tool call fragment with index None") as info:
+        reducer.feed(sse_events(chunk(more))[0])
+    assert "unfinished tool calls (get_weather)" in str(info.value)
+
+
+def test_whole_calls_without_an_index_each_start_a_call() -> None:
+    first = {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    second = {"index": None, "id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    text = chunk(first) + chunk(second) + chunk(finish="tool_calls") + "data: [DONE]\n\n"
+    _, result = reduce(ChatStreamReducer(), sse_events(text))
+    assert shape(result.blocks) == [
+        ("tool_call", {"id": "call_a", "name": "get_weather", "args": {"city": "Paris"}}),
+        ("tool_call", {"id": "call_b", "name": "get_weather", "args": {}}),
+    ]
+
+
+def test_deepseek_cache_hits_count_as_cached_tokens() -> None:
+    raw = {
+        "prompt_tokens": 374,
+        "completion_tokens": 61,
+        "prompt_cache_hit_tokens": 256,
+        "prompt_cache_miss_tokens": 118,
+    }
+    assert chat_usage(raw) == Usage(input_tokens=374, output_tokens=61, cached_tokens=256)

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from engines_support import fixture_events, from_provider, reduce, shape, sse_events
 
-from geppetto import Block, ConfigurationError, ServerError, StreamError, Turn
+from geppetto import (
+    AuthenticationError,
+    BadRequestError,
+    Block,
+    ConfigurationError,
+    ProviderError,
+    ServerError,
+    StreamError,
+    Turn,
+)
 from geppetto.events import Usage
 from geppetto.providers._streaming import ToolSpec
 from geppetto.providers.anthropic import ClaudeStreamReducer, build_request, claude_stop_reason
@@ -174,3 +185,21 @@ def test_thinking_with_a_forced_tool_names_the_fix() -> None:
     turn.append(Block.user("hi"))
     with pytest.raises(ConfigurationError, match="use tool_choice='auto' or drop thinking_budget"):
         build_request(turn, model="m", tools=[WEATHER], tool_choice="required", thinking_budget=1024)
+
+
+@pytest.mark.parametrize(
+    ("etype", "cls", "status"),
+    [
+        ("billing_error", ProviderError, 402),
+        ("request_too_large", BadRequestError, 413),
+        ("timeout_error", ServerError, 504),
+        ("permission_error", AuthenticationError, 403),
+        ("overloaded_error", ServerError, 529),
+    ],
+)
+def test_error_events_map_like_their_http_status(etype: str, cls: type[ProviderError], status: int) -> None:
+    data = json.dumps({"type": "error", "error": {"type": etype, "message": "details"}, "request_id": "req_1"})
+    with pytest.raises(ProviderError) as info:
+        ClaudeStreamReducer().feed(sse_events(f"event: error\ndata: {data}\n\n")[0])
+    assert type(info.value) is cls
+    assert (info.value.status, info.value.error_type, info.value.request_id) == (status, etype, "req_1")

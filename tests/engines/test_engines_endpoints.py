@@ -245,3 +245,13 @@ def test_reasoning_effort_picks_a_thinking_budget_on_claude_and_gemini() -> None
     assert claude.build_request(user_turn())["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     with pytest.raises(UsageError, match="reasoning_effort 'max' is not one of minimal, low, medium, high"):
         GeminiEngine("m", api_key="k", reasoning_effort="max")
+
+
+async def test_a_malformed_tool_call_fragment_publishes_an_error_event() -> None:
+    chunk = '{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":null,"function":{"arguments":"{}"}}]}}]}'
+    seen: Recorded = []
+    engine = ChatEngine("gpt-4o-mini", api_key="k", http=mock("", seen, body=f"data: {chunk}\n\n"))
+    events: list[Event] = []
+    with with_sinks(events.append), pytest.raises(StreamError, match="tool call fragment with index None"):
+        await engine.run_inference(user_turn())
+    assert isinstance(events[-1], EventError) and events[-1].error_type == "StreamError"

@@ -46,6 +46,7 @@ __all__ = [
     "SSEEvent",
     "anthropic_error_info",
     "error_from_response",
+    "exception_class",
     "gemini_error_info",
     "iter_sse",
     "openai_error_info",
@@ -108,12 +109,13 @@ def gemini_error_info(body: Any) -> ErrorInfo | None:
     return ErrorInfo(message=str(err.get("message") or ""), code=status, error_type=status)
 
 
-def _exception_class(status: int, code: str | None) -> type[ProviderError]:
+def exception_class(status: int, code: str | None = None) -> type[ProviderError]:
+    """The geppetto exception class for an HTTP status (and the provider's error code)."""
     if code == "previous_response_not_found":
         return PreviousResponseNotFoundError
     if status in (401, 403):
         return AuthenticationError
-    if status in (400, 422):
+    if status in (400, 413, 422):
         return BadRequestError
     if status == 404:
         return NotFoundError
@@ -144,7 +146,7 @@ def error_from_response(
     if info is None:
         snippet = text.strip()[:500] if text else ""
         info = ErrorInfo(message=snippet or f"HTTP {status} with an empty body")
-    cls = _exception_class(status, info.code)
+    cls = exception_class(status, info.code)
     return cls(
         info.message,
         status=status,

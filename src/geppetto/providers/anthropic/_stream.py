@@ -12,15 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._exceptions import (
-    AuthenticationError,
-    BadRequestError,
-    NotFoundError,
-    ProviderError,
-    RateLimitError,
-    ServerError,
-    StreamError,
-)
+from ..._exceptions import ProviderError, StreamError
 from ...events import (
     STOP_END,
     STOP_MAX_TOKENS,
@@ -31,7 +23,7 @@ from ...events import (
     Usage,
 )
 from ...turns import Block, BlockKind
-from .._http import SSEEvent
+from .._http import SSEEvent, exception_class
 from .._streaming import Delta, StreamResult, parse_args
 from ._dialect import PROVIDER
 
@@ -47,15 +39,19 @@ _STOP = {
     "refusal": STOP_REFUSAL,
 }
 
-_ERRORS: dict[str, tuple[type[ProviderError], int]] = {
-    "invalid_request_error": (BadRequestError, 400),
-    "authentication_error": (AuthenticationError, 401),
-    "permission_error": (AuthenticationError, 403),
-    "not_found_error": (NotFoundError, 404),
-    "rate_limit_error": (RateLimitError, 429),
-    "api_error": (ServerError, 500),
-    "overloaded_error": (ServerError, 529),
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
 }
+"""The HTTP status Anthropic gives each error type; an error event maps as that status would."""
 
 
 def claude_stop_reason(stop_reason: str | None) -> str:
@@ -76,11 +72,14 @@ def claude_usage(raw: dict[str, Any]) -> Usage:
 
 
 def stream_error(data: dict[str, Any]) -> ProviderError:
-    """The geppetto error for an ``event: error`` payload (e.g. ``overloaded_error`` -> ServerError)."""
+    """The geppetto error for an ``event: error`` payload, as its type's HTTP status maps (``overloaded_error`` ->
+    ServerError 529, ``billing_error`` -> 402, ``request_too_large`` -> BadRequestError 413, ``timeout_error`` ->
+    ServerError 504)."""
     raw = data.get("error")
     err: dict[str, Any] = raw if isinstance(raw, dict) else {}
     etype = str(err.get("type") or "error")
-    cls, status = _ERRORS.get(etype, (ProviderError, 500))
+    status = _ERROR_STATUS.get(etype, 500)
+    cls = exception_class(status, etype)
     message = str(err.get("message") or "the stream reported an error")
     return cls(
         message,

@@ -16,7 +16,7 @@ from typing import Any
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from .._streaming import ToolSpec, image_parts, tool_result_text
 
-__all__ = ["PROVIDER", "build_messages", "build_request"]
+__all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
 
 PROVIDER = "openai_chat"
 
@@ -117,6 +117,15 @@ def build_messages(turn: Turn, *, system_role: str = "system") -> list[Message]:
     return out
 
 
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+def is_openai_reasoning_model(model: str) -> bool:
+    """True for OpenAI's reasoning models (o1, o3, o4, gpt-5 families, also behind a ``vendor/`` prefix), which
+    refuse sampling settings such as ``temperature``."""
+    return model.rsplit("/", 1)[-1].startswith(REASONING_PREFIXES)
+
+
 def _tool_choice(choice: str) -> Any:
     if choice in ("auto", "none", "required"):
         return choice
@@ -140,6 +149,7 @@ def build_request(
 
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
     ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
+    ``temperature`` is left out for OpenAI reasoning models (:func:`is_openai_reasoning_model`), which refuse it.
     """
     body: dict[str, Any] = {
         "model": model,
@@ -155,7 +165,7 @@ def build_request(
         ]
         if tool_choice is not None:
             body["tool_choice"] = _tool_choice(tool_choice)
-    if temperature is not None:
+    if temperature is not None and not is_openai_reasoning_model(model):
         body["temperature"] = temperature
     if max_tokens is not None:
         body[max_tokens_field] = max_tokens

@@ -45,13 +45,15 @@ def chat_stop_reason(finish_reason: str, has_calls: bool) -> str:
 
 
 def chat_usage(raw: dict[str, Any]) -> Usage:
-    """Usage from a Chat Completions ``usage`` object (cached and reasoning tokens from the details)."""
+    """Usage from a Chat Completions ``usage`` object: cached tokens from ``prompt_tokens_details`` (or DeepSeek's
+    ``prompt_cache_hit_tokens``), reasoning tokens from ``completion_tokens_details``."""
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
+    cached = prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens")  # DeepSeek's name
     return Usage(
         input_tokens=int(raw.get("prompt_tokens") or 0),
         output_tokens=int(raw.get("completion_tokens") or 0),
-        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+        cached_tokens=int(cached or 0),
         reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
     )
 
@@ -118,14 +120,28 @@ class ChatStreamReducer:
             self._text.append(content)
             out.append(("text", content))
         for fragment in delta.get("tool_calls") or []:
-            index = int(fragment.get("index", len(self._calls)))
-            call = self._calls.setdefault(index, _Call())
+            call = self._calls.setdefault(self._index(fragment), _Call())
             call.id = call.id or str(fragment.get("id") or "")
             function = fragment.get("function") or {}
             call.name = call.name or str(function.get("name") or "")
             if function.get("arguments"):
                 call.arguments.append(str(function["arguments"]))
         return out
+
+    def _index(self, fragment: dict[str, Any]) -> int:
+        """The call a fragment belongs to. Servers that send whole calls may leave ``index`` out (or null): such a
+        fragment, carrying an id or name, starts the next call; any other fragment without an index is refused."""
+        index = fragment.get("index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            return index
+        function = fragment.get("function") or {}
+        if index is None and (fragment.get("id") or function.get("name")):
+            return max(self._calls, default=-1) + 1
+        raise StreamError(
+            f"tool call fragment with index {index!r}, so its arguments cannot be placed: {json.dumps(fragment)[:200]}",
+            received=self._received(),
+            provider=PROVIDER,
+        )
 
     def _received(self) -> str:
         parts = [f"{self._chunks} chunks", f"{len(''.join(self._text))} characters of text"]
