@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 
@@ -63,6 +64,8 @@ def tool_loop(
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
 
+    execute = functools.partial(execute_tool_calls, timeout_s=timeout_s, max_parallel=max_parallel, on_error=on_error)
+
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
             config = TOOL_CONFIG.get(turn.data) or ToolConfig()
@@ -80,17 +83,9 @@ def tool_loop(
                     break
                 _give_unique_ids(turn, pending)
                 if disabled:
-                    results = refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn))
+                    turn.extend(refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn)))
                 else:
-                    results = await execute_tool_calls(
-                        active,
-                        pending,
-                        timeout_s=timeout_s,
-                        max_parallel=max_parallel,
-                        on_error=on_error,
-                        metadata=metadata_for(turn),
-                    )
-                turn.extend(results)
+                    turn.extend(await execute(active, pending, metadata=metadata_for(turn)))
             names = ", ".join(sorted({str(b.payload.get(PAYLOAD_NAME, "")) for b in pending}))
             raise MaxIterationsError(
                 f"the tool loop ran the model {limit} times and it still asks for tools ({names}); the "

@@ -106,8 +106,11 @@ async def execute_tool_calls(
 
     At most ``max_parallel`` run at once; each is bounded by ``timeout_s`` (or the tool's own
     ``timeout_s``): an async tool is cancelled, a sync tool runs in a worker thread whose result is
-    abandoned. ``on_error``: ``"continue"`` (failures become error results), ``"retry"`` (every tool
-    is retried like a ``retryable`` one), ``"raise"`` (once all calls have ended, raise :class:`ToolCallError` for the first failed one).
+    abandoned (the thread runs on; it no longer counts against ``max_parallel``). ``on_error``:
+    ``"continue"`` (failures become error results), ``"retry"`` (every tool is retried like a
+    ``retryable`` one), ``"raise"`` (once all calls have ended, raise :class:`ToolCallError` for the
+    first failed one). Retries wait ``backoff_s * 2**attempt``; a sync tool that timed out is not
+    retried, since its abandoned thread may still be running and a retry would run a second copy.
     """
     if max_parallel < 1:
         raise ValueError("max_parallel must be at least 1")

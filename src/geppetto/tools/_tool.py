@@ -217,9 +217,11 @@ def tool(
 
     Use bare (``@tool``) or with options (``@tool(name=..., retryable=True, timeout_s=5)``).
     ``timeout_s`` overrides the executor's per-call timeout for this tool; ``retryable`` tools are
-    retried up to ``max_retries`` times after a failure, waiting ``backoff_s * 2**attempt``.
-    Raises :class:`ToolDefinitionError` naming the function and parameter when a parameter has no
-    type hint or a type JSON cannot express.
+    retried up to ``max_retries`` times after a failure, waiting ``backoff_s * 2**attempt`` (but a sync
+    tool is not retried after a timeout: its abandoned thread may still be running).
+    Positional-only parameters are fine (they are passed by position). Raises
+    :class:`ToolDefinitionError` naming the function and parameter when a parameter has no type hint,
+    a hint that does not resolve, a type JSON cannot express, or is ``*args``/``**kwargs``.
 
     >>> @tool
     ... def add(a: int, b: int = 1) -> int:
