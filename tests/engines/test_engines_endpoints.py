@@ -10,7 +10,7 @@ import httpx
 import pytest
 from engines_support import stream_text
 
-from geppetto import Block, ConfigurationError, NotFoundError, StreamError, Turn, UsageError
+from geppetto import AuthenticationError, Block, ConfigurationError, NotFoundError, StreamError, Turn, UsageError
 from geppetto.events import (
     Event,
     EventError,
@@ -255,3 +255,80 @@ async def test_a_malformed_tool_call_fragment_publishes_an_error_event() -> None
     with with_sinks(events.append), pytest.raises(StreamError, match="tool call fragment with index None"):
         await engine.run_inference(user_turn())
     assert isinstance(events[-1], EventError) and events[-1].error_type == "StreamError"
+
+
+NOT_FOUND = {
+    "chat": '{"error": {"message": "The model `gpt-9` does not exist or you do not have access to it.", '
+    '"type": "invalid_request_error", "param": null, "code": "model_not_found"}}',
+    "claude": '{"type": "error", "error": {"type": "not_found_error", "message": "model: claude-9"}, "request_id": "req_1"}',
+}
+
+
+@pytest.mark.parametrize(
+    ("make", "body", "message"),
+    [
+        (
+            lambda http: ChatEngine("gpt-9", api_key="k", http=http),
+            NOT_FOUND["chat"],
+            "The model `gpt-9` does not exist or you do not have access to it. (check the model name 'gpt-9' and the base URL)",
+        ),
+        (
+            lambda http: ClaudeEngine("claude-9", api_key="k", http=http),
+            NOT_FOUND["claude"],
+            "model: claude-9 (check the model name 'claude-9' and the base URL)",
+        ),
+    ],
+    ids=["chat", "claude"],
+)
+async def test_an_unknown_model_names_the_fix_on_chat_and_claude(
+    make: Callable[[httpx.AsyncClient], Any], body: str, message: str
+) -> None:
+    seen: Recorded = []
+    with pytest.raises(NotFoundError) as info:
+        await make(mock("", seen, status=404, body=body)).run_inference(user_turn())
+    assert (info.value.message, info.value.status) == (message, 404)
+
+
+async def test_a_compatible_server_refusing_a_missing_key_names_the_variable() -> None:
+    body = (
+        '{"error": {"message": "Missing bearer token", "type": "invalid_request_error", "param": null, "code": null}}'
+    )
+    seen: Recorded = []
+    engine = ChatEngine("llama3.2", base_url="http://gateway.test/v1", http=mock("", seen, status=401, body=body))
+    with pytest.raises(AuthenticationError) as info:
+        await engine.run_inference(user_turn())
+    assert "authorization" not in seen[0].headers
+    assert info.value.message == (
+        "Missing bearer token (no API key was sent: pass api_key=... or set the OPENAI_API_KEY environment variable)"
+    )
+
+
+async def test_a_wrong_gemini_key_is_an_authentication_error_naming_the_variables() -> None:
+    body = json.dumps(
+        [
+            {
+                "error": {
+                    "code": 400,
+                    "message": "API key not valid. Please pass a valid API key.",
+                    "status": "INVALID_ARGUMENT",
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": "API_KEY_INVALID",
+                            "domain": "googleapis.com",
+                            "metadata": {"service": "generativelanguage.googleapis.com"},
+                        }
+                    ],
+                }
+            }
+        ]
+    )
+    seen: Recorded = []
+    engine = GeminiEngine("gemini-2.5-flash", api_key="wrong", http=mock("", seen, status=400, body=body))
+    with pytest.raises(AuthenticationError) as info:
+        await engine.run_inference(user_turn())
+    assert (info.value.status, info.value.code, info.value.error_type) == (400, "API_KEY_INVALID", "INVALID_ARGUMENT")
+    assert info.value.message == (
+        "API key not valid. Please pass a valid API key. "
+        "(check the key passed as api_key= or set in GEMINI_API_KEY or GOOGLE_API_KEY)"
+    )

@@ -55,6 +55,8 @@ __all__ = [
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+AUTH_CODES = frozenset({"API_KEY_INVALID"})
+"""Error codes that mean a refused key whatever the status (Gemini answers a wrong key with 400)."""
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-goog-request-id", "openai-request-id")
 
 
@@ -99,21 +101,25 @@ def anthropic_error_info(body: Any) -> ErrorInfo | None:
 
 
 def gemini_error_info(body: Any) -> ErrorInfo | None:
-    """Gemini: ``{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT"}}`` (also as a one-item list)."""
+    """Gemini: ``{"error": {"code": 400, "message", "status": "INVALID_ARGUMENT", "details"?}}`` (also as a one-item
+    list). The code is the first ``details[].reason`` (e.g. ``API_KEY_INVALID``), else the status."""
     if isinstance(body, list) and body:
         body = body[0]
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict) or "message" not in err:
         return None
     status = _str_or_none(err.get("status"))
-    return ErrorInfo(message=str(err.get("message") or ""), code=status, error_type=status)
+    # A wrong key is a 400 INVALID_ARGUMENT whose details say why: {"reason": "API_KEY_INVALID"}.
+    reasons = [d.get("reason") for d in err.get("details") or [] if isinstance(d, dict) and d.get("reason")]
+    code = str(reasons[0]) if reasons else status
+    return ErrorInfo(message=str(err.get("message") or ""), code=code, error_type=status)
 
 
 def exception_class(status: int, code: str | None = None) -> type[ProviderError]:
     """The geppetto exception class for an HTTP status (and the provider's error code)."""
     if code == "previous_response_not_found":
         return PreviousResponseNotFoundError
-    if status in (401, 403):
+    if status in (401, 403) or code in AUTH_CODES:
         return AuthenticationError
     if status in (400, 413, 422):
         return BadRequestError

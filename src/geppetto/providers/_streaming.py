@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, Self, cast
 
 import httpx
 
-from .._exceptions import ConfigurationError, NotFoundError, ProviderError, UsageError
+from .._exceptions import AuthenticationError, ConfigurationError, NotFoundError, ProviderError, UsageError
 from ..events import (
     EventError,
     EventFinal,
@@ -60,6 +60,7 @@ __all__ = [
     "call_names",
     "engine_transport",
     "image_parts",
+    "key_hint",
     "new_call_id",
     "normalize_tool_choice",
     "normalize_tools",
@@ -296,13 +297,25 @@ class StreamReducer(Protocol):
         ...
 
 
-def _with_hint(exc: ProviderError, model: str) -> ProviderError:
-    """A 404 on a generation call almost always means the model name (or the base URL) is wrong: say so."""
-    if not isinstance(exc, NotFoundError):
+def key_hint(env_names: tuple[str, ...], *, sent: bool) -> str:
+    """What to do about a refused key: which argument or environment variable to set."""
+    names = " or ".join(env_names)
+    if not sent:
+        return f"no API key was sent: pass api_key=... or set the {names} environment variable"
+    return f"check the key passed as api_key= or set in {names}"
+
+
+def _with_hint(exc: ProviderError, model: str, key: str) -> ProviderError:
+    """Name the fix: a 404 on a generation call almost always means a wrong model name (or base URL); a refused
+    key means the key to set."""
+    if isinstance(exc, NotFoundError):
+        hint = f"check the model name {model!r} and the base URL"
+    elif isinstance(exc, AuthenticationError) and key:
+        hint = key
+    else:
         return exc
-    hint = f"{exc.message} (check the model name {model!r} and the base URL)"
-    return NotFoundError(
-        hint,
+    return type(exc)(
+        f"{exc.message} ({hint})",
         status=exc.status,
         provider=exc.provider,
         code=exc.code,
@@ -328,10 +341,12 @@ async def run_stream(
     model: str,
     open_stream: Callable[[], AsyncGenerator[SSEEvent, None]],
     reducer: StreamReducer,
+    key: str = "",
 ) -> Turn:
     """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
     append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
-    that completed (never a tool call) and re-raises."""
+    that completed (never a tool call) and re-raises; ``key`` (see :func:`key_hint`) is added to an
+    authentication error's message."""
     meta = metadata_for(turn, provider, model)
     publish(EventStart(meta))
     started = time.monotonic()
@@ -347,7 +362,7 @@ async def run_stream(
         turn.extend(_stamp(reducer.completed_blocks(), provider, reducer.response_id))
         failed = metadata_for(turn, provider, model)
         failed.duration_s = time.monotonic() - started
-        error = _with_hint(exc, model)
+        error = _with_hint(exc, model, key)
         publish(EventError(failed, str(error), error_type=type(error).__name__))
         if error is exc:
             raise

@@ -14,6 +14,7 @@ from .._streaming import (
     TransportOwner,
     budget_for_effort,
     engine_transport,
+    key_hint,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
@@ -101,4 +102,5 @@ class ClaudeEngine(TransportOwner):
                 self._transport, "v1/messages", body, headers=headers, error_parser=anthropic_error_info
             ),
             reducer=ClaudeStreamReducer(),
+            key=key_hint(("ANTHROPIC_API_KEY",), sent=bool(self.api_key)),
         )

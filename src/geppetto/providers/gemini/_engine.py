@@ -14,6 +14,7 @@ from .._streaming import (
     TransportOwner,
     budget_for_effort,
     engine_transport,
+    key_hint,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
@@ -106,4 +107,5 @@ class GeminiEngine(TransportOwner):
                 self._transport, path, body, params={"alt": "sse"}, headers=headers, error_parser=gemini_error_info
             ),
             reducer=GeminiStreamReducer(),
+            key=key_hint(("GEMINI_API_KEY", "GOOGLE_API_KEY"), sent=bool(self.api_key)),
         )

@@ -13,6 +13,7 @@ from .._http import HttpTransport, RetryPolicy, openai_error_info
 from .._streaming import (
     TransportOwner,
     engine_transport,
+    key_hint,
     normalize_tool_choice,
     normalize_tools,
     request_tools,
@@ -116,4 +117,5 @@ class ChatEngine(TransportOwner):
                 self._transport, "chat/completions", body, headers=headers, error_parser=openai_error_info
             ),
             reducer=ChatStreamReducer(),
+            key=key_hint(("OPENAI_API_KEY",), sent=bool(self.api_key)),
         )
