@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from engines_support import fixture_events, from_provider, reduce, shape, sse_events
 
@@ -10,6 +12,7 @@ from geppetto.events import Usage
 from geppetto.providers._streaming import ToolSpec
 from geppetto.providers.gemini import (
     FOREIGN_CALL_SIGNATURE,
+    GeminiEngine,
     GeminiStreamReducer,
     build_request,
     gemini_stop_reason,
@@ -87,7 +90,7 @@ def test_calls_from_other_providers_get_the_documented_placeholder_and_foreign_r
             Block.tool_use("toolu_9", {"temp": -3}),
         ]
     )
-    body = build_request(turn, tools=[WEATHER], tool_choice="get_weather", thinking_budget=-1, sign_foreign_calls=True)
+    body = build_request(turn, tools=[WEATHER], tool_choice="get_weather", thinking_budget=-1, sign_calls=True)
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "Weather?"}]},
         {
@@ -110,15 +113,86 @@ def test_calls_from_other_providers_get_the_documented_placeholder_and_foreign_r
     assert body["generationConfig"] == {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": True}}
 
 
-def test_only_gemini_3_gets_placeholder_signatures() -> None:
+def test_unsigned_calls_are_sent_as_they_are_when_no_signature_is_needed() -> None:
     turn = Turn()
     turn.extend([Block.user("hi"), Block.tool_call("call_1", "get_weather", {}), Block.tool_use("call_1", "ok")])
     assert build_request(turn, tools=[])["contents"][1] == {
         "role": "model",
         "parts": [{"functionCall": {"id": "call_1", "name": "get_weather", "args": {}}}],
     }
-    assert (needs_signed_calls("gemini-3-pro-preview"), needs_signed_calls("models/gemini-3-flash")) == (True, True)
-    assert needs_signed_calls("gemini-2.5-flash") is False
+
+
+@pytest.mark.parametrize(
+    ("model", "budget", "needed"),
+    [
+        ("gemini-3-pro-preview", None, True),
+        ("models/gemini-3-flash", 0, True),
+        ("gemini-2.5-flash", -1, True),
+        ("sim-1", 1024, True),
+        ("gemini-2.5-flash", None, False),
+        ("gemini-2.5-flash", 0, False),
+    ],
+)
+def test_gemini_3_and_thinking_need_signed_calls(model: str, budget: int | None, needed: bool) -> None:
+    assert needs_signed_calls(model, budget) is needed
+
+
+def call(call_id: str, provider: str, signature: str = "") -> Block:
+    block = from_provider(Block.tool_call(call_id, "get_weather", {"city": call_id}), provider)
+    if signature:
+        block.payload[PAYLOAD_THOUGHT_SIGNATURE] = signature
+    return block
+
+
+def test_only_the_current_turns_steps_get_the_placeholder_on_their_first_call() -> None:
+    turn = Turn()
+    turn.extend(
+        [
+            Block.user("Weather in Paris and Rome?"),
+            call("old_1", "openai_responses"),
+            call("old_2", "openai_responses"),
+            Block.tool_use("old_1", "18C"),
+            Block.tool_use("old_2", "20C"),
+            from_provider(Block.llm_text("18C and 20C."), "openai_responses"),
+            Block.user("And Oslo, Tokyo, Lima?"),  # the current turn starts here
+            call("cur_1", "anthropic"),
+            call("cur_2", "anthropic"),
+            Block.tool_use("cur_1", "-3C"),
+            Block.tool_use("cur_2", "25C"),
+            call("own_1", "gemini"),  # Gemini's own call made without thinking: unsigned
+            Block.tool_use("own_1", "15C"),
+            call("own_2", "gemini", signature="real-sig"),
+            Block.tool_use("own_2", "16C"),
+        ]
+    )
+    contents = build_request(turn, tools=[], sign_calls=True)["contents"]
+    signatures = [
+        (p["functionCall"]["id"], p.get("thoughtSignature"))
+        for c in contents
+        for p in c["parts"]
+        if "functionCall" in p
+    ]
+    assert signatures == [
+        ("old_1", None),  # an earlier turn is not checked
+        ("old_2", None),
+        ("cur_1", FOREIGN_CALL_SIGNATURE),  # the first call of a step carries the signature...
+        ("cur_2", None),  # ...parallel calls after it need none
+        ("own_1", FOREIGN_CALL_SIGNATURE),
+        ("own_2", "real-sig"),  # a real signature is never replaced
+    ]
+
+
+def test_function_responses_alone_do_not_start_a_new_turn() -> None:
+    turn = Turn()
+    turn.extend([Block.user("hi"), call("c1", "anthropic"), Block.tool_use("c1", "ok"), call("c2", "anthropic")])
+    contents = build_request(turn, tools=[], sign_calls=True)["contents"]
+    assert [p.get("thoughtSignature") for c in contents for p in c["parts"] if "functionCall" in p] == [
+        FOREIGN_CALL_SIGNATURE,
+        FOREIGN_CALL_SIGNATURE,
+    ]
+    turn.append(Block.user("thanks"))
+    contents = build_request(turn, tools=[], sign_calls=True)["contents"]
+    assert [p.get("thoughtSignature") for c in contents for p in c["parts"] if "functionCall" in p] == [None, None]
 
 
 def test_model_path_adds_the_models_prefix_once() -> None:
@@ -196,3 +270,18 @@ def test_a_blocked_prompt_finishes_as_content_filter() -> None:
 )
 def test_finish_reasons_map_to_the_shared_vocabulary(raw: str, calls: bool, expected: str) -> None:
     assert gemini_stop_reason(raw, calls) == expected
+
+
+def test_the_engine_signs_when_thinking_is_on_or_the_model_is_gemini_3() -> None:
+    turn = Turn()
+    turn.extend([Block.user("hi"), call("c1", "openai_chat"), Block.tool_use("c1", "ok")])
+
+    def first_call(engine: GeminiEngine) -> dict[str, Any]:
+        part: dict[str, Any] = engine.build_request(turn)["contents"][1]["parts"][0]
+        return part
+
+    assert "thoughtSignature" not in first_call(GeminiEngine("gemini-2.5-flash", api_key="k"))
+    assert first_call(GeminiEngine("gemini-2.5-flash", api_key="k", thinking_budget=-1))["thoughtSignature"] == (
+        FOREIGN_CALL_SIGNATURE
+    )
+    assert first_call(GeminiEngine("gemini-3-pro-preview", api_key="k"))["thoughtSignature"] == FOREIGN_CALL_SIGNATURE

@@ -1,6 +1,14 @@
 """Gemini API: ``GeminiEngine`` (endpoint), ``build_request`` and ``GeminiStreamReducer`` (dialect)."""
 
-from ._dialect import FOREIGN_CALL_SIGNATURE, PROVIDER, build_contents, build_request, model_path, needs_signed_calls
+from ._dialect import (
+    FOREIGN_CALL_SIGNATURE,
+    PROVIDER,
+    build_contents,
+    build_request,
+    model_path,
+    needs_signed_calls,
+    sign_current_turn,
+)
 from ._engine import API_VERSION, DEFAULT_BASE_URL, GeminiEngine
 from ._stream import GeminiStreamReducer, gemini_stop_reason, gemini_usage
 
@@ -17,4 +25,5 @@ __all__ = [
     "gemini_usage",
     "model_path",
     "needs_signed_calls",
+    "sign_current_turn",
 ]

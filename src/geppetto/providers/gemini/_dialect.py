@@ -5,10 +5,12 @@
   the matching tool_call block since Gemini needs the name) -> ``user`` contents; llm_text,
   ``functionCall`` parts and Gemini's own thoughts -> ``model`` contents. Consecutive blocks of one side
   merge, so roles alternate.
-- Thought signatures are replayed exactly, on the part they came with. A function call from another
-  provider has none; Gemini 3 refuses unsigned calls, so for Gemini 3 models such calls (and only those)
-  carry the placeholder signature Google documents for conversations moved from other models. Older
-  models do not check signatures and get the calls unsigned.
+- Thought signatures are replayed exactly, on the part they came with. Google checks them only in the
+  current turn (every step since the last user message that is not just function responses): there the
+  first function call of each model step must carry one. Gemini 3, and any model thinking, refuses such
+  a step without one; so for those a step whose first call has none (calls from another provider, or
+  Gemini's own calls made without thinking) gets the placeholder Google documents for that case
+  (``skip_thought_signature_validator``). Older turns and other models are sent as they are.
 - Reasoning Gemini did not produce (OpenAI encrypted items, Claude thinking) stays in the Turn, unsent.
 """
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...turns import (
-    BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
     PAYLOAD_ID,
@@ -30,11 +31,19 @@ from ...turns import (
 )
 from .._streaming import ToolSpec, call_names, image_parts
 
-__all__ = ["FOREIGN_CALL_SIGNATURE", "PROVIDER", "build_contents", "build_request", "model_path", "needs_signed_calls"]
+__all__ = [
+    "FOREIGN_CALL_SIGNATURE",
+    "PROVIDER",
+    "build_contents",
+    "build_request",
+    "model_path",
+    "needs_signed_calls",
+    "sign_current_turn",
+]
 
 PROVIDER = "gemini"
 FOREIGN_CALL_SIGNATURE = "skip_thought_signature_validator"
-"""Google's documented stand-in signature for function calls that Gemini did not produce."""
+"""Google's documented stand-in signature for function calls that carry no signature of their own."""
 
 Part = dict[str, Any]
 Content = dict[str, Any]
@@ -73,12 +82,12 @@ def _function_response(block: Block, names: dict[str, str]) -> Part:
     return {"functionResponse": {"id": call_id, "name": name, "response": response}}
 
 
-def needs_signed_calls(model: str) -> bool:
-    """True for models that refuse function calls without a thought signature (Gemini 3)."""
-    return model.removeprefix("models/").startswith("gemini-3")
+def needs_signed_calls(model: str, thinking_budget: int | None = None) -> bool:
+    """True when the current turn's function calls must be signed: Gemini 3 models, or thinking switched on."""
+    return model.removeprefix("models/").startswith("gemini-3") or thinking_budget not in (None, 0)
 
 
-def _parts(block: Block, names: dict[str, str], sign_foreign: bool) -> tuple[str, list[Part]]:
+def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
     """The role ("user" / "model" / "") a block belongs to and its parts."""
     kind = block.kind
     p = block.payload
@@ -99,16 +108,26 @@ def _parts(block: Block, names: dict[str, str], sign_foreign: bool) -> tuple[str
                 "args": args if isinstance(args, dict) else {},
             }
         }
-        _signed(call, block)
-        if sign_foreign and BLOCK_META_PROVIDER.get(block.metadata) != PROVIDER:
-            call.setdefault("thoughtSignature", FOREIGN_CALL_SIGNATURE)
-        return "model", [call]
+        return "model", [_signed(call, block)]
     if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
         return "model", [_signed({"text": block.text, "thought": True}, block)]
     return "", []
 
 
-def build_contents(turn: Turn, *, sign_foreign_calls: bool = False) -> tuple[list[Part], list[Content]]:
+def sign_current_turn(contents: list[Content]) -> None:
+    """Give the first function call of each model step in the current turn the placeholder signature when it has
+    none (see the module docstring)."""
+    start = 0
+    for index, content in enumerate(contents):
+        if content["role"] == "user" and any("functionResponse" not in part for part in content["parts"]):
+            start = index + 1
+    for content in contents[start:]:
+        calls = [part for part in content["parts"] if "functionCall" in part]
+        if content["role"] == "model" and calls and "thoughtSignature" not in calls[0]:
+            calls[0]["thoughtSignature"] = FOREIGN_CALL_SIGNATURE
+
+
+def build_contents(turn: Turn, *, sign_calls: bool = False) -> tuple[list[Part], list[Content]]:
     """``(system parts, contents)`` for ``turn`` (see the module docstring for the mapping)."""
     names = call_names(turn)
     system: list[Part] = []
@@ -118,7 +137,7 @@ def build_contents(turn: Turn, *, sign_foreign_calls: bool = False) -> tuple[lis
             if block.text:
                 system.append({"text": block.text})
             continue
-        role, parts = _parts(block, names, sign_foreign_calls)
+        role, parts = _parts(block, names)
         if not role or not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -129,6 +148,8 @@ def build_contents(turn: Turn, *, sign_foreign_calls: bool = False) -> tuple[lis
         if content["role"] == "user":
             # Function responses answer the previous model turn's calls; keep them ahead of new words.
             content["parts"].sort(key=lambda part: "functionResponse" not in part)
+    if sign_calls:
+        sign_current_turn(contents)
     return system, contents
 
 
@@ -144,16 +165,16 @@ def build_request(
     max_tokens: int | None = None,
     thinking_budget: int | None = None,
     include_thoughts: bool | None = None,
-    sign_foreign_calls: bool = False,
+    sign_calls: bool = False,
 ) -> dict[str, Any]:
     """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
 
     Tool parameters go out as ``parametersJsonSchema`` (full JSON Schema, unlike ``parameters``).
     ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
-    thoughts are included by default when a budget is given. ``sign_foreign_calls`` puts the placeholder
-    signature on other providers' function calls (see :func:`needs_signed_calls`).
+    thoughts are included by default when a budget is given. ``sign_calls`` puts the placeholder signature
+    where the current turn needs one (see :func:`sign_current_turn` and :func:`needs_signed_calls`).
     """
-    system, contents = build_contents(turn, sign_foreign_calls=sign_foreign_calls)
+    system, contents = build_contents(turn, sign_calls=sign_calls)
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}

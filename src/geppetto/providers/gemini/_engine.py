@@ -91,7 +91,7 @@ class GeminiEngine(TransportOwner):
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
             include_thoughts=self.include_thoughts,
-            sign_foreign_calls=needs_signed_calls(self.model),
+            sign_calls=needs_signed_calls(self.model, self.thinking_budget),
         )
 
     async def run_inference(self, turn: Turn) -> Turn:
