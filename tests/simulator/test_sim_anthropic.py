@@ -65,7 +65,10 @@ def test_tool_loop_with_thinking(ant: httpx.Client) -> None:
     )
     tampered = {**thinking, "thinking": "edited"}
     bad = _post(ant, [*messages, {"role": "assistant", "content": [tampered, tool_use]}, result], thinking=THINKING)
-    assert _without_request_id(bad.json()) == _error("messages.1.content.0: Invalid `signature` in `thinking` block")
+    assert (bad.status_code, _without_request_id(bad.json())) == (
+        400,
+        _error("messages.1.content.0: Invalid `signature` in `thinking` block"),
+    )
 
 
 def test_unanswered_and_orphan_tool_blocks(ant: httpx.Client) -> None:
@@ -91,6 +94,7 @@ def test_unanswered_and_orphan_tool_blocks(ant: httpx.Client) -> None:
         }
     ]
     r = _post(ant, orphan)
+    assert r.status_code == 400
     assert _without_request_id(r.json()) == _error(
         "messages.0.content.1: unexpected `tool_use_id` found in `tool_result` blocks: toolu_9. Each `tool_result` block "
         "must have a corresponding `tool_use` block in the previous message."
@@ -105,6 +109,35 @@ def test_missing_fields_and_auth(ant: httpx.Client, geppetto_sim: Simulator) -> 
         401,
         _error("x-api-key header is required", "authentication_error"),
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages.0.role: Input should be 'user' or 'assistant'"),
+        ({"max_tokens": 0}, "max_tokens: Input should be greater than or equal to 1"),
+        ({"messages": []}, "messages: at least one message is required"),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1000}},
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+        ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 1.5}},
+            "thinking.enabled.budget_tokens: Input should be a valid integer",
+        ),
+        ({"thinking": {"type": "enabled"}}, "thinking.enabled.budget_tokens: Field required"),
+        (
+            {"max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 2048}},
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at "
+            "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size",
+        ),
+    ],
+)
+def test_request_rejections(ant: httpx.Client, change: dict[str, Any], message: str) -> None:
+    change = dict(change)
+    messages = change.pop("messages", [{"role": "user", "content": "hi"}])
+    r = _post(ant, messages, **change)
+    assert (r.status_code, _without_request_id(r.json())) == (400, _error(message))
 
 
 def test_stream_event_sequence(ant: httpx.Client, geppetto_sim: Simulator) -> None:

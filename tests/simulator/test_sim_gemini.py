@@ -87,6 +87,7 @@ def test_stream_sse_chunks(gem: httpx.Client) -> None:
 
 def test_errors(gem: httpx.Client, geppetto_sim: Simulator) -> None:
     r = gem.post("/v1beta/models/gemini-2.0-flash:generateContent", json={})
+    assert r.status_code == 400
     assert r.json() == {
         "error": {
             "code": 400,
@@ -98,7 +99,10 @@ def test_errors(gem: httpx.Client, geppetto_sim: Simulator) -> None:
         "/v1beta/models/gemini-2.0-flash:generateContent",
         json={"contents": [{"role": "bot", "parts": [{"text": "x"}]}]},
     )
-    assert r.json()["error"]["message"] == "Please use a valid role: user, model."
+    assert (r.status_code, r.json()) == (
+        400,
+        {"error": {"code": 400, "message": "Please use a valid role: user, model.", "status": "INVALID_ARGUMENT"}},
+    )
     r = httpx.post(geppetto_sim.url + "/v1beta/models/g:generateContent", json={"contents": [USER]})
     assert (r.status_code, r.json()["error"]["status"]) == (403, "PERMISSION_DENIED")
 

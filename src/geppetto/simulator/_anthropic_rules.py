@@ -1,10 +1,11 @@
-"""Anthropic request checks: required fields, roles, tool_use/tool_result adjacency, thinking blocks (§5)."""
+"""Anthropic request checks: field shapes, roles, tool_use/tool_result adjacency, thinking blocks (§5)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ._errors import SimError
+from ._shapes import Problem, array, find_problem, obj, one_of, scalar, tagged
 from ._state import SimState
 
 _THINKING_FIRST = (
@@ -15,8 +16,105 @@ _THINKING_FIRST = (
 )
 
 
+_BUDGET_OVER_MAX = (
+    "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at "
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+)
+_STR, _BOOL, _INT, _NUM, _DICT = (scalar(k) for k in ("str", "bool", "int", "num", "dict"))
+_TEXT = obj({"text": _STR, "cache_control": _DICT, "citations": scalar("any")}, "text")
+_SOURCED = obj({"source": _DICT, "cache_control": _DICT}, "source")
+_RESULT_BLOCK = tagged("type", {"text": _TEXT, "image": _SOURCED, "document": _SOURCED})
+_BLOCK = tagged(
+    "type",
+    {
+        "text": _TEXT,
+        "image": _SOURCED,
+        "document": _SOURCED,
+        "search_result": obj({"source": _STR, "title": _STR, "content": array(_RESULT_BLOCK)}),
+        "thinking": obj({"thinking": _STR, "signature": _STR}, "thinking", "signature"),
+        "redacted_thinking": obj({"data": _STR}, "data"),
+        "tool_use": obj({"id": _STR, "name": _STR, "input": _DICT}, "id", "name", "input"),
+        "tool_result": obj(
+            {"tool_use_id": _STR, "content": one_of(_STR, array(_RESULT_BLOCK)), "is_error": _BOOL}, "tool_use_id"
+        ),
+        "server_tool_use": obj({"id": _STR, "name": _STR, "input": _DICT}, "id", "name", "input"),
+        "web_search_tool_result": obj({"tool_use_id": _STR}, "tool_use_id"),
+    },
+)
+_MESSAGE = obj(
+    {"role": scalar("str", enum=("user", "assistant")), "content": one_of(_STR, array(_BLOCK))}, "role", "content"
+)
+_CHOICE_FIELDS = {"disable_parallel_tool_use": _BOOL}
+_REQUEST = obj(
+    {
+        "model": _STR,
+        "max_tokens": _INT,
+        "messages": array(_MESSAGE),
+        "system": one_of(_STR, array(tagged("type", {"text": _TEXT}))),
+        "tools": array(obj({"name": _STR, "description": _STR, "input_schema": _DICT, "type": _STR}, "name")),
+        "tool_choice": tagged(
+            "type",
+            {
+                "auto": obj(_CHOICE_FIELDS),
+                "any": obj(_CHOICE_FIELDS),
+                "tool": obj({"name": _STR, **_CHOICE_FIELDS}, "name"),
+                "none": obj({}),
+            },
+        ),
+        "thinking": tagged(
+            "type",
+            {"enabled": obj({"budget_tokens": _INT}, "budget_tokens"), "disabled": obj({}), "adaptive": obj({})},
+        ),
+        "temperature": _NUM,
+        "top_p": _NUM,
+        "top_k": _INT,
+        "stop_sequences": array(_STR),
+        "stream": _BOOL,
+        "metadata": obj({"user_id": _STR}),
+    },
+    "model",
+    "max_tokens",
+    "messages",
+)
+_TYPE_WORDS = {
+    "str": "Input should be a valid string",
+    "bool": "Input should be a valid boolean",
+    "int": "Input should be a valid integer",
+    "num": "Input should be a valid number",
+    "dict": "Input should be a valid dictionary",
+    "obj": "Input should be a valid dictionary or object to extract fields from",
+    "tagged": "Input should be a valid dictionary or object to extract fields from",
+    "list": "Input should be a valid list",
+}
+
+
 def _bad(message: str) -> SimError:
     return SimError(400, message)
+
+
+def _choices(values: tuple[str, ...] | list[str]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _render(problem: Problem) -> SimError:
+    """A shape problem in the service's (pydantic) wording: `messages.0.content.0.text.text: Field required`."""
+    shape = problem.shape
+    if problem.what == "missing":
+        text = "Field required"
+    elif problem.what == "tag_missing":
+        text = f"Unable to extract tag using discriminator '{shape.tag}'"
+    elif problem.what == "tag_unknown":
+        expected = ", ".join(f"'{t}'" for t in shape.tags)
+        text = (
+            f"Input tag '{problem.value}' found using '{shape.tag}' does not match any of the expected tags: {expected}"
+        )
+    elif problem.what == "enum":
+        text = f"Input should be {_choices(shape.enum)}"
+    else:
+        kind = shape.options[-1].kind if shape.kind == "union" else shape.kind
+        text = _TYPE_WORDS[kind]
+    return _bad(f"{'.'.join(str(p) for p in problem.path)}: {text}")
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -25,22 +123,15 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def check_request(state: SimState, body: dict[str, Any]) -> None:
-    """Raise the service's 400 for a request it rejects."""
-    for name in ("model", "max_tokens", "messages"):
-        if name not in body:
-            raise _bad(f"{name}: Field required")
-    if not isinstance(body["max_tokens"], int) or isinstance(body["max_tokens"], bool) or body["max_tokens"] < 1:
-        raise _bad("max_tokens: Input should be a valid integer greater than or equal to 1")
+    """Raise the service's 400 for a request it rejects: shapes first, then the conversation rules."""
+    problem = find_problem(body, _REQUEST)
+    if problem is not None:
+        raise _render(problem)
+    if body["max_tokens"] < 1:
+        raise _bad("max_tokens: Input should be greater than or equal to 1")
     messages = body["messages"]
-    if not isinstance(messages, list):
-        raise _bad("messages: Input should be a valid list")
     if not messages:
         raise _bad("messages: at least one message is required")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise _bad(f"messages.{index}.role: Input should be 'user' or 'assistant'")
-        if not isinstance(message.get("content"), str | list):
-            raise _bad(f"messages.{index}.content: Field required")
     _check_tools(messages)
     _check_thinking(state, body)
 
@@ -87,9 +178,10 @@ def _check_thinking(state: SimState, body: dict[str, Any]) -> None:
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
         return
     if thinking.get("type") == "enabled":
-        budget = thinking.get("budget_tokens")
-        if not isinstance(budget, int) or budget < 1024:
+        if thinking["budget_tokens"] < 1024:
             raise _bad("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+        if body["max_tokens"] <= thinking["budget_tokens"]:
+            raise _bad(_BUDGET_OVER_MAX)
     last = messages[-1]
     if last["role"] != "user" or not any(b.get("type") == "tool_result" for b in _blocks(last)) or len(messages) < 2:
         return

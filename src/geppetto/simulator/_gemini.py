@@ -12,17 +12,11 @@ from starlette.types import ASGIApp
 from ._app import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
+from ._gemini_rules import check_contents, check_shape
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
 from ._state import SimState, new_id
 from ._tokens import count_items, count_text, count_value
-
-_MISSING_SIGNATURE = (
-    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
-    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
-    "call `default_api:{name}` , position {position}. Please refer to "
-    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
-)
 
 
 def reasoning_on(model: str, body: dict[str, Any]) -> bool:
@@ -33,48 +27,24 @@ def reasoning_on(model: str, body: dict[str, Any]) -> bool:
     return is_reasoning_model(model) or model.startswith("gemini-3")
 
 
-def _check(state: SimState, body: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:
-    contents = body.get("contents")
-    if not isinstance(contents, list) or not contents:
-        raise SimError(400, "* GenerateContentRequest.contents: contents is not specified")
-    for position, content in enumerate(contents):
-        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
-            raise SimError(
-                400, f"* GenerateContentRequest.contents[{position}].parts: contents.parts must not be empty."
-            )
-        if content.get("role", "user") not in ("user", "model"):
-            raise SimError(400, "Please use a valid role: user, model.")
-        if content.get("role") != "model":
-            continue
-        calls = [p for p in content["parts"] if isinstance(p, dict) and "functionCall" in p]
-        for part in content["parts"]:
-            signature = part.get("thoughtSignature") if isinstance(part, dict) else None
-            if signature is not None and state.unseal("gemini", str(signature)) is None:
-                raise SimError(400, "Corrupted thought signature.")
-        if reasoning and calls and "thoughtSignature" not in calls[0]:
-            name = calls[0]["functionCall"].get("name")
-            raise SimError(400, _MISSING_SIGNATURE.format(name=name, position=position))
-    return contents
-
-
 def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
     """The neutral model view of a Gemini request (function ids fall back to names)."""
     system = body.get("systemInstruction") or {}
-    text = "".join(str(p.get("text", "")) for p in system.get("parts", []) if isinstance(p, dict))
+    text = "".join(str(p.get("text") or "") for p in system.get("parts") or [] if isinstance(p, dict))
     msgs = [Msg("system", text)] if text else []
     for content in contents:
         role = "assistant" if content.get("role") == "model" else "user"
         for part in content["parts"]:
             if not isinstance(part, dict) or part.get("thought"):
                 continue
-            if "text" in part:
+            if part.get("text") is not None:
                 msgs.append(Msg(role, str(part["text"])))
-            elif "functionCall" in part:
+            elif part.get("functionCall") is not None:
                 fc = part["functionCall"]
                 msgs.append(
                     Msg("call", json.dumps(fc.get("args")), str(fc.get("name")), str(fc.get("id") or fc.get("name")))
                 )
-            elif "functionResponse" in part:
+            elif part.get("functionResponse") is not None:
                 fr = part["functionResponse"]
                 response = fr.get("response")
                 output = response.get("output", response) if isinstance(response, dict) else response
@@ -87,8 +57,9 @@ def _tools(body: dict[str, Any]) -> list[ToolSpec]:
     specs = []
     for tool in body.get("tools") or []:
         for decl in tool.get("functionDeclarations") or [] if isinstance(tool, dict) else []:
-            params = decl.get("parametersJsonSchema") or decl.get("parameters") or {}
-            specs.append(ToolSpec(str(decl.get("name")), str(decl.get("description") or ""), dict(params)))
+            params = decl.get("parametersJsonSchema") or decl.get("parameters")
+            schema = dict(params) if isinstance(params, dict) else {}
+            specs.append(ToolSpec(str(decl.get("name")), str(decl.get("description") or ""), schema))
     return specs
 
 
@@ -142,8 +113,9 @@ async def generate(call: Call) -> ASGIApp:
         raise SimError(404, f"Method not found: {target}. Use {{model}}:generateContent or :streamGenerateContent.")
     body = call.obj()
     state = call.state
+    check_shape(body)
     reasoning = reasoning_on(model, body)
-    contents = _check(state, body, reasoning)
+    contents = check_contents(state, body, reasoning)
     reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
     config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
     parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")))

@@ -178,7 +178,8 @@ def fill_value(schema: Any, text: str, name: str = "value") -> Any:
         kind = next((k for k in kind if k != "null"), "string")
     kind = str(kind).lower() if kind else ("object" if "properties" in schema else "string")
     if kind == "object":
-        props = schema.get("properties") or {}
+        raw_props = schema.get("properties")
+        props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         required = schema.get("required")
         names = list(props) if not isinstance(required, list) or not required else [n for n in props if n in required]
         return {n: fill_value(props[n], text, n) for n in names}

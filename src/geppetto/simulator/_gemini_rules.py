@@ -1,0 +1,150 @@
+"""Gemini request checks: field shapes (proto JSON), roles, non-empty parts, thought signatures (§6)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ._errors import SimError
+from ._shapes import Problem, Shape, array, find_problem, obj, scalar
+from ._state import SimState
+
+_MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "call `default_api:{name}` , position {position}. Please refer to "
+    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+_V1BETA = "type.googleapis.com/google.ai.generativelanguage.v1beta."
+_STRUCT = scalar("dict", name="type.googleapis.com/google.protobuf.Struct")
+_STR, _BYTES, _BOOL = scalar("str", "TYPE_STRING"), scalar("str", "TYPE_BYTES"), scalar("bool", "TYPE_BOOL")
+_INT, _FLOAT = scalar("int", "TYPE_INT32"), scalar("num", "TYPE_FLOAT")
+_BLOB = obj({"mimeType": _STR, "data": _BYTES}, name=_V1BETA + "Blob")
+_PART = obj(
+    {
+        "text": _STR,
+        "thought": _BOOL,
+        "thoughtSignature": _BYTES,
+        "inlineData": _BLOB,
+        "fileData": obj({"mimeType": _STR, "fileUri": _STR}, name=_V1BETA + "FileData"),
+        "functionCall": obj({"id": _STR, "name": _STR, "args": _STRUCT}, name=_V1BETA + "FunctionCall"),
+        "functionResponse": obj({"id": _STR, "name": _STR, "response": _STRUCT}, name=_V1BETA + "FunctionResponse"),
+    },
+    name=_V1BETA + "Part",
+)
+_PART_DATA = ("text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode")
+_CONTENT = obj({"role": _STR, "parts": array(_PART, name=_V1BETA + "Part")}, name=_V1BETA + "Content")
+_DECLARATION = obj(
+    {
+        "name": _STR,
+        "description": _STR,
+        "parameters": scalar("dict", name=_V1BETA + "Schema"),
+        "parametersJsonSchema": scalar("any"),
+    },
+    name=_V1BETA + "FunctionDeclaration",
+)
+_MODE = scalar("str", _V1BETA + "FunctionCallingConfig.Mode", ("MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"))
+_REQUEST = obj(
+    {
+        "contents": array(_CONTENT, name=_V1BETA + "Content"),
+        "systemInstruction": _CONTENT,
+        "tools": array(
+            obj({"functionDeclarations": array(_DECLARATION, name=_DECLARATION.name)}, name=_V1BETA + "Tool"),
+            name=_V1BETA + "Tool",
+        ),
+        "toolConfig": obj(
+            {
+                "functionCallingConfig": obj(
+                    {"mode": _MODE, "allowedFunctionNames": array(_STR, name="TYPE_STRING")},
+                    name=_V1BETA + "FunctionCallingConfig",
+                )
+            },
+            name=_V1BETA + "ToolConfig",
+        ),
+        "generationConfig": obj(
+            {
+                "temperature": _FLOAT,
+                "topP": _FLOAT,
+                "topK": _INT,
+                "candidateCount": _INT,
+                "maxOutputTokens": _INT,
+                "stopSequences": array(_STR, name="TYPE_STRING"),
+                "responseMimeType": _STR,
+                "responseSchema": scalar("dict", name=_V1BETA + "Schema"),
+                "responseJsonSchema": scalar("any"),
+                "thinkingConfig": obj(
+                    {"includeThoughts": _BOOL, "thinkingBudget": _INT}, name=_V1BETA + "ThinkingConfig"
+                ),
+            },
+            name=_V1BETA + "GenerationConfig",
+        ),
+    }
+)
+
+
+def _proto_path(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (("." if out else "") + _snake(part))
+    return out
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def _render(problem: Problem) -> SimError:
+    """A shape problem in Google's JSON-to-proto wording: `Invalid value at 'tools' (...Tool), 5`."""
+    shape: Shape = problem.shape
+    if isinstance(problem.value, list) and shape.kind != "list" and problem.path:
+        *parent, last = problem.path
+        return SimError(
+            400,
+            f"Invalid JSON payload received. Unknown name \"{last}\" at '{_proto_path(tuple(parent))}': Proto field "
+            "is not repeating, cannot start list.",
+        )
+    value = json.dumps(problem.value, separators=(",", ":"))
+    return SimError(400, f"Invalid value at '{_proto_path(problem.path)}' ({shape.name or 'TYPE_STRING'}), {value}")
+
+
+def check_shape(body: dict[str, Any]) -> None:
+    """Raise the service's 400 when a field has the wrong JSON type."""
+    problem = find_problem(body, _REQUEST)
+    if problem is not None:
+        raise _render(problem)
+
+
+def check_contents(state: SimState, body: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:
+    """The request's contents after the service's checks (call `check_shape` first); raises its 400."""
+    contents = body.get("contents")
+    if not contents:
+        raise SimError(400, "* GenerateContentRequest.contents: contents is not specified")
+    for position, content in enumerate(contents):
+        _check_content(state, content, position, reasoning)
+    return list(contents)
+
+
+def _check_content(state: SimState, content: dict[str, Any], position: int, reasoning: bool) -> None:
+    parts = content.get("parts")
+    if not parts:
+        raise SimError(400, f"* GenerateContentRequest.contents[{position}].parts: contents.parts must not be empty.")
+    for index, part in enumerate(parts):
+        if not any(part.get(key) is not None for key in _PART_DATA):
+            raise SimError(
+                400,
+                f"* GenerateContentRequest.contents[{position}].parts[{index}].data: required oneof field 'data' must "
+                "have one initialized field",
+            )
+    if content.get("role", "user") not in ("user", "model"):
+        raise SimError(400, "Please use a valid role: user, model.")
+    if content.get("role") != "model":
+        return
+    for part in parts:
+        signature = part.get("thoughtSignature")
+        if signature is not None and state.unseal("gemini", str(signature)) is None:
+            raise SimError(400, "Corrupted thought signature.")
+    calls = [p for p in parts if p.get("functionCall") is not None]
+    if reasoning and calls and "thoughtSignature" not in calls[0]:
+        name = calls[0]["functionCall"].get("name")
+        raise SimError(400, _MISSING_SIGNATURE.format(name=name, position=position))
