@@ -20,20 +20,26 @@ def _not_found(response_id: str) -> dict[str, Any]:
     )
 
 
+def _rejected(r: httpx.Response, status: int = 400) -> Any:
+    """The error body of `r`, after asserting its HTTP status."""
+    assert r.status_code == status, r.text
+    return r.json()
+
+
 def _post(client: httpx.Client, **body: Any) -> httpx.Response:
     return client.post("/responses", json={"model": "sim-1", **body})
 
 
 def test_unknown_unstored_forgotten_and_deleted_parents(oai: httpx.Client, geppetto_sim: Simulator) -> None:
-    assert _post(oai, input="x", previous_response_id="resp_nope").json() == _not_found("resp_nope")
+    assert _rejected(_post(oai, input="x", previous_response_id="resp_nope")) == _not_found("resp_nope")
     unstored = _post(oai, input="x", store=False).json()
     assert unstored["store"] is False
     assert oai.get(f"/responses/{unstored['id']}").status_code == 404
-    assert _post(oai, input="y", previous_response_id=unstored["id"]).json() == _not_found(unstored["id"])
+    assert _rejected(_post(oai, input="y", previous_response_id=unstored["id"])) == _not_found(unstored["id"])
     stored = _post(oai, input="x").json()
     assert oai.get(f"/responses/{stored['id']}").json() == stored
     geppetto_sim.forget(stored["id"])
-    assert _post(oai, input="y", previous_response_id=stored["id"]).json() == _not_found(stored["id"])
+    assert _rejected(_post(oai, input="y", previous_response_id=stored["id"])) == _not_found(stored["id"])
     other = _post(oai, input="x").json()
     assert oai.delete(f"/responses/{other['id']}").json() == {
         "id": other["id"],
@@ -59,7 +65,7 @@ def test_instructions_are_not_inherited_and_input_items_listed(oai: httpx.Client
 
 def test_both_selectors_and_unknown_conversation(oai: httpx.Client) -> None:
     r = _post(oai, input="x", previous_response_id="resp_1", conversation="conv_1")
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.",
         None,
         "mutually_exclusive_parameters",
@@ -74,15 +80,15 @@ def test_duplicate_orphan_and_unanswered(oai: httpx.Client, geppetto_sim: Simula
     call = first["output"][0]
     answer = {"type": "function_call_output", "call_id": "call_1", "output": "5C"}
     r = _post(oai, previous_response_id=first["id"], input=[call, answer])
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         f"Duplicate item found with id {call['id']}. Remove duplicate items from your input and try again."
     )
     r = _post(oai, previous_response_id=first["id"], input=[answer, {**answer, "call_id": "call_zz"}])
-    assert r.json() == _error("No tool call found for function call output with call_id call_zz.")
+    assert _rejected(r) == _error("No tool call found for function call output with call_id call_zz.")
     r = _post(oai, previous_response_id=first["id"], input="never mind")
-    assert r.json() == _error("No tool output found for function call call_1.")
+    assert _rejected(r) == _error("No tool output found for function call call_1.")
     r = _post(oai, input=[{"type": "function_call_output", "call_id": "call_q", "output": "1"}])
-    assert r.json() == _error("No tool call found for function call output with call_id call_q.")
+    assert _rejected(r) == _error("No tool call found for function call output with call_id call_q.")
 
 
 def test_stateless_reasoning_replay_rules(oai: httpx.Client, geppetto_sim: Simulator) -> None:
@@ -95,16 +101,16 @@ def test_stateless_reasoning_replay_rules(oai: httpx.Client, geppetto_sim: Simul
     ok = _post(oai, model="o3", input=[user, reasoning, call, answer], store=False)
     assert ok.status_code == 200
     r = _post(oai, model="o3", input=[user, call, answer], store=False)
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         f"Item '{call['id']}' of type 'function_call' was provided without its required 'reasoning' item: '{reasoning['id']}'."
     )
     r = _post(oai, model="o3", input=[user, reasoning], store=False)
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         f"Item '{reasoning['id']}' of type 'reasoning' was provided without its required following item."
     )
     tampered = {**reasoning, "encrypted_content": reasoning["encrypted_content"][:-8] + "AAAAAAA="}
     r = _post(oai, model="o3", input=[user, tampered, call, answer], store=False)
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         f"The encrypted content for item {reasoning['id']} could not be verified.", code="invalid_encrypted_content"
     )
     bare = {k: v for k, v in reasoning.items() if k != "encrypted_content"}
@@ -146,17 +152,17 @@ def test_compat_mode_ignores_chain_and_store(oai: httpx.Client, geppetto_sim: Si
 
 def test_schema_validation_reports_json_path(oai: httpx.Client) -> None:
     r = _post(oai, input=[{"type": "function_call_output", "call_id": "c"}])
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         "Missing required parameter: 'input[0].output'.", "input[0].output", "missing_required_parameter"
     )
     r = _post(oai, input="x", temperature="hot")
-    assert r.json() == _error(
+    assert _rejected(r) == _error(
         "Invalid type for 'temperature': expected a decimal or null, but got a string instead.",
         "temperature",
         "invalid_type",
     )
     r = oai.post("/responses", json={"input": "x"})
-    assert r.json() == _error("Missing required parameter: 'model'.", "model", "missing_required_parameter")
+    assert _rejected(r) == _error("Missing required parameter: 'model'.", "model", "missing_required_parameter")
 
 
 def test_structured_output_and_incomplete(oai: httpx.Client, geppetto_sim: Simulator) -> None:
@@ -182,4 +188,4 @@ def test_empty_input_continues_chain_unless_strict(oai: httpx.Client, geppetto_s
     assert second["output"][0]["content"][0]["text"] == "You said: one"
     geppetto_sim.reject_empty_input = True
     r = _post(oai, input=[], previous_response_id=first["id"])
-    assert r.json() == _error("Invalid 'input': provide at least one input item.", "input", "empty_input")
+    assert _rejected(r) == _error("Invalid 'input': provide at least one input item.", "input", "empty_input")

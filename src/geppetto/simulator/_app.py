@@ -66,31 +66,39 @@ def _check_auth(api: str, request: Request) -> None:
         raise SimError(403, _GEMINI_NO_KEY)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise SimError(413, f"Request body is {declared} bytes; the limit is {limit} bytes. Send a smaller request.")
+async def _read_body(request: Request, limit: int) -> tuple[bytes, int]:
+    """The body (empty once over `limit`) and its real size; an oversize body is drained, not kept."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            raise SimError(413, f"Request body exceeds the limit of {limit} bytes. Send a smaller request.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if size <= limit:
+            chunks.append(chunk)
+    return (b"".join(chunks) if size <= limit else b""), size
+
+
+def _bad_json(api: str) -> SimError:
+    if api == "openai":
+        return SimError(400, _OPENAI_BAD_JSON)
+    if api == "gemini":
+        return SimError(400, "Invalid JSON payload received. Unexpected token.")
+    return SimError(400, "There was an error parsing the body of your request as JSON.")
+
+
+def _loads(raw: bytes) -> tuple[Any, bool]:
+    """The parsed body and whether it parsed (nesting too deep for the parser counts as malformed)."""
+    try:
+        return json.loads(raw), True
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None, False
 
 
 def _parse(api: str, raw: bytes, method: str) -> Any:
     if method in ("GET", "DELETE") and not raw:
         return None
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        if api == "openai":
-            raise SimError(400, _OPENAI_BAD_JSON) from None
-        if api == "gemini":
-            raise SimError(400, "Invalid JSON payload received. Unexpected token.") from None
-        raise SimError(400, "There was an error parsing the body of your request as JSON.") from None
+    body, ok = _loads(raw)
+    if not ok:
+        raise _bad_json(api)
     if method == "POST" and not isinstance(body, dict):
         raise SimError(400, "The request body must be a JSON object.")
     return body
@@ -129,30 +137,29 @@ def endpoint(
     """Wrap an API handler: record the request, check auth, parse the body, apply faults, render errors."""
 
     async def run(request: Request) -> Any:
-        raw = b""
-        body: Any = None
-        recorded = False
+        raw, size = await _read_body(request, max_body)
+        state.record(_record(request, _loads(raw)[0] if raw else None, size))
         try:
-            raw = await _read_body(request, max_body)
-            try:
-                body = json.loads(raw) if raw else None
-            except (ValueError, UnicodeDecodeError):
-                body = None
-            state.record(_record(request, body, len(raw)))
-            recorded = True
+            if size > max_body:
+                raise SimError(
+                    413, f"Request body is {size} bytes; the limit is {max_body} bytes. Send a smaller request."
+                )
             _check_auth(api, request)
             body = _parse(api, raw, request.method)
             fault = _fault(state, request) if generation else None
             if fault is not None:
+                if fault.forget:
+                    state.forget(fault.forget)
                 err = fault.error(api)
                 if err is not None:
                     raise err
             app = await handler(Call(request, body, state, fault, api))
             return _with_fault(app, fault, state)
         except SimError as err:
-            if not recorded:
-                state.record(_record(request, None, len(raw)))
             return error_response(api, err)
+        except RecursionError:
+            # Parseable but nested too deeply for the checks: as malformed as unparseable JSON.
+            return error_response(api, _bad_json(api))
 
     return run
 
@@ -202,8 +209,11 @@ def _api_for_path(path: str) -> str:
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     path = request.url.path
-    message = f"Invalid URL ({request.method} {path})" if status in (404, 405) else "Internal error"
-    return error_response(_api_for_path(path), SimError(status, message))
+    api = _api_for_path(path)
+    server_error = Fault(status=500).error(api) if status >= 500 else None
+    if server_error is not None:
+        return error_response(api, server_error)
+    return error_response(api, SimError(status, f"Invalid URL ({request.method} {path})"))
 
 
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:

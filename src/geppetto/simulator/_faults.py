@@ -1,9 +1,10 @@
-"""Fault injection: error statuses, dropped and stalled streams, malformed events, slow first bytes."""
+"""Fault injection: error statuses, dropped and stalled streams, malformed events, slow first bytes, expiry."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -14,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from ._errors import SimError
 
 FAULT_HEADER = "x-sim-fault"
+ANTHROPIC_RETRY_AFTER = "1"
 _STATUS_TEXT: dict[str, dict[int, tuple[str, str, str | None]]] = {
     "openai": {
         429: ("Rate limit reached for requests. Please try again later.", "requests", "rate_limit_exceeded"),
@@ -48,6 +50,10 @@ class Fault:
     slow_first_byte: wait this many seconds before sending anything.
     stall_after: after this many events stop sending for `stall_seconds`, then drop the connection.
     error_after: after this many events send the provider's mid-stream error event and end the stream.
+    forget: forget this stored response before handling the request (emulates expiry).
+    compat: handle this one request in compat mode (ignore `previous_response_id` and `store`).
+
+    Raises ValueError for a status outside 400-599, a negative count or a negative or non-finite time.
     """
 
     status: int | None = None
@@ -58,6 +64,20 @@ class Fault:
     stall_after: int | None = None
     stall_seconds: float = 30.0
     error_after: int | None = None
+    forget: str | None = None
+    compat: bool = False
+
+    def __post_init__(self) -> None:
+        if self.status is not None and not 400 <= self.status <= 599:
+            raise FaultValueError(f"status must be an HTTP error status from 400 to 599, got {self.status}")
+        for name in ("drop_after", "malformed_after", "stall_after", "error_after"):
+            count = getattr(self, name)
+            if count is not None and count < 0:
+                raise FaultValueError(f"{name} must be 0 or more, got {count}")
+        for name in ("retry_after", "slow_first_byte", "stall_seconds"):
+            seconds = getattr(self, name)
+            if seconds is not None and not 0 <= seconds < math.inf:
+                raise FaultValueError(f"{name} must be a finite number of seconds, 0 or more, got {seconds}")
 
     def error(self, api: str) -> SimError | None:
         """The status error this fault answers with in `api`'s terms, or None for stream faults."""
@@ -69,16 +89,26 @@ class Fault:
         if self.retry_after is not None:
             headers["retry-after"] = _seconds(self.retry_after)
             headers["retry-after-ms"] = str(int(self.retry_after * 1000))
+        elif api == "anthropic" and self.status == 429:
+            headers["retry-after"] = ANTHROPIC_RETRY_AFTER  # the service always says when to retry (§5)
         if self.status == 529 or self.status >= 500:
             headers["x-should-retry"] = "true"
         return SimError(self.status, message, type=etype, code=code, headers=headers)
+
+
+class FaultValueError(ValueError):
+    """A fault setting out of range (the message says which and why)."""
 
 
 def _seconds(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
 
-_FIELDS = {
+def _flag(raw: str) -> bool:
+    return {"1": True, "true": True, "0": False, "false": False}[raw.lower()]
+
+
+_FIELDS: dict[str, Callable[[str], Any]] = {
     "status": int,
     "retry_after": float,
     "drop_after": int,
@@ -87,6 +117,8 @@ _FIELDS = {
     "stall_after": int,
     "stall_seconds": float,
     "error_after": int,
+    "forget": str,
+    "compat": _flag,
 }
 
 
@@ -121,9 +153,9 @@ def error_event(api: str, sequence_number: int) -> bytes:
 
 
 def parse_fault(header: str) -> Fault:
-    """Parse an `x-sim-fault` header such as "status=429;retry_after=0.5" or "drop_after=3".
+    """Parse an `x-sim-fault` header such as "status=429;retry_after=0.5", "drop_after=3" or "forget=resp_1".
 
-    Raises SimError(400) naming the accepted keys when the header is malformed.
+    Raises SimError(400) naming the header and the accepted keys when the header is malformed.
     """
     fault = Fault()
     for part in header.replace(",", ";").split(";"):
@@ -133,13 +165,16 @@ def parse_fault(header: str) -> Fault:
         key = key.strip().replace("-", "_")
         convert = _FIELDS.get(key)
         try:
-            if convert is None:
+            if convert is None or not raw.strip():
                 raise ValueError(key)
             fault = replace(fault, **{key: convert(raw.strip())})
-        except ValueError:
+        except (ValueError, KeyError) as err:
+            reason = f": {err}" if isinstance(err, FaultValueError) else ""
             keys = ", ".join(sorted(_FIELDS))
             raise SimError(
-                400, f"Invalid {FAULT_HEADER} header part {part.strip()!r}; use key=value with keys: {keys}."
+                400,
+                f"Invalid {FAULT_HEADER} header part {part.strip()!r}{reason}; use key=value with keys: {keys} "
+                "(compat takes 1 or 0).",
             ) from None
     return fault
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -15,7 +16,9 @@ from ._model import decide, is_reasoning_model
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
 from ._state import Conversation, SimState, StoredResponse, new_id
-from ._validate import validate
+from ._validate import bound_error, enum_error, validate
+
+_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _conversation_id(value: Any) -> str | None:
@@ -67,13 +70,19 @@ def _reasoning_on(body: dict[str, Any]) -> bool:
     return is_reasoning_model(str(body.get("model") or ""))
 
 
-async def create_response(call: Call) -> ASGIApp:
-    """POST /v1/responses."""
-    body = call.obj()
-    validate("CreateResponse", body)
-    state = call.state
-    compat = state.compat_mode
-    prev = None if compat else body.get("previous_response_id")
+def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str | None]:
+    """(previous_response_id, store, conversation id) after compat mode and the selector checks."""
+    compat = call.state.compat_mode or (call.fault is not None and call.fault.compat)
+    raw_prev = None if compat else body.get("previous_response_id")
+    prev = str(raw_prev) if raw_prev else None
+    if prev and not _ID.fullmatch(prev):
+        raise SimError(
+            400,
+            f"Invalid 'previous_response_id': '{prev}'. Expected an ID that contains letters, numbers, underscores, or "
+            "dashes, but this value contained additional characters.",
+            param="previous_response_id",
+            code="invalid_value",  # provider-apis.md §2.4 does not record the code; this is the usual one
+        )
     store = False if compat else body.get("store") is not False
     conv_id = _conversation_id(body.get("conversation"))
     if prev and conv_id:
@@ -84,8 +93,15 @@ async def create_response(call: Call) -> ASGIApp:
         )
     if not body.get("model"):
         raise SimError(400, "Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+    return prev, store, conv_id
+
+
+def _context(
+    state: SimState, body: dict[str, Any], prev: str | None, conv_id: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(effective context, normalized new input) after the state checks; marks the conversation busy."""
     with state.lock:
-        prefix = chain_items(state, str(prev)) if prev else []
+        prefix = chain_items(state, prev) if prev else []
         if conv_id:
             conv = conversation_or_404(state, conv_id)
             if conv_id in state.busy_conversations:
@@ -104,6 +120,17 @@ async def create_response(call: Call) -> ASGIApp:
         check_context(state, context)
         if conv_id:
             state.busy_conversations.add(conv_id)
+    return context, new_input
+
+
+def _respond(
+    state: SimState,
+    body: dict[str, Any],
+    context: list[dict[str, Any]],
+    selectors: tuple[str | None, bool, str | None],
+) -> dict[str, Any]:
+    """The response object the scripted model produces for `context` (recording the context it saw)."""
+    prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
     reply = state.next_reply() or decide(
         to_msgs(context, instructions),
@@ -119,38 +146,63 @@ async def create_response(call: Call) -> ASGIApp:
         created_at=state.now(),
         output=output,
         usage_=usage(input_tokens(context, instructions), output),
-        previous_response_id=str(prev) if prev else None,
+        previous_response_id=prev,
         conversation=conv_id,
         store=store,
         reply=reply,
     )
     with state.lock:
         state.contexts[response_id] = copy.deepcopy(context)
+    return obj
 
-    def commit() -> None:
-        with state.lock:
-            if store:
-                state.responses[response_id] = StoredResponse(
-                    response_id, new_input, output, obj["previous_response_id"], obj
-                )
-                for item in new_input + output:
-                    state.items[item["id"]] = item
-            if conv_id and conv_id in state.conversations:
-                conv = state.conversations[conv_id]
-                for item in new_input + output:
-                    stored = {**copy.deepcopy(item), "status": "completed"}
-                    conv.items.append(stored)
-                    state.items[stored["id"]] = stored
-            state.busy_conversations.discard(conv_id or "")
+
+def _commit(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]], conv_id: str | None) -> None:
+    """Store the completed response and append its items to its conversation; release the conversation."""
+    with state.lock:
+        if obj["store"]:
+            state.responses[obj["id"]] = StoredResponse(
+                obj["id"], new_input, obj["output"], obj["previous_response_id"], obj
+            )
+            for item in new_input + obj["output"]:
+                state.items[item["id"]] = item
+        if conv_id and conv_id in state.conversations:
+            conv = state.conversations[conv_id]
+            for item in new_input + obj["output"]:
+                stored = {**copy.deepcopy(item), "status": "completed"}
+                conv.items.append(stored)
+                state.items[stored["id"]] = stored
+        state.busy_conversations.discard(conv_id or "")
+
+
+async def create_response(call: Call) -> ASGIApp:
+    """POST /v1/responses."""
+    body = call.obj()
+    validate("CreateResponse", body)
+    state = call.state
+    selectors = _selectors(call, body)
+    prev, _, conv_id = selectors
+    context, new_input = _context(state, body, prev, conv_id)
 
     def abort() -> None:
         with state.lock:
             state.busy_conversations.discard(conv_id or "")
 
-    if body.get("stream"):
-        return SSEStream(stream_frames(obj), call.fault, lambda: state.closing, commit, abort)
-    commit()
-    return JSONResponse(obj)
+    try:
+        obj = _respond(state, body, context, selectors)
+        if body.get("stream"):
+            return SSEStream(
+                stream_frames(obj),
+                call.fault,
+                lambda: state.closing,
+                lambda: _commit(state, obj, new_input, conv_id),
+                abort,
+            )
+        response = JSONResponse(obj)
+    except BaseException:
+        abort()  # a failure before the answer leaves no conversation locked
+        raise
+    _commit(state, obj, new_input, conv_id)
+    return response
 
 
 def _stored_or_404(state: SimState, response_id: str) -> StoredResponse:
@@ -181,16 +233,24 @@ def paginate(call: Call, items: list[dict[str, Any]]) -> dict[str, Any]:
     query = call.request.query_params
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
-        raise SimError(400, f"Invalid value for 'order': expected one of asc, desc, but got '{order}'.", param="order")
+        raise enum_error(order, ["asc", "desc"], "order")
     raw_limit = query.get("limit", "20")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
-        raise SimError(400, f"Invalid 'limit': integer between 1 and 100 expected, got '{raw_limit}'.", param="limit")
+    if not re.fullmatch(r"-?[0-9]{1,18}", raw_limit):
+        raise SimError(
+            400,
+            "Invalid type for 'limit': expected an integer, but got a string instead.",
+            param="limit",
+            code="invalid_type",
+        )
+    limit = int(raw_limit)
+    if not 1 <= limit <= 100:
+        raise bound_error("limit", limit, 1, ">=") if limit < 1 else bound_error("limit", limit, 100, "<=")
     ordered = items if order == "asc" else list(reversed(items))
     after = query.get("after")
     if after:
         ids = [i.get("id") for i in ordered]
         ordered = ordered[ids.index(after) + 1 :] if after in ids else []
-    page = ordered[: int(raw_limit)]
+    page = ordered[:limit]
     return {
         "object": "list",
         "data": page,

@@ -21,7 +21,11 @@ def chunks(text: str) -> list[str]:
 
 
 def output_items(state: SimState, reply: Reply, reasoning: bool) -> list[dict[str, Any]]:
-    """The output items for `reply`; records which reasoning item produced each output item."""
+    """The output items for `reply`; records which reasoning item produced each output item.
+
+    Reasoning with neither text nor tool calls (a queued `Reply(reasoning=...)`, or a reasoning model
+    answering `Reply()`) also yields an empty-text message, so the output can be chained and replayed.
+    """
     items: list[dict[str, Any]] = []
     rs_id: str | None = None
     if reasoning or reply.reasoning is not None:
@@ -36,8 +40,10 @@ def output_items(state: SimState, reply: Reply, reasoning: bool) -> list[dict[st
                 "encrypted_content": state.seal("openai", rs_id, text),
             }
         )
-    if reply.text is not None:
-        part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
+    # A reasoning item must be followed by the item it produced, so reasoning alone comes with an empty message.
+    message_text = "" if rs_id is not None and reply.text is None and not reply.tool_calls else reply.text
+    if message_text is not None:
+        part = {"type": "output_text", "text": message_text, "annotations": [], "logprobs": []}
         items.append(
             {"id": new_id("msg_"), "type": "message", "status": "completed", "role": "assistant", "content": [part]}
         )

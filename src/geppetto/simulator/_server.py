@@ -76,10 +76,25 @@ class Simulator:
         stall_after: int | None = None,
         stall_seconds: float = 30.0,
         error_after: int | None = None,
+        forget: str | None = None,
+        compat: bool = False,
     ) -> None:
-        """Inject a fault into each of the next `times` generation requests (see `Fault`)."""
+        """Inject a fault into each of the next `times` generation requests (see `Fault`).
+
+        `forget` drops that stored response just before the request is handled; `compat` handles the
+        request in compat mode. Raises ValueError for a status outside 400-599 or a negative setting.
+        """
         fault = Fault(
-            status, retry_after, drop_after, malformed_after, slow_first_byte, stall_after, stall_seconds, error_after
+            status=status,
+            retry_after=retry_after,
+            drop_after=drop_after,
+            malformed_after=malformed_after,
+            slow_first_byte=slow_first_byte,
+            stall_after=stall_after,
+            stall_seconds=stall_seconds,
+            error_after=error_after,
+            forget=forget,
+            compat=compat,
         )
         with self.state.lock:
             self.state.faults.extend([fault] * times)
@@ -96,8 +111,7 @@ class Simulator:
 
     def forget(self, response_id: str) -> None:
         """Drop a stored response as if it expired: chaining on it now fails with previous_response_not_found."""
-        with self.state.lock:
-            self.state.responses.pop(response_id, None)
+        self.state.forget(response_id)
 
     def reset(self) -> None:
         """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode off."""

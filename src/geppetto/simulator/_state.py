@@ -99,6 +99,11 @@ class SimState:
         with self.lock:
             return self.replies.popleft() if self.replies else None
 
+    def forget(self, response_id: str) -> None:
+        """Drop a stored response as if it expired (its items stay addressable, like the service's)."""
+        with self.lock:
+            self.responses.pop(response_id, None)
+
     def next_fault(self) -> Fault | None:
         with self.lock:
             return self.faults.popleft() if self.faults else None
