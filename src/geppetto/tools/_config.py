@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from ..turns import Turn, turn_data_key
 from ._tool import ToolDefinition
@@ -85,6 +85,12 @@ def offering_tools(definitions: Sequence[ToolDefinition], *, follow_up: bool = F
     finally:
         _FOLLOW_UP.reset(follow_token)
         _OFFERED.reset(token)
+
+
+@overload
+def request_tool_choice(engine_choice: str | None, turn: Turn) -> str | None: ...
+@overload
+def request_tool_choice(engine_choice: dict[str, Any], turn: Turn) -> str | dict[str, Any]: ...
 
 
 def request_tool_choice(engine_choice: str | dict[str, Any] | None, turn: Turn) -> str | dict[str, Any] | None:
