@@ -187,6 +187,11 @@ class _Opaque:
             [{"deep": math.nan}],
             "myapp.any@v1[0]['deep'] is nan, which JSON cannot hold; store a finite number or a string",
         ),
+        (
+            {"n": [-(10**4300)]},
+            "myapp.any@v1['n'][0] is an integer of more than 4,300 digits, which Python does not read or write "
+            "as text; store it as a string",
+        ),
     ],
 )
 def test_set_refuses_values_that_are_not_json(value: Any, message: str) -> None:
@@ -196,6 +201,16 @@ def test_set_refuses_values_that_are_not_json(value: Any, message: str) -> None:
         key.set(meta, value)
     assert str(info.value) == message
     assert meta == {}
+
+
+def test_integers_up_to_4300_digits_are_json() -> None:
+    key = turn_meta_key("myapp", "n", 1, int)
+    meta = TurnMetadata()
+    for n in (10**4300 - 1, -(10**4300 - 1), 2**14_000):
+        key.set(meta, n)
+        assert gp.turns.loads_json(gp.turns.dumps_json(gp.Turn(metadata=meta))).metadata == meta
+    with pytest.raises(gp.MetadataTypeError, match="more than 4,300 digits"):
+        key.set(meta, 10**4300)
 
 
 def test_check_json_value_accepts_plain_json() -> None:

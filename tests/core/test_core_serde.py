@@ -366,7 +366,11 @@ def test_bad_fields_are_named(tmp_path: Path, suffix: str, doc: dict[str, Any], 
 @pytest.mark.parametrize(
     ("content", "field", "message"),
     [
-        (b"id: t\nblocks:\n- kind: user\n  payload: {when: 2020-01-01}\n", "blocks[0].payload", "is a date"),
+        (
+            b"id: t\nblocks:\n- kind: user\n  payload: {when: !!timestamp 2020-01-01}\n",
+            "blocks[0].payload",
+            "blocks[0].payload['when'] is tagged !!timestamp; a turn holds dates as text, so remove the tag",
+        ),
         (b"id: t\nblocks:\n- kind: user\n  payload: {1: one}\n", "blocks[0].payload", "non-string key 1"),
         (b'id: t\nblocks:\n- kind: user\n  payload: {x: "\\ud800"}\n', "blocks[0].payload", "lone surrogate"),
         (b"id: t\nblocks:\n- kind: user\n  payload: {x: .nan}\n", "blocks[0].payload", "is nan"),
@@ -378,6 +382,52 @@ def test_yaml_values_that_are_not_json(tmp_path: Path, content: bytes, field: st
     err = _load_fails(_write(tmp_path, "t.yaml", content))
     assert err.field == field
     assert message in str(err)
+
+
+_BIG = "9" * 5000  # Python reads and writes integers of at most 4,300 digits as text
+_TOO_BIG = "is an integer of more than 4,300 digits, which Python does not read or write as text; store it as a string"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "field", "message"),
+    [
+        ("t.yaml", "payload: {x: !!timestamp 2020-13-45}", "blocks[0].payload", "['x'] is tagged !!timestamp"),
+        ("t.yaml", "payload: {x: !!timestamp abc}", "blocks[0].payload", "['x'] is tagged !!timestamp"),
+        ("t.yaml", "payload: {x: !!int abc}", "blocks[0].payload", "['x'] is 'abc' with the tag !!int, which it"),
+        ("t.yaml", "payload: {x: !!float abc}", "blocks[0].payload", "['x'] is 'abc' with the tag !!float, which"),
+        ("t.yaml", "payload: {x: !!bool abc}", "blocks[0].payload", "['x'] is 'abc' with the tag !!bool, which"),
+        ("t.yaml", "payload: {x: !!int 0b}", "blocks[0].payload", "['x'] is '0b' with the tag !!int, which it"),
+        ("t.yaml", "payload: {!!int abc: 1}", "blocks[0].payload", "has a key that is 'abc' with the tag !!int"),
+        ("t.yaml", f"payload: {{x: {_BIG}}}", "blocks[0].payload", f"['x'] {_TOO_BIG}"),
+        ("t.yaml", f"metadata: {{a.b@v1: [1, -{_BIG}]}}", "blocks[0].metadata", f"['a.b@v1'][1] {_TOO_BIG}"),
+        ("t.yaml", "role: !!int abc", "blocks[0].role", "expected text, found a value that is 'abc' with the tag"),
+        ("t.json", f'"payload": {{"x": {_BIG}}}', "blocks[0].payload", f"['x'] {_TOO_BIG}"),
+        ("t.json", f'"metadata": {{"a.b@v1": {{"n": [-{_BIG}]}}}}', "blocks[0].metadata", f"['n'][0] {_TOO_BIG}"),
+        ("t.json", f'"role": {_BIG}', "blocks[0].role", f"expected text, found a value that {_TOO_BIG}"),
+    ],
+)
+def test_values_no_reader_can_build_are_named(
+    tmp_path: Path, name: str, content: str, field: str, message: str
+) -> None:
+    """PyYAML and int() raise a bare ValueError for these; the loader names the file and field instead."""
+    if name.endswith(".json"):
+        text = '{"id": "t", "blocks": [{"kind": "user", ' + content + "}]}"
+    else:
+        text = f"id: t\nblocks:\n- kind: user\n  {content}\n"
+    err = _load_fails(_write(tmp_path, name, text.encode()))
+    assert err.field == field
+    assert message in str(err)
+
+
+def test_yaml_dates_read_as_text() -> None:
+    """JSON has no dates, so YAML dates stay the text they are (even impossible ones)."""
+    doc = "id: t\nblocks:\n- kind: user\n  payload: {a: 2020-01-01, b: 2020-01-01 10:00:00Z, c: 2020-13-45}\n"
+    assert loads_yaml(doc).blocks[0].payload == {"a": "2020-01-01", "b": "2020-01-01 10:00:00Z", "c": "2020-13-45"}
+    # and date-like text is written quoted, so other YAML readers see text too
+    turn = Turn(id="t")
+    turn.append(Block.user("2020-01-01"))
+    assert "    text: '2020-01-01'\n" in dumps_yaml(turn)
+    assert loads_yaml(dumps_yaml(turn)) == turn
 
 
 def test_json_lone_surrogate_is_refused(tmp_path: Path) -> None:

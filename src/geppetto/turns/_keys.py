@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import sys
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
 
 from .._exceptions import KeyFormatError, MetadataTypeError, UsageError
@@ -25,6 +26,7 @@ __all__ = [
     "KeyFamily",
     "TurnData",
     "TurnMetadata",
+    "Unreadable",
     "block_meta_key",
     "check_json_value",
     "parse_key",
@@ -37,6 +39,29 @@ D = TypeVar("D")
 
 _SEGMENT = r"[a-z][a-z0-9_]*"
 _KEY_RE = re.compile(rf"^(?P<ns>{_SEGMENT}(?:\.{_SEGMENT})*)\.(?P<name>{_SEGMENT})@v(?P<ver>[1-9][0-9]*)$")
+
+
+MAX_INT_DIGITS = sys.int_info.default_max_str_digits
+"""Python reads and writes integers of at most this many digits as text (4,300) unless told otherwise."""
+_INT_LIMIT = 10**MAX_INT_DIGITS
+TOO_MANY_DIGITS = (
+    f"is an integer of more than {MAX_INT_DIGITS:,} digits, which Python does not read or write as text; "
+    "store it as a string"
+)
+
+
+class Unreadable:
+    """Stands in for a value a turn file holds but no reader could build (an integer of too many digits,
+    a YAML value its tag does not fit), so the JSON check can name the field it was found in."""
+
+    __slots__ = ("problem", "text")
+
+    def __init__(self, text: str, problem: str) -> None:
+        self.text = text
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return repr(self.text if len(self.text) <= 40 else self.text[:37] + "...")
 
 
 class KeyFamily(enum.Enum):
@@ -96,8 +121,8 @@ def parse_key(text: str) -> tuple[str, str, int]:
 def check_json_value(value: Any, *, what: str = "value") -> None:
     """Raise :class:`MetadataTypeError` unless ``value`` survives a JSON round trip unchanged.
 
-    Plain JSON means: None, bool, int, finite float, str (encodable as UTF-8), and lists and
-    dicts with string keys of those. Tuples, sets, bytes, NaN and objects are refused.
+    Plain JSON means: None, bool, int (of at most 4,300 digits), finite float, str (encodable as UTF-8),
+    and lists and dicts with string keys of those. Tuples, sets, bytes, NaN and objects are refused.
     """
     problem = _json_problem(value, what)
     if problem:
@@ -105,8 +130,11 @@ def check_json_value(value: Any, *, what: str = "value") -> None:
 
 
 def _json_problem(value: Any, path: str) -> str | None:
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
         return None
+    if isinstance(value, int):
+        # comparing sizes is cheap; only integers of thousands of digits reach the second test
+        return f"{path} {TOO_MANY_DIGITS}" if value.bit_length() > 14_000 and abs(value) >= _INT_LIMIT else None
     if isinstance(value, float):
         if math.isfinite(value):
             return None
@@ -125,12 +153,16 @@ def _json_problem(value: Any, path: str) -> str | None:
         return None
     if type(value) is dict:
         for k, item in value.items():
+            if isinstance(k, Unreadable):
+                return f"{path} has a key that {k.problem}"
             if not isinstance(k, str):
                 return f"{path} has the non-string key {k!r}; JSON objects only have string keys"
             p = _json_problem(item, f"{path}[{k!r}]")
             if p:
                 return p
         return None
+    if isinstance(value, Unreadable):
+        return f"{path} {value.problem}"
     kind = type(value).__name__
     hint = "a list" if isinstance(value, tuple | set | frozenset) else "plain JSON (dict, list, str, number)"
     return f"{path} is a {kind}, which does not survive a JSON round trip; convert it to {hint}"

@@ -11,7 +11,8 @@ The document form is a mapping::
     ...
 
 YAML ends with the explicit end line ``...``: a YAML document that names its ``format`` but lacks it
-was cut short and is refused.
+was cut short and is refused. YAML dates (``2024-05-01``) read as text, since JSON has no dates; a value
+no reader can build (``!!int abc``, an integer of more than 4,300 digits) is refused naming its field.
 
 Loading never constructs objects (YAML is read with the safe loader) and never writes to the file it
 reads; saving writes a temporary file and renames it, so a failed save leaves the old file whole.
@@ -28,7 +29,15 @@ from typing import Any
 import yaml
 
 from .._exceptions import KeyFormatError, MetadataTypeError, TurnFormatError
-from ._keys import BlockMetadata, TurnData, TurnMetadata, check_json_value, parse_key
+from ._keys import (
+    TOO_MANY_DIGITS,
+    BlockMetadata,
+    TurnData,
+    TurnMetadata,
+    Unreadable,
+    check_json_value,
+    parse_key,
+)
 from ._model import Block, BlockKind, Turn
 
 __all__ = [
@@ -169,6 +178,8 @@ def _str(value: Any, source: str, where: str) -> str:
 
 
 def _kind(value: Any) -> str:
+    if isinstance(value, Unreadable):
+        return f"a value that {value.problem}"
     return "nothing" if value is None else f"a {type(value).__name__}"
 
 
@@ -183,7 +194,16 @@ def loads_json(text: str | bytes, *, source: str = "<json>", strict: bool = True
         raise TurnFormatError(f"not valid JSON ({exc}); was the file cut short?", source=source) from None
     except RecursionError:
         raise TurnFormatError(_TOO_DEEP, source=source) from None
+    except ValueError:  # an integer of too many digits: read again with it set aside, so the check names its field
+        doc = json.loads(text, parse_int=_parse_int)
     return turn_from_dict(doc, source=source, strict=strict)
+
+
+def _parse_int(text: str) -> int | Unreadable:
+    try:
+        return int(text)
+    except ValueError:
+        return Unreadable(text, TOO_MANY_DIGITS)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -216,7 +236,12 @@ def dumps_yaml(turn: Turn) -> str:
 
 class _Loader(yaml.SafeLoader):
     """The safe loader without aliases: a few nested ``*name`` references expand to billions of values
-    (and a self-reference never ends). Turn files written by :func:`dumps_yaml` never use them."""
+    (and a self-reference never ends). Turn files written by :func:`dumps_yaml` never use them.
+
+    Dates stay text (JSON has none, and :func:`dumps_yaml` quotes date-like text, so nothing it writes
+    changes). A scalar its tag does not fit becomes :class:`Unreadable`, which the JSON check reports with
+    the field it sits in.
+    """
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -225,6 +250,45 @@ class _Loader(yaml.SafeLoader):
                 None, None, "turn files do not use YAML aliases (*name); write the value out", mark
             )
         return super().compose_node(parent, index)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        if str(node.value).replace("_", "").lstrip("+-").isdigit():
+            return Unreadable(node.value, TOO_MANY_DIGITS)
+        return _misfit(node)
+
+
+def _guarded(construct: Any) -> Any:
+    def constructor(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, KeyError, AttributeError):  # what PyYAML's scalar constructors raise on a misfit
+            return _misfit(node)
+
+    return constructor
+
+
+def _misfit(node: yaml.Node) -> Unreadable:
+    tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+    return Unreadable(str(node.value), f"is {node.value!r} with the tag {tag}, which it does not fit; fix the value")
+
+
+def _no_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Unreadable:
+    return Unreadable(str(node.value), "is tagged !!timestamp; a turn holds dates as text, so remove the tag")
+
+
+# a copy without the timestamp entry: SafeLoader's table is shared with every other safe loader
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _guarded(yaml.SafeLoader.construct_yaml_float))
+_Loader.add_constructor("tag:yaml.org,2002:bool", _guarded(yaml.SafeLoader.construct_yaml_bool))
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _no_timestamp)
 
 
 def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
