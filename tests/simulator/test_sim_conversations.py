@@ -55,6 +55,7 @@ def test_conversation_lifecycle(oai: httpx.Client, geppetto_sim: Simulator) -> N
 def test_conversation_rejections(oai: httpx.Client) -> None:
     conv = oai.post("/conversations", json={}).json()
     r = oai.post(f"/conversations/{conv['id']}", json={})
+    assert r.status_code == 400
     assert r.json()["error"] == {
         "message": "Missing required parameter: 'metadata'.",
         "type": "invalid_request_error",
@@ -76,6 +77,7 @@ def test_conversation_locked_while_a_response_is_in_flight(oai: httpx.Client, ge
         assert stalled.status_code == 200
         next(stalled.iter_lines())  # the first event arrived; the response is now in flight
         r = oai.post("/responses", json={"model": "sim-1", "conversation": conv["id"], "input": "fast"})
+        assert r.status_code == 400
         assert r.json()["error"] == {
             "message": "Another process is currently operating on this conversation. Please retry in a few seconds.",
             "type": "invalid_request_error",
