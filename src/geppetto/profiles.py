@@ -80,6 +80,38 @@ class Profile:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
+FLAGS_PROFILE = "(flags)"
+"""The name of the profile built from command-line flags when no profile is chosen."""
+
+# setting -> (accepted types, what to write); checked when the profiles file is read.
+_SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "provider": ((str,), "a provider name"),
+    "model": ((str,), "a model name"),
+    "base_url": ((str,), "a URL"),
+    "api_key_env": ((str,), "an environment variable name"),
+    "mode": ((str,), "stateless, chained or conversation"),
+    "store": ((bool,), "true or false"),
+    "temperature": ((int, float), "a number such as 0.2"),
+    "max_tokens": ((int,), "a whole number such as 1024"),
+    "reasoning_effort": ((str,), "minimal, low, medium or high"),
+    "simulator": ((bool,), "true or false"),
+}
+MODES = ("stateless", "chained", "conversation")
+
+
+def _check_settings(path: Path, name: str, raw: dict[str, Any]) -> None:
+    """Every value of profile ``name`` has the right type, so a typo fails here and not as a provider 400."""
+    for key, value in raw.items():
+        types, wanted = _SETTING_TYPES[key]
+        wrong_bool = isinstance(value, bool) and bool not in types
+        if value is not None and (wrong_bool or not isinstance(value, types)):
+            raise ConfigurationError(f"{path}: profiles.{name}.{key} is {value!r}; write {wanted}")
+    if raw.get("mode") not in (None, *MODES):
+        raise ConfigurationError(f"{path}: profiles.{name}.mode is {raw['mode']!r}; write {', '.join(MODES)}")
+    if isinstance(raw.get("max_tokens"), int) and raw["max_tokens"] < 1:
+        raise ConfigurationError(f"{path}: profiles.{name}.max_tokens must be at least 1")
+
+
 SIM_PROFILE = Profile(name="sim", provider="openai-responses", model="sim-1", simulator=True, mode="chained")
 
 
@@ -116,6 +148,7 @@ def load_profiles(path: Path | None = None) -> tuple[dict[str, Profile], str | N
             raise ConfigurationError(
                 f"{p}: profiles.{name} has unknown settings {unknown}; known: {', '.join(sorted(known))}"
             )
+        _check_settings(p, str(name), raw)
         provider = raw.get("provider", "openai-responses")
         if provider not in PROVIDERS:
             raise ConfigurationError(f"{p}: profiles.{name}.provider {provider!r}; use one of {', '.join(PROVIDERS)}")
@@ -133,6 +166,10 @@ def resolve_api_key(profile: Profile) -> str:
         if value := os.environ.get(name):
             return value
     wanted = " or ".join(names)
+    if profile.name == FLAGS_PROFILE:
+        raise ConfigurationError(
+            f"no API key: set {wanted}, define a profile in {profiles_path()}, or use --profile sim to run offline"
+        )
     raise ConfigurationError(
         f"no API key for profile {profile.name!r}: set {wanted}, or use --profile sim to run offline"
     )

@@ -144,3 +144,12 @@ def test_ctrl_c_while_streaming_returns_to_the_prompt(
     assert "you: tell me a long story" not in screen
     terminal.type("/exit")
     terminal.wait_for("EXIT-STATUS=0")
+
+
+def test_ctrl_c_at_the_prompt_exits_and_says_the_chat_is_saved(terminal: Terminal) -> None:
+    terminal.wait_for("you> ")
+    terminal.type("Hello")
+    terminal.wait_for("You said: Hello")
+    subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
+    screen = terminal.wait_for("EXIT-STATUS=130")
+    assert "interrupted; the conversation so far is saved as session " in screen

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _cli_helpers import clean_env, command, geppetto
 
 from geppetto import BlockKind, load_turn
@@ -151,14 +152,15 @@ def test_middleware_flags(geppetto_sim: Simulator, tmp_path: Path) -> None:
 
 
 def test_no_key_names_the_variable_and_the_offline_profile(tmp_path: Path) -> None:
+    where = tmp_path / "profiles.yaml"
     res = geppetto("run", "hello", config_dir=tmp_path)
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr == (
-        "error: no API key for profile 'default': set OPENAI_API_KEY, or use --profile sim to run offline\n"
+        f"error: no API key: set OPENAI_API_KEY, define a profile in {where}, or use --profile sim to run offline\n"
     )
     res = geppetto("run", "--provider", "gemini", "hello", config_dir=tmp_path)
     assert res.stderr == (
-        "error: no API key for profile 'default': set GEMINI_API_KEY or GOOGLE_API_KEY, "
+        f"error: no API key: set GEMINI_API_KEY or GOOGLE_API_KEY, define a profile in {where}, "
         "or use --profile sim to run offline\n"
     )
     res = geppetto("run", "--profile", "work", "hello", config_dir=tmp_path)
@@ -204,3 +206,33 @@ def test_ctrl_c_during_streaming_exits_130_and_saves_nothing(geppetto_sim: Simul
     assert err.strip().endswith("interrupted; nothing was saved")
     assert "Traceback" not in err
     assert not saved.exists() and list(tmp_path.glob(".turn.yaml*")) == []
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--mode", "stateless"],
+        ["--mode", "conversation"],
+        ["--provider", "openai-chat"],
+        ["--provider", "anthropic"],
+        ["--provider", "gemini"],
+        ["--model", "sim-reasoner"],
+    ],
+)
+def test_every_mode_and_provider_runs_offline(flags: list[str], tmp_path: Path) -> None:
+    saved = tmp_path / "t.yaml"
+    res = geppetto(
+        "run",
+        "--profile",
+        "sim",
+        *flags,
+        "--with-tools",
+        "--save-turn",
+        str(saved),
+        "What is the weather in Paris?",
+        config_dir=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    assert f"← get_weather: {PARIS}" in res.stdout
+    kinds = [b.kind for b in load_turn(saved).blocks if b.kind is not BlockKind.REASONING]
+    assert kinds == [BlockKind.USER, BlockKind.TOOL_CALL, BlockKind.TOOL_USE, BlockKind.LLM_TEXT]

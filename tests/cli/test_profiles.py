@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from geppetto import ConfigurationError
-from geppetto.profiles import SIM_PROFILE, Profile, load_profiles, profiles_path, resolve_api_key
+from geppetto.profiles import FLAGS_PROFILE, SIM_PROFILE, Profile, load_profiles, profiles_path, resolve_api_key
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +39,12 @@ def test_profiles_file_is_read_from_the_config_dir(tmp_path: Path) -> None:
         ("profiles: [1, 2]\n", "expected a mapping"),
         ("default: missing\nprofiles: {}\n", "default profile 'missing' is not defined"),
         ("profiles: {p: [unclosed\n", "cannot read the profiles file"),
+        ("profiles:\n  p:\n    temperature: hot\n", "profiles.p.temperature is 'hot'; write a number such as 0.2"),
+        ("profiles:\n  p:\n    max_tokens: lots\n", "profiles.p.max_tokens is 'lots'; write a whole number"),
+        ("profiles:\n  p:\n    max_tokens: 0\n", "profiles.p.max_tokens must be at least 1"),
+        ("profiles:\n  p:\n    store: 'no'\n", "profiles.p.store is 'no'; write true or false"),
+        ("profiles:\n  p:\n    temperature: true\n", "profiles.p.temperature is True"),
+        ("profiles:\n  p:\n    mode: chain\n", "profiles.p.mode is 'chain'; write stateless, chained, conversation"),
     ],
 )
 def test_bad_profiles_files_name_the_fix(text: str, fragment: str) -> None:
@@ -54,6 +60,15 @@ def test_missing_key_names_the_variable_and_the_offline_profile() -> None:
         resolve_api_key(Profile(name="g", provider="gemini"))
     assert str(err.value) == (
         "no API key for profile 'g': set GEMINI_API_KEY or GOOGLE_API_KEY, or use --profile sim to run offline"
+    )
+
+
+def test_missing_key_without_a_profile_names_the_file_not_a_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigurationError) as err:
+        resolve_api_key(Profile(name=FLAGS_PROFILE))
+    assert str(err.value) == (
+        f"no API key: set OPENAI_API_KEY, define a profile in {profiles_path()}, or use --profile sim to run offline"
     )
 
 

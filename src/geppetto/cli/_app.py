@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -12,13 +13,12 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
 from ..turns import load_turn
 from ._guard import fail, guarded
-from ._runtime import EngineSettings
+from ._runtime import EngineSettings, stdout_console
 from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
@@ -118,23 +118,32 @@ def chat(
 
 
 @app.command()
-def inspect(file: Annotated[Path, typer.Argument(help="A turn file (YAML, or JSON for .json).")]) -> None:
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A turn file (YAML, or JSON for .json).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the blocks (full ids) and the plan as JSON.")] = False,
+) -> None:
     """The Turn's blocks with their ids; marks the anchor and the blocks a chained request would send."""
-    from ._inspect import render_turn
+    from ._inspect import render_turn, turn_report
 
     turn = guarded(lambda: load_turn(file))
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    render_turn(turn, console, title=f"{file} · turn {turn.id}")
+    if json_out:
+        print(json.dumps(turn_report(turn), indent=2, ensure_ascii=False))
+        return
+    render_turn(turn, stdout_console(), title=f"{file} · turn {turn.id}")
 
 
 @app.command()
 def simulate(
-    port: Annotated[int, typer.Option(help="Port to listen on (0 picks a free one).")] = 8765,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0 picks a free one).")] = 8765,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
 ) -> None:
     """Run the provider simulator in the foreground until Ctrl-C."""
     from ..simulator import serve
 
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends it as cleanly as Ctrl-C
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         with serve(host, port) as sim:
             print(f"geppetto simulator on {sim.url}", flush=True)
@@ -156,7 +165,7 @@ def demo() -> None:
     """Offline: a chained conversation with tool calls against the simulator, then the bytes each mode sends."""
     from ._demo import run_demo
 
-    guarded(lambda: run_demo(Console() if sys.stdout.isatty() else Console(width=120)))
+    guarded(lambda: run_demo(stdout_console(120)))
 
 
 @profiles_app.command("list")
@@ -173,7 +182,7 @@ def profiles_list(json_out: Annotated[bool, typer.Option("--json", help="Print a
     for name, p in profiles.items():
         shown = f"{name} (default)" if name == default else name
         table.add_row(shown, p.provider, p.model, p.base_url or "", p.mode or "", _key_status(p))
-    Console().print(table)
+    stdout_console().print(table)
 
 
 @profiles_app.command("show")

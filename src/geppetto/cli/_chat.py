@@ -8,17 +8,26 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import typer
 from rich.console import Console
 
 from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
-from ..events import TextPrinter
 from ..middleware import Middleware
 from ..session import ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
 from ._demo_tools import demo_registry
+from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
-from ._runtime import EngineSettings, Opened, choose_profile, cli_middlewares, open_engine
+from ._runtime import (
+    EngineSettings,
+    Opened,
+    check_turn_target,
+    choose_profile,
+    cli_middlewares,
+    open_engine,
+    text_printer,
+)
 
 __all__ = ["HELP", "ChatRepl"]
 
@@ -76,7 +85,7 @@ class ChatRepl:
             self.opened.engine,
             tools=self.tools,
             middlewares=self.middlewares,
-            sinks=[TextPrinter(sys.stdout)],
+            sinks=[text_printer(sys.stdout)],
             store=self.store,
             session_id=session_id or new_id(),
             record_events=self.store is not None,
@@ -143,6 +152,11 @@ class ChatRepl:
             except EOFError:
                 print()
                 return
+            except KeyboardInterrupt:
+                assert self.session is not None
+                kept = f"saved as session {self.session.session_id}" if self.store is not None else "not saved"
+                print(f"\ninterrupted; the conversation so far is {kept}", file=sys.stderr)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
             if not line:
                 continue
             if line.startswith("/"):
@@ -207,9 +221,11 @@ class ChatRepl:
             return True
         try:
             return handler(arg.strip())
-        except (ConfigurationError, TurnFormatError, OSError) as exc:
+        except (ConfigurationError, UsageError, TurnFormatError) as exc:
             print(f"error: {exc}")
-            return True
+        except OSError as exc:
+            print(f"error: {os_error_text(exc)}")
+        return True
 
     def _latest(self) -> Turn | None:
         assert self.session is not None
@@ -222,6 +238,7 @@ class ChatRepl:
         elif turn is None:
             print("nothing to save yet; send a prompt first")
         else:
+            check_turn_target(Path(arg))
             save_turn(Path(arg), turn)
             print(f"saved {len(turn.blocks)} blocks to {arg}")
         return True
@@ -260,6 +277,9 @@ class ChatRepl:
 
     def _mode(self, arg: str) -> bool:
         assert self.opened is not None
+        if self.opened.profile.provider != "openai-responses":
+            print(f"/mode applies to the openai-responses provider only; this chat uses {self.opened.profile.provider}")
+            return True
         if not arg:
             print(f"mode: {self.opened.profile.mode or 'engine default'}; usage: /mode stateless|chained|conversation")
             return True

@@ -10,7 +10,7 @@ import typer
 
 from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError, UsageError
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -24,7 +24,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def guarded(action: Callable[[], T]) -> T:
-    """Run ``action``: usage errors exit 2, other geppetto errors (provider, store) 1, Ctrl-C 130."""
+    """Run ``action``: usage errors exit 2; provider, store and file errors 1; Ctrl-C 130."""
     try:
         return action()
     except KeyboardInterrupt:
@@ -34,3 +34,12 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(exc))
     except GeppettoError as exc:
         fail(str(exc), 1)
+    except OSError as exc:  # a file or folder the command was pointed at
+        fail(os_error_text(exc), 1)
+
+
+def os_error_text(exc: OSError) -> str:
+    """``REASON: PATH`` for a failed file operation, naming the path the user gave (not a temporary one)."""
+    path = exc.filename2 if exc.filename2 is not None else exc.filename
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {path}" if path is not None else reason

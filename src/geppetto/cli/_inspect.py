@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -16,13 +17,14 @@ from ..turns import (
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
+    TURN_META_PROVIDER,
     Block,
     BlockKind,
     Turn,
     result_text,
 )
 
-__all__ = ["ChainedPlan", "chained_plan", "render_turn"]
+__all__ = ["ChainedPlan", "chained_plan", "describe", "render_turn", "turn_report"]
 
 
 @dataclass(frozen=True)
@@ -70,22 +72,54 @@ def describe(block: Block) -> str:
     return block.text
 
 
-def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
-    """Print the table of ``turn``'s blocks and a one-line summary of the chained request; return the plan."""
-    plan = chained_plan(turn)
+def _marks(turn: Turn, plan: ChainedPlan) -> list[str]:
+    """Per block: ``anchor`` (the last block of the anchor response), ``send`` (in the delta) or ``""``."""
     sent = set(plan.sent_ids)
     last_of_anchor = max(
         (i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata) == plan.anchor),
         default=-1,
     )
+    return [
+        "anchor" if plan.anchor is not None and i == last_of_anchor else ("send" if b.id in sent else "")
+        for i, b in enumerate(turn.blocks)
+    ]
+
+
+def _chains(turn: Turn) -> bool:
+    """Whether the turn's last engine was the Responses engine (or none is recorded)."""
+    return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai")
+
+
+def turn_report(turn: Turn) -> dict[str, Any]:
+    """The inspection as JSON: full ids of every block, its mark, and the chained-request plan."""
+    plan = chained_plan(turn)
+    blocks = [
+        {
+            "index": i,
+            "kind": b.kind.value,
+            "id": b.id,
+            "turn_id": b.turn_id,
+            "inference_id": BLOCK_META_INFERENCE_ID.get(b.metadata),
+            "response_id": BLOCK_META_RESPONSE_ID.get(b.metadata),
+            "chained": mark or None,
+            "text": describe(b),
+        }
+        for i, (b, mark) in enumerate(zip(turn.blocks, _marks(turn, plan), strict=True))
+    ]
+    chained = {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None}
+    return {"turn_id": turn.id, "provider": TURN_META_PROVIDER.get(turn.metadata), "blocks": blocks, "chained": chained}
+
+
+def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
+    """Print the table of ``turn``'s blocks and a one-line summary of the chained request; return the plan."""
+    plan = chained_plan(turn)
     table = Table(title=title or f"turn {turn.id}", show_lines=False)
     for column, width in (("#", 3), ("kind", 9), ("id", 8), ("turn_id", 8), ("inference_id", 8)):
         table.add_column(column, min_width=width, no_wrap=True)
     table.add_column("response_id", min_width=14, no_wrap=True)
     table.add_column("chained", min_width=8, no_wrap=True)
     table.add_column("text", overflow="fold")
-    for i, block in enumerate(turn.blocks):
-        mark = "anchor" if plan.anchor is not None and i == last_of_anchor else ("send" if block.id in sent else "")
+    for i, (block, mark) in enumerate(zip(turn.blocks, _marks(turn, plan), strict=True)):
         table.add_row(
             str(i),
             block.kind.value,
@@ -97,7 +131,10 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
             _preview(describe(block)),
         )
     console.print(table)
-    if plan.anchor is None:
+    if not _chains(turn):
+        provider = TURN_META_PROVIDER.get(turn.metadata)
+        console.print(f"the last answer came from {provider}, which does not chain: every request sends the whole Turn")
+    elif plan.anchor is None:
         console.print(
             f"no valid anchor ({plan.reason}): a chained request sends all {len(turn.blocks)} blocks, "
             "without previous_response_id"

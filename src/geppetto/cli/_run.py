@@ -10,11 +10,11 @@ from pathlib import Path
 from rich.console import Console
 
 from .._exceptions import UsageError
-from ..events import EventSink, JsonLinesPrinter, TextPrinter
+from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
 from ..turns import BlockKind, Turn, save_turn
 from ._demo_tools import demo_registry
-from ._runtime import EngineSettings, choose_profile, cli_middlewares, open_engine
+from ._runtime import EngineSettings, check_turn_target, choose_profile, cli_middlewares, open_engine, text_printer
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -41,10 +41,15 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
             text = prompt_file.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise UsageError(f"prompt file {str(prompt_file)!r} does not exist; check the path") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"prompt file {str(prompt_file)!r} is not UTF-8 text; convert it first") from None
         except OSError as exc:
             raise UsageError(f"prompt file {str(prompt_file)!r} cannot be read: {exc.strerror}") from None
     elif prompt == "-":
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError("the prompt on stdin is not UTF-8 text; convert it first") from None
     elif prompt is None:
         raise UsageError("no prompt: pass it as an argument, '-' to read stdin, or --file PATH")
     else:
@@ -67,7 +72,9 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
 
 def run_command(options: RunOptions, prompt: str) -> Turn:
     """Run the inference (streaming), then save the turn if asked. Nothing is written unless it completed."""
-    sink: EventSink = JsonLinesPrinter(sys.stdout) if options.json_events else TextPrinter(sys.stdout)
+    if options.save_turn is not None:
+        check_turn_target(options.save_turn, "--save-turn")
+    sink: EventSink = JsonLinesPrinter(sys.stdout) if options.json_events else text_printer(sys.stdout)
     turn = asyncio.run(_infer(options, prompt, [sink]))
     if options.with_uppercase and not options.json_events:
         # The stream shows what the model said; the middleware changed the turn afterwards.

@@ -7,16 +7,30 @@ import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
-from .._exceptions import ConfigurationError
+from rich.console import Console
+
+from .._exceptions import ConfigurationError, UsageError
 from ..engine import Engine, Handler
+from ..events import Event, EventError, EventSink, TextPrinter
 from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
-from ..profiles import PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
+from ..profiles import FLAGS_PROFILE, PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
 from ..tools import ToolRegistry
 from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn
 
-__all__ = ["EngineSettings", "Opened", "choose_profile", "cli_middlewares", "open_engine", "uppercase_middleware"]
+__all__ = [
+    "EngineSettings",
+    "Opened",
+    "check_turn_target",
+    "choose_profile",
+    "cli_middlewares",
+    "open_engine",
+    "stdout_console",
+    "text_printer",
+    "uppercase_middleware",
+]
 
 SIM_API_KEY = "sk-sim"
 FALLBACK_MODEL = {
@@ -49,7 +63,7 @@ def choose_profile(settings: EngineSettings) -> Profile:
     name = settings.profile or default
     if name is None:
         provider = settings.provider or "openai-responses"
-        base = Profile(name="default", provider=provider, model=FALLBACK_MODEL[provider])
+        base = Profile(name=FLAGS_PROFILE, provider=provider, model=FALLBACK_MODEL[provider])
     elif name not in profiles:
         raise ConfigurationError(
             f"no profile named {name!r}; defined: {', '.join(profiles)} (see `geppetto profiles list`)"
@@ -139,3 +153,29 @@ def cli_middlewares(*, system: str | None, with_logging: bool, with_uppercase: b
     if with_uppercase:
         chain.append(uppercase_middleware())
     return chain
+
+
+def stdout_console(width: int = 160) -> Console:
+    """A console for stdout: the terminal's width, or ``width`` columns when piped (so tables are not squeezed)."""
+    return Console() if sys.stdout.isatty() else Console(width=width)
+
+
+def check_turn_target(path: Path, what: str = "the turn file") -> None:
+    """Refuse, before any work is done, a place a turn file cannot be written: a folder, or a file in a
+    folder that does not exist."""
+    if path.is_dir():
+        raise UsageError(f"{what} {str(path)!r} is a folder; give a file path such as {str(path / 'turn.yaml')!r}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {what} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
+
+
+def text_printer(stream: IO[str]) -> EventSink:
+    """Streamed text and tool lines for a person; errors are left to the command, which prints them once
+    on stderr."""
+    printer = TextPrinter(stream)
+
+    def sink(event: Event) -> None:
+        if not isinstance(event, EventError):
+            printer(event)
+
+    return sink

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from .._exceptions import UsageError
@@ -19,6 +18,7 @@ from ..session.stores import SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
 from ._guard import fail, guarded
 from ._inspect import render_turn
+from ._runtime import stdout_console
 
 __all__ = ["StoreOpt", "sessions_app"]
 
@@ -84,7 +84,7 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
         table.add_column(column, no_wrap=column != "first prompt")
     for i in infos:
         table.add_row(i.session_id, str(i.snapshots), str(i.blocks), _when(i.updated_at), _preview(i.first_prompt))
-    _console().print(table)
+    stdout_console().print(table)
 
 
 @sessions_app.command("show")
@@ -121,7 +121,7 @@ def sessions_show(
             out["events"] = [{"inference_id": e.inference_id, "seq": e.seq, "at": e.at, **e.event} for e in logged]
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return
-    console = _console()
+    console = stdout_console()
     table = Table(title=f"session {session_id}")
     for column in ("seq", "turn_id", "inference_id", "blocks", "saved"):
         table.add_column(column, no_wrap=True)
@@ -170,7 +170,3 @@ def sessions_delete(
         typer.confirm(f"Delete session {session_id} and everything recorded for it?", abort=True)
     with_store(store, lambda s: s.delete_session(session_id))
     print(f"deleted session {session_id}")
-
-
-def _console() -> Console:
-    return Console() if sys.stdout.isatty() else Console(width=160)
