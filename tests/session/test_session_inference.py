@@ -313,6 +313,8 @@ async def test_bad_input_names_the_fix() -> None:
         Session(None)
     with pytest.raises(gp.UsageError, match="Session needs an engine"):
         Session("not an engine")  # type: ignore[arg-type]
+    with pytest.raises(gp.UsageError, match=r"got the class ScriptedEngine, not an engine.*ScriptedEngine\(\.\.\.\)"):
+        Session(ScriptedEngine)  # type: ignore[arg-type]
     session = Session(ScriptedEngine())
     with pytest.raises(gp.UsageError, match=r"call session.prompt\(text\)"):
         session.start_inference()

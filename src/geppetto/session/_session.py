@@ -80,6 +80,11 @@ class Session:
         tool_loop_options: dict[str, Any] | None = None,
         record_events: bool = False,
     ) -> None:
+        if isinstance(engine, type):
+            raise UsageError(
+                f"Session got the class {engine.__name__}, not an engine: instantiate it, "
+                f"e.g. Session({engine.__name__}(...))"
+            )
         if engine is None or not callable(getattr(engine, "run_inference", None)):
             raise UsageError(
                 "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
