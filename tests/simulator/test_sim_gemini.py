@@ -103,6 +103,10 @@ def test_errors(gem: httpx.Client, geppetto_sim: Simulator) -> None:
         400,
         {"error": {"code": 400, "message": "Please use a valid role: user, model.", "status": "INVALID_ARGUMENT"}},
     )
+    r = gem.post(
+        "/v1beta/models/gemini-2.0-flash:generateContent", json={"contents": [{"role": None, "parts": [{"text": "x"}]}]}
+    )
+    assert r.status_code == 200  # a null role is unset, which means user
     r = httpx.post(geppetto_sim.url + "/v1beta/models/g:generateContent", json={"contents": [USER]})
     assert (r.status_code, r.json()["error"]["status"]) == (403, "PERMISSION_DENIED")
 

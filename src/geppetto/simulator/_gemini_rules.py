@@ -136,7 +136,7 @@ def _check_content(state: SimState, content: dict[str, Any], position: int, reas
                 f"* GenerateContentRequest.contents[{position}].parts[{index}].data: required oneof field 'data' must "
                 "have one initialized field",
             )
-    if content.get("role", "user") not in ("user", "model"):
+    if (content.get("role") or "user") not in ("user", "model"):
         raise SimError(400, "Please use a valid role: user, model.")
     if content.get("role") != "model":
         return
