@@ -65,14 +65,20 @@ def test_messages_for_a_tool_loop_group_calls_and_answer_each_id() -> None:
     ]
 
 
-def test_reasoning_is_replayed_only_from_chat_servers_and_only_in_the_current_loop() -> None:
+def test_chat_reasoning_is_replayed_in_every_exchange_that_called_tools_and_only_there() -> None:
     turn = Turn()
     turn.extend(
         [
             Block.user("first"),
-            from_provider(Block.reasoning("old chat reasoning"), "openai_chat"),
-            Block.llm_text("one"),
+            from_provider(Block.reasoning("plain answer thinking"), "openai_chat"),  # no tools: not sent
+            from_provider(Block.llm_text("one"), "openai_chat"),
             Block.user("second"),
+            from_provider(Block.reasoning("call thinking"), "openai_chat"),  # tools: sent in all later requests
+            from_provider(Block.tool_call("call_1", "lookup", {"q": "x"}), "openai_chat"),
+            Block.tool_use("call_1", "found"),
+            from_provider(Block.reasoning("answer thinking"), "openai_chat"),
+            from_provider(Block.llm_text("two"), "openai_chat"),
+            Block.user("third"),
             from_provider(Block.reasoning("claude thought", signature="sig"), "anthropic"),
             from_provider(Block.reasoning(item_id="rs_1", encrypted_content="gAAAA"), "openai_responses"),
             Block.tool_call("toolu_1", "lookup", "{not json"),
@@ -82,6 +88,17 @@ def test_reasoning_is_replayed_only_from_chat_servers_and_only_in_the_current_lo
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": "one"},
         {"role": "user", "content": "second"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+            ],
+            "reasoning_content": "call thinking",
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "found"},
+        {"role": "assistant", "content": "two", "reasoning_content": "answer thinking"},
+        {"role": "user", "content": "third"},
         {
             "role": "assistant",
             "content": None,

@@ -22,10 +22,12 @@ from geppetto.events import (
     Usage,
     with_sinks,
 )
+from geppetto.middleware import tool_loop, with_middleware
 from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine
+from geppetto.tools import ToolRegistry
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     BLOCK_META_RESPONSE_ID,
@@ -332,3 +334,60 @@ async def test_a_wrong_gemini_key_is_an_authentication_error_naming_the_variable
         "API key not valid. Please pass a valid API key. "
         "(check the key passed as api_key= or set in GEMINI_API_KEY or GOOGLE_API_KEY)"
     )
+
+
+def weather(location: str) -> str:
+    """Weather for a place."""
+    return f"18C in {location}"
+
+
+async def test_deepseek_reasoning_goes_from_the_stream_into_the_next_requests() -> None:
+    """Captured DeepSeek stream -> reasoning and tool_call blocks -> reasoning_content sent back with the call,
+    in the tool loop and after the next user message too (DeepSeek requires it for exchanges with tool calls)."""
+    replies = [stream_text("deepseek_chat_reasoning_tool_call.jsonl"), stream_text("chat_deepseek_reasoning.sse")] * 2
+    seen: Recorded = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, text=replies[len(seen) - 1])
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    engine = with_middleware(
+        ChatEngine("deepseek-v4-flash", api_key="k", base_url="https://api.deepseek.test/v1", http=http),
+        tool_loop(ToolRegistry([weather])),
+    )
+    turn = await engine.run_inference(user_turn("Weather in San Francisco?"))
+    reasoning = "The user asks about the weather in San Francisco. I should use the weather tool."
+    assert [(b.kind.value, b.text) for b in turn.blocks if b.kind.value in ("reasoning", "llm_text")] == [
+        ("reasoning", reasoning),
+        ("reasoning", "Two plus two is four."),
+        ("llm_text", "The answer is 4."),
+    ]
+    call_message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_00_IhCAliIHtM9gKpgfqbBV9873",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"location": "San Francisco"}'},
+            }
+        ],
+        "reasoning_content": reasoning,
+    }
+    second = json.loads(seen[1].content)["messages"]
+    assert second == [
+        {"role": "user", "content": "Weather in San Francisco?"},
+        call_message,
+        {"role": "tool", "tool_call_id": "call_00_IhCAliIHtM9gKpgfqbBV9873", "content": "18C in San Francisco"},
+    ]
+    turn.append(Block.user("Thanks. And tomorrow?"))
+    await engine.run_inference(turn)
+    third = json.loads(seen[2].content)["messages"]
+    assert third[1] == call_message
+    assert third[3] == {
+        "role": "assistant",
+        "content": "The answer is 4.",
+        "reasoning_content": "Two plus two is four.",
+    }
+    await http.aclose()

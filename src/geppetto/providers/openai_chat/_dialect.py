@@ -2,10 +2,14 @@
 
 Blocks map to messages in order: system -> ``system``, user -> ``user`` (text, or text and image parts),
 a run of llm_text / tool_call blocks -> one ``assistant`` message (``content`` null when it only calls
-tools), tool_use -> a ``tool`` message answering its ``tool_call_id``. Reasoning is replayed only as
-DeepSeek-style ``reasoning_content``, only when a Chat Completions server produced it, and only inside the
-current tool loop (after the last user message), which is where such servers need it back. Any other
-reasoning (OpenAI encrypted items, Claude thinking, Gemini thoughts) stays in the Turn but is not sent.
+tools), tool_use -> a ``tool`` message answering its ``tool_call_id``.
+
+Reasoning a Chat Completions server produced is replayed as DeepSeek-style ``reasoning_content`` on its
+assistant messages, in every exchange (from one user message to the next) in which the model called
+tools, and only there: DeepSeek's thinking mode requires it back for such exchanges in all later
+requests (400 otherwise) and ignores it elsewhere, while its older reasoner, which never called tools,
+refused it. Any other reasoning (OpenAI encrypted items, Claude thinking, Gemini thoughts) stays in the
+Turn but is not sent.
 """
 
 from __future__ import annotations
@@ -58,18 +62,23 @@ class _Assistant:
         return msg
 
 
-def _last_user_index(turn: Turn) -> int:
-    for i in range(len(turn.blocks) - 1, -1, -1):
-        if turn.blocks[i].kind is BlockKind.USER:
-            return i
-    return -1
+def _exchanges_with_calls(turn: Turn) -> list[bool]:
+    """For each block: whether the exchange it belongs to (user message to user message) has a tool call."""
+    exchange, spans = 0, [0] * len(turn.blocks)
+    with_calls: set[int] = set()
+    for i, block in enumerate(turn.blocks):
+        exchange += block.kind is BlockKind.USER
+        spans[i] = exchange
+        if block.kind is BlockKind.TOOL_CALL:
+            with_calls.add(exchange)
+    return [span in with_calls for span in spans]
 
 
 def build_messages(turn: Turn, *, system_role: str = "system") -> list[Message]:
     """The turn as Chat Completions messages (see the module docstring for the mapping)."""
     out: list[Message] = []
     current: _Assistant | None = None
-    last_user = _last_user_index(turn)
+    replay = _exchanges_with_calls(turn)
 
     def flush() -> None:
         nonlocal current
@@ -97,7 +106,7 @@ def build_messages(turn: Turn, *, system_role: str = "system") -> list[Message]:
                         },
                     }
                 )
-            elif i > last_user and block.text and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+            elif replay[i] and block.text and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
                 current.reasoning.append(block.text)
             continue
         flush()
