@@ -132,8 +132,15 @@ def check_typed(adapter: TypeAdapter[Any], tp: Any, body: dict[str, Any]) -> dic
     return validated
 
 
-def check_chat(body: dict[str, Any]) -> dict[str, Any]:
-    return check_typed(CHAT, CompletionCreateParamsStreaming, body)
+def check_chat(body: dict[str, Any], *, extensions: bool = True) -> dict[str, Any]:
+    """A Chat Completions body; ``extensions`` allows the compatible servers' keys (never sent to OpenAI)."""
+    messages = body.get("messages") or []
+    extended = [f"$.messages[{i}].reasoning_content" for i, m in enumerate(messages) if "reasoning_content" in m]
+    if extended and not extensions:
+        raise AssertionError(f"keys the SDK's request type does not declare: {', '.join(extended)}")
+    plain = {**body, "messages": [{k: v for k, v in m.items() if k != "reasoning_content"} for m in messages]}
+    check_typed(CHAT, CompletionCreateParamsStreaming, plain)
+    return body
 
 
 def check_claude(body: dict[str, Any]) -> dict[str, Any]:

@@ -173,3 +173,14 @@ async def test_the_bodies_the_engines_send_in_a_tool_loop_conform(make: Any, gep
     assert out.blocks[-1].text == "18C in both." and len(geppetto_sim.requests) == 2
     for request in geppetto_sim.requests:
         check_sent(request.path, request.body)
+
+
+def test_openai_itself_never_gets_reasoning_content() -> None:
+    """reasoning_content is a compatible servers' extension: OpenAI's types do not have it."""
+    official = ChatEngine("gpt-4o-mini", api_key="k").build_request(cross_provider_turn())
+    check_chat(official, extensions=False)
+    compatible = ChatEngine("deepseek-v4-flash", api_key="k", base_url="https://api.deepseek.test/v1")
+    body = compatible.build_request(cross_provider_turn())
+    assert [m.get("reasoning_content") for m in body["messages"] if m["role"] == "assistant"][-1] == "thinking"
+    with pytest.raises(AssertionError, match="reasoning_content"):
+        check_chat(body, extensions=False)

@@ -74,11 +74,12 @@ def _exchanges_with_calls(turn: Turn) -> list[bool]:
     return [span in with_calls for span in spans]
 
 
-def build_messages(turn: Turn, *, system_role: str = "system") -> list[Message]:
-    """The turn as Chat Completions messages (see the module docstring for the mapping)."""
+def build_messages(turn: Turn, *, system_role: str = "system", reasoning_content: bool = True) -> list[Message]:
+    """The turn as Chat Completions messages (see the module docstring for the mapping). ``reasoning_content``
+    False never sends reasoning (OpenAI's own API has no such field)."""
     out: list[Message] = []
     current: _Assistant | None = None
-    replay = _exchanges_with_calls(turn)
+    replay = _exchanges_with_calls(turn) if reasoning_content else [False] * len(turn.blocks)
 
     def flush() -> None:
         nonlocal current
@@ -153,16 +154,18 @@ def build_request(
     reasoning_effort: str | None = None,
     system_role: str = "system",
     stream_usage: bool = True,
+    reasoning_content: bool = True,
 ) -> dict[str, Any]:
     """The streaming ``POST /chat/completions`` body for ``turn``.
 
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
     ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
     ``temperature`` is left out for OpenAI reasoning models (:func:`is_openai_reasoning_model`), which refuse it.
+    ``reasoning_content`` False leaves reasoning out even where DeepSeek-style servers want it back.
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": build_messages(turn, system_role=system_role),
+        "messages": build_messages(turn, system_role=system_role, reasoning_content=reasoning_content),
         "stream": True,
     }
     if stream_usage:

@@ -101,6 +101,7 @@ class ChatEngine(TransportOwner):
             reasoning_effort=self.reasoning_effort,
             system_role=self.system_role,
             stream_usage=self.stream_usage,
+            reasoning_content=self.base_url != DEFAULT_BASE_URL,  # a compatible server's extension
         )
 
     async def run_inference(self, turn: Turn) -> Turn:
