@@ -233,6 +233,54 @@ async def test_router_delivers_per_topic_and_close_drains() -> None:
     assert audit == ["log"]
 
 
+async def test_router_takes_events_published_from_worker_threads(caplog: pytest.LogCaptureFixture) -> None:
+    """Sync tools run in worker threads with the caller's sinks; asyncio's debug mode refuses a queue put
+    from another thread, and without the hand-over the subscriber never wakes and close() hangs."""
+    loop = asyncio.get_running_loop()
+    loop.set_debug(True)
+    router = EventRouter()
+    got: list[str] = []
+    started, arrived = asyncio.Event(), asyncio.Event()
+
+    async def record(event: Event) -> None:
+        got.append(event.type if not isinstance(event, EventTextDelta) else event.delta)
+        started.set()
+        if len(got) == 3:
+            arrived.set()
+
+    def in_a_thread() -> None:
+        publish(EventTextDelta(META, "from a thread"))
+        publish(EventLog(META, "info", "still a thread", {}))
+
+    try:
+        router.subscribe("t", record)
+        with caplog.at_level(logging.ERROR, logger="geppetto.events"), with_sinks(router.sink("t")):
+            publish(EventStart(META))
+            await asyncio.wait_for(started.wait(), timeout=60)  # the subscriber now waits on its queue
+            await asyncio.to_thread(in_a_thread)
+        # bounds, not timings: a regression fails here instead of hanging the suite
+        await asyncio.wait_for(arrived.wait(), timeout=60)
+        await asyncio.wait_for(router.close(), timeout=60)
+    finally:
+        loop.set_debug(False)
+    assert got == ["start", "from a thread", "log"]
+    assert [r.getMessage() for r in caplog.records if r.name == "geppetto.events"] == []
+
+
+async def test_router_close_delivers_events_a_thread_published_before_it() -> None:
+    router = EventRouter()
+    got: list[str] = []
+
+    async def record(event: Event) -> None:
+        got.append(event.type)
+
+    router.subscribe("t", record)
+    await asyncio.sleep(0)  # the subscriber waits on its queue
+    await asyncio.to_thread(router.publish, "t", EventFinal(META, "x"))
+    await asyncio.wait_for(router.close(), timeout=60)
+    assert got == ["final"]
+
+
 def test_text_printer_output() -> None:
     out = io.StringIO()
     printer = TextPrinter(out)

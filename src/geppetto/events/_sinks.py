@@ -61,16 +61,21 @@ class EventRouter:
 
     ``router.sink(topic)`` is a sink for :func:`with_sinks`; each subscriber gets its own queue and task,
     so a slow or failing subscriber never blocks the inference. ``await router.close()`` drains them.
+
+    Publishing is thread-safe: sync tools run in worker threads with the caller's sinks, so an event
+    published off the subscriber's event loop is handed to that loop with ``call_soon_threadsafe``.
     """
 
     def __init__(self) -> None:
-        self._subs: dict[str, list[asyncio.Queue[Event | None]]] = {}
+        self._subs: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Queue[Event | None]]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     def subscribe(self, topic: str, handler: Subscriber) -> None:
+        """Call ``handler`` for each event of ``topic``, in a task on the running loop."""
+        loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._subs.setdefault(topic, []).append(queue)
-        self._tasks.append(asyncio.get_running_loop().create_task(self._pump(queue, handler)))
+        self._subs.setdefault(topic, []).append((loop, queue))
+        self._tasks.append(loop.create_task(self._pump(queue, handler)))
 
     async def _pump(self, queue: asyncio.Queue[Event | None], handler: Subscriber) -> None:
         while (event := await queue.get()) is not None:
@@ -80,16 +85,27 @@ class EventRouter:
                 log.exception("subscriber %r failed on a %s event", handler, event.type)
 
     def publish(self, topic: str, event: Event) -> None:
-        for queue in self._subs.get(topic, ()):
-            queue.put_nowait(event)
+        """Queue ``event`` for every subscriber of ``topic``; callable from any thread."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None  # a worker thread
+        for loop, queue in tuple(self._subs.get(topic, ())):
+            if loop is running:
+                queue.put_nowait(event)
+            else:  # asyncio.Queue is not thread-safe: its loop must do the put
+                loop.call_soon_threadsafe(queue.put_nowait, event)
 
     def sink(self, topic: str) -> EventSink:
         return lambda event: self.publish(topic, event)
 
     async def close(self) -> None:
+        """Let every subscriber finish the events queued so far (those published from threads
+        included), then stop their tasks."""
         for queues in self._subs.values():
-            for queue in queues:
-                queue.put_nowait(None)
+            for loop, queue in queues:
+                # behind any put a thread scheduled before this call
+                loop.call_soon_threadsafe(queue.put_nowait, None)
         await asyncio.gather(*self._tasks)
         self._subs.clear()
         self._tasks.clear()
