@@ -55,7 +55,7 @@ def normalize(items: list[Any]) -> list[tuple[Any, ...]]:
             out.append(("function_call", item["call_id"], item["name"], json.loads(item["arguments"] or "{}")))
         elif kind == "function_call_output":
             out.append(("function_call_output", item["call_id"], item["output"]))
-        elif kind == "reasoning":
+        elif kind in ("reasoning", "item_reference"):  # the engine references reasoning items only
             out.append(("reasoning", item.get("id")))
         else:
             out.append((kind,))

@@ -6,19 +6,25 @@ from __future__ import annotations
 import pytest
 
 from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, is_valid_anchor
-from geppetto.providers.openai_responses._anchors import tag_blocks
+from geppetto.providers.openai_responses._anchors import scan_anchors, tag_blocks
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 
 
 def build(*spec: Block | tuple[str, Block]) -> Turn:
-    """A Turn whose ``(response_id, block)`` entries are tagged as the engine would when they arrived."""
+    """A Turn whose ``(response_id, block)`` entries are tagged as the engine tags them when they arrive:
+    consecutive entries of one response id are that response's blocks."""
     turn = Turn()
-    for entry in spec:
+    start, current = 0, None
+    for entry in (*spec, None):
+        rid = entry[0] if isinstance(entry, tuple) else None
+        if current is not None and rid != current:
+            tag_blocks(turn, start, current)
+        if rid is not None and rid != current:
+            start = len(turn.blocks)
+        current = rid
         if isinstance(entry, tuple):
-            rid, block = entry
-            turn.append(block)
-            tag_blocks(turn, len(turn.blocks) - 1, rid)
-        else:
+            turn.append(entry[1])
+        elif entry is not None:
             turn.append(entry)
     return turn
 
@@ -163,3 +169,82 @@ def test_instructions_mode_ignores_system_edits() -> None:
     tag_blocks(turn, 2, "resp_A", include_system=False)
     turn.blocks[0].payload["text"] = "v2"
     assert (find_best_anchor(turn, include_system=False), find_best_anchor(turn)) == ("resp_A", None)
+
+
+def reasoning(item_id: str = "rs_1") -> Block:
+    return Block.reasoning(item_id=item_id, encrypted_content="gAAAA-sealed")
+
+
+def _multi() -> Turn:
+    """resp_A answered with text, a tool call and the result came back; resp_B with reasoning + text."""
+    return build(
+        Block.user("q"),
+        ("resp_A", llm("let me check")),
+        ("resp_A", call("c1")),
+        use("c1"),
+        ("resp_B", reasoning()),
+        ("resp_B", llm("done")),
+    )
+
+
+@pytest.mark.parametrize(
+    ("drop", "expected"),
+    [
+        ([], "resp_B"),
+        ([5], "resp_A"),  # resp_B's message (its last block): resp_B no longer ends where it ended
+        ([4], "resp_A"),  # resp_B's reasoning (its first block)
+        ([2, 3], None),  # resp_A's tool call and its result: resp_A's tail is gone, and resp_B's prefix changed
+    ],
+)
+def test_a_response_missing_any_of_its_blocks_is_not_an_anchor(drop: list[int], expected: str | None) -> None:
+    turn = _multi()
+    for i in sorted(drop, reverse=True):
+        del turn.blocks[i]
+    assert find_best_anchor(turn) == expected
+
+
+def test_dropping_the_tail_of_the_only_response_leaves_no_anchor() -> None:
+    turn = build(Block.user("q"), ("resp_A", llm("let me check")), ("resp_A", call("c1")))
+    del turn.blocks[2]
+    turn.append(Block.user("never mind"))
+    assert (find_best_anchor(turn), is_valid_anchor(turn, "resp_A")) == (None, False)
+
+
+def test_parallel_calls_missing_the_last_one_are_not_an_anchor() -> None:
+    turn = build(Block.user("q"), ("resp_A", call("c1")), ("resp_A", call("c2")), use("c1"), use("c2"))
+    assert find_best_anchor(turn) == "resp_A"
+    del turn.blocks[4], turn.blocks[2]
+    assert find_best_anchor(turn) is None
+
+
+def test_a_duplicated_block_of_a_response_is_caught() -> None:
+    turn = build(Block.user("q"), ("resp_A", llm("a")), ("resp_A", call("c1")))
+    turn.insert(2, turn.blocks[1].copy())
+    assert find_best_anchor(turn) is None
+
+
+def test_every_block_of_a_response_records_its_count_and_the_fingerprint_at_its_end() -> None:
+    turn = _multi()
+    a = [b.metadata for b in turn.blocks[1:3]]
+    assert [m["openai.response_blocks@v1"] for m in a] == [2, 2]
+    assert a[0]["geppetto.prefix_fingerprint@v1"] == a[1]["geppetto.prefix_fingerprint@v1"]
+
+
+def test_a_response_marked_not_anchorable_is_never_an_anchor() -> None:
+    turn = Turn()
+    turn.append(Block.user("q"))
+    turn.append(llm("partial"))
+    tag_blocks(turn, 1, "resp_A", refused="incomplete function call call_9")
+    assert (find_best_anchor(turn), scan_anchors(turn).reason_code()) == (None, "not_anchorable")
+
+
+def test_reason_codes_name_what_broke_the_latest_response() -> None:
+    turn = _multi()
+    del turn.blocks[5]
+    assert scan_anchors(turn).reason_code() == "response_incomplete"
+    turn = _multi()
+    turn.insert(5, Block.user("x"))
+    assert scan_anchors(turn).reason_code() == "not_contiguous"
+    turn = _multi()
+    turn.blocks[0].payload["text"] = "edited"
+    assert scan_anchors(turn).reason_code() == "fingerprint_mismatch"

@@ -221,8 +221,15 @@ async def test_conversation_mode_sends_delta_and_reseeds_on_system_change(geppet
     turn.blocks[0].payload["text"] = "be verbose"
     turn.append(Block.user("again"))
     turn = await eng.run_inference(turn)
-    paths = [r.path for r in sim.requests]
-    assert paths == ["/v1/conversations", "/v1/responses", "/v1/responses", "/v1/conversations", "/v1/responses"]
+    paths = [(r.method, r.path) for r in sim.requests]
+    assert paths == [
+        ("POST", "/v1/conversations"),
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/responses"),
+        ("GET", f"/v1/conversations/{conv}/items"),  # is the old conversation empty? (it is not)
+        ("POST", "/v1/conversations"),
+        ("POST", "/v1/responses"),
+    ]
     resp = [r.body for r in sim.requests if r.path == "/v1/responses"]
     assert [normalize(b["input"]) for b in resp] == [
         [("message", "user", "weather in Paris?")],
@@ -230,7 +237,7 @@ async def test_conversation_mode_sends_delta_and_reseeds_on_system_change(geppet
         [("message", "user", "again")],
     ]
     assert resp[0]["conversation"] == resp[1]["conversation"] == conv != resp[2]["conversation"]
-    assert normalize(sim.requests[3].body["items"]) == [
+    assert normalize(sim.requests[4].body["items"]) == [
         ("message", "system", "be verbose"),
         ("message", "user", "weather in Paris?"),
         ("message", "assistant", "One."),
@@ -289,3 +296,55 @@ async def test_turn_state_chained_with_store_false_engine_is_refused(geppetto_si
     set_state(turn, ConversationState(mode="chained"))
     with pytest.raises(gp.ConfigurationError, match="store=False"):
         await engine(geppetto_sim, store=False).run_inference(turn)
+
+
+async def test_request_bodies_with_every_option_validate_against_the_spec(geppetto_sim: Simulator) -> None:
+    """Images (URL, inline, file id), a developer message, include, a tool_choice object, reasoning and
+    structured output in one body, checked against the official OpenAPI schema."""
+    sim = geppetto_sim
+    sim.queue(Reply(text='{"x":1}', reasoning="thinking"), Reply(text='{"x":2}'))
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
+    eng = engine(
+        sim,
+        tool_choice={"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "get_weather"}]},
+        parallel_tool_calls=False,
+        reasoning_effort="low",
+        reasoning_summary="auto",
+        text_format={"type": "json_schema", "name": "answer", "schema": schema, "strict": True},
+        max_output_tokens=256,
+        include=["message.output_text.logprobs", "reasoning.encrypted_content"],
+    )
+    turn = Turn()
+    turn.append(Block(BlockKind.SYSTEM, {"text": "answer in JSON"}, role="developer"))
+    images = [
+        {"url": "https://example.com/a.png", "detail": "low"},
+        {"data": "iVBORw0KGgo=", "media_type": "image/png"},
+        {"file_id": "file-abc"},
+    ]
+    turn.append(Block.user("what is in these?", images=images))
+    turn = await eng.run_inference(turn)
+    turn.append(Block.user("and now?"))
+    await eng.run_inference(turn)
+    first, second = (r.body for r in sim.requests)
+    assert first["input"] == [
+        {"role": "developer", "content": "answer in JSON"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "what is in these?"},
+                {"type": "input_image", "detail": "low", "image_url": "https://example.com/a.png"},
+                {"type": "input_image", "detail": "auto", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+                {"type": "input_image", "detail": "auto", "file_id": "file-abc"},
+            ],
+        },
+    ]
+    for body in (first, second):
+        assert body["tool_choice"]["type"] == "allowed_tools" and body["include"][0] == "message.output_text.logprobs"
+        assert body["reasoning"] == {"effort": "low", "summary": "auto"} and body["text"]["format"]["name"] == "answer"
+    assert second["previous_response_id"] and normalize(second["input"]) == [("message", "user", "and now?")]
+    assert_valid_requests(sim)

@@ -12,7 +12,8 @@ from responses_support import engine
 import geppetto as gp
 from geppetto.events import Event, with_sinks
 from geppetto.providers._http import HttpTransport, RetryPolicy
-from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
+from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, find_best_anchor
+from geppetto.providers.openai_responses._anchors import scan_anchors
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -202,3 +203,83 @@ def test_temperature_omitted_for_reasoning_models() -> None:
         "reasoning": {"effort": "low"},
         "stream": True,
     }
+
+
+WEB_SEARCH = {
+    "type": "web_search_call",
+    "id": "ws_1",
+    "status": "completed",
+    "action": {"type": "search", "query": "weather in Paris"},
+}
+
+
+def _answering(output: list[dict[str, Any]], status: str = "completed") -> tuple[ResponsesEngine, list[Any]]:
+    """An engine whose server answers every request with ``output``; the request bodies land in the list."""
+    bodies: list[Any] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        rid = f"resp_{len(bodies)}"
+        created = {**RESPONSE, "id": rid, "previous_response_id": bodies[-1].get("previous_response_id")}
+        final = {**created, "status": status, "output": output}
+        terminal = "response.completed" if status == "completed" else "response.incomplete"
+        body = _sse({"type": "response.created", "response": created}, {"type": terminal, "response": final})
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    http = HttpTransport(
+        "http://test/v1", provider="openai", transport=httpx.MockTransport(handler), retry=RetryPolicy(max_retries=0)
+    )
+    return ResponsesEngine("gpt-4.1", api_key="k", http=http), bodies
+
+
+async def test_hosted_tool_items_are_kept_replayed_and_fingerprinted() -> None:
+    eng, bodies = _answering([WEB_SEARCH, MSG])
+    turn = await eng.run_inference(_turn())
+    assert [(b.kind, b.payload) for b in turn.blocks[1:]] == [
+        (BlockKind.OTHER, {"item": WEB_SEARCH}),
+        (BlockKind.LLM_TEXT, {"text": "Hello", "item_id": "msg_1"}),
+    ]
+    assert find_best_anchor(turn) == "resp_1"
+    assert blocks_to_items(turn.blocks) == [
+        {"role": "user", "content": "hi"},
+        WEB_SEARCH,
+        {"role": "assistant", "content": "Hello"},
+    ]
+    turn.append(Block.user("more"))
+    await eng.run_inference(turn)
+    assert (bodies[1]["previous_response_id"], bodies[1]["input"]) == ("resp_1", [{"role": "user", "content": "more"}])
+    del turn.blocks[1]  # middleware drops the web search: the server still holds it
+    assert find_best_anchor(turn) is None
+
+
+@pytest.mark.parametrize(
+    ("output", "status", "kept"),
+    [
+        ([MSG, {**CALL, "arguments": '{"ci', "status": "incomplete"}], "incomplete", [BlockKind.LLM_TEXT]),
+        (
+            [{"type": "computer_call", "id": "cu_1", "call_id": "call_c", "status": "completed"}, MSG],
+            "completed",
+            [
+                BlockKind.OTHER,
+                BlockKind.LLM_TEXT,
+            ],
+        ),
+    ],
+)
+async def test_a_response_the_turn_cannot_replay_whole_never_anchors(
+    output: list[dict[str, Any]], status: str, kept: list[BlockKind]
+) -> None:
+    """An incomplete function call is dropped from the Turn, and a call needing a client output is kept but
+    never sent: the server holds more than the Turn replays, so the next request sends the whole Turn."""
+    eng, bodies = _answering(output, status)
+    turn = await eng.run_inference(_turn())
+    assert [b.kind for b in turn.blocks[1:]] == kept
+    assert (find_best_anchor(turn), scan_anchors(turn).reason_code()) == (None, "not_anchorable")
+    turn.append(Block.user("more"))
+    await eng.run_inference(turn)
+    assert "previous_response_id" not in bodies[1]
+    assert bodies[1]["input"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello"},
+        {"role": "user", "content": "more"},
+    ]

@@ -8,10 +8,11 @@ from ._anchors import blocks_after_response, find_best_anchor, is_valid_anchor
 from ._engine import ResponsesEngine
 from ._items import blocks_to_items
 from ._manager import ConversationManager
-from ._metrics import ResponsesMetrics, metrics
+from ._metrics import FALLBACK_REASONS, ResponsesMetrics, metrics
 from ._state import RESPONSES_STATE, ConversationState, get_state, set_state
 
 __all__ = [
+    "FALLBACK_REASONS",
     "RESPONSES_STATE",
     "ConversationManager",
     "ConversationState",

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing, asynccontextmanager
-from typing import Any, cast
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 
-from geppetto._exceptions import (
-    AuthenticationError,
-    ConfigurationError,
-    GeppettoError,
-    NotFoundError,
-    PreviousResponseNotFoundError,
-    StreamError,
-)
+from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
-from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
+from geppetto.providers._http import HttpTransport, openai_error_info
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
-    BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
     PAYLOAD_ID,
     PAYLOAD_NAME,
@@ -35,10 +27,12 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
-from ._metrics import metrics
-from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_chained, plan_conversation, plan_full
+from ._metrics import ResponsesMetrics, metrics
+from ._plan import Plan, plan_chained, plan_conversation, plan_full
+from ._send import send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
-from ._stream import StreamState, consume_stream, stop_reason_of, usage_of
+from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
+from ._tools import EngineTools, check_reasoning, check_tool_choice
 
 __all__ = ["ResponsesEngine"]
 
@@ -46,29 +40,6 @@ log = logging.getLogger("geppetto.providers.openai_responses")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-
-
-class _StateIgnored(GeppettoError):
-    """The server answered without echoing previous_response_id / conversation: it ignores server state."""
-
-
-def _tool_dict(tool: Any) -> dict[str, Any]:
-    if isinstance(tool, dict):
-        if tool.get("type", "function") != "function":
-            return dict(tool)  # hosted tools pass through verbatim
-        name, description, parameters = tool["name"], tool.get("description"), tool.get("parameters")
-        strict = tool.get("strict", False)
-    else:
-        name, description = tool.name, getattr(tool, "description", None)
-        parameters = getattr(tool, "parameters", None)
-        parameters = parameters() if callable(parameters) else parameters
-        strict = getattr(tool, "strict", False)
-    out: dict[str, Any] = {"type": "function", "name": name}
-    if description:
-        out["description"] = description
-    out["parameters"] = parameters or {"type": "object", "properties": {}}
-    out["strict"] = bool(strict)
-    return out
 
 
 class ResponsesEngine:
@@ -81,6 +52,13 @@ class ResponsesEngine:
     (logged, counted in ``metrics``). ``instructions_mode=True`` sends system blocks as ``instructions``
     on every request instead of as stored input messages. ``on_previous_not_found="raise"`` turns the
     automatic full resend on an expired parent into an error.
+
+    ``tools``: ``@geppetto.tool`` functions, ``ToolDefinition`` objects, dicts ``{name, description,
+    parameters, strict?}`` or hosted tools ``{"type": "web_search", ...}``; inside a tool loop the
+    tools it offers are added. ``tool_choice``: ``"auto"``, ``"none"``, ``"required"``, a tool name or
+    a Responses ``tool_choice`` dict; None takes the turn's ``ToolConfig`` choice. ``reasoning_effort``
+    is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
+    :data:`~geppetto.providers.openai_responses.metrics`.
     """
 
     provider = "openai"
@@ -106,6 +84,7 @@ class ResponsesEngine:
         include: Sequence[str] | None = None,
         on_previous_not_found: str = "resend",
         http: HttpTransport | httpx.AsyncClient | None = None,
+        metrics: ResponsesMetrics | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -115,6 +94,8 @@ class ResponsesEngine:
             )
         if on_previous_not_found not in ("resend", "raise"):
             raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
+        check_reasoning(reasoning_effort, reasoning_summary)
+        check_tool_choice(tool_choice)
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key and not isinstance(http, HttpTransport):
             raise AuthenticationError(
@@ -123,16 +104,22 @@ class ResponsesEngine:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
-        self.tools = [_tool_dict(t) for t in tools or []]
+        self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
         self.reasoning_effort, self.reasoning_summary = reasoning_effort, reasoning_summary
         self.text_format, self.temperature, self.top_p = text_format, temperature, top_p
         self.max_output_tokens, self.include = max_output_tokens, list(include or [])
         self.on_previous_not_found = on_previous_not_found
+        self.metrics = metrics if metrics is not None else _default_metrics()
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._http = http
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The engine's own tools as sent on the wire (a tool loop's tools are added per request)."""
+        return self._tools.definitions()
 
     # -- transport --------------------------------------------------------------------------------
     @asynccontextmanager
@@ -165,10 +152,8 @@ class ResponsesEngine:
             body["previous_response_id"] = plan.previous_response_id
         if plan.conversation_id:
             body["conversation"] = plan.conversation_id
-        if self.tools:
-            body["tools"] = self.tools
+        body.update(self._tools.fields(turn, self.tool_choice))
         optional: dict[str, Any] = {
-            "tool_choice": self.tool_choice,
             "parallel_tool_calls": self.parallel_tool_calls,
             "text": {"format": self.text_format} if self.text_format else None,
             "max_output_tokens": self.max_output_tokens,
@@ -201,85 +186,12 @@ class ResponsesEngine:
     def _plan(self, turn: Turn, mode: str, state: ConversationState | None) -> Plan:
         include_system = not self.instructions_mode
         if self.server_ignores_state:
-            return plan_full(turn, include_system=include_system, reason="server ignores previous_response_id")
+            return plan_full(turn, include_system=include_system)
         if mode == "chained":
-            return plan_chained(turn, include_system=include_system)
+            return plan_chained(turn, state, include_system=include_system, metrics=self.metrics)
         if mode == "conversation":
-            cid = state.conversation_id if state else None
-            last = state.previous_response_id if state else None
-            return plan_conversation(turn, cid, last, include_system=include_system)
+            return plan_conversation(turn, state, include_system=include_system, metrics=self.metrics)
         return plan_full(turn, include_system=include_system)
-
-    async def _seed_conversation(self, http: HttpTransport, items: list[dict[str, Any]]) -> str:
-        step = CONVERSATION_ITEMS_PER_CALL
-        created = await http.post_json("conversations", {"items": items[:step]})
-        cid = str(created["id"])
-        for i in range(step, len(items), step):
-            await http.post_json(f"conversations/{cid}/items", {"items": items[i : i + step]})
-        log.info("responses: new conversation %s seeded with %d items", cid, len(items))
-        return cid
-
-    # -- one request ------------------------------------------------------------------------------
-    async def _send(self, http: HttpTransport, turn: Turn, plan: Plan, stream: StreamState) -> None:
-        if plan.seed_items is not None:
-            plan.conversation_id = await self._seed_conversation(http, plan.seed_items)
-            plan.seed_items = None
-        body = self.build_body(turn, plan)
-        metrics.request(plan.mode, len(plan.items))
-        if plan.fallback_reason:
-            metrics.fallback(plan.fallback_reason.split(" (")[0][:60])
-        log.info("responses: %s request, %d input items", plan.mode, len(plan.items))
-
-        def verify(response: dict[str, Any]) -> None:
-            if plan.previous_response_id and response.get("previous_response_id") != plan.previous_response_id:
-                raise _StateIgnored("previous_response_id")
-            conv = response.get("conversation")
-            conv_id = conv.get("id") if isinstance(conv, dict) else conv
-            if plan.conversation_id and conv_id != plan.conversation_id:
-                raise _StateIgnored("conversation")
-
-        meta = metadata_for(turn, self.provider, self.model)
-        events = cast(AsyncGenerator[SSEEvent, None], http.stream_sse("responses", body))
-        async with aclosing(events):
-            await consume_stream(events, stream, meta, on_created=verify)
-
-    async def _send_with_fallbacks(
-        self, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
-    ) -> Plan:
-        """Send ``plan``; on an expired parent, a lost conversation or a server that ignores state, send
-        once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
-        include_system = not self.instructions_mode
-        stream = StreamState()
-        streams.append(stream)
-        try:
-            await self._send(http, turn, plan, stream)
-            return plan
-        except PreviousResponseNotFoundError:
-            if self.on_previous_not_found == "raise":
-                raise
-            log.warning(
-                "responses: parent %s not found on the server; resending the whole Turn", plan.previous_response_id
-            )
-            retry = plan_full(turn, include_system=include_system, reason="previous_response_not_found")
-        except NotFoundError as exc:
-            if not plan.conversation_id or exc.param not in (None, "conversation"):
-                raise
-            log.warning("responses: conversation %s not found; starting a new one", plan.conversation_id)
-            retry = plan_conversation(turn, None, None, include_system=include_system)
-            retry.fallback_reason = "conversation_not_found"
-        except _StateIgnored as exc:
-            self.server_ignores_state = True
-            log.warning(
-                "responses: the server at %s did not echo %s; it ignores server-side state, so this engine "
-                "re-sends the whole Turn and stays stateless",
-                self.base_url,
-                exc,
-            )
-            retry = plan_full(turn, include_system=include_system, reason="server ignores previous_response_id")
-        stream = StreamState()
-        streams.append(stream)
-        await self._send(http, turn, retry, stream)
-        return retry
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
@@ -289,11 +201,11 @@ class ResponsesEngine:
         meta = metadata_for(turn, self.provider, self.model)
         publish(EventStart(meta))
         start = len(turn.blocks)
-        plan = self._plan(turn, mode, state)
         streams: list[StreamState] = []
         try:
+            plan = self._plan(turn, mode, state)
             async with self._transport() as http:
-                plan = await self._send_with_fallbacks(http, turn, plan, streams)
+                plan = await send_with_fallbacks(self, http, turn, plan, streams)
         except StreamError as exc:
             for block in (
                 streams[-1].finished_text_blocks() if streams else []
@@ -315,16 +227,28 @@ class ResponsesEngine:
             BLOCK_META_PROVIDER.set(block.metadata, self.provider)
             turn.append(block)
         response_id = str(response.get("id") or "")
+        refused = unreplayed_items(stream.output_items())
         if not response_id:
             log.warning("responses: the response carried no id; its blocks cannot anchor a later request")
-        elif self.store:
-            tag_blocks(turn, start, response_id, include_system=not self.instructions_mode)
-            new_state = ConversationState(mode=mode, previous_response_id=response_id)
-            new_state.conversation_id = plan.conversation_id if mode == "conversation" else None
-            set_state(turn, new_state)
         else:
-            for block in blocks:
-                BLOCK_META_RESPONSE_ID.set(block.metadata, response_id)
+            if refused and self.store:
+                log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)
+            tag_blocks(
+                turn,
+                start,
+                response_id,
+                include_system=not self.instructions_mode,
+                seed=plan.seed(),
+                prefix=plan.prefix,
+                refused=refused,
+                stored=self.store,
+            )
+            if self.store:
+                cid = plan.conversation_id if mode == "conversation" else None
+                set_state(turn, ConversationState(mode, cid, response_id, plan.base))
+        self._finish(turn, response, blocks)
+
+    def _finish(self, turn: Turn, response: dict[str, Any], blocks: list[Any]) -> None:
         usage = usage_of(response)
         stop = stop_reason_of(response, blocks)
         TURN_META_PROVIDER.set(turn.metadata, self.provider)
@@ -340,3 +264,7 @@ class ResponsesEngine:
         meta.usage, meta.stop_reason = usage, stop
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
         publish(EventFinal(meta, text))
+
+
+def _default_metrics() -> ResponsesMetrics:
+    return metrics

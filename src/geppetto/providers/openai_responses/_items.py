@@ -1,9 +1,15 @@
 """Blocks <-> Responses input items.
 
-Pairing rules (upstream lessons §4.2): a reasoning item is replayed only with its ``encrypted_content``
-and only directly before the item it produced (a function call or a non-blank assistant message);
-that follower then keeps its provider ``id``, and every other replayed item is sent without one, so
-the API never sees a half pair. Plaintext reasoning is never sent. ``other`` blocks are not sent.
+Pairing rules (upstream lessons §4.2): a reasoning item is replayed only directly before the item it
+produced (a function call, a non-blank assistant message or a hosted-tool item); that follower then
+keeps its provider ``id``, and every other replayed function call or message is sent without one, so
+the API never sees a half pair. Reasoning travels with its ``encrypted_content``; without it, a
+reasoning item from a stored response is sent as an ``item_reference`` to its id (the server keeps
+the items of stored responses; provider-apis §2.4-§2.5). Plaintext reasoning is never sent.
+
+Output items geppetto does not model (hosted tools such as web search) are kept as ``other`` blocks
+holding the raw item under ``payload["item"]``; the ones the server completes itself are replayed as
+they came, the others (calls that would need an output from the client) are never sent.
 """
 
 from __future__ import annotations
@@ -24,10 +30,40 @@ from geppetto.turns import (
     PAYLOAD_SUMMARY,
     Block,
     BlockKind,
+    block_meta_key,
     result_text,
 )
 
-__all__ = ["arguments_text", "block_identity", "blocks_to_items", "tool_output_text"]
+__all__ = [
+    "PAYLOAD_ITEM",
+    "REPLAYABLE_ITEM_TYPES",
+    "RESPONSE_BLOCKS",
+    "arguments_text",
+    "block_identity",
+    "blocks_to_items",
+    "tool_output_text",
+]
+
+PAYLOAD_ITEM = "item"
+"""Payload key of an ``other`` block: the raw output item geppetto does not model (e.g. a web search call)."""
+
+REPLAYABLE_ITEM_TYPES = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+"""Unmodelled output items the server completes itself; they are replayed as they came."""
+
+RESPONSE_BLOCKS = block_meta_key("openai", "response_blocks", 1, int)
+"""``openai.response_blocks@v1``: how many blocks the stored response produced (on each of them).
+
+Written only for responses the server stored, so it also marks blocks whose items can be referenced by id.
+"""
 
 
 def arguments_text(args: Any) -> str:
@@ -76,7 +112,18 @@ def _system_role(block: Block) -> str:
     return "developer" if block.role == "developer" else "system"
 
 
+def _raw_item(block: Block) -> dict[str, Any] | None:
+    """The replayable raw item of an ``other`` block, else None."""
+    item = block.payload.get(PAYLOAD_ITEM)
+    if isinstance(item, dict) and item.get("type") in REPLAYABLE_ITEM_TYPES and item.get("id"):
+        return item
+    return None
+
+
 def _reasoning_item(block: Block) -> dict[str, Any]:
+    encrypted = block.payload.get(PAYLOAD_ENCRYPTED_CONTENT)
+    if not encrypted:
+        return {"type": "item_reference", "id": block.payload[PAYLOAD_ITEM_ID]}
     summary = block.payload.get(PAYLOAD_SUMMARY) or []
     if isinstance(summary, str):
         summary = [summary]
@@ -84,22 +131,54 @@ def _reasoning_item(block: Block) -> dict[str, Any]:
         "type": "reasoning",
         "id": block.payload[PAYLOAD_ITEM_ID],
         "summary": [{"type": "summary_text", "text": str(s)} for s in summary],
-        "encrypted_content": block.payload[PAYLOAD_ENCRYPTED_CONTENT],
+        "encrypted_content": encrypted,
     }
 
 
-def _replayable_reasoning(block: Block, follower: Block | None) -> bool:
-    if not (block.payload.get(PAYLOAD_ITEM_ID) and block.payload.get(PAYLOAD_ENCRYPTED_CONTENT)):
+def _replayable_reasoning(block: Block, follower: Block | None, references: bool) -> bool:
+    if not block.payload.get(PAYLOAD_ITEM_ID) or follower is None:
         return False
-    if follower is None:
+    # Without encrypted content it goes by reference: only items of a stored response can (404 otherwise).
+    stored = references and RESPONSE_BLOCKS.has(block.metadata)
+    if not block.payload.get(PAYLOAD_ENCRYPTED_CONTENT) and not stored:
         return False
     if follower.kind is BlockKind.TOOL_CALL:
         return bool(follower.payload.get(PAYLOAD_ITEM_ID))
+    if follower.kind is BlockKind.OTHER:
+        return _raw_item(follower) is not None
     return (
         follower.kind is BlockKind.LLM_TEXT
         and bool(follower.text.strip())
         and bool(follower.payload.get(PAYLOAD_ITEM_ID))
     )
+
+
+def _assistant(block: Block, with_id: bool) -> dict[str, Any] | None:
+    if not block.text.strip():
+        return None
+    if with_id:
+        return {
+            "type": "message",
+            "id": block.payload[PAYLOAD_ITEM_ID],
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
+        }
+    return {"role": "assistant", "content": block.text}
+
+
+def _function_call(block: Block, with_id: bool) -> dict[str, Any] | None:
+    if not block.payload.get(PAYLOAD_ID) or not block.payload.get(PAYLOAD_NAME):
+        return None
+    item: dict[str, Any] = {
+        "type": "function_call",
+        "call_id": str(block.payload[PAYLOAD_ID]),
+        "name": str(block.payload[PAYLOAD_NAME]),
+        "arguments": arguments_text(block.payload.get(PAYLOAD_ARGS)),
+    }
+    if with_id:
+        item["id"] = block.payload[PAYLOAD_ITEM_ID]
+    return item
 
 
 def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any] | None:
@@ -109,29 +188,9 @@ def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any
     if kind is BlockKind.USER:
         return _message("user", block)
     if kind is BlockKind.LLM_TEXT:
-        if not block.text.strip():
-            return None
-        if with_id:
-            return {
-                "type": "message",
-                "id": block.payload[PAYLOAD_ITEM_ID],
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
-            }
-        return {"role": "assistant", "content": block.text}
+        return _assistant(block, with_id)
     if kind is BlockKind.TOOL_CALL:
-        if not block.payload.get(PAYLOAD_ID) or not block.payload.get(PAYLOAD_NAME):
-            return None
-        item: dict[str, Any] = {
-            "type": "function_call",
-            "call_id": str(block.payload[PAYLOAD_ID]),
-            "name": str(block.payload[PAYLOAD_NAME]),
-            "arguments": arguments_text(block.payload.get(PAYLOAD_ARGS)),
-        }
-        if with_id:
-            item["id"] = block.payload[PAYLOAD_ITEM_ID]
-        return item
+        return _function_call(block, with_id)
     if kind is BlockKind.TOOL_USE:
         if not block.payload.get(PAYLOAD_ID):
             return None
@@ -140,17 +199,25 @@ def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any
             "call_id": str(block.payload[PAYLOAD_ID]),
             "output": tool_output_text(block),
         }
+    if kind is BlockKind.OTHER:
+        return _raw_item(block)
     return None
 
 
-def blocks_to_items(blocks: Sequence[Block], *, include_system: bool = True) -> list[dict[str, Any]]:
-    """The input items for ``blocks``, in order, following the pairing rules above."""
+def blocks_to_items(
+    blocks: Sequence[Block], *, include_system: bool = True, references: bool = True
+) -> list[dict[str, Any]]:
+    """The input items for ``blocks``, in order, following the pairing rules above.
+
+    ``references=False`` never sends an ``item_reference``: reasoning without ``encrypted_content`` is
+    then dropped (its follower goes without its id).
+    """
     items: list[dict[str, Any]] = []
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:
             follower = blocks[i + 1] if i + 1 < len(blocks) else None
-            if _replayable_reasoning(block, follower):
+            if _replayable_reasoning(block, follower, references):
                 items.append(_reasoning_item(block))
                 paired_follower = i + 1
             continue
@@ -163,8 +230,8 @@ def blocks_to_items(blocks: Sequence[Block], *, include_system: bool = True) -> 
 def block_identity(block: Block, *, include_system: bool = True) -> Any:
     """What the server holds for this block, in a canonical form for fingerprints; None when never sent.
 
-    Reasoning counts by its item id and encrypted content (the server stores the item it produced);
-    other kinds count by their stand-alone wire item.
+    Reasoning counts by its item id (the server stores the item it produced, whether it travels
+    encrypted or by reference); other kinds count by their stand-alone wire item.
     """
     if block.kind is BlockKind.REASONING:
         if not block.payload.get(PAYLOAD_ITEM_ID):

@@ -1,8 +1,19 @@
 """Counters and histograms for the Responses engine, readable in-process and exported to Prometheus.
 
-``metrics.snapshot()`` returns the counters (``chained``, ``stateless``, ``conversation``, ``fallback``,
-per fallback reason) and the histogram samples (delta items per request, anchor-selection seconds).
-When ``prometheus_client`` is installed the same numbers go to its default registry.
+``metrics.snapshot()`` returns the counters and histogram samples:
+
+- ``chained``: requests sent with ``previous_response_id``; ``conversation``: requests sent in a
+  conversation; ``stateless``: requests with neither (stateless mode, or the first request of a chain);
+- ``fallback`` and ``fallback:<reason>``: requests that re-sent the whole Turn although the mode keeps
+  state on the server, by reason code (``FALLBACK_REASONS``; the detailed text is in the log);
+- ``delta_items``: input items of requests that sent only what the server has not seen;
+  ``full_items``: input items of requests that sent the whole Turn (first requests, fallbacks,
+  stateless mode, the seed of a new conversation included);
+- ``anchor_seconds``: time spent selecting the anchor.
+
+When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
+``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
+``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``.
 """
 
 from __future__ import annotations
@@ -12,9 +23,26 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ResponsesMetrics", "metrics"]
+__all__ = ["FALLBACK_REASONS", "ResponsesMetrics", "metrics"]
 
 _MAX_SAMPLES = 10_000
+_ITEM_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
+
+FALLBACK_REASONS = (
+    "not_contiguous",
+    "not_anchorable",
+    "not_tagged",
+    "response_incomplete",
+    "fingerprint_mismatch",
+    "empty_delta",
+    "previous_response_not_found",
+    "conversation_not_found",
+    "conversation_not_empty",
+    "item_not_found",
+    "server_ignores_state",
+    "other",
+)
+"""The reason codes a fallback is counted under (a fixed set: they are Prometheus label values)."""
 
 _prom: Any
 try:  # optional extra: geppetto[prometheus]
@@ -25,12 +53,36 @@ except ImportError:  # pragma: no cover - depends on the environment
     _prom = None
 
 
+def _collectors(registry: Any) -> dict[str, Any]:
+    kw = {} if registry is None else {"registry": registry}
+    return {
+        "requests": _prom.Counter(
+            "geppetto_responses_requests", "Responses requests by how they carried the context", ["mode"], **kw
+        ),
+        "fallbacks": _prom.Counter(
+            "geppetto_responses_fallbacks", "Whole-Turn resends in chained/conversation mode", ["reason"], **kw
+        ),
+        "delta": _prom.Histogram(
+            "geppetto_responses_delta_items", "Input items of delta requests", buckets=_ITEM_BUCKETS, **kw
+        ),
+        "full": _prom.Histogram(
+            "geppetto_responses_full_items", "Input items of whole-Turn requests", buckets=_ITEM_BUCKETS, **kw
+        ),
+        "anchor": _prom.Histogram("geppetto_responses_anchor_seconds", "Anchor selection time", **kw),
+    }
+
+
 @dataclass
 class ResponsesMetrics:
-    """In-process metrics; thread-safe. Histograms keep the latest 10,000 samples."""
+    """In-process metrics; thread-safe. Histograms keep the latest 10,000 samples.
 
+    ``registry``: a ``prometheus_client.CollectorRegistry`` to export to (default: its global one).
+    """
+
+    registry: Any = None
     counters: Counter[str] = field(default_factory=Counter)
     delta_items: list[int] = field(default_factory=list)
+    full_items: list[int] = field(default_factory=list)
     anchor_seconds: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _prom: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -39,37 +91,29 @@ class ResponsesMetrics:
         if _prom is None:
             return
         try:
-            self._prom = {
-                "requests": _prom.Counter("geppetto_responses_requests", "Responses requests by mode", ["mode"]),
-                "fallbacks": _prom.Counter(
-                    "geppetto_responses_fallbacks", "Full-Turn resends in chained/conversation mode", ["reason"]
-                ),
-                "delta": _prom.Histogram(
-                    "geppetto_responses_delta_items",
-                    "Input items per request",
-                    buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128, 512),
-                ),
-                "anchor": _prom.Histogram("geppetto_responses_anchor_seconds", "Anchor selection time"),
-            }
-        except ValueError:  # already registered by another instance
+            self._prom = _collectors(self.registry)
+        except ValueError:  # already registered in that registry by another instance
             self._prom = {}
 
-    def request(self, mode: str, delta_items: int) -> None:
-        """Count one request sent in ``mode`` with ``delta_items`` input items."""
+    def request(self, mode: str, items: int, *, full: bool) -> None:
+        """Count one request: ``mode`` is ``chained``, ``conversation`` or ``stateless`` (how it carried
+        the context); ``items`` input items; ``full`` when they are the whole Turn."""
         with self._lock:
             self.counters[mode] += 1
-            self._sample(self.delta_items, delta_items)
+            self._sample(self.full_items if full else self.delta_items, items)
         if self._prom:
             self._prom["requests"].labels(mode=mode).inc()
-            self._prom["delta"].observe(delta_items)
+            self._prom["full" if full else "delta"].observe(items)
 
     def fallback(self, reason: str) -> None:
-        """Count one full-Turn resend where server state could not be used; ``reason`` is a short tag."""
+        """Count one whole-Turn resend where server state could not be used; ``reason`` is a code from
+        ``FALLBACK_REASONS`` (anything else counts as ``other``)."""
+        code = reason if reason in FALLBACK_REASONS else "other"
         with self._lock:
             self.counters["fallback"] += 1
-            self.counters[f"fallback:{reason}"] += 1
+            self.counters[f"fallback:{code}"] += 1
         if self._prom:
-            self._prom["fallbacks"].labels(reason=reason).inc()
+            self._prom["fallbacks"].labels(reason=code).inc()
 
     def anchor_time(self, seconds: float) -> None:
         """Record how long anchor selection took."""
@@ -85,11 +129,12 @@ class ResponsesMetrics:
             del samples[: len(samples) - _MAX_SAMPLES]
 
     def snapshot(self) -> dict[str, Any]:
-        """A copy: ``{"counters": {...}, "delta_items": [...], "anchor_seconds": [...]}``."""
+        """A copy: ``{"counters", "delta_items", "full_items", "anchor_seconds"}``."""
         with self._lock:
             return {
                 "counters": dict(self.counters),
                 "delta_items": list(self.delta_items),
+                "full_items": list(self.full_items),
                 "anchor_seconds": list(self.anchor_seconds),
             }
 
@@ -98,8 +143,9 @@ class ResponsesMetrics:
         with self._lock:
             self.counters.clear()
             self.delta_items.clear()
+            self.full_items.clear()
             self.anchor_seconds.clear()
 
 
 metrics = ResponsesMetrics()
-"""The process-wide metrics every ResponsesEngine records into."""
+"""The process-wide metrics every ResponsesEngine records into unless given its own."""

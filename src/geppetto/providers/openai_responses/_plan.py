@@ -1,4 +1,10 @@
-"""Deciding what a request sends: anchor + delta, conversation + delta, or the whole Turn."""
+"""Deciding what a request sends: anchor + delta, conversation + delta, or the whole Turn.
+
+A plan never sends an empty ``input``: with nothing after the anchor (provider-apis §2.3 leaves the
+API's behaviour open; seed 000 lists it as a fallback case) the whole Turn is sent instead, so every
+mode gives the model the same context; a Turn whose last response asked for tools that have no
+results yet is refused with a ``UsageError`` naming the fix, since the server would reject it anyway.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import Block, Turn
+from geppetto._exceptions import UsageError
+from geppetto.tools import pending_tool_calls
+from geppetto.turns import PAYLOAD_ID, Block, Turn
 
-from ._anchors import blocks_after_response, scan_anchors
+from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
 from ._items import blocks_to_items
-from ._metrics import metrics
+from ._metrics import ResponsesMetrics
+from ._state import ConversationState
 
-__all__ = ["CONVERSATION_ITEMS_PER_CALL", "Plan", "plan_chained", "plan_conversation", "plan_full", "seed_split"]
+__all__ = [
+    "CONVERSATION_ITEMS_PER_CALL",
+    "Plan",
+    "plan_chained",
+    "plan_conversation",
+    "plan_full",
+    "plan_new_conversation",
+    "seed_split",
+]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -23,69 +40,148 @@ CONVERSATION_ITEMS_PER_CALL = 20
 
 @dataclass
 class Plan:
-    """One request's shape. ``seed_items`` go into a new conversation before the request is sent."""
+    """One request's shape.
+
+    ``mode`` is how the request carries the context (``chained``: ``previous_response_id``;
+    ``conversation``; ``stateless``: neither). ``blocks`` are the blocks whose items are sent;
+    ``full`` says they are the whole Turn. ``seed_items`` go into a conversation before the request
+    is sent: into ``reuse_conversation`` when that one turns out to be empty, else into a new one.
+    ``fallback`` is a reason code when server state could have been used but was not (``detail``
+    says why, for the log). ``base`` is the ``ConversationState.base`` to record afterwards.
+    """
 
     mode: str
     items: list[dict[str, Any]]
+    blocks: list[Block] = field(default_factory=list)
+    full: bool = False
     previous_response_id: str | None = None
     conversation_id: str | None = None
     seed_items: list[dict[str, Any]] | None = None
-    fallback_reason: str = ""
-    delta_blocks: list[Block] = field(default_factory=list)
+    reuse_conversation: str | None = None
+    fallback: str = ""
+    detail: str = ""
+    base: str | None = None
+    prefix: Any = None
+
+    def seed(self) -> str:
+        """The fingerprint seed of the server object that holds this request's context."""
+        state = ConversationState(mode="chained", conversation_id=self.conversation_id, base=self.base)
+        return chain_seed(state, "conversation" if self.mode == "conversation" else "chained")
 
 
-def plan_full(turn: Turn, *, include_system: bool, reason: str = "") -> Plan:
+def plan_full(turn: Turn, *, include_system: bool, fallback: str = "", detail: str = "", prefix: Any = None) -> Plan:
     """Stateless: the whole Turn, no server state."""
-    return Plan("stateless", blocks_to_items(turn.blocks, include_system=include_system), fallback_reason=reason)
+    items = blocks_to_items(turn.blocks, include_system=include_system)
+    return Plan("stateless", items, list(turn.blocks), True, fallback=fallback, detail=detail, prefix=prefix)
 
 
-def _timed_scan(turn: Turn, include_system: bool) -> Any:
+def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics) -> AnchorScan:
     start = time.perf_counter()
-    scan = scan_anchors(turn, include_system=include_system)
+    scan = scan_anchors(turn, include_system=include_system, seed=seed)
     metrics.anchor_time(time.perf_counter() - start)
     return scan
 
 
-def plan_chained(turn: Turn, *, include_system: bool) -> Plan:
-    """Anchor + delta when a valid anchor exists, else the whole Turn with the reason."""
-    scan = _timed_scan(turn, include_system)
-    anchor = scan.best()
-    if anchor is None:
-        reason = scan.reason()
-        if scan.spans:
-            log.warning("responses: no valid anchor (%s); sending the whole Turn", reason)
-        else:
-            log.debug("responses: no response in the Turn yet; sending the whole Turn")
-        return plan_full(turn, include_system=include_system, reason=reason)
+def _delta(turn: Turn, anchor: str, include_system: bool) -> tuple[list[Block], list[dict[str, Any]]]:
     delta = blocks_after_response(turn, anchor)
     items = blocks_to_items(delta, include_system=include_system)
-    log.debug("responses: anchor %s, %d delta blocks, %d items", anchor, len(delta), len(items))
-    return Plan("chained", items, previous_response_id=anchor, delta_blocks=delta)
+    if not items:
+        pending = pending_tool_calls(turn)
+        if pending:
+            ids = ", ".join(str(b.payload.get(PAYLOAD_ID)) for b in pending)
+            raise UsageError(
+                f"the Turn ends with tool calls that have no result ({ids}): append Block.tool_use(call_id, "
+                "result) for each, or run the engine under tool_loop(...) / Session(engine, tools=[...])"
+            )
+    return delta, items
+
+
+def plan_chained(
+    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics
+) -> Plan:
+    """Anchor + delta when a valid anchor exists; else the whole Turn (after ``state.base`` for a
+    fresh Turn), with a reason code when that is a fallback."""
+    base = state.base if state else None
+    scan = _timed_scan(turn, include_system, chain_seed(state, "chained"), metrics)
+    anchor = scan.best()
+    if anchor is not None:
+        delta, items = _delta(turn, anchor, include_system)
+        if items:
+            log.debug("responses: anchor %s, %d delta blocks, %d items", anchor, len(delta), len(items))
+            return Plan("chained", items, delta, previous_response_id=anchor, base=base, prefix=scan.hasher)
+        code, detail = "empty_delta", f"nothing after anchor {anchor} to send"
+    elif not scan.spans:
+        code, detail = "", ""
+        if state is not None and state.previous_response_id and not base:
+            log.info(
+                "responses: the Turn's state names previous_response_id %s but no block comes from a response: "
+                "sending the whole Turn (to send only new blocks after it, set ConversationState(base=...) "
+                "or use ConversationManager)",
+                state.previous_response_id,
+            )
+    else:
+        code, detail = scan.reason_code() or "fingerprint_mismatch", f"no valid anchor ({scan.reason()})"
+    items = blocks_to_items(turn.blocks, include_system=include_system)
+    if base:
+        return Plan(
+            "chained", items, list(turn.blocks), True, base, base=base, fallback=code, detail=detail, prefix=scan.hasher
+        )
+    return plan_full(turn, include_system=include_system, fallback=code, detail=detail, prefix=scan.hasher)
 
 
 def seed_split(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Split a whole Turn's items into (conversation seed, request input): the last item goes in the
     request, together with the reasoning items right before it (a pair is never split)."""
     k = max(0, len(items) - 1)
-    while k > 0 and items[k - 1].get("type") == "reasoning":
+    while k > 0 and items[k - 1].get("type") in ("reasoning", "item_reference"):
         k -= 1
     return items[:k], items[k:]
 
 
-def plan_conversation(
-    turn: Turn, conversation_id: str | None, last_response_id: str | None, *, include_system: bool
+def plan_new_conversation(
+    turn: Turn, *, include_system: bool, fallback: str = "", detail: str = "", reuse: str | None = None
 ) -> Plan:
-    """Conversation + delta when the conversation still matches the Turn, else a new seeded conversation."""
-    if conversation_id and last_response_id:
-        scan = _timed_scan(turn, include_system)
-        if scan.valid(last_response_id):
-            delta = blocks_after_response(turn, last_response_id)
-            items = blocks_to_items(delta, include_system=include_system)
-            log.debug("responses: conversation %s after %s, %d items", conversation_id, last_response_id, len(items))
-            return Plan("conversation", items, conversation_id=conversation_id, delta_blocks=delta)
-        reason = f"conversation {conversation_id} no longer matches the Turn ({scan.reason()})"
-        log.warning("responses: %s; starting a new conversation", reason)
-    else:
-        reason = ""
+    """The whole Turn in a conversation made for it: seeded with all but the last item, which is the
+    request's input. ``reuse`` names a conversation to seed instead, if it turns out to be empty."""
     seed, items = seed_split(blocks_to_items(turn.blocks, include_system=include_system))
-    return Plan("conversation", items, seed_items=seed, fallback_reason=reason, delta_blocks=list(turn.blocks))
+    plan = Plan("conversation", items, list(turn.blocks), True, seed_items=seed, fallback=fallback, detail=detail)
+    plan.reuse_conversation = reuse
+    return plan
+
+
+def _mismatch_code(scan: AnchorScan, last: str | None) -> str:
+    if last and last in scan.spans:
+        return scan.spans[last].problem() or "fingerprint_mismatch"
+    if last:
+        return "response_incomplete"  # every block of the conversation's last response is gone
+    return scan.reason_code() or "fingerprint_mismatch"
+
+
+def plan_conversation(
+    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics
+) -> Plan:
+    """Conversation + delta when the conversation provably holds the Turn up to its last response; the
+    whole Turn into the conversation for a fresh Turn; else the Turn in a (new or empty) conversation."""
+    cid = state.conversation_id if state else None
+    if state is None or not cid:
+        return plan_new_conversation(turn, include_system=include_system)
+    last, base = state.previous_response_id, state.base
+    scan = _timed_scan(turn, include_system, chain_seed(state, "conversation"), metrics)
+    if last and scan.valid(last):
+        delta, items = _delta(turn, last, include_system)
+        if items:
+            log.debug("responses: conversation %s after %s, %d items", cid, last, len(items))
+            return Plan("conversation", items, delta, conversation_id=cid, base=base, prefix=scan.hasher)
+        code, detail = "empty_delta", f"nothing after {last} to send in conversation {cid}"
+    elif not scan.spans and base == cid:
+        items = blocks_to_items(turn.blocks, include_system=include_system)
+        log.debug("responses: fresh Turn into conversation %s, %d items", cid, len(items))
+        return Plan("conversation", items, list(turn.blocks), True, conversation_id=cid, base=base, prefix=scan.hasher)
+    elif not scan.spans:
+        code, detail = "conversation_not_empty", f"no block of the Turn was answered in conversation {cid}"
+    else:
+        code = _mismatch_code(scan, last)
+        detail = f"conversation {cid} no longer matches the Turn ({scan.reason()})"
+    if base:
+        detail += f"; the context held before this Turn in {base} is not carried over"
+    return plan_new_conversation(turn, include_system=include_system, fallback=code, detail=detail, reuse=cid)

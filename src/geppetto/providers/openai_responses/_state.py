@@ -19,24 +19,35 @@ class ConversationState:
 
     ``mode``: ``stateless`` (the whole Turn every request), ``chained`` (``previous_response_id`` = the
     anchor, input = blocks after it) or ``conversation`` (a server conversation holds the context).
-    ``conversation_id`` and ``previous_response_id`` record the server objects the last request used.
+    ``conversation_id`` and ``previous_response_id`` record the server objects the last request used;
+    the engine writes them after every call and never reads ``previous_response_id`` as an instruction.
+
+    ``base`` is set when the Turn does not hold the whole context: it names the server object whose
+    context comes before the Turn's first block (a response id in chained mode, the conversation id in
+    conversation mode). A Turn with a ``base`` and no block from a response is a *fresh* Turn: all its
+    blocks are new to the server and are sent after ``base``. ``ConversationManager`` sets it on the
+    fresh Turns it is given; the engine keeps it while it answers that Turn.
     """
 
     mode: str = "chained"
     conversation_id: str | None = None
     previous_response_id: str | None = None
+    base: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigurationError(f"unknown Responses mode {self.mode!r}; use one of {', '.join(MODES)}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form kept in ``Turn.data``."""
-        return {
+        """The JSON form kept in ``Turn.data`` (``base`` only when set)."""
+        out: dict[str, Any] = {
             "mode": self.mode,
             "conversation_id": self.conversation_id,
             "previous_response_id": self.previous_response_id,
         }
+        if self.base is not None:
+            out["base"] = self.base
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConversationState:
@@ -45,6 +56,7 @@ class ConversationState:
             mode=str(data.get("mode") or "chained"),
             conversation_id=data.get("conversation_id"),
             previous_response_id=data.get("previous_response_id"),
+            base=data.get("base"),
         )
 
 

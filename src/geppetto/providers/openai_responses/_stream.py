@@ -29,7 +29,9 @@ from geppetto.events import (
 from geppetto.providers._http import SSEEvent
 from geppetto.turns import Block, BlockKind
 
-__all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "usage_of"]
+from ._items import PAYLOAD_ITEM, REPLAYABLE_ITEM_TYPES
+
+__all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
 
 _ALIASES = {"response.reasoning.delta": "response.reasoning_text.delta"}
 _TERMINAL = ("response.completed", "response.incomplete")
@@ -44,7 +46,11 @@ def _message_text(item: dict[str, Any]) -> str:
 
 
 def item_to_block(item: dict[str, Any]) -> Block | None:
-    """One finished output item as a block; None for items geppetto does not model (hosted tools)."""
+    """One finished output item as a block; None for a function call cut off before it completed.
+
+    Items geppetto does not model (hosted tools such as web search) become ``other`` blocks holding the
+    raw item, so the Turn keeps everything the server stores.
+    """
     kind = item.get("type")
     if kind == "reasoning":
         summary = [str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, dict)]
@@ -68,6 +74,18 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
         return Block.tool_call(
             str(item.get("call_id") or ""), str(item.get("name") or ""), args, item_id=item.get("id")
         )
+    return Block(BlockKind.OTHER, {PAYLOAD_ITEM: item}, role="assistant")
+
+
+def unreplayed_items(items: list[dict[str, Any]]) -> str | None:
+    """Why a response whose output is ``items`` cannot anchor: the server stores an item the Turn will
+    not replay (an incomplete function call, or a call that needs an output geppetto cannot give)."""
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call" and item.get("status") == "incomplete":
+            return f"incomplete function call {item.get('call_id') or item.get('id')} (dropped from the Turn)"
+        if kind not in ("reasoning", "message", "function_call") and kind not in REPLAYABLE_ITEM_TYPES:
+            return f"{kind} item {item.get('id')} (kept as an 'other' block, never replayed)"
     return None
 
 
@@ -113,11 +131,15 @@ class StreamState:
         tail = ", ".join(self.event_types[-3:])
         return f"{len(self.event_types)} events (last: {tail or 'none'}); finished items: {kinds or 'none'}"
 
-    def blocks(self) -> list[Block]:
-        """Blocks of the finished response in output order (its final ``output`` when present)."""
+    def output_items(self) -> list[dict[str, Any]]:
+        """The finished response's output items (its final ``output`` when present)."""
         output = self.response.get("output")
         items = output if isinstance(output, list) and output else [self.done[i] for i in sorted(self.done)]
-        return [b for b in (item_to_block(it) for it in items if isinstance(it, dict)) if b is not None]
+        return [it for it in items if isinstance(it, dict)]
+
+    def blocks(self) -> list[Block]:
+        """Blocks of the finished response in output order."""
+        return [b for b in (item_to_block(it) for it in self.output_items()) if b is not None]
 
     def finished_text_blocks(self) -> list[Block]:
         """Finished assistant messages only: what is safe to keep from a broken stream."""

@@ -1,0 +1,189 @@
+"""Sending one planned request, with the recoveries: an expired parent, a lost conversation, an
+expired item reference, a server that ignores server-side state.
+
+Logs follow seed 000's levels: INFO for the request sent and the response received, WARNING for a
+fallback, ERROR when the server rejects a request (before any recovery).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, cast
+
+from geppetto._exceptions import (
+    GeppettoError,
+    NotFoundError,
+    PreviousResponseNotFoundError,
+    ProviderError,
+    StreamError,
+    UsageError,
+)
+from geppetto.events import metadata_for
+from geppetto.providers._http import HttpTransport, SSEEvent
+from geppetto.turns import Turn
+
+from ._items import blocks_to_items
+from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
+from ._stream import StreamState, consume_stream, usage_of
+
+if TYPE_CHECKING:
+    from ._engine import ResponsesEngine
+
+__all__ = ["StateIgnored", "send_with_fallbacks"]
+
+log = logging.getLogger("geppetto.providers.openai_responses")
+
+
+class StateIgnored(GeppettoError):
+    """The server answered without echoing previous_response_id / conversation: it ignores server state."""
+
+
+def describe(plan: Plan) -> str:
+    """The request's shape, for logs: ``chained request (previous_response_id=resp_1, 1 input item)``."""
+    n = len(plan.items)
+    items = f"{n} input item{'s' if n != 1 else ''}{', whole Turn' if plan.full else ''}"
+    if plan.previous_response_id:
+        return f"chained request (previous_response_id={plan.previous_response_id}, {items})"
+    if plan.conversation_id:
+        return f"conversation request (conversation={plan.conversation_id}, {items})"
+    return f"stateless request ({items})"
+
+
+async def _is_empty(http: HttpTransport, conversation_id: str) -> bool | None:
+    """True/False for an existing conversation, None when it does not exist."""
+    try:
+        page = await http.get_json(f"conversations/{conversation_id}/items", params={"limit": 1})
+    except NotFoundError:
+        return None
+    return not (isinstance(page, dict) and page.get("data"))
+
+
+async def _prepare_conversation(http: HttpTransport, plan: Plan) -> None:
+    """Put the plan's seed items into a conversation: the empty one it may reuse, else a new one."""
+    if plan.seed_items is None or plan.conversation_id is not None:
+        return
+    items, step = plan.seed_items, CONVERSATION_ITEMS_PER_CALL
+    reuse = plan.reuse_conversation
+    if reuse:
+        empty = await _is_empty(http, reuse)
+        if empty:
+            for i in range(0, len(items), step):
+                await http.post_json(f"conversations/{reuse}/items", {"items": items[i : i + step]})
+            log.info("responses: conversation %s was empty; seeded it with %d items of the Turn", reuse, len(items))
+            plan.conversation_id, plan.fallback, plan.detail = reuse, "", ""
+            return
+        if empty is None:
+            plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
+    created = await http.post_json("conversations", {"items": items[:step]})
+    cid = str(created["id"])
+    for i in range(step, len(items), step):
+        await http.post_json(f"conversations/{cid}/items", {"items": items[i : i + step]})
+    log.info("responses: new conversation %s seeded with %d items", cid, len(items))
+    plan.conversation_id = cid
+
+
+async def _send(engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, stream: StreamState) -> None:
+    await _prepare_conversation(http, plan)
+    if not plan.items:
+        raise UsageError(
+            "nothing to send: the Turn holds no block the Responses API takes; append Block.user(...) first"
+        )
+    body = engine.build_body(turn, plan)
+    if plan.fallback:
+        log.warning("responses: %s; sending the whole Turn (fallback: %s)", plan.detail, plan.fallback)
+        engine.metrics.fallback(plan.fallback)
+    engine.metrics.request(plan.mode, len(plan.items) + len(plan.seed_items or []), full=plan.full)
+    log.info("responses: %s", describe(plan))
+
+    def verify(response: dict[str, Any]) -> None:
+        if plan.previous_response_id and response.get("previous_response_id") != plan.previous_response_id:
+            raise StateIgnored("previous_response_id")
+        conv = response.get("conversation")
+        conv_id = conv.get("id") if isinstance(conv, dict) else conv
+        if plan.conversation_id and conv_id != plan.conversation_id:
+            raise StateIgnored("conversation")
+
+    meta = metadata_for(turn, engine.provider, engine.model)
+    events = cast(AsyncGenerator[SSEEvent, None], http.stream_sse("responses", body))
+    async with aclosing(events):
+        await consume_stream(events, stream, meta, on_created=verify)
+    response = stream.response
+    usage = usage_of(response)
+    log.info(
+        "responses: response %s received (%s, %d output items, %s input tokens)",
+        response.get("id") or "(no id)",
+        response.get("status") or stream.terminal,
+        len(stream.output_items()),
+        usage.input_tokens if usage else "?",
+    )
+
+
+async def _attempt(
+    engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
+) -> None:
+    stream = StreamState()
+    streams.append(stream)
+    try:
+        await _send(engine, http, turn, plan, stream)
+    except StreamError as exc:
+        log.error("responses: the stream of the %s broke: %s", describe(plan), exc)
+        raise
+    except ProviderError as exc:
+        code = " ".join(str(p) for p in (exc.status, exc.code or exc.param) if p)
+        log.error("responses: the server rejected the %s: %s: %s", describe(plan), code, exc.message)
+        raise
+
+
+def _without_references(plan: Plan, include_system: bool) -> Plan:
+    retry = copy.copy(plan)
+    items = blocks_to_items(plan.blocks, include_system=include_system, references=False)
+    if plan.seed_items is not None:
+        retry.seed_items, retry.items = seed_split(items)
+        retry.conversation_id = retry.reuse_conversation = None
+    else:
+        retry.items = items
+    retry.fallback, retry.detail = "item_not_found", "an item referenced by id is no longer on the server"
+    return retry
+
+
+async def send_with_fallbacks(
+    engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
+) -> Plan:
+    """Send ``plan``; on an expired parent, a lost conversation or item, or a server that ignores state,
+    send once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
+    include_system = not engine.instructions_mode
+    lost = f"; the context before this Turn (base {plan.base}) is not carried over" if plan.base else ""
+    try:
+        await _attempt(engine, http, turn, plan, streams)
+        return plan
+    except PreviousResponseNotFoundError:
+        if engine.on_previous_not_found == "raise":
+            raise
+        detail = f"parent {plan.previous_response_id} not found on the server{lost}"
+        retry = plan_full(turn, include_system=include_system, fallback="previous_response_not_found", detail=detail)
+    except NotFoundError as exc:
+        param = exc.param or ""
+        if param.startswith(("input", "items")):
+            retry = _without_references(plan, include_system)
+        elif plan.conversation_id and param in ("", "conversation"):
+            detail = f"conversation {plan.conversation_id} not found{lost}"
+            retry = plan_new_conversation(
+                turn, include_system=include_system, fallback="conversation_not_found", detail=detail
+            )
+        else:
+            raise
+    except StateIgnored as exc:
+        engine.server_ignores_state = True
+        log.warning(
+            "responses: the server at %s did not echo %s; it ignores server-side state, so this engine "
+            "re-sends the whole Turn and stays stateless",
+            engine.base_url,
+            exc,
+        )
+        retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=f"{exc} ignored")
+    retry.prefix = retry.prefix or plan.prefix
+    await _attempt(engine, http, turn, retry, streams)
+    return retry
