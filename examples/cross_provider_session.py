@@ -43,10 +43,9 @@ async def converse(openai_url: str, url: str) -> gp.Turn:
             "Summarize what we discussed.",
         ),
     ]
-    turn = gp.Turn()
+    session = gp.Session(steps[0][1], tools=registry, sinks=[TextPrinter()])
     for name, engine, prompt in steps:
-        session = gp.Session(engine, tools=registry, sinks=[TextPrinter()])
-        session.append(turn)  # continue the same Turn with another provider
+        session.use(engine)  # the same Session and Turn continue on another provider
         print(f"\n[{name}] you> {prompt}")
         turn = await session.run(prompt)
     return turn

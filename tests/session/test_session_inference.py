@@ -308,6 +308,31 @@ async def test_store_failure_keeps_the_output_in_history_and_names_the_fix() -> 
     assert latest is not None and latest.blocks[-1].text == "kept"
 
 
+async def test_use_switches_engines_and_keeps_middlewares_tools_and_history() -> None:
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    first = ScriptedEngine([Block.llm_text("hello")])
+    second = ScriptedEngine([Block.tool_call("c1", "add", {"a": 1, "b": 2}), Block.llm_text("3")])
+    session = Session(first, tools=[add], middlewares=[system_prompt("be exact")])
+    await session.run("hi")
+    session.use(second)
+    out = await session.run("1+2?")
+    assert [(b.kind.value, b.text or b.payload.get("result")) for b in out.blocks] == [
+        ("system", "be exact"),
+        ("user", "hi"),
+        ("llm_text", "hello"),
+        ("user", "1+2?"),
+        ("tool_call", None),
+        ("tool_use", "3"),  # the session's tool loop ran around the new engine
+        ("llm_text", "3"),
+    ]
+    assert len(session.history) == 4 and session.history[1].blocks[-1].text == "hello"  # seed, output, ×2
+    with pytest.raises(gp.UsageError, match="not an engine"):
+        session.use(ScriptedEngine)  # type: ignore[arg-type]
+
+
 async def test_bad_input_names_the_fix() -> None:
     with pytest.raises(gp.UsageError, match="Session needs an engine"):
         Session(None)

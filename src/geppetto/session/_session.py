@@ -7,7 +7,7 @@ import builtins
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
 from ..engine import Engine
@@ -80,16 +80,7 @@ class Session:
         tool_loop_options: dict[str, Any] | None = None,
         record_events: bool = False,
     ) -> None:
-        if isinstance(engine, type):
-            raise UsageError(
-                f"Session got the class {engine.__name__}, not an engine: instantiate it, "
-                f"e.g. Session({engine.__name__}(...))"
-            )
-        if engine is None or not callable(getattr(engine, "run_inference", None)):
-            raise UsageError(
-                "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
-                "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
-            )
+        checked = self._check_engine(engine)
         if record_events and not isinstance(store, EventLogStore):
             raise UsageError(
                 "record_events=True needs a store that keeps event logs: pass store=open_store() "
@@ -104,9 +95,33 @@ class Session:
         if tools is not None:
             self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
             chain.append(tool_loop(self.tools, **(tool_loop_options or {})))
-        self.engine: Engine = with_middleware(engine, *chain) if chain else engine
+        self._chain = tuple(chain)
+        self.engine: Engine
+        self.use(checked)
         self._history: list[Turn] = []
         self._handle: ExecutionHandle | None = None
+
+    @staticmethod
+    def _check_engine(engine: object) -> Engine:
+        if isinstance(engine, type):
+            raise UsageError(
+                f"Session got the class {engine.__name__}, not an engine: instantiate it, "
+                f"e.g. Session({engine.__name__}(...))"
+            )
+        if engine is None or not callable(getattr(engine, "run_inference", None)):
+            raise UsageError(
+                "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
+                "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
+            )
+        return cast(Engine, engine)
+
+    def use(self, engine: Engine) -> None:
+        """Run the next inferences on ``engine``, wrapped in this session's middlewares and tool loop.
+
+        The history stays: a conversation started on one provider continues on another (reasoning the
+        new provider cannot take stays in the Turn and out of its requests)."""
+        self._check_engine(engine)
+        self.engine = with_middleware(engine, *self._chain) if self._chain else engine
 
     @classmethod
     async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
