@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
-from geppetto.providers._http import HttpTransport, openai_error_info
+from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
+from geppetto.providers._streaming import TransportOwner, engine_transport
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -29,7 +29,7 @@ from geppetto.turns import (
 from ._anchors import tag_blocks
 from ._metrics import ResponsesMetrics, metrics
 from ._plan import Plan, plan_chained, plan_conversation, plan_full
-from ._send import send_with_fallbacks
+from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
 from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
 from ._tools import EngineTools, check_reasoning, check_tool_choice
@@ -42,7 +42,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
-class ResponsesEngine:
+class ResponsesEngine(TransportOwner):
     """An engine for ``POST /v1/responses`` that always streams.
 
     Mode comes from the engine's ``mode``, else the Turn's ``ConversationState``, else ``chained``
@@ -59,6 +59,12 @@ class ResponsesEngine:
     a Responses ``tool_choice`` dict; None takes the turn's ``ToolConfig`` choice. ``reasoning_effort``
     is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
     :data:`~geppetto.providers.openai_responses.metrics`.
+
+    One HTTP transport serves every request of the engine (one connection pool, made on first use):
+    ``http`` is an ``httpx.AsyncClient`` to share or a ready
+    :class:`~geppetto.providers._http.HttpTransport` (which other engines may share: the key goes with
+    each request, never onto the transport); ``retry`` tunes retries. ``await engine.aclose()`` or
+    ``async with engine:`` closes the client the engine made; a given client or transport stays open.
     """
 
     provider = "openai"
@@ -84,6 +90,7 @@ class ResponsesEngine:
         include: Sequence[str] | None = None,
         on_previous_not_found: str = "resend",
         http: HttpTransport | httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
         metrics: ResponsesMetrics | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
@@ -112,7 +119,10 @@ class ResponsesEngine:
         self.on_previous_not_found = on_previous_not_found
         self.metrics = metrics if metrics is not None else _default_metrics()
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
-        self._http = http
+        self._transport = engine_transport(
+            http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
 
@@ -121,19 +131,9 @@ class ResponsesEngine:
         """The engine's own tools as sent on the wire (a tool loop's tools are added per request)."""
         return self._tools.definitions()
 
-    # -- transport --------------------------------------------------------------------------------
-    @asynccontextmanager
-    async def _transport(self) -> AsyncIterator[HttpTransport]:
-        if isinstance(self._http, HttpTransport):
-            yield self._http
-            return
-        transport = HttpTransport(
-            self.base_url, provider="openai", headers=self._headers, error_parser=openai_error_info, client=self._http
-        )
-        try:
-            yield transport
-        finally:
-            await transport.aclose()
+    def _api(self) -> Api:
+        """This engine's view of its transport: its key on every request, OpenAI's error parser."""
+        return Api(self._transport, self._headers)
 
     # -- request body -----------------------------------------------------------------------------
     def is_reasoning_model(self) -> bool:
@@ -204,8 +204,7 @@ class ResponsesEngine:
         streams: list[StreamState] = []
         try:
             plan = self._plan(turn, mode, state)
-            async with self._transport() as http:
-                plan = await send_with_fallbacks(self, http, turn, plan, streams)
+            plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
                 streams[-1].finished_text_blocks() if streams else []

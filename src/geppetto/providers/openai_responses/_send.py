@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from geppetto._exceptions import (
@@ -22,7 +23,7 @@ from geppetto._exceptions import (
     UsageError,
 )
 from geppetto.events import metadata_for
-from geppetto.providers._http import HttpTransport, SSEEvent
+from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
 from geppetto.turns import Turn
 
 from ._items import blocks_to_items
@@ -32,9 +33,32 @@ from ._stream import StreamState, consume_stream, usage_of
 if TYPE_CHECKING:
     from ._engine import ResponsesEngine
 
-__all__ = ["StateIgnored", "send_with_fallbacks"]
+__all__ = ["Api", "StateIgnored", "send_with_fallbacks"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
+
+
+@dataclass(frozen=True)
+class Api:
+    """One engine's requests on its (possibly shared) transport: its own headers (the key) and OpenAI's
+    error parser go with every request, nothing is stored on the transport."""
+
+    transport: HttpTransport
+    headers: Mapping[str, str]
+
+    async def post(self, path: str, body: Any) -> Any:
+        return await self.transport.request_json(
+            "POST", path, body, headers=self.headers, error_parser=openai_error_info
+        )
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        return await self.transport.request_json(
+            "GET", path, params=params, headers=self.headers, error_parser=openai_error_info
+        )
+
+    def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+        events = self.transport.stream_sse(path, body, headers=self.headers, error_parser=openai_error_info)
+        return cast(AsyncGenerator[SSEEvent, None], events)
 
 
 class StateIgnored(GeppettoError):
@@ -52,16 +76,16 @@ def describe(plan: Plan) -> str:
     return f"stateless request ({items})"
 
 
-async def _is_empty(http: HttpTransport, conversation_id: str) -> bool | None:
+async def _is_empty(http: Api, conversation_id: str) -> bool | None:
     """True/False for an existing conversation, None when it does not exist."""
     try:
-        page = await http.get_json(f"conversations/{conversation_id}/items", params={"limit": 1})
+        page = await http.get(f"conversations/{conversation_id}/items", {"limit": 1})
     except NotFoundError:
         return None
     return not (isinstance(page, dict) and page.get("data"))
 
 
-async def _prepare_conversation(http: HttpTransport, plan: Plan) -> None:
+async def _prepare_conversation(http: Api, plan: Plan) -> None:
     """Put the plan's seed items into a conversation: the empty one it may reuse, else a new one."""
     if plan.seed_items is None or plan.conversation_id is not None:
         return
@@ -71,21 +95,21 @@ async def _prepare_conversation(http: HttpTransport, plan: Plan) -> None:
         empty = await _is_empty(http, reuse)
         if empty:
             for i in range(0, len(items), step):
-                await http.post_json(f"conversations/{reuse}/items", {"items": items[i : i + step]})
+                await http.post(f"conversations/{reuse}/items", {"items": items[i : i + step]})
             log.info("responses: conversation %s was empty; seeded it with %d items of the Turn", reuse, len(items))
             plan.conversation_id, plan.fallback, plan.detail = reuse, "", ""
             return
         if empty is None:
             plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
-    created = await http.post_json("conversations", {"items": items[:step]})
+    created = await http.post("conversations", {"items": items[:step]})
     cid = str(created["id"])
     for i in range(step, len(items), step):
-        await http.post_json(f"conversations/{cid}/items", {"items": items[i : i + step]})
+        await http.post(f"conversations/{cid}/items", {"items": items[i : i + step]})
     log.info("responses: new conversation %s seeded with %d items", cid, len(items))
     plan.conversation_id = cid
 
 
-async def _send(engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, stream: StreamState) -> None:
+async def _send(engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
     await _prepare_conversation(http, plan)
     if not plan.items:
         raise UsageError(
@@ -107,7 +131,7 @@ async def _send(engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: 
             raise StateIgnored("conversation")
 
     meta = metadata_for(turn, engine.provider, engine.model)
-    events = cast(AsyncGenerator[SSEEvent, None], http.stream_sse("responses", body))
+    events = http.stream("responses", body)
     async with aclosing(events):
         await consume_stream(events, stream, meta, on_created=verify)
     response = stream.response
@@ -121,9 +145,7 @@ async def _send(engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: 
     )
 
 
-async def _attempt(
-    engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
-) -> None:
+async def _attempt(engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
     stream = StreamState()
     streams.append(stream)
     try:
@@ -150,7 +172,7 @@ def _without_references(plan: Plan, include_system: bool) -> Plan:
 
 
 async def send_with_fallbacks(
-    engine: ResponsesEngine, http: HttpTransport, turn: Turn, plan: Plan, streams: list[StreamState]
+    engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]
 ) -> Plan:
     """Send ``plan``; on an expired parent, a lost conversation or item, or a server that ignores state,
     send once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
