@@ -147,3 +147,53 @@ async def test_a_conversation_that_no_longer_exists_is_replaced(
     rid, wire = wire_before_last_response(turn)
     assert normalize(sim.context_items(rid)) == wire
     assert_valid_requests(sim)
+
+
+@pytest.mark.parametrize("middleware", ["edit_before", "split_pair"])
+async def test_a_whole_turn_resend_replays_encrypted_reasoning_only_next_to_its_item(
+    geppetto_sim: Simulator, middleware: str
+) -> None:
+    """Upstream lessons §4.2 on a fallback: reasoning goes with its encrypted_content right before the item
+    it produced, which keeps its id; once middleware separates the two, the reasoning is left out and the
+    message goes without its id (the API rejects either half of a pair alone)."""
+    sim = geppetto_sim
+    sim.queue(Reply(text="One.", reasoning="let me think"), Reply(text="Two."))
+    m = ResponsesMetrics()
+    eng = engine(sim, metrics=m)
+    turn = await eng.run_inference(_start())
+    reasoning, message = turn.blocks[2], turn.blocks[3]
+    assert reasoning.kind is BlockKind.REASONING and reasoning.payload[PAYLOAD_ENCRYPTED_CONTENT]
+    if middleware == "edit_before":
+        turn.blocks[1].payload["text"] = "hello"
+    else:
+        turn.insert(3, Block.user("a note between the reasoning and its answer"))
+    turn.append(Block.user("more"))
+    turn = await eng.run_inference(turn)
+    body = _responses(sim)[1]
+    assert "previous_response_id" not in body and m.snapshot()["counters"]["fallback"] == 1
+    if middleware == "edit_before":
+        assert body["input"][2:4] == [
+            {
+                "type": "reasoning",
+                "id": reasoning.payload["item_id"],
+                "summary": [{"type": "summary_text", "text": "let me think"}],
+                "encrypted_content": reasoning.payload[PAYLOAD_ENCRYPTED_CONTENT],
+            },
+            {
+                "type": "message",
+                "id": message.payload["item_id"],
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "One.", "annotations": [], "logprobs": []}],
+            },
+        ]
+    else:
+        assert not [i for i in body["input"] if i.get("type") in ("reasoning", "item_reference")]
+        assert body["input"][2:5] == [
+            {"role": "user", "content": "a note between the reasoning and its answer"},
+            {"role": "assistant", "content": "One."},
+            {"role": "user", "content": "more"},
+        ]
+    rid, wire = wire_before_last_response(turn)
+    assert normalize(sim.context_items(rid)) == wire
+    assert_valid_requests(sim)

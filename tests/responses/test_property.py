@@ -91,7 +91,10 @@ async def _scenario(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]
     turn.append(Block.user("question 0"))
     for step, (action, pick, reply) in enumerate(steps, start=1):
         sim.queue(_reply(reply, step))
+        sent = len(sim.requests)
         turn = await eng.run_inference(turn)
+        # No request was rejected: exactly one POST /v1/responses (a rejection would show as a retry).
+        assert [r.path for r in sim.requests[sent:] if r.path == "/v1/responses"] == ["/v1/responses"]
         rid, wire = wire_before_last_response(turn)
         assert normalize(sim.context_items(rid)) == wire
         for call in pending_tool_calls(turn):

@@ -147,3 +147,18 @@ def test_reasoning_settings_are_checked_at_construction() -> None:
         ResponsesEngine("o4-mini", api_key="k", reasoning_summary="long")
     engine = ResponsesEngine("o4-mini", api_key="k", reasoning_effort="xhigh", reasoning_summary="auto")
     assert engine.reasoning_effort == "xhigh"
+
+
+def test_every_built_body_is_checked_against_the_spec(_bodies_follow_the_spec: list[tuple[str, Any]]) -> None:
+    """The autouse fixture in conftest.py validates every body: a malformed one fails the test that built it."""
+    from geppetto.providers.openai_responses._plan import Plan
+    from geppetto.simulator._errors import SimError
+
+    turn = Turn()
+    turn.append(Block.system("be terse"))
+    turn.append(Block.user("hi"))
+    plan = Plan("stateless", [{"role": "user", "content": "hi"}])
+    ResponsesEngine("gpt-4.1", api_key="k", instructions_mode=True).build_body(turn, plan)
+    assert _bodies_follow_the_spec[-1][0] == "CreateResponse"
+    with pytest.raises(SimError, match="bogus"):
+        ResponsesEngine("gpt-4.1", api_key="k", text_format={"type": "bogus"}).build_body(turn, plan)
