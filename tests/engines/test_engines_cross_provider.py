@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from conformance_support import check_sent
 
 from geppetto import Block, Session
@@ -49,15 +48,6 @@ def summary(turn: Turn) -> list[tuple[str, str]]:
 async def step(session: Session, engine: Any, text: str) -> Turn:
     session.engine = with_middleware(engine, tool_loop(REGISTRY))
     return await session.run(text)
-
-
-SIM_SIGNATURE_RULES = (
-    "needs two changes to the simulator's Gemini signatures (simulator/_gemini_rules.py check_contents and "
-    "SimState.seal), per provider-apis.md section 6 and ai.google.dev/gemini-api/docs/thought-signatures: "
-    "accept the documented placeholder 'skip_thought_signature_validator' and require signatures only in the "
-    "current turn (today it refuses the placeholder as corrupted and checks every model content); and seal "
-    "signatures as valid base64, as thoughtSignature is a bytes field (today 'gAAAA' + base64 is not)"
-)
 
 
 def queue_replies(sim: Simulator) -> None:
@@ -126,7 +116,6 @@ async def test_a_session_moves_across_four_providers_with_tools(geppetto_sim: Si
         check_sent(request.path, request.body)
 
 
-@pytest.mark.xfail(strict=True, reason=SIM_SIGNATURE_RULES)
 async def test_a_session_moves_across_four_providers_with_claude_and_gemini_thinking(geppetto_sim: Simulator) -> None:
     sim = geppetto_sim
     final = await four_providers(sim, thinking=True)
@@ -151,7 +140,6 @@ async def test_a_session_moves_across_four_providers_with_claude_and_gemini_thin
         check_sent(request.path, request.body)
 
 
-@pytest.mark.xfail(strict=True, reason=SIM_SIGNATURE_RULES)
 async def test_gemini_thinking_continues_another_providers_calls_in_the_same_turn(geppetto_sim: Simulator) -> None:
     turn = Turn()
     turn.extend([Block.user("Weather in Paris?")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,3 +121,57 @@ def test_stream_without_sse_is_a_json_array(gem: httpx.Client) -> None:
         "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks)
         == "You said: What is the weather in Lima?"
     )
+
+
+ANSWER = {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"output": "20C"}}}]}
+CALL = {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}
+MISSING = "Function call is missing a thought_signature in functionCall parts."
+
+
+def test_issued_signatures_are_standard_base64(gem: httpx.Client) -> None:
+    [part] = _gen(gem, "gemini-3-pro", [USER]).json()["candidates"][0]["content"]["parts"]
+    signature = part["thoughtSignature"]
+    assert base64.b64encode(base64.b64decode(signature, validate=True)).decode() == signature
+
+
+@pytest.mark.parametrize("placeholder", ["skip_thought_signature_validator", "context_engineering_is_the_way_to_go"])
+def test_documented_placeholder_signatures_are_accepted(gem: httpx.Client, placeholder: str) -> None:
+    step = {"role": "model", "parts": [{**CALL, "thoughtSignature": placeholder}]}
+    r = _gen(gem, "gemini-3-pro", [USER, step, ANSWER])
+    assert r.status_code == 200, r.text
+
+
+def test_signatures_are_checked_only_in_the_current_turn(gem: httpx.Client) -> None:
+    old_step = {"role": "model", "parts": [CALL, {"text": "x", "thoughtSignature": "AAAA"}]}
+    earlier = [USER, old_step, ANSWER, {"role": "model", "parts": [{"text": "20C."}]}]
+    follow_up = {"role": "user", "parts": [{"text": "And in Quito?"}]}
+    r = _gen(gem, "gemini-3-pro", [*earlier, follow_up])
+    assert r.status_code == 200, r.text  # an unsigned call and a foreign signature in an older turn pass
+    r = _gen(gem, "gemini-3-pro", [*earlier, follow_up, {"role": "model", "parts": [CALL]}, ANSWER])
+    assert r.status_code == 400 and MISSING in r.json()["error"]["message"]
+    assert "position 5" in r.json()["error"]["message"]
+
+
+def test_each_model_step_of_the_current_turn_needs_its_first_call_signed(gem: httpx.Client) -> None:
+    [signed] = _gen(gem, "gemini-3-pro", [USER]).json()["candidates"][0]["content"]["parts"]
+    first = {"role": "model", "parts": [signed, CALL]}  # only the first call of a step carries one
+    assert _gen(gem, "gemini-3-pro", [USER, first, ANSWER]).status_code == 200
+    second = {"role": "model", "parts": [CALL]}
+    r = _gen(gem, "gemini-3-pro", [USER, first, ANSWER, second, ANSWER])
+    assert r.status_code == 400 and "position 3" in r.json()["error"]["message"]
+    assert _gen(gem, "gemini-2.0-flash", [USER, first, ANSWER, second, ANSWER]).status_code == 200  # not thinking
+
+
+def test_corrupted_and_undecodable_signatures(gem: httpx.Client) -> None:
+    forged = base64.b64encode(b"not the simulator's").decode()
+    r = _gen(gem, "gemini-3-pro", [USER, {"role": "model", "parts": [{**CALL, "thoughtSignature": forged}]}, ANSWER])
+    assert (r.status_code, r.json()["error"]["message"]) == (400, "Corrupted thought signature.")
+    bad = {"role": "model", "parts": [{**CALL, "thoughtSignature": "not base64!"}]}
+    r = _gen(gem, "gemini-2.0-flash", [USER, bad, ANSWER, {"role": "user", "parts": [{"text": "hi"}]}])
+    assert r.status_code == 400
+    assert r.json()["error"] == {
+        "code": 400,
+        "message": "Invalid value at 'contents[1].parts[0].thought_signature' (TYPE_BYTES), "
+        'Base64 decoding failed for "not base64!"',
+        "status": "INVALID_ARGUMENT",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -16,6 +17,8 @@ _MISSING_SIGNATURE = (
     "call `default_api:{name}` , position {position}. Please refer to "
     "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
 )
+PLACEHOLDER_SIGNATURES = frozenset({"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"})
+"""Google's documented stand-ins for a function call whose signature is unknown; accepted like real ones."""
 _V1BETA = "type.googleapis.com/google.ai.generativelanguage.v1beta."
 _STRUCT = scalar("dict", name="type.googleapis.com/google.protobuf.Struct")
 _STR, _BYTES, _BOOL = scalar("str", "TYPE_STRING"), scalar("str", "TYPE_BYTES"), scalar("bool", "TYPE_BOOL")
@@ -116,20 +119,56 @@ def check_shape(body: dict[str, Any]) -> None:
 
 
 def check_contents(state: SimState, body: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:
-    """The request's contents after the service's checks (call `check_shape` first); raises its 400."""
+    """The request's contents after the service's checks (call `check_shape` first); raises its 400.
+
+    Thought signatures must be base64 everywhere (a bytes field), but are validated only in the current turn: the
+    model steps after the last user content that is not just function responses. There each signature must be
+    one the simulator issued (or one of Google's documented placeholders), and when the model thinks the first
+    function call of each model step must carry one.
+    """
     contents = body.get("contents")
     if not contents:
         raise SimError(400, "* GenerateContentRequest.contents: contents is not specified")
+    start = current_turn_start(contents)
     for position, content in enumerate(contents):
-        _check_content(state, content, position, reasoning)
+        _check_content(content, position)
+        if position >= start and content.get("role") == "model":
+            _check_signatures(state, content, position, reasoning)
     return list(contents)
 
 
-def _check_content(state: SimState, content: dict[str, Any], position: int, reasoning: bool) -> None:
+def current_turn_start(contents: list[dict[str, Any]]) -> int:
+    """Index of the first content after the last user content with a part that is not a function response."""
+    start = 0
+    for index, content in enumerate(contents):
+        parts = content.get("parts") or []
+        if content.get("role") != "model" and any(p.get("functionResponse") is None for p in parts):
+            start = index + 1
+    return start
+
+
+def _base64(value: str) -> bool:
+    """Whether `value` decodes as base64 the way proto JSON reads bytes (standard or URL-safe, padding optional)."""
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_content(content: dict[str, Any], position: int) -> None:
     parts = content.get("parts")
     if not parts:
         raise SimError(400, f"* GenerateContentRequest.contents[{position}].parts: contents.parts must not be empty.")
     for index, part in enumerate(parts):
+        signature = part.get("thoughtSignature")
+        if signature is not None and not _base64(str(signature)):
+            raise SimError(
+                400,
+                f"Invalid value at 'contents[{position}].parts[{index}].thought_signature' (TYPE_BYTES), "
+                f'Base64 decoding failed for "{signature}"',
+            )
         if not any(part.get(key) is not None for key in _PART_DATA):
             raise SimError(
                 400,
@@ -138,13 +177,16 @@ def _check_content(state: SimState, content: dict[str, Any], position: int, reas
             )
     if (content.get("role") or "user") not in ("user", "model"):
         raise SimError(400, "Please use a valid role: user, model.")
-    if content.get("role") != "model":
-        return
+
+
+def _check_signatures(state: SimState, content: dict[str, Any], position: int, reasoning: bool) -> None:
+    parts = content["parts"]
     for part in parts:
         signature = part.get("thoughtSignature")
-        if signature is not None and state.unseal("gemini", str(signature)) is None:
+        unknown = signature is not None and signature not in PLACEHOLDER_SIGNATURES
+        if unknown and state.unseal("gemini", str(signature)) is None:
             raise SimError(400, "Corrupted thought signature.")
     calls = [p for p in parts if p.get("functionCall") is not None]
-    if reasoning and calls and "thoughtSignature" not in calls[0]:
+    if reasoning and calls and calls[0].get("thoughtSignature") is None:
         name = calls[0]["functionCall"].get("name")
         raise SimError(400, _MISSING_SIGNATURE.format(name=name, position=position))

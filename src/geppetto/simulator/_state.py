@@ -51,6 +51,9 @@ class Conversation:
     deleted: bool = False
 
 
+_SEAL_HEADER = b"\x80\x00\x00\x00\x00\x00"  # base64 "gAAAAAAA": reads like a Fernet token's start
+
+
 def new_id(prefix: str) -> str:
     """A fresh provider-style id: `prefix` + 32 hex characters."""
     return prefix + secrets.token_hex(16)
@@ -114,16 +117,23 @@ class SimState:
         return base64.b64encode(mac[:24]).decode()
 
     def seal(self, kind: str, item_id: str, text: str) -> str:
-        """Opaque encrypted content for a reasoning item, verifiable with `unseal`."""
+        """Opaque encrypted content for a reasoning item, verifiable with `unseal`.
+
+        The blob is valid base64 (URL-safe, padded; standard alphabet for Gemini, whose `thoughtSignature` is a
+        proto bytes field) of a Fernet-like version header and the payload, so OpenAI blobs start with `gAAAA`.
+        """
         payload = json.dumps({"k": kind, "id": item_id, "t": text, "m": self.sign(kind, item_id, text)})
-        return "gAAAA" + base64.urlsafe_b64encode(payload.encode()).decode()
+        raw = _SEAL_HEADER + payload.encode()
+        encode = base64.b64encode if kind == "gemini" else base64.urlsafe_b64encode
+        return encode(raw).decode()
 
     def unseal(self, kind: str, blob: str) -> dict[str, Any] | None:
         """The sealed payload ({"id", "t"}) when `blob` is intact and ours, else None."""
-        if not blob.startswith("gAAAA"):
-            return None
         try:
-            payload = json.loads(base64.urlsafe_b64decode(blob[5:].encode()))
+            raw = base64.b64decode(blob.replace("-", "+").replace("_", "/").encode(), validate=True)
+            if not raw.startswith(_SEAL_HEADER):
+                return None
+            payload = json.loads(raw[len(_SEAL_HEADER) :])
         except (ValueError, TypeError):
             return None
         if not isinstance(payload, dict) or payload.get("k") != kind:
