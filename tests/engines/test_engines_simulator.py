@@ -193,12 +193,6 @@ async def test_the_simulator_accepts_replayed_chat_reasoning_content(geppetto_si
     assert geppetto_sim.requests[0].body["messages"][2]["reasoning_content"] == "I should call the tool."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the simulator's Chat Completions stream (simulator/_chat.py) to send a reply's reasoning the "
-    "DeepSeek way, as delta.reasoning_content chunks before the content and tool calls (provider-apis.md section 7; "
-    "upstream-lessons.md section 5.1, deepseek_reasoning_content); today the Chat side never sends reasoning",
-)
 async def test_chat_reasoning_from_the_stream_is_replayed_with_its_tool_calls(geppetto_sim: Simulator) -> None:
     geppetto_sim.queue(
         Reply(reasoning="I should call the tool.", tool_calls=[ToolCall("get_weather", {"city": "Paris"})]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from simhelp import sse_events
 
@@ -88,3 +90,79 @@ def test_chat_stream_with_usage_ends_with_done(oai: httpx.Client, geppetto_sim: 
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
     assert all(c["usage"] is None for c in chunks[:-1])
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+
+
+def _stream_deltas(oai: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+    with oai.stream("POST", "/chat/completions", json={**body, "stream": True}) as r:
+        events = sse_events(r.read().decode())
+    assert events[-1] == (None, "[DONE]")
+    return [data["choices"][0]["delta"] for _, data in events[:-1]]
+
+
+def test_chat_streams_reasoning_content_the_deepseek_way(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(reasoning="Use the tool.", tool_calls=[ToolCall("f", {}, call_id="call_1")]))
+    deltas = _stream_deltas(oai, {"model": "sim-1", "messages": [{"role": "user", "content": "x"}]})
+    assert deltas == [
+        {"role": "assistant", "content": None, "reasoning_content": ""},
+        {"content": None, "reasoning_content": "Use "},
+        {"content": None, "reasoning_content": "the "},
+        {"content": None, "reasoning_content": "tool."},
+        {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+        {},
+    ]
+    geppetto_sim.queue(Reply(text="Done.", reasoning="Easy."))
+    r = oai.post("/chat/completions", json={"model": "sim-1", "messages": [{"role": "user", "content": "x"}]})
+    message = r.json()["choices"][0]["message"]
+    assert (message["content"], message["reasoning_content"]) == ("Done.", "Easy.")
+    assert r.json()["usage"]["completion_tokens_details"]["reasoning_tokens"] == 2
+
+
+def test_chat_openai_models_keep_reasoning_hidden(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="Done.", reasoning="Hidden thoughts."))
+    r = oai.post("/chat/completions", json={"model": "o3", "messages": [{"role": "user", "content": "x"}]})
+    message = r.json()["choices"][0]["message"]
+    assert "reasoning_content" not in message and message["content"] == "Done."
+    assert r.json()["usage"]["completion_tokens_details"]["reasoning_tokens"] == 3
+    deltas = _stream_deltas(oai, {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]})
+    assert not any("reasoning_content" in d for d in deltas)
+
+
+def test_chat_thinking_mode_reasons_on_every_reply(oai: httpx.Client) -> None:
+    user = [{"role": "user", "content": "hi"}]
+    for body in ({"model": "deepseek-reasoner"}, {"model": "deepseek-chat", "thinking": {"type": "enabled"}}):
+        message = oai.post("/chat/completions", json={**body, "messages": user}).json()["choices"][0]["message"]
+        assert message["reasoning_content"] == "Thinking about the request."
+    off = {"model": "deepseek-reasoner", "thinking": {"type": "disabled"}, "messages": user}
+    assert "reasoning_content" not in oai.post("/chat/completions", json=off).json()["choices"][0]["message"]
+
+
+def test_chat_thinking_mode_wants_reasoning_back_in_exchanges_with_tool_calls(oai: httpx.Client) -> None:
+    call = {"id": "call_A", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello."},  # an exchange without tool calls needs nothing back
+        {"role": "user", "content": "call f"},
+        {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": "Call f."},
+        {"role": "tool", "tool_call_id": "call_A", "content": "1"},
+        {"role": "assistant", "content": "f gave 1."},
+        {"role": "user", "content": "thanks"},
+    ]
+    r = oai.post("/chat/completions", json={"model": "deepseek-reasoner", "messages": messages})
+    assert r.status_code == 400
+    assert r.json() == {
+        "error": {
+            "message": "Missing `reasoning_content` field in the assistant message at message index 6. For more "
+            "information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    }
+    messages[6]["reasoning_content"] = ""
+    assert oai.post("/chat/completions", json={"model": "deepseek-reasoner", "messages": messages}).status_code == 200
+    del messages[4]["reasoning_content"]
+    r = oai.post("/chat/completions", json={"model": "deepseek-reasoner", "messages": messages})
+    assert "message index 4" in r.json()["error"]["message"]
+    assert oai.post("/chat/completions", json={"model": "sim-1", "messages": messages}).status_code == 200

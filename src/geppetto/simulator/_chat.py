@@ -1,4 +1,11 @@
-"""OpenAI Chat Completions: `POST /v1/chat/completions`, streamed or not, with tool-message pairing (§7)."""
+"""OpenAI Chat Completions: `POST /v1/chat/completions`, streamed or not, with tool-message pairing (§7).
+
+Reasoning is shown the way DeepSeek-style compatible servers show it, as `reasoning_content` on the message
+(`delta.reasoning_content` chunks before the content and tool calls when streaming), for any model but
+OpenAI's own (`gpt-`, `chatgpt`, `o1`/`o3`/`o4` names), which keep it hidden and only count it. DeepSeek's
+thinking mode (a model name with `reasoner` or `deepseek-r1`, or `thinking: {"type": "enabled"}`) reasons on
+every reply and requires `reasoning_content` back on the assistant messages of every exchange with tool calls.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from starlette.types import ASGIApp
 from ._app import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
-from ._model import Msg, Reply, ToolSpec, decide
+from ._model import REASONING_PREFIXES, Msg, Reply, ToolSpec, decide
 from ._openai_items import arguments_json, tool_choice
 from ._openai_out import chunks
 from ._state import new_id
@@ -21,6 +28,48 @@ from ._validate import validate
 _ORPHAN_TOOL = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
 )
+
+_MISSING_REASONING = (
+    "Missing `reasoning_content` field in the assistant message at message index {index}. For more information, "
+    "please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+)
+_OPENAI_MODELS = ("gpt-", "chatgpt", *REASONING_PREFIXES)
+_THINKING_MODELS = ("reasoner", "deepseek-r1")
+DEFAULT_REASONING = "Thinking about the request."
+
+
+def thinking_mode(body: dict[str, Any]) -> bool:
+    """DeepSeek's thinking mode: `thinking.type` says so, else a reasoner model name does."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "disabled"):
+        return bool(thinking["type"] == "enabled")
+    model = str(body.get("model") or "").lower()
+    return any(marker in model for marker in _THINKING_MODELS)
+
+
+def shown_reasoning(body: dict[str, Any], reply: Reply) -> str | None:
+    """The `reasoning_content` to send: the reply's reasoning (or a default in thinking mode); never for OpenAI."""
+    if str(body.get("model") or "").lower().startswith(_OPENAI_MODELS):
+        return None
+    if reply.reasoning is not None:
+        return reply.reasoning
+    return DEFAULT_REASONING if thinking_mode(body) else None
+
+
+def check_reasoning_replayed(messages: list[Any]) -> None:
+    """Thinking mode: every assistant message of an exchange (user message to user message) with tool calls
+    carries `reasoning_content` (DeepSeek's 400 otherwise)."""
+    exchange: list[int] = []
+    for index, message in enumerate([*messages, {"role": "user"}]):
+        if message.get("role") != "user":
+            exchange.append(index)
+            continue
+        assistants = [i for i in exchange if messages[i].get("role") == "assistant"]
+        if any(messages[i].get("tool_calls") for i in assistants):
+            for i in assistants:
+                if messages[i].get("reasoning_content") is None:
+                    raise SimError(400, _MISSING_REASONING.format(index=i), code="invalid_request_error")
+        exchange = []
 
 
 def _text(content: Any) -> str:
@@ -101,8 +150,10 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _message(reply: Reply) -> dict[str, Any]:
+def _message(reply: Reply, reasoning: str | None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None, "annotations": []}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {
@@ -117,8 +168,10 @@ def _message(reply: Reply) -> dict[str, Any]:
 
 def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[str, Any]:
     prompt = count_items(messages)
-    reasoning = count_text(reply.reasoning) if reply.reasoning else 0
-    completion = count_items([message]) + reasoning
+    text = message.get("reasoning_content", reply.reasoning)
+    reasoning = count_text(text) if text else 0
+    visible = {key: value for key, value in message.items() if key != "reasoning_content"}
+    completion = count_items([visible]) + reasoning
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -134,11 +187,13 @@ async def create_chat_completion(call: Call) -> ASGIApp:
     validate("CreateChatCompletionRequest", body)
     messages = body["messages"]
     check_messages(messages)
+    if thinking_mode(body):
+        check_reasoning_replayed(messages)
     state = call.state
     reply = state.next_reply() or decide(
         to_msgs(messages), _tools(body), tool_choice(body.get("tool_choice")), _schema(body)
     )
-    message = _message(reply)
+    message = _message(reply, shown_reasoning(body, reply))
     finish = "tool_calls" if reply.tool_calls else "length" if reply.stop == "max_tokens" else "stop"
     completion_id = new_id("chatcmpl-")
     with state.lock:
@@ -164,8 +219,14 @@ def _frames(head: dict[str, Any], message: dict[str, Any], finish: str, usage: d
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
         return sse(None, {**head, "object": "chat.completion.chunk", "choices": [choice], **extra})
 
-    frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
-    frames += [chunk({"content": delta}) for delta in chunks(message["content"] or "")]
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        frames += [chunk({"content": delta}) for delta in chunks(message["content"] or "")]
+    else:  # DeepSeek's shape: reasoning deltas with content null, then content deltas with reasoning null
+        frames = [chunk({"role": "assistant", "content": None, "reasoning_content": ""})]
+        frames += [chunk({"content": None, "reasoning_content": delta}) for delta in chunks(reasoning)]
+        frames += [chunk({"content": delta, "reasoning_content": None}) for delta in chunks(message["content"] or "")]
     for index, tool_call in enumerate(message.get("tool_calls", [])):
         fn = tool_call["function"]
         first = {
