@@ -1,62 +1,116 @@
-"""Anchor selection time (find_best_anchor, including every fingerprint check) on Turns of 10 to 100,000 blocks.
+"""Anchor selection time on Turns of 10 to 100,000 blocks, fingerprint checks included (issue 9).
 
-Each Turn is a tool loop: user, then (tool_call from a response, tool_use from middleware) pairs, every
-response tagged as the engine tags it. Run: `.venv/bin/python bench/anchors.py`.
+Each Turn is a long tool loop tagged exactly as the engine tags it (``tag_blocks``: response id, block
+count and the prefix fingerprint at the end of every response): system, user, then (tool_call from a
+response, tool_use from the tool loop) pairs, each tool_use a 200-byte result. Timed, best of several
+runs:
+
+- ``select``: what a chained request does before it is sent: one pass that checks every response's
+  span and fingerprint (``scan_anchors``), picks the latest valid anchor and takes the blocks after it;
+- ``edited``: the same after middleware edited the user message at the head of the Turn, so every
+  fingerprint check fails and there is no anchor (the worst case: nothing short-circuits).
+
+Per-block time at every size shows the growth: constant per block means linear. Run:
+`.venv/bin/python bench/anchors.py`. Prints a Markdown table and a last `SUMMARY:` line; exits non-zero
+only on an error (a wrong anchor), never on a missed target.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 
-from geppetto.providers.openai_responses import find_best_anchor
-from geppetto.providers.openai_responses._anchors import fingerprint_step
-from geppetto.providers.openai_responses._items import block_identity
-from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
+from _common import table
+
+from geppetto.providers.openai_responses import blocks_after_response
+from geppetto.providers.openai_responses._anchors import _absorb, scan_anchors, tag_blocks
+from geppetto.turns import Block, Turn
 
 SIZES = (10, 100, 1_000, 10_000, 100_000)
+TARGET_MS_100 = 1.0
 
 
-def build(n: int) -> Turn:
-    """Tag incrementally (what the engine's tag_blocks computes, without re-hashing the prefix each time)."""
+def build(n: int) -> tuple[Turn, str]:
+    """A tagged tool-loop Turn of ``n`` blocks ending with the tool result after the anchor; and the anchor."""
     turn = Turn()
-    fp = ""
-    for block in (Block.system("You are a helpful assistant."), Block.user("start")):
-        turn.append(block)
-        fp = fingerprint_step(fp, block_identity(block))
+    turn.append(Block.system("You are a helpful assistant."))
+    turn.append(Block.user("start"))
+    hasher = scan_anchors(turn).hasher  # a running digest of the prefix, as the engine keeps it
     step = 0
     while len(turn.blocks) < n:
-        call = turn.append(Block.tool_call(f"call_{step}", "lookup", {"q": step}, item_id=f"fc_{step}"))
-        fp = fingerprint_step(fp, block_identity(call))
-        BLOCK_META_RESPONSE_ID.set(call.metadata, f"resp_{step}")
-        BLOCK_META_PREFIX_FINGERPRINT.set(call.metadata, fp)
-        use = turn.append(Block.tool_use(f"call_{step}", f"result {step} " * 20))
-        fp = fingerprint_step(fp, block_identity(use))
+        start = len(turn.blocks)
+        turn.append(Block.tool_call(f"call_{step}", "lookup", {"q": step}, item_id=f"fc_{step}"))
+        tag_blocks(turn, start, f"resp_{step}", prefix=hasher)
+        _absorb(hasher, turn.blocks[start], True)
+        turn.append(Block.tool_use(f"call_{step}", f"result {step:06d} " * 14))
+        _absorb(hasher, turn.blocks[-1], True)
         step += 1
-    return turn
+    return turn, f"resp_{step - 1}"
 
 
-def timed(turn: Turn, repeat: int) -> float:
+def select(turn: Turn) -> tuple[str | None, int]:
+    """Anchor selection as a chained request runs it: one checked pass, then the delta after the anchor."""
+    anchor = scan_anchors(turn).best()
+    return anchor, len(blocks_after_response(turn, anchor)) if anchor else len(turn.blocks)
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        anchor = find_best_anchor(turn)
+        fn()
         best = min(best, time.perf_counter() - start)
-    assert anchor is not None
     return best
 
 
 def main() -> int:
-    print(f"{'blocks':>8} {'best ms':>10} {'us/block':>9}")
-    per_block = []
+    rows = []
+    per_block: dict[int, float] = {}
+    select_ms: dict[int, float] = {}
     for n in SIZES:
-        turn = build(n)
-        seconds = timed(turn, repeat=max(3, 2000 // n))
-        per_block.append(seconds / len(turn.blocks))
-        print(f"{len(turn.blocks):8d} {seconds * 1000:10.3f} {seconds / len(turn.blocks) * 1e6:9.2f}")
-    growth = per_block[-1] / per_block[1]
+        turn, expected = build(n)
+        blocks = len(turn.blocks)
+        anchor, delta = select(turn)
+        if anchor != expected or delta != 1:
+            print(f"ERROR: {blocks} blocks: anchor {anchor} with {delta} delta blocks, expected {expected}")
+            return 1
+        repeat = max(5, 20_000 // blocks)
+        seconds = best_of(partial(select, turn), repeat)
+        edited = turn.clone()
+        edited.blocks[1] = Block.user("start, edited")
+        if select(edited)[0] is not None:
+            print(f"ERROR: {blocks} blocks: an edit before every anchor was not caught")
+            return 1
+        edited_s = best_of(partial(select, edited), repeat)
+        per_block[blocks] = seconds / blocks
+        select_ms[blocks] = seconds * 1000
+        rows.append(
+            [
+                f"{blocks:,}",
+                f"{blocks // 2 - 1:,}",
+                f"{seconds * 1000:.3f}",
+                f"{seconds / blocks * 1e6:.2f}",
+                f"{edited_s * 1000:.3f}",
+                f"{edited_s / blocks * 1e6:.2f}",
+            ]
+        )
     print(
-        f"summary: 100 blocks in {per_block[1] * 100 * 1000:.3f} ms; per-block cost at 100k / at 100 = {growth:.2f} (1.0 = linear)"
+        table(["blocks", "responses", "select ms", "select us/block", "edited ms (no anchor)", "edited us/block"], rows)
+    )
+    ms_100 = select_ms[100]
+    growth = per_block[100_000] / per_block[100]
+    growth_1k = per_block[100_000] / per_block[1_000]
+    verdict = "met" if ms_100 <= TARGET_MS_100 else f"missed by {ms_100 / TARGET_MS_100 - 1:.0%}"
+    print()
+    print(
+        f"Target <= {TARGET_MS_100} ms for 100 blocks: {verdict} ({ms_100:.3f} ms). Per-block time at 100,000 "
+        f"blocks / at 100 = {growth:.2f}, / at 1,000 = {growth_1k:.2f} (1.00 = linear)."
+    )
+    print(
+        f"SUMMARY: 100 blocks {ms_100:.3f} ms (target <= 1 ms, {verdict}); per-block cost 100k/100 = {growth:.2f}, "
+        f"100k/1k = {growth_1k:.2f} (1.00 = linear)"
     )
     return 0
 

@@ -1,11 +1,20 @@
-"""Request bytes per conversation mode against the simulator (issue 9).
+"""Request bytes per conversation mode of the Responses engine, against the simulator (issue 9).
 
-W1: a 20-step tool loop with 2 KB tool results and a one-line system prompt, one tool.
-W2: the same with a 3 KB system prompt and 5 tools.
-Modes: stateless, chained, conversation, and "instructions" (chained, but the system prompt re-sent as
-`instructions` on every request, as openai-agents and pydantic-ai do). The ideal is, per request, the
-delta items plus only the fields the API needs every time (model, tools, previous_response_id or
-conversation, stream). Run: `.venv/bin/python bench/chain_bytes.py`.
+Workloads:
+  W1: a 20-step tool loop (19 tool calls, each answered with a 2 KB result, then a text answer),
+      a one-line system prompt, one tool.
+  W2: the same loop with a 3 KB system prompt and 5 tools.
+Modes: stateless, chained, conversation; and "instructions": chained, but the system prompt re-sent as
+`instructions` on every request (what openai-agents and pydantic-ai do).
+
+Bytes are every request body the engine sent (conversation mode includes the POST /conversations that
+seeds a conversation). The ideal is, per request, the delta items (blocks the server has not seen) plus
+only the fields the API needs on every request: model, tools, previous_response_id or conversation (with
+the ids of this run) and stream. The model-visible context is checked equal in every mode: the input
+tokens the simulator counted for every request, and the final context items.
+
+Run: `.venv/bin/python bench/chain_bytes.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
+non-zero only on an error (a context that differs between modes is one), never on a missed target.
 """
 
 from __future__ import annotations
@@ -13,15 +22,19 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
+from _common import table
+
+from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, get_state
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
-from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, BlockKind, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
 STEPS = 20
 RESULT = ("weather report " * 140)[:2048]
-RESPONSE_ID_LEN = len("resp_") + 32
+TARGET_IDEAL = 1.05
+TARGET_INSTRUCTIONS = 0.6
 
 
 def _tool(i: int) -> dict[str, Any]:
@@ -36,7 +49,7 @@ WORKLOADS = {
     "W1": ("You are a helpful assistant.", [_tool(0)]),
     "W2": (("You are a meticulous assistant. Follow the house rules. " * 60)[:3072], [_tool(i) for i in range(5)]),
 }
-MODES = {
+MODES: dict[str, dict[str, Any]] = {
     "stateless": {"mode": "stateless"},
     "chained": {"mode": "chained"},
     "conversation": {"mode": "conversation"},
@@ -44,46 +57,60 @@ MODES = {
 }
 
 
-def _size(body: dict[str, Any]) -> int:
+@dataclass
+class Run:
+    """One workload in one mode."""
+
+    sent: int = 0
+    requests: int = 0
+    ideal: int = 0
+    input_tokens: list[int] = field(default_factory=list)
+    context: list[Any] = field(default_factory=list)
+
+
+def _size(body: Any) -> int:
     return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-async def _run(
-    sim: Simulator, system: str, tools: list[dict[str, Any]], options: dict[str, Any]
-) -> tuple[int, int, list[Any]]:
-    """Run the workload; return (request bytes, ideal bytes, normalized final context)."""
+def _ideal(model: str, delta: list[Block], tools: list[dict[str, Any]], state_field: dict[str, str]) -> int:
+    """The smallest body that carries this request: the delta items and the fields needed every time."""
+    body: dict[str, Any] = {"model": model, "input": blocks_to_items(delta), "tools": tools, **state_field}
+    body["stream"] = True
+    return _size(body)
+
+
+async def _run(sim: Simulator, system: str, tools: list[dict[str, Any]], options: dict[str, Any]) -> Run:
     sim.reset()
-    eng = ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, tools=tools, **options)
-    tool_dicts = eng.tools
-    turn = Turn()
-    turn.append(Block.system(system))
-    turn.append(Block.user("Check the weather in twenty cities, one call at a time."))
-    ideal, sent = 0, 0
-    for step in range(STEPS):
-        last = step == STEPS - 1
-        sim.queue(Reply(text="All done.") if last else Reply(tool_calls=[ToolCall("tool_0", {"city": f"city{step}"})]))
-        delta = turn.blocks[sent:]
-        body: dict[str, Any] = {
-            "model": eng.model,
-            "input": blocks_to_items(delta),
-            "tools": tool_dicts,
-            "stream": True,
-        }
-        if step:
-            body["previous_response_id"] = "x" * RESPONSE_ID_LEN
-        ideal += _size(body)
-        turn = await eng.run_inference(turn)
-        sent = len(turn.blocks)
-        if not last:
-            call = turn.blocks[-1]
-            assert call.kind is BlockKind.TOOL_CALL
-            turn.append(Block.tool_use(call.payload["id"], RESULT))
-    total = sum(r.size for r in sim.requests)
-    rid = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
-    context = [_norm(i) for i in sim.context_items(rid)]
+    run = Run()
+    async with ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, tools=tools, **options) as eng:
+        turn = Turn()
+        turn.append(Block.system(system))
+        turn.append(Block.user("Check the weather in twenty cities, one call at a time."))
+        seen, previous = 0, ""
+        for step in range(STEPS):
+            last = step == STEPS - 1
+            sim.queue(Reply(text="All done.") if last else Reply(tool_calls=[ToolCall("tool_0", {"city": f"c{step}"})]))
+            delta = turn.blocks[seen:]
+            turn = await eng.run_inference(turn)
+            state = get_state(turn)
+            if options["mode"] == "conversation":
+                state_field = {"conversation": str(state.conversation_id)} if state else {}
+            else:
+                state_field = {"previous_response_id": previous} if previous else {}
+            run.ideal += _ideal(eng.model, delta, eng.tools, state_field)
+            run.input_tokens.append(int((TURN_META_USAGE.get(turn.metadata) or {}).get("input_tokens", 0)))
+            previous = str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+            seen = len(turn.blocks)
+            if not last:
+                call = turn.blocks[-1]
+                assert call.kind is BlockKind.TOOL_CALL, f"step {step}: expected a tool call, got {call.kind}"
+                turn.append(Block.tool_use(call.payload["id"], RESULT))
+    run.sent = sum(r.size for r in sim.requests)
+    run.requests = len(sim.requests)
+    run.context = [_norm(i) for i in sim.context_items(previous)]
     if options.get("instructions_mode"):
-        context.insert(0, ("message", "system", system))
-    return total, ideal, context
+        run.context.insert(0, ("message", "system", system))
+    return run
 
 
 def _norm(item: dict[str, Any]) -> tuple[Any, ...]:
@@ -99,28 +126,79 @@ def _norm(item: dict[str, Any]) -> tuple[Any, ...]:
     return (kind,)
 
 
+def _verdict(value: float, target: float) -> str:
+    return "met" if value <= target else f"missed by {value / target - 1:.1%}"
+
+
 def main() -> int:
-    rows = []
+    rows: list[list[Any]] = []
+    targets: list[list[Any]] = []
+    summary: list[str] = []
+    errors: list[str] = []
     with serve() as sim:
         for wname, (system, tools) in WORKLOADS.items():
-            results = {m: asyncio.run(_run(sim, system, tools, o)) for m, o in MODES.items()}
-            base = results["stateless"][0]
-            contexts = {m: r[2] for m, r in results.items()}
-            same = all(c == contexts["stateless"] for c in contexts.values())
-            ideal = results["chained"][1]
-            for m, (total, _, _) in results.items():
-                rows.append((wname, m, total, total / base, total / ideal, same))
-    print(f"{'workload':8} {'mode':13} {'bytes':>9} {'vs stateless':>13} {'vs ideal':>9} {'same context':>13}")
-    for w, m, total, r_state, r_ideal, same in rows:
-        print(f"{w:8} {m:13} {total:9d} {r_state:13.3f} {r_ideal:9.3f} {'yes' if same else 'NO':>13}")
-    by = {(w, m): t for w, m, t, *_ in rows}
-    w2 = by[("W2", "chained")] / by[("W2", "instructions")]
-    worst = max(r_ideal for w, m, _, _, r_ideal, _ in rows if m in ("chained", "conversation"))
-    print(
-        f"summary: chained/conversation worst {worst:.3f} x ideal; W1 chained {by[('W1', 'chained')] / 1024:.1f} KB vs "
-        f"stateless {by[('W1', 'stateless')] / 1024:.1f} KB; W2 chained = {w2:.2f} x an instructions-resending client"
-    )
-    return 0
+            runs = {m: asyncio.run(_run(sim, system, tools, o)) for m, o in MODES.items()}
+            base = runs["stateless"]
+            for mode, run in runs.items():
+                same_tokens = run.input_tokens == base.input_tokens
+                same_context = run.context == base.context
+                if mode != "instructions" and not (same_tokens and same_context):
+                    errors.append(f"{wname} {mode}: the model-visible context differs from stateless")
+                own_ideal = run.ideal if mode in ("chained", "conversation") else runs["chained"].ideal
+                rows.append(
+                    [
+                        wname,
+                        mode,
+                        run.requests,
+                        f"{run.sent:,}",
+                        f"{run.sent / 1024:.1f}",
+                        f"{run.sent / base.sent:.3f}",
+                        f"{own_ideal:,}",
+                        f"{run.sent / own_ideal:.3f}",
+                        f"{sum(run.input_tokens):,}",
+                        "yes" if same_tokens and same_context else "NO",
+                    ]
+                )
+            for mode in ("chained", "conversation"):
+                ratio = runs[mode].sent / runs[mode].ideal
+                targets.append(
+                    [wname, f"{mode} / ideal", f"{ratio:.3f}", f"<= {TARGET_IDEAL}", _verdict(ratio, TARGET_IDEAL)]
+                )
+                summary.append(f"{wname} {mode}/ideal={ratio:.3f}")
+            summary.append(f"{wname} chained/stateless={runs['chained'].sent / base.sent:.3f}")
+            if wname == "W2":
+                ratio = runs["chained"].sent / runs["instructions"].sent
+                targets.append(
+                    [
+                        wname,
+                        "chained / instructions-resending",
+                        f"{ratio:.3f}",
+                        f"<= {TARGET_INSTRUCTIONS}",
+                        _verdict(ratio, TARGET_INSTRUCTIONS),
+                    ]
+                )
+                summary.append(f"W2 chained/instructions={ratio:.3f}")
+    headers = [
+        "workload",
+        "mode",
+        "requests",
+        "bytes",
+        "KB",
+        "vs stateless",
+        "ideal bytes",
+        "vs ideal",
+        "context tokens",
+        "same context",
+    ]
+    print(table(headers, rows))
+    print()
+    print(table(["workload", "ratio", "value", "target", "result"], targets))
+    print()
+    for error in errors:
+        print(f"ERROR: {error}")
+    same = "identical context in every mode" if not errors else "CONTEXT DIFFERS"
+    print(f"SUMMARY: {'; '.join(summary)}; {same}")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

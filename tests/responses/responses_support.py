@@ -7,12 +7,8 @@ from typing import Any
 
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
 from geppetto.simulator import Simulator
+from geppetto.simulator._validate import validate as _sim_validate
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
-
-try:
-    from geppetto.simulator._validate import validate as _sim_validate
-except ImportError:  # pragma: no cover - the simulator extra is part of dev installs
-    _sim_validate = None
 
 WEATHER_TOOL = {
     "name": "get_weather",
@@ -25,7 +21,6 @@ SCHEMAS = {"/v1/responses": "CreateResponse", "/v1/conversations": "CreateConver
 
 def assert_valid_requests(sim: Simulator) -> None:
     """Every JSON body the engine sent validates against the official OpenAPI spec."""
-    assert _sim_validate is not None, "the simulator's OpenAPI validator is not importable"
     for req in sim.requests:
         schema = SCHEMAS.get(req.path)
         if schema is None and req.path.endswith("/items"):

@@ -22,7 +22,13 @@ def _sse(*events: dict[str, Any]) -> bytes:
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
 
 
-RESPONSE = {"id": "resp_1", "object": "response", "status": "in_progress", "output": [], "previous_response_id": None}
+RESPONSE: dict[str, Any] = {
+    "id": "resp_1",
+    "object": "response",
+    "status": "in_progress",
+    "output": [],
+    "previous_response_id": None,
+}
 CALL = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": ""}
 MSG = {
     "type": "message",
@@ -86,7 +92,7 @@ async def test_incomplete_response_records_usage_and_stop_reason_and_drops_incom
         "cache_write_tokens": 0,
     }
     assert [e.type for e in seen] == ["start", "text_delta", "text_delta", "final"]
-    assert seen[-1].metadata.stop_reason == "max_tokens"  # type: ignore[union-attr]
+    assert seen[-1].metadata.stop_reason == "max_tokens"
 
 
 @pytest.mark.parametrize(
