@@ -89,7 +89,7 @@ json_values = st.recursive(
 _segment = st.sampled_from(["a", "geppetto", "my_app", "x9", "openai_responses"])
 _key_strings = st.builds(lambda ns, name, v: f"{ns}.{name}@v{v}", _segment, _segment, st.integers(1, 20))
 _keyed_maps = st.dictionaries(_key_strings, json_values, max_size=2)
-_ids = st.one_of(st.uuids().map(str), _text.filter(bool))  # an empty id reads back as a fresh one
+_ids = st.one_of(st.uuids().map(str), _text.filter(bool))  # an empty id is refused on save (see below)
 
 
 @st.composite
@@ -98,7 +98,7 @@ def blocks(draw: st.DrawFn) -> Block:
     payload = draw(st.dictionaries(_strings, json_values, max_size=3))
     block = Block(kind, payload, role=draw(st.sampled_from(["", "user", "assistant", "tool", "x"])))
     block.id = draw(_ids)
-    block.turn_id = draw(_ids)
+    block.turn_id = draw(st.one_of(st.just(""), _ids))  # an empty turn_id means "not stamped yet"
     block.metadata.update(draw(_keyed_maps))
     return block
 
@@ -229,6 +229,9 @@ def test_yaml_multiline_text_is_a_literal_block() -> None:
 # -- bad input --------------------------------------------------------------------------------
 
 
+_SHAPE = "a turn file is a mapping with a list of blocks, for example {id: t1, blocks: [{kind: user, payload: {text: hello}}]}"
+
+
 def _write(tmp_path: Path, name: str, content: bytes) -> Path:
     path = tmp_path / name
     path.write_bytes(content)
@@ -275,12 +278,8 @@ def test_truncated_file(tmp_path: Path, suffix: str) -> None:
         ("t.yaml", b"id: x\nblocks: [\n  - {kind: user\n", "not valid YAML"),
         ("t.yaml", b"id: [unclosed\n", "not valid YAML"),
         ("t.yaml", b"id: \xc3\x28\n", "not valid YAML"),
-        (
-            "t.yaml",
-            b"- just\n- a list\n",
-            "expected a mapping with 'id' and 'blocks', found a list; is this a turn file?",
-        ),
-        ("t.json", b"42", "expected a mapping with 'id' and 'blocks', found a int; is this a turn file?"),
+        ("t.yaml", b"- just\n- a list\n", "found a list, not a turn; a turn file is a mapping with a list of blocks"),
+        ("t.json", b"42", "found a int, not a turn; a turn file is a mapping with a list of blocks"),
     ],
 )
 def test_malformed_file(tmp_path: Path, name: str, content: bytes, message: str) -> None:
@@ -293,7 +292,7 @@ def test_malformed_file(tmp_path: Path, name: str, content: bytes, message: str)
 @pytest.mark.parametrize("name", ["t.json", "t.yaml"])
 def test_empty_file(tmp_path: Path, name: str, content: bytes) -> None:
     err = _load_fails(_write(tmp_path, name, content))
-    assert str(err) == f"{tmp_path / name}: the file is empty; a turn file holds a mapping with 'id' and 'blocks'"
+    assert str(err) == f"{tmp_path / name}: the file is empty; {_SHAPE}"
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -463,7 +462,7 @@ def test_minimal_document_defaults() -> None:
         {},
     )
     assert len(block.id) == 36  # a fresh id when the file has none
-    assert len(loads_json("{}").id) == 36
+    assert len(loads_json('{"blocks": []}').id) == 36
 
 
 def test_saving_a_turn_holding_non_json_is_refused(tmp_path: Path) -> None:
@@ -533,3 +532,191 @@ def test_yaml_aliases_are_refused(tmp_path: Path, content: str) -> None:
     assert "not valid YAML (turn files do not use YAML aliases (*name); write the value out" in str(err)
     # an anchor without an alias is harmless
     assert loads_yaml("id: &i t\nblocks: []\n").id == "t"
+
+
+# -- documents that are not turns, unknown fields, empty ids ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("t.yaml", b"foo: bar\n", "no 'blocks' field (found 'foo'), so this is not a turn; "),
+        ("t.json", b'{"foo": "bar"}', "no 'blocks' field (found 'foo'), so this is not a turn; "),
+        ("t.yaml", b"id: t\nmetadata: {}\n", "no 'blocks' field (found 'id', 'metadata'), so this is not a turn; "),
+        ("t.json", b"{}", "no 'blocks' field (found nothing), so this is not a turn; "),
+        (
+            "t.yaml",
+            b"a: 1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\n",
+            "no 'blocks' field (found 'a', 'b', 'c', 'd', 'e', ...), so this is not a turn; ",
+        ),
+        ("t.yaml", b"- kind: user\n  payload: {text: hi}\n", "found a list, not a turn; "),
+        ("t.json", b"[]", "found a list, not a turn; "),
+        ("t.yaml", b"just some text\n", "found a str, not a turn; "),
+        ("t.yaml", b"~\n", "found nothing, not a turn; "),
+    ],
+)
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_document_that_is_not_a_turn_is_refused(
+    tmp_path: Path, name: str, content: bytes, message: str, strict: bool
+) -> None:
+    path = _write(tmp_path, name, content)
+    err = _load_fails(path, strict=strict)
+    assert str(err) == f"{path}: {message}{_SHAPE}"
+    assert err.field == ""
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "message"),
+    [
+        (
+            {**_doc(), "title": "x"},
+            "title",
+            "unknown field 'title'; a turn has only format, id, metadata, data, blocks (put your own values in "
+            "metadata or data, or load with strict=False to skip unknown fields)",
+        ),
+        (
+            _doc(text="hi"),
+            "blocks[1].text",
+            "unknown field 'text'; a block has only id, turn_id, kind, role, payload, metadata (put kind-specific "
+            "values in payload, or load with strict=False to skip unknown fields)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_unknown_fields_are_refused_unless_lenient(
+    tmp_path: Path, suffix: str, doc: dict[str, Any], field: str, message: str
+) -> None:
+    path = _write(tmp_path, f"t{suffix}", _file_bytes(doc, suffix))
+    err = _load_fails(path)
+    assert str(err) == f"{path}: {field}: {message}"
+    assert err.field == field
+    # lenient (session stores): the unknown field is skipped, everything else reads as usual
+    assert load_turn(path, strict=False) == loads_json(json.dumps(_doc()))
+
+
+@pytest.mark.parametrize("where", ["turn", "block"])
+@pytest.mark.parametrize("strict", [True, False])
+def test_an_empty_id_in_a_file_is_refused(tmp_path: Path, where: str, strict: bool) -> None:
+    doc = {**_doc(), "id": ""} if where == "turn" else _doc(id="")
+    path = _write(tmp_path, "t.yaml", _file_bytes(doc, ".yaml"))
+    err = _load_fails(path, strict=strict)
+    field = "id" if where == "turn" else "blocks[1].id"
+    assert str(err) == f"{path}: {field}: the id is empty; leave the field out to have a fresh id made, or write one"
+    # a missing id is a fresh one; an empty turn_id is "not stamped yet" and stays empty
+    (doc if where == "turn" else doc["blocks"][1]).pop("id")
+    doc["blocks"][1]["turn_id"] = ""
+    turn = loads_json(json.dumps(doc))
+    assert len(turn.id if where == "turn" else turn.blocks[1].id) == 36
+    assert turn.blocks[1].turn_id == ""
+
+
+@pytest.mark.parametrize("where", ["turn", "block"])
+def test_saving_an_empty_id_is_refused(tmp_path: Path, where: str) -> None:
+    turn = every_kind_turn()
+    if where == "turn":
+        turn.id = ""
+        expected = "turn: cannot be serialized: the turn's id is empty; give it one (Turn() makes one)"
+    else:
+        turn.blocks[2].id = ""
+        expected = "turn turn-1: cannot be serialized: blocks[2].id is empty; give the block one (Block(...) makes one)"
+    with pytest.raises(gp.TurnFormatError) as info:
+        save_turn(tmp_path / "t.yaml", turn)
+    assert str(info.value) == expected
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- saving: atomic, keeps the mode, writes through links ---------------------------------------
+
+
+def test_save_writes_a_flushed_temporary_file_then_renames_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    target = tmp_path / "t.yaml"
+    target.write_text("old", encoding="utf-8")
+    steps: list[tuple[str, int]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        steps.append(("fsync", os.fstat(fd).st_ino))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        assert Path(src).parent == tmp_path and Path(src).name.startswith(".t.yaml.")
+        assert target.read_text(encoding="utf-8") == "old"  # the old file is whole until the rename
+        steps.append(("replace", os.stat(src).st_ino))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    turn = every_kind_turn()
+    save_turn(target, turn)
+    written = target.stat().st_ino  # a rename keeps the inode: the file flushed is the file renamed
+    expected = [("fsync", written), ("replace", written)]
+    if os.name == "posix":
+        expected.append(("fsync", tmp_path.stat().st_ino))  # then the folder, so the rename is durable
+    assert steps == expected
+    assert load_turn(target) == turn
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    target = tmp_path / "t.json"
+    target.write_text("old", encoding="utf-8")
+
+    def fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="No space left"):
+        save_turn(target, every_kind_turn())
+    assert target.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid"), reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o755])
+def test_save_keeps_the_existing_files_mode(tmp_path: Path, mode: int) -> None:
+    import stat
+
+    target = tmp_path / "t.yaml"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(mode)
+    save_turn(target, every_kind_turn())
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+    assert load_turn(target).id == "turn-1"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getuid"), reason="POSIX permission bits")
+def test_a_new_file_gets_the_umask_permissions_not_the_temporary_files(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        save_turn(tmp_path / "new.yaml", every_kind_turn())
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.yaml").stat().st_mode) == 0o644
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "symlink"), reason="symbolic links")
+def test_saving_to_a_symlink_writes_through_to_its_target(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    real = real_dir / "turn.yaml"
+    real.write_text("old", encoding="utf-8")
+    real.chmod(0o640)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(real)
+    assert save_turn(link, every_kind_turn()) == link
+    assert link.is_symlink() and link.resolve() == real.resolve()  # still a link, to the same file
+    assert load_turn(real).id == "turn-1"
+    assert (real.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in real_dir.iterdir()) == ["turn.yaml"]  # the temporary lived next to the target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "real"]
+    # a dangling link: the file it names is created
+    (tmp_path / "dangling.yaml").symlink_to(real_dir / "later.yaml")
+    save_turn(tmp_path / "dangling.yaml", every_kind_turn())
+    assert (tmp_path / "dangling.yaml").is_symlink()
+    assert load_turn(real_dir / "later.yaml").id == "turn-1"

@@ -14,15 +14,23 @@ YAML ends with the explicit end line ``...``: a YAML document that names its ``f
 was cut short and is refused. YAML dates (``2024-05-01``) read as text, since JSON has no dates; a value
 no reader can build (``!!int abc``, an integer of more than 4,300 digits) is refused naming its field.
 
+Files are strict: a document that is not a mapping with a ``blocks`` list, an unknown field, an unknown
+block kind or an empty ``id`` is a :class:`TurnFormatError` naming the file, the field and the fix.
+``strict=False`` (what session stores use) reads an unknown kind as ``other`` and skips unknown fields;
+everything else is checked the same way.
+
 Loading never constructs objects (YAML is read with the safe loader) and never writes to the file it
-reads; saving writes a temporary file and renames it, so a failed save leaves the old file whole.
+reads. Saving writes a temporary file in the target's folder, flushes it to disk and renames it over
+the target, so a failed save leaves the old file whole; see :func:`save_turn`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +62,23 @@ __all__ = [
 
 FORMAT = "geppetto.turn/v1"
 _KINDS = ", ".join(k.value for k in BlockKind)
+_SHAPE = (
+    "a turn file is a mapping with a list of blocks, for example "
+    "{id: t1, blocks: [{kind: user, payload: {text: hello}}]}"
+)
+_TURN_FIELDS = ("format", "id", "metadata", "data", "blocks")
+_BLOCK_FIELDS = ("id", "turn_id", "kind", "role", "payload", "metadata")
+_EMPTY_ID = "the id is empty; leave the field out to have a fresh id made, or write one"
 _TOO_DEEP = "values are nested too deeply to read; a turn file nests lists and mappings a few hundred levels at most"
 
 
 def turn_to_dict(turn: Turn) -> dict[str, Any]:
-    """The plain-JSON document form of ``turn`` (a fresh structure; nothing is shared)."""
+    """The plain-JSON document form of ``turn`` (a fresh structure; nothing is shared).
+
+    Raises :class:`TurnFormatError` when the turn holds a value that is not plain JSON, or an empty
+    turn or block id (which no file could carry back: a missing id reads as a fresh one).
+    """
+    _check_ids(turn)
     doc = {
         "format": FORMAT,
         "id": turn.id,
@@ -83,38 +103,83 @@ def turn_to_dict(turn: Turn) -> dict[str, Any]:
     return json.loads(json.dumps(doc))  # type: ignore[no-any-return]
 
 
+def _check_ids(turn: Turn) -> None:
+    source = f"turn {turn.id}" if turn.id else "turn"
+    if not turn.id:
+        raise TurnFormatError(
+            "cannot be serialized: the turn's id is empty; give it one (Turn() makes one)", source=source
+        )
+    for i, block in enumerate(turn.blocks):
+        if not block.id:
+            raise TurnFormatError(
+                f"cannot be serialized: blocks[{i}].id is empty; give the block one (Block(...) makes one)",
+                source=source,
+            )
+
+
 def turn_from_dict(doc: Any, *, source: str = "<mapping>", strict: bool = True) -> Turn:
     """Build a Turn from its document form.
 
-    ``strict`` (the default) rejects an unknown block kind; with ``strict=False`` such a block reads
-    back as ``BlockKind.OTHER`` and its original kind is kept in ``payload['original_kind']``.
-    Raises :class:`TurnFormatError` naming ``source`` and the field at fault.
+    ``strict`` (the default) rejects unknown fields and unknown block kinds; with ``strict=False`` an
+    unknown field is skipped and a block of unknown kind reads back as ``BlockKind.OTHER``, its original
+    kind kept in ``payload['original_kind']``. A missing ``id`` reads as a fresh one; an empty one is
+    refused. Raises :class:`TurnFormatError` naming ``source`` and the field at fault.
     """
     if not isinstance(doc, dict):
-        raise TurnFormatError(
-            f"expected a mapping with 'id' and 'blocks', found {_kind(doc)}; is this a turn file?", source=source
-        )
+        raise TurnFormatError(f"found {_kind(doc)}, not a turn; {_SHAPE}", source=source)
+    if "blocks" not in doc:
+        names = [repr(k) for k in list(doc)[:6]]
+        found = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "") or "nothing"
+        raise TurnFormatError(f"no 'blocks' field (found {found}), so this is not a turn; {_SHAPE}", source=source)
+    _check_fields(doc, _TURN_FIELDS, source, "", strict, "put your own values in metadata or data")
     fmt = doc.get("format", FORMAT)
     if fmt != FORMAT:
         raise TurnFormatError(
             f"unsupported format {fmt!r}; this version reads {FORMAT!r}", source=source, field="format"
         )
-    turn_id = _str(doc.get("id", ""), source, "id")
+    turn_id = _id(doc, source, "id")
     metadata = TurnMetadata(_keyed_map(doc.get("metadata"), source, "metadata"))
     data = TurnData(_keyed_map(doc.get("data"), source, "data"))
-    raw_blocks = doc.get("blocks", [])
+    raw_blocks = doc["blocks"]
     if not isinstance(raw_blocks, list):
         raise TurnFormatError(f"expected a list of blocks, found {_kind(raw_blocks)}", source=source, field="blocks")
     blocks = [_block(raw, source, f"blocks[{i}]", strict) for i, raw in enumerate(raw_blocks)]
     turn = Turn(blocks=blocks, metadata=metadata, data=data)
-    if turn_id:
+    if turn_id is not None:
         turn.id = turn_id
     return turn
+
+
+def _check_fields(
+    raw: dict[Any, Any], known: tuple[str, ...], source: str, where: str, strict: bool, hint: str
+) -> None:
+    if not strict:
+        return
+    for name in raw:
+        if name not in known:
+            what = "a block" if where else "a turn"
+            raise TurnFormatError(
+                f"unknown field {name!r}; {what} has only {', '.join(known)} ({hint}, "
+                "or load with strict=False to skip unknown fields)",
+                source=source,
+                field=f"{where}.{name}" if where else str(name),
+            )
+
+
+def _id(raw: dict[str, Any], source: str, where: str) -> str | None:
+    """The ``id`` field: ``None`` when absent (a fresh one is made), refused when empty."""
+    if "id" not in raw:
+        return None
+    value = _str(raw["id"], source, where)
+    if not value:
+        raise TurnFormatError(_EMPTY_ID, source=source, field=where)
+    return value
 
 
 def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
     if not isinstance(raw, dict):
         raise TurnFormatError(f"expected a block mapping, found {_kind(raw)}", source=source, field=where)
+    _check_fields(raw, _BLOCK_FIELDS, source, where, strict, "put kind-specific values in payload")
     kind_text = raw.get("kind")
     if not isinstance(kind_text, str):
         raise TurnFormatError(f"missing or non-text kind; use one of: {_KINDS}", source=source, field=f"{where}.kind")
@@ -135,7 +200,7 @@ def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
             ) from None
         kind = BlockKind.OTHER
         payload = {**payload, "original_kind": kind_text}
-    block_id = _str(raw.get("id", ""), source, f"{where}.id")
+    block_id = _id(raw, source, f"{where}.id")
     block = Block(
         kind=kind,
         payload=payload,
@@ -143,7 +208,7 @@ def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
         turn_id=_str(raw.get("turn_id", ""), source, f"{where}.turn_id"),
         metadata=BlockMetadata(_keyed_map(raw.get("metadata"), source, f"{where}.metadata")),
     )
-    if block_id:
+    if block_id is not None:
         block.id = block_id
     return block
 
@@ -319,23 +384,62 @@ def load_turn(path: str | os.PathLike[str], *, strict: bool = True) -> Turn:
     except OSError as exc:
         raise TurnFormatError(f"cannot be read: {exc.strerror}", source=str(p)) from None
     if not raw.strip():
-        raise TurnFormatError("the file is empty; a turn file holds a mapping with 'id' and 'blocks'", source=str(p))
+        raise TurnFormatError(f"the file is empty; {_SHAPE}", source=str(p))
     if p.suffix.lower() == ".json":
         return loads_json(raw, source=str(p), strict=strict)
     return loads_yaml(raw, source=str(p), strict=strict)
 
 
 def save_turn(path: str | os.PathLike[str], turn: Turn) -> Path:
-    """Write ``turn`` to ``path`` (JSON for ``.json``, else YAML) atomically. Returns the path."""
+    """Write ``turn`` to ``path`` (JSON for ``.json``, else YAML) atomically. Returns ``path``.
+
+    The text goes to a temporary file in the target's folder, is flushed to disk (``fsync``) and then
+    renamed over the target, so a crash or a failed write leaves the old file whole and a reader never
+    sees half a turn. An existing file keeps its permission bits; a new one gets the usual ones (0666
+    less the umask). When ``path`` is a symbolic link, the file it points to is replaced and the link
+    stays a link. A turn that cannot be serialized raises :class:`TurnFormatError` before anything is
+    written.
+    """
     p = Path(path)
     text = dumps_json(turn, indent=2) if p.suffix.lower() == ".json" else dumps_yaml(turn)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    target = Path(os.path.realpath(p))  # through symbolic links, so a link is written through, not replaced
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # a new file: 0o666 and the kernel applies the umask; an existing one: private until its mode is copied
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666 if mode is None else 0o600
+    )
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
+    _fsync_folder(target.parent)
     return p
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable (POSIX); a file system that cannot sync a folder is left as it is."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
