@@ -285,3 +285,101 @@ def test_maps_are_dicts_with_family() -> None:
     )
     assert repr(TurnMetadata({"a.b@v1": 1})) == "TurnMetadata({'a.b@v1': 1})"
     assert repr(TIER) == "Key(turn data, 'myapp.tier@v2', Tier)"
+
+
+# -- parameterized types and copies -----------------------------------------------------------
+
+TAGS = turn_data_key("myapp", "tags", 1, list[str])
+COUNTS = turn_data_key("myapp", "counts", 1, dict[str, int])
+ROWS = turn_data_key("myapp", "rows", 1, list[dict[str, int | None]])
+
+
+@pytest.mark.parametrize(
+    ("key", "good"),
+    [
+        (TAGS, ["a", "b"]),
+        (TAGS, []),
+        (COUNTS, {"a": 1, "b": -2}),
+        (ROWS, [{"a": 1, "b": None}, {}]),
+    ],
+)
+def test_parameterized_keys_get_and_set(key: Any, good: Any) -> None:
+    data = TurnData()
+    assert key.get(data) is None  # missing is still None, not an error
+    key.set(data, good)
+    assert key.get(data) == good
+    assert key.require(data) == good
+
+
+@pytest.mark.parametrize(
+    ("key", "stored", "message"),
+    [
+        (TAGS, "a", "myapp.tags@v1 holds list[str]; the stored value is a str"),
+        (TAGS, {"a": 1}, "myapp.tags@v1 holds list[str]; the stored value is a dict"),
+        (TAGS, ["a", 2], "myapp.tags@v1 holds list[str]; the stored value's item [1] is a int"),
+        (COUNTS, [["a", 1]], "myapp.counts@v1 holds dict[str, int]; the stored value is a list"),
+        (COUNTS, {"a": 1, "b": "2"}, "myapp.counts@v1 holds dict[str, int]; the stored value's item ['b'] is a str"),
+        (COUNTS, {"a": True}, "myapp.counts@v1 holds dict[str, int]; the stored value's item ['a'] is a bool"),
+        (
+            ROWS,
+            [{"a": 1}, {"b": "x"}],
+            "myapp.rows@v1 holds list[dict[str, int | None]]; the stored value's item [1]['b'] is a str",
+        ),
+    ],
+)
+def test_parameterized_keys_tell_wrong_type_from_missing(key: Any, stored: Any, message: str) -> None:
+    data = TurnData({str(key): stored})
+    with pytest.raises(gp.MetadataTypeError) as info:
+        key.get(data)
+    assert str(info.value) == message
+    with pytest.raises(gp.MetadataTypeError):
+        key.require(data)
+
+
+@pytest.mark.parametrize(
+    ("key", "bad", "message"),
+    [
+        (TAGS, "ab", "myapp.tags@v1 holds list[str], not str"),
+        (TAGS, ["a", None], "myapp.tags@v1 holds list[str], not list: item [1] is a NoneType"),
+        (COUNTS, {"a": 1.5}, "myapp.counts@v1 holds dict[str, int], not dict: item ['a'] is a float"),
+    ],
+)
+def test_parameterized_keys_refuse_wrong_values_on_set(key: Any, bad: Any, message: str) -> None:
+    data = TurnData()
+    with pytest.raises(gp.MetadataTypeError) as info:
+        key.set(data, bad)
+    assert str(info.value) == message
+    assert data == {}
+
+
+def test_a_parameterized_key_names_its_type() -> None:
+    assert repr(TAGS) == "Key(turn data, 'myapp.tags@v1', list[str])"
+    assert repr(TURN_META_SESSION_ID) == "Key(turn metadata, 'geppetto.session_id@v1', str)"
+
+
+def test_set_stores_a_copy() -> None:
+    data = TurnData()
+    tags = ["a", "b"]
+    TAGS.set(data, tags)
+    tags.append("c")
+    assert TAGS.get(data) == ["a", "b"]
+    counts: dict[str, Any] = {"nested": {"x": [1]}}
+    key = turn_data_key("myapp", "cfg", 1, dict)
+    key.set(data, counts)
+    counts["nested"]["x"].append(2)
+    counts["new"] = 1
+    assert key.get(data) == {"nested": {"x": [1]}}
+    # the codec path stores a fresh dict too
+    tier = Tier("gold", 10)
+    TIER.set(data, tier)
+    tier.limit = 99
+    assert TIER.get(data) == Tier("gold", 10)
+
+
+def test_set_copies_so_two_turns_never_share_a_value() -> None:
+    shared = ["a"]
+    one, two = Turn(), Turn()
+    TAGS.set(one.data, shared)
+    TAGS.set(two.data, shared)
+    TAGS.require(one.data).append("only-one")
+    assert TAGS.get(two.data) == ["a"]

@@ -6,16 +6,23 @@ type is a structured class (a dataclass with ``to_dict``/``from_dict``) converts
 
 ``key.get(m)`` returns ``None`` (or a default) when the key is missing and raises
 :class:`MetadataTypeError` when the stored value has the wrong type; ``key.set(m, v)`` refuses a value
-that would not survive a JSON round trip.
+of the wrong type or one that would not survive a JSON round trip, and stores a copy.
+
+Types are checked all the way down for what JSON can hold: ``list[X]``, ``dict[str, X]``, unions
+(``str | None``), ``Literal[...]`` and ``Any``, nested as deep as the value goes, so ``[1]`` under a
+``Key[list[str]]`` is a wrong type, not a list. Any other parameterized type is checked by its outer
+class only.
 """
 
 from __future__ import annotations
 
+import copy
 import enum
 import math
 import re
 import sys
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast, overload
+import types
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, Union, cast, get_args, get_origin, overload
 
 from .._exceptions import KeyFormatError, MetadataTypeError, UsageError
 
@@ -29,6 +36,7 @@ __all__ = [
     "Unreadable",
     "block_meta_key",
     "check_json_value",
+    "copy_json",
     "parse_key",
     "turn_data_key",
     "turn_meta_key",
@@ -62,6 +70,17 @@ class Unreadable:
 
     def __repr__(self) -> str:
         return repr(self.text if len(self.text) <= 40 else self.text[:37] + "...")
+
+
+def copy_json(value: Any) -> Any:
+    """Deep-copy a JSON-shaped value quickly (dicts and lists are copied, scalars shared)."""
+    if type(value) is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [copy_json(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
 
 
 class KeyFamily(enum.Enum):
@@ -187,7 +206,7 @@ class Key(Generic[T]):
         return f"{self.namespace}.{self.name}@v{self.version}"
 
     def __repr__(self) -> str:
-        return f"Key({self.family.value}, {str(self)!r}, {getattr(self.type, '__name__', self.type)})"
+        return f"Key({self.family.value}, {str(self)!r}, {_type_name(self.type)})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Key) and str(other) == str(self) and other.family is self.family
@@ -223,11 +242,15 @@ class Key(Generic[T]):
         return value
 
     def set(self, m: dict[str, Any], value: T) -> None:
-        """Store ``value``; refuses values of the wrong type or that are not plain JSON."""
+        """Store a copy of ``value``; refuses values of the wrong type or that are not plain JSON.
+
+        The copy means editing ``value`` afterwards does not change the map. ``get`` returns the stored
+        value itself, so editing what ``get`` returned does (as with any dict).
+        """
         self._check_family(m)
         raw = self._encode(value)
         check_json_value(raw, what=str(self))
-        m[str(self)] = raw
+        m[str(self)] = copy_json(raw)
 
     def delete(self, m: dict[str, Any]) -> None:
         """Remove the key if present."""
@@ -243,8 +266,10 @@ class Key(Generic[T]):
             if not isinstance(value, t):
                 raise MetadataTypeError(f"{self} holds {t.__name__}, not {type(value).__name__}")
             return cast(JSONCodec, value).to_dict()
-        if not _matches(value, t):
-            raise MetadataTypeError(f"{self} holds {t.__name__}, not {type(value).__name__}")
+        where = _misfit(value, t, "")
+        if where is not None:
+            inner = f": item {where[0]} is a {where[1]}" if where[0] else ""
+            raise MetadataTypeError(f"{self} holds {_type_name(t)}, not {type(value).__name__}{inner}")
         return value
 
     def _decode(self, raw: Any) -> Any:
@@ -258,18 +283,55 @@ class Key(Generic[T]):
                 return cast(Any, t).from_dict(raw)
             except (TypeError, ValueError, KeyError) as exc:
                 raise MetadataTypeError(f"{self} holds {t.__name__}; the stored value does not fit: {exc}") from exc
-        if not _matches(raw, t):
-            raise MetadataTypeError(f"{self} holds {t.__name__}; the stored value is a {type(raw).__name__}")
+        where = _misfit(raw, t, "")
+        if where is not None:
+            what = f"stored value's item {where[0]}" if where[0] else "stored value"
+            raise MetadataTypeError(f"{self} holds {_type_name(t)}; the {what} is a {where[1]}")
         return raw
 
 
 def _is_codec(t: Any) -> bool:
-    return isinstance(t, type) and hasattr(t, "from_dict") and hasattr(t, "to_dict")
+    return isinstance(t, type) and get_origin(t) is None and hasattr(t, "from_dict") and hasattr(t, "to_dict")
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, type) and get_origin(t) is None:
+        return t.__name__
+    return str(t).replace("typing.", "")
+
+
+def _misfit(value: Any, t: Any, path: str) -> tuple[str, str] | None:
+    """``None`` when ``value`` fits ``t``; else where it does not (``""`` for the value itself) and what
+    was found there. JSON's containers and unions are checked all the way down."""
+    if t is Any or t is object:
+        return None
+    origin = get_origin(t)
+    found = (path, type(value).__name__)
+    if origin is None:
+        return None if _matches(value, t) else found
+    args = get_args(t)
+    if origin is Union or origin is types.UnionType:
+        return None if any(_misfit(value, a, path) is None for a in args) else found
+    if origin is Literal:
+        return None if any(value == a and type(value) is type(a) for a in args) else (path, repr(value))
+    if not isinstance(value, origin):
+        return found
+    if origin is list and args:
+        for i, item in enumerate(value):
+            inner = _misfit(item, args[0], f"{path}[{i}]")
+            if inner is not None:
+                return inner
+    elif origin is dict and len(args) == 2:
+        for k, item in value.items():
+            inner = _misfit(k, args[0], f"{path}[{k!r}] (its key)") or _misfit(item, args[1], f"{path}[{k!r}]")
+            if inner is not None:
+                return inner
+    return None  # another parameterized type: its outer class fits, and that is as deep as it is checked
 
 
 def _matches(value: Any, t: Any) -> bool:
-    if t is Any or t is object:
-        return True
+    if t is None or t is type(None):
+        return value is None
     if t is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if t is int:

@@ -7,14 +7,13 @@ blocks; nothing else about a provider leaks into the model.
 
 from __future__ import annotations
 
-import copy
 import enum
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._keys import BlockMetadata, TurnData, TurnMetadata
+from ._keys import BlockMetadata, TurnData, TurnMetadata, copy_json
 
 __all__ = [
     "PAYLOAD_ARGS",
@@ -79,17 +78,6 @@ _DEFAULT_ROLE = {
 def new_id() -> str:
     """A fresh block or turn id (a UUID4 string)."""
     return str(uuid.uuid4())
-
-
-def copy_json(value: Any) -> Any:
-    """Deep-copy a JSON-shaped value quickly (dicts and lists are copied, scalars shared)."""
-    if type(value) is dict:
-        return {k: copy_json(v) for k, v in value.items()}
-    if type(value) is list:
-        return [copy_json(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return copy.deepcopy(value)
 
 
 @dataclass(eq=True)
