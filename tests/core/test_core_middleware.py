@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -171,18 +172,65 @@ async def test_logging_middleware_logs_ids_and_counts(caplog: pytest.LogCaptureF
         await engine.run_inference(turn)
     records = [r for r in caplog.records if r.name == "test.core.inference"]
     assert [r.levelno for r in records] == [logging.INFO, logging.INFO]
-    assert records[0].getMessage() == "inference start turn=t-1 blocks=1"
-    assert records[1].getMessage().startswith("inference done turn=t-1 blocks=3 added=2 in ")
-    for r in records:
-        assert r.geppetto == {"session_id": "s-1", "inference_id": "i-1", "turn_id": "t-1"}  # type: ignore[attr-defined]
+    # the ids and counts are in the message itself, for handlers that print only the message
+    assert records[0].getMessage() == "inference start session=s-1 inference=i-1 turn=t-1 blocks=1"
+    done = records[1].getMessage()
+    assert done.startswith("inference done session=s-1 inference=i-1 turn=t-1 blocks=3 added=2 in ")
+    assert done.endswith("s") and float(done.rsplit(" ", 1)[1][:-1]) >= 0
+    ids = {"session_id": "s-1", "inference_id": "i-1", "turn_id": "t-1"}
+    assert records[0].geppetto == {**ids, "blocks": 1}  # type: ignore[attr-defined]
+    assert records[1].geppetto == {**ids, "blocks": 3, "added": 2}  # type: ignore[attr-defined]
+
+
+async def test_logging_middleware_shows_unset_ids_as_a_dash(caplog: pytest.LogCaptureFixture) -> None:
+    engine = with_middleware(ScriptedEngine([Block.llm_text("a")]), logging_middleware())
+    with caplog.at_level(logging.INFO, logger="geppetto.inference"):
+        await engine.run_inference(Turn(id="t-0"))
+    messages = [r.getMessage() for r in caplog.records if r.name == "geppetto.inference"]
+    assert messages[0] == "inference start session=- inference=- turn=t-0 blocks=0"
+    assert messages[1].startswith("inference done session=- inference=- turn=t-0 blocks=1 added=1 in ")
 
 
 async def test_logging_middleware_logs_failure_and_reraises(caplog: pytest.LogCaptureFixture) -> None:
     engine = with_middleware(ScriptedEngine([]), logging_middleware())
+    turn = Turn(id="t-2")
+    TURN_META_SESSION_ID.set(turn.metadata, "s-2")
     with caplog.at_level(logging.INFO, logger="geppetto.inference"), pytest.raises(gp.UsageError):
-        await engine.run_inference(Turn(id="t-2"))
+        await engine.run_inference(turn)
     records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "geppetto.inference"]
-    assert records[0] == (logging.INFO, "inference start turn=t-2 blocks=0")
+    assert records[0] == (logging.INFO, "inference start session=s-2 inference=- turn=t-2 blocks=0")
     assert records[1][0] == logging.ERROR
-    assert records[1][1].startswith("inference failed turn=t-2: ScriptedEngine has no step left for call 1")
+    assert records[1][1].startswith(
+        "inference failed session=s-2 inference=- turn=t-2 blocks=0: UsageError: ScriptedEngine has no step left"
+    )
     assert len(records) == 2
+
+
+async def test_logging_middleware_logs_cancellation_as_cancelled_not_error(caplog: pytest.LogCaptureFixture) -> None:
+    started = asyncio.Event()
+
+    async def slow(turn: Turn) -> None:
+        turn.append(Block.llm_text("partial"))
+        started.set()
+        await asyncio.sleep(3600)
+
+    turn = Turn(id="t-3", blocks=[Block.user("go")])
+    TURN_META_INFERENCE_ID.set(turn.metadata, "i-3")
+    engine = with_middleware(FunctionEngine(slow), logging_middleware())
+    with caplog.at_level(logging.DEBUG, logger="geppetto.inference"):
+        task = asyncio.create_task(engine.run_inference(turn))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    records = [r for r in caplog.records if r.name == "geppetto.inference"]
+    assert [r.levelno for r in records] == [logging.INFO, logging.INFO]  # nothing at ERROR
+    assert records[1].getMessage().startswith("inference cancelled session=- inference=i-3 turn=t-3 blocks=2 after ")
+    assert records[1].geppetto == {  # type: ignore[attr-defined]
+        "session_id": "",
+        "inference_id": "i-3",
+        "turn_id": "t-3",
+        "blocks": 2,
+        "cancelled": True,
+    }
+    assert records[1].exc_info is None

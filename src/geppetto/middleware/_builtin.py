@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -95,7 +96,14 @@ def reorder_tool_results() -> Middleware:
 
 
 def logging_middleware(logger: logging.Logger | None = None, level: int = logging.INFO) -> Middleware:
-    """Log each inference with its ids, block counts before and after, and duration."""
+    """Log each inference's start and end with its session, inference and turn ids and block counts.
+
+    The ids and counts are in the message itself (``inference done session=s1 inference=i1 turn=t1
+    blocks=3 added=2 in 0.412s``; an id not set yet shows as ``-``) and, for structured handlers, in
+    ``record.geppetto``. A failure is logged at ERROR and re-raised; a cancelled inference
+    (:class:`asyncio.CancelledError`) is logged at ``level`` as cancelled and re-raised, since
+    cancelling is a caller's choice, not an error.
+    """
     log = logger or logging.getLogger("geppetto.inference")
 
     def middleware(next_handler: Handler) -> Handler:
@@ -105,22 +113,47 @@ def logging_middleware(logger: logging.Logger | None = None, level: int = loggin
                 "inference_id": TURN_META_INFERENCE_ID.get(turn.metadata) or "",
                 "turn_id": turn.id,
             }
+            who = " ".join(
+                f"{name}={ids[key] or '-'}"
+                for name, key in (("session", "session_id"), ("inference", "inference_id"), ("turn", "turn_id"))
+            )
             before = len(turn.blocks)
-            log.log(level, "inference start turn=%s blocks=%d", turn.id, before, extra={"geppetto": ids})
+            log.log(level, "inference start %s blocks=%d", who, before, extra={"geppetto": {**ids, "blocks": before}})
             started = time.perf_counter()
             try:
                 out = await next_handler(turn)
-            except Exception as exc:
-                log.log(logging.ERROR, "inference failed turn=%s: %s", turn.id, exc, extra={"geppetto": ids})
+            except asyncio.CancelledError:
+                now = len(turn.blocks)
+                log.log(
+                    level,
+                    "inference cancelled %s blocks=%d after %.3fs",
+                    who,
+                    now,
+                    time.perf_counter() - started,
+                    extra={"geppetto": {**ids, "blocks": now, "cancelled": True}},
+                )
                 raise
+            except Exception as exc:
+                now = len(turn.blocks)
+                log.log(
+                    logging.ERROR,
+                    "inference failed %s blocks=%d: %s: %s",
+                    who,
+                    now,
+                    type(exc).__name__,
+                    exc,
+                    extra={"geppetto": {**ids, "blocks": now}},
+                )
+                raise
+            after = len(out.blocks)
             log.log(
                 level,
-                "inference done turn=%s blocks=%d added=%d in %.3fs",
-                out.id,
-                len(out.blocks),
-                len(out.blocks) - before,
+                "inference done %s blocks=%d added=%d in %.3fs",
+                who,
+                after,
+                after - before,
                 time.perf_counter() - started,
-                extra={"geppetto": ids},
+                extra={"geppetto": {**ids, "blocks": after, "added": after - before}},
             )
             return out
 
