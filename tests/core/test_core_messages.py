@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import geppetto as gp
 from geppetto.turns import (
+    PAYLOAD_IMAGES,
     Block,
     BlockKind,
     Turn,
@@ -115,6 +116,12 @@ def test_tool_call_after_tool_message_starts_a_new_assistant_message() -> None:
         ([{"role": "robot", "content": "a"}], "messages[0].role", "unknown role 'robot'"),
         ([{"role": "user", "content": ["parts"]}], "messages[0].content", "content must be text"),
         (
+            [{"role": "user", "content": "a", "images": "https://example.com/a.png"}],
+            "messages[0].images",
+            "images must be a list of mappings, each {url: ...} or {data: <base64>, media_type: ...}",
+        ),
+        ([{"role": "user", "content": "a", "images": ["x.png"]}], "messages[0].images", "images must be a list"),
+        (
             [{"role": "assistant", "content": "", "tool_calls": ["x"]}],
             "messages[0].tool_calls",
             "tool_calls must be a list of mappings",
@@ -133,6 +140,39 @@ def test_bad_messages(messages: list[Any], field: str, text: str) -> None:
     assert text in str(info.value)
 
 
+_IMAGES = [{"url": "https://example.com/cat.png"}, {"data": "iVBORw0KGgo=", "media_type": "image/png"}]
+
+
+def test_user_images_survive_both_directions() -> None:
+    """Images live in the user block's payload["images"], the key every engine reads."""
+    turn = Turn(id="t")
+    turn.extend([Block.system("s"), Block.user("what is this?", images=_IMAGES), Block.user("and plain")])
+    messages = messages_from_turn(turn)
+    assert messages == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "what is this?", "images": _IMAGES},
+        {"role": "user", "content": "and plain"},
+    ]
+    back = turn_from_messages(messages)
+    assert [(b.kind, b.payload) for b in back.blocks] == [(b.kind, b.payload) for b in turn.blocks]
+    assert back.blocks[1].payload[PAYLOAD_IMAGES] == _IMAGES
+    # copies, not shared: editing the messages never reaches either turn
+    messages[1]["images"][0]["url"] = "https://example.com/dog.png"
+    messages[1]["images"].append({"url": "x"})
+    assert turn.blocks[1].payload[PAYLOAD_IMAGES] == _IMAGES
+    assert back.blocks[1].payload[PAYLOAD_IMAGES] == _IMAGES
+
+
+def test_images_from_messages_reach_an_engines_request() -> None:
+    from geppetto.providers._streaming import image_parts
+
+    [block] = blocks_from_messages([{"role": "user", "content": "look", "images": _IMAGES}])
+    assert image_parts(block) == [
+        ("url", "https://example.com/cat.png", ""),
+        ("base64", "iVBORw0KGgo=", "image/png"),
+    ]
+
+
 def test_result_text() -> None:
     assert [result_text("as is"), result_text({"ü": [1, None]}), result_text(3), result_text(None)] == [
         "as is",
@@ -145,8 +185,17 @@ def test_result_text() -> None:
 _text = st.text(max_size=12)
 _args = st.one_of(st.dictionaries(_text, st.one_of(st.integers(), _text, st.none()), max_size=3), _text)
 _call = st.fixed_dictionaries({"id": _text, "name": _text, "args": _args})
+_image = st.one_of(
+    st.fixed_dictionaries({"url": st.sampled_from(["https://example.com/a.png", "data:image/png;base64,AAA="])}),
+    st.fixed_dictionaries(
+        {"data": st.just("iVBORw0KGgo="), "media_type": st.sampled_from(["image/png", "image/jpeg"])}
+    ),
+)
 _message = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]), "content": _text}),
+    st.fixed_dictionaries(
+        {"role": st.just("user"), "content": _text, "images": st.lists(_image, min_size=1, max_size=3)}
+    ),
     st.fixed_dictionaries({"role": st.just("assistant"), "content": _text.filter(bool)}),
     st.fixed_dictionaries(
         {"role": st.just("assistant"), "content": _text, "tool_calls": st.lists(_call, min_size=1, max_size=3)}

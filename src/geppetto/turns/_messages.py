@@ -3,8 +3,13 @@
 The message form is the lowest common denominator of chat APIs::
 
     {"role": "system" | "user" | "assistant" | "tool", "content": str,
+     "images": [{"url": str} | {"data": str, "media_type": str}],   # user only, optional
      "tool_calls": [{"id": str, "name": str, "args": dict | str}],   # assistant only, optional
      "tool_call_id": str, "error": str}                              # tool only
+
+Images are the user block's ``payload["images"]`` (:data:`PAYLOAD_IMAGES`), copied as they are in
+both directions: each a mapping with ``url`` (an http(s) or ``data:`` URL), or ``data`` (base64) and
+``media_type``, the forms every engine reads.
 
 Reasoning blocks have no place in it and are left out. Consecutive ``tool_call`` blocks (with any
 ``llm_text`` right before them) become one assistant message.
@@ -16,7 +21,18 @@ import json
 from typing import Any
 
 from .._exceptions import TurnFormatError
-from ._model import PAYLOAD_ARGS, PAYLOAD_ERROR, PAYLOAD_ID, PAYLOAD_NAME, PAYLOAD_RESULT, Block, BlockKind, Turn
+from ._keys import copy_json
+from ._model import (
+    PAYLOAD_ARGS,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_IMAGES,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    Block,
+    BlockKind,
+    Turn,
+)
 
 __all__ = ["blocks_from_messages", "messages_from_turn", "result_text", "turn_from_messages"]
 
@@ -33,8 +49,13 @@ def messages_from_turn(turn: Turn) -> list[Message]:
     out: list[Message] = []
     for block in turn.blocks:
         kind = block.kind
-        if kind is BlockKind.SYSTEM or kind is BlockKind.USER:
-            out.append({"role": kind.value, "content": block.text})
+        if kind is BlockKind.SYSTEM:
+            out.append({"role": "system", "content": block.text})
+        elif kind is BlockKind.USER:
+            msg: Message = {"role": "user", "content": block.text}
+            if block.payload.get(PAYLOAD_IMAGES):
+                msg["images"] = copy_json(block.payload[PAYLOAD_IMAGES])
+            out.append(msg)
         elif kind is BlockKind.LLM_TEXT:
             out.append({"role": "assistant", "content": block.text})
         elif kind is BlockKind.TOOL_CALL:
@@ -49,7 +70,7 @@ def messages_from_turn(turn: Turn) -> list[Message]:
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
         elif kind is BlockKind.TOOL_USE:
-            msg: Message = {
+            msg = {
                 "role": "tool",
                 "tool_call_id": block.payload.get(PAYLOAD_ID, ""),
                 "content": result_text(block.payload.get(PAYLOAD_RESULT, "")),
@@ -75,7 +96,7 @@ def blocks_from_messages(messages: list[Message], start: int = 0) -> list[Block]
         if role == "system":
             blocks.append(Block.system(content))
         elif role == "user":
-            blocks.append(Block.user(content))
+            blocks.append(Block.user(content, images=_images(msg.get("images"), f"{where}.images")))
         elif role == "assistant":
             if content:
                 blocks.append(Block.llm_text(content))
@@ -89,6 +110,16 @@ def blocks_from_messages(messages: list[Message], start: int = 0) -> list[Block]
         else:
             raise TurnFormatError(f"unknown role {role!r}; use system, user, assistant or tool", field=f"{where}.role")
     return blocks
+
+
+def _images(images: Any, where: str) -> list[dict[str, Any]] | None:
+    if images is None:
+        return None
+    if not isinstance(images, list) or not all(isinstance(i, dict) for i in images):
+        raise TurnFormatError(
+            "images must be a list of mappings, each {url: ...} or {data: <base64>, media_type: ...}", field=where
+        )
+    return copy_json(images)  # type: ignore[no-any-return]
 
 
 def turn_from_messages(messages: list[Message]) -> Turn:
