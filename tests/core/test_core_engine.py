@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
 import pytest
 
 import geppetto as gp
+from geppetto.events import (
+    Event,
+    EventFinal,
+    EventReasoningDelta,
+    EventTextDelta,
+    EventToolCallRequested,
+    TextPrinter,
+    metadata_for,
+    publish,
+    with_sinks,
+)
 from geppetto.testing import FunctionEngine, ScriptedEngine
-from geppetto.turns import Block, BlockKind, Turn
+from geppetto.turns import TURN_META_SESSION_ID, Block, BlockKind, Turn
 
 
 def test_run_sync_runs_an_engine() -> None:
@@ -100,3 +114,101 @@ async def test_scripted_engine_exhaustion_and_push() -> None:
     assert len({b.id for b in turn.blocks}) == 2
     with pytest.raises(gp.UsageError, match="no step left for call 3"):
         await engine.run_inference(turn)
+
+
+# -- the doubles publish events like real engines ---------------------------------------------
+
+
+def _summary(events: list[Event]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for e in events:
+        if isinstance(e, EventToolCallRequested):
+            out.append((e.type, e.call_id, e.name, e.args))
+        elif isinstance(e, EventTextDelta | EventReasoningDelta):
+            out.append((e.type, e.delta))
+        elif isinstance(e, EventFinal):
+            out.append((e.type, e.text, e.metadata.stop_reason))
+        else:
+            out.append((e.type,))
+    return out
+
+
+async def test_scripted_engine_publishes_what_a_streaming_engine_would() -> None:
+    engine = ScriptedEngine(
+        [
+            [
+                Block.reasoning("hmm"),
+                Block.llm_text("Checking."),
+                Block.tool_call("c1", "add", {"a": 1}),
+                Block.tool_call("c2", "mul", "{bad"),
+            ],
+            Block.llm_text("Done."),
+        ]
+    )
+    turn = Turn(id="t1", blocks=[Block.user("u")])
+    TURN_META_SESSION_ID.set(turn.metadata, "s1")
+    seen: list[Event] = []
+    with with_sinks(seen.append):
+        await engine.run_inference(turn)
+        await engine.run_inference(turn)
+    assert _summary(seen) == [
+        ("start",),
+        ("reasoning_delta", "hmm"),
+        ("text_delta", "Checking."),
+        ("tool_call", "c1", "add", {"a": 1}),
+        ("tool_call", "c2", "mul", "{bad"),
+        ("final", "Checking.", "tool_calls"),
+        ("start",),
+        ("text_delta", "Done."),
+        ("final", "Done.", "end_turn"),
+    ]
+    assert {(e.metadata.session_id, e.metadata.turn_id, e.metadata.provider) for e in seen} == {("s1", "t1", "testing")}
+
+
+async def test_function_engine_announces_the_tool_calls_it_added() -> None:
+    old = Block.tool_call("old", "f", {})
+
+    def fn(turn: Turn) -> None:
+        turn.append(Block.llm_text("calling"))
+        turn.append(Block.tool_call("c1", "add", {"a": 1}))
+        call = turn.append(Block.tool_call("c2", "mul", {}))
+        # a function that announces a call itself is not doubled
+        publish(EventToolCallRequested(metadata_for(turn), "c2", "mul", {}))
+        assert call.kind is BlockKind.TOOL_CALL
+
+    seen: list[Event] = []
+    with with_sinks(seen.append):
+        await FunctionEngine(fn).run_inference(Turn(id="t", blocks=[old]))
+    assert _summary(seen) == [("tool_call", "c2", "mul", {}), ("tool_call", "c1", "add", {"a": 1})]
+    # a function that adds no tool call publishes nothing it did not publish itself
+    quiet: list[Event] = []
+    with with_sinks(quiet.append):
+        await FunctionEngine(lambda t: None).run_inference(Turn(blocks=[old]))
+    assert quiet == []
+
+
+async def test_function_engine_announces_calls_on_a_returned_turn() -> None:
+    def fn(turn: Turn) -> Turn:
+        other = turn.clone()
+        other.append(Block.tool_call("c9", "lookup", {"q": "x"}))
+        return other
+
+    seen: list[Event] = []
+    with with_sinks(seen.append):
+        await FunctionEngine(fn).run_inference(Turn(id="t", blocks=[Block.user("u")]))
+    assert _summary(seen) == [("tool_call", "c9", "lookup", {"q": "x"})]
+
+
+async def test_text_printer_shows_a_doubles_tool_calls_through_the_tool_loop() -> None:
+    from geppetto.middleware import tool_loop
+    from geppetto.tools import ToolRegistry
+
+    def add(a: int, b: int) -> int:
+        """Adds."""
+        return a + b
+
+    engine = ScriptedEngine([Block.tool_call("c1", "add", {"a": 1, "b": 2}), Block.llm_text("3")])
+    out = io.StringIO()
+    with with_sinks(TextPrinter(out)):
+        await gp.with_middleware(engine, tool_loop(ToolRegistry([add]))).run_inference(Turn(blocks=[Block.user("?")]))
+    assert out.getvalue() == '\n→ add({"a": 1, "b": 2})\n\n← add: 3\n3\n'

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
 
 import geppetto as gp
 
-PACKAGES = ["geppetto", "geppetto.turns", "geppetto.events", "geppetto.middleware"]
+PACKAGES = ["geppetto", "geppetto.turns", "geppetto.events", "geppetto.middleware", "geppetto.testing"]
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -28,6 +30,32 @@ def test_all_is_sorted_unique_and_importable(name: str) -> None:
     assert missing == []
     for n in exported:
         exec(f"from {name} import {n}", {})  # every name imports the way a user writes it
+
+
+def test_every_name_in_geppetto_all_resolves() -> None:
+    unresolved = [n for n in gp.__all__ if getattr(gp, n, None) is None]
+    assert unresolved == []
+    assert "__all__" not in gp.__all__
+
+
+def test_the_test_doubles_are_public() -> None:
+    """``geppetto.testing`` imports on its own (no import cycle) and its doubles are top-level names too."""
+    import geppetto.testing as testing
+
+    assert testing.__all__ == ["FunctionEngine", "ScriptedEngine"]
+    assert set(testing.__all__) <= set(gp.__all__)
+    assert all(getattr(gp, n) is getattr(testing, n) for n in testing.__all__)
+    assert all(
+        isinstance(getattr(testing, n)(*args), gp.Engine)
+        for n, args in [("FunctionEngine", (print,)), ("ScriptedEngine", ())]
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import geppetto.testing as t; print(' '.join(t.__all__))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (0, "FunctionEngine ScriptedEngine\n", "")
 
 
 def test_isort_key_orders_groups() -> None:

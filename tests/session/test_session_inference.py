@@ -247,7 +247,8 @@ async def test_tools_run_innermost_and_events_carry_session_and_inference_ids() 
     ]
     assert {b.turn_id for b in out.blocks} == {seed.id}
     assert {b.metadata.get(IID) for b in out.blocks} == {handle.inference_id}
-    assert [e.type for e in events] == ["start", "tool_call_started", "tool_result", "start"]
+    # tool_call: FunctionEngine announces the call its function added, as a real engine would
+    assert [e.type for e in events] == ["start", "tool_call", "tool_call_started", "tool_result", "start"]
     assert {(e.metadata.session_id, e.metadata.inference_id, e.metadata.turn_id) for e in events} == {
         ("S", handle.inference_id, seed.id)
     }

@@ -265,11 +265,15 @@ async def test_the_loop_publishes_started_and_result_but_leaves_requested_to_the
         for e in seen
         if isinstance(e, EventToolCallRequested | EventToolCallStarted | EventToolResult)
     ]
+    # the engine (ScriptedEngine, like a real one) announced each call once; the loop adds none of its own
     assert sorted(tool_events) == [
+        ("EventToolCallRequested", "c1"),
+        ("EventToolCallRequested", "c2"),
         ("EventToolCallStarted", "c1"),
         ("EventToolResult", "c1"),
         ("EventToolResult", "c2"),
     ]
+    assert tool_events[:2] == [("EventToolCallRequested", "c1"), ("EventToolCallRequested", "c2")]
     assert tool_events.index(("EventToolCallStarted", "c1")) < tool_events.index(("EventToolResult", "c1"))
 
 
