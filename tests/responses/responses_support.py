@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
@@ -64,3 +65,18 @@ def wire_before_last_response(turn: Turn) -> tuple[str, list[tuple[Any, ...]]]:
     rid = turn.blocks[last].metadata[key]
     first = min(i for i, b in enumerate(turn.blocks) if b.metadata.get(key) == rid)
     return rid, normalize(blocks_to_items(turn.blocks[:first]))
+
+
+def forget(sim: Simulator, response_id: str, timeout: float = 5.0) -> None:
+    """``sim.forget(response_id)`` once the simulator has stored it: it commits a streamed response only
+    after sending the last frame, so a forget right after the engine returned could come first."""
+    settle(sim, response_id, timeout)
+    sim.forget(response_id)
+
+
+def settle(sim: Simulator, response_id: str, timeout: float = 5.0) -> None:
+    """Wait until the simulator has committed ``response_id`` (see ``forget``)."""
+    deadline = time.monotonic() + timeout
+    while response_id not in sim.state.responses:
+        assert time.monotonic() < deadline, f"the simulator never stored {response_id}"
+        time.sleep(0.001)

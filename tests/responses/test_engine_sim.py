@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from responses_support import WEATHER_TOOL, assert_valid_requests, engine, normalize, wire_before_last_response
+from responses_support import WEATHER_TOOL, assert_valid_requests, engine, forget, normalize, wire_before_last_response
 
 import geppetto as gp
 from geppetto.providers.openai_responses import ConversationState, find_best_anchor, get_state, metrics, set_state
@@ -154,7 +154,7 @@ async def test_previous_response_not_found_resends_whole_turn(geppetto_sim: Simu
     sim.queue(Reply(text="One."), Reply(text="Two."))
     eng = engine(sim)
     turn = await eng.run_inference(_start())
-    sim.forget(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+    forget(sim, str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]))
     turn.append(Block.user("more"))
     turn = await eng.run_inference(turn)
     bodies = [r.body for r in sim.requests if r.path == "/v1/responses"]
@@ -168,7 +168,7 @@ async def test_previous_response_not_found_can_raise(geppetto_sim: Simulator) ->
     sim.queue(Reply(text="One."))
     eng = engine(sim, on_previous_not_found="raise")
     turn = await eng.run_inference(_start())
-    sim.forget(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+    forget(sim, str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]))
     turn.append(Block.user("more"))
     with pytest.raises(gp.PreviousResponseNotFoundError, match="not found"):
         await eng.run_inference(turn)

@@ -7,7 +7,7 @@ import logging
 
 import httpx
 import pytest
-from responses_support import assert_valid_requests, engine, normalize, wire_before_last_response
+from responses_support import assert_valid_requests, engine, normalize, settle, wire_before_last_response
 
 import geppetto as gp
 from geppetto.providers.openai_responses import ResponsesMetrics, get_state
@@ -128,6 +128,7 @@ async def test_a_conversation_that_no_longer_exists_is_replaced(
     eng = engine(sim, mode="conversation", metrics=m)
     turn = await eng.run_inference(_start())
     old = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
+    settle(sim, str(get_state(turn).previous_response_id))  # type: ignore[union-attr]
     async with httpx.AsyncClient() as client:
         await client.delete(f"{sim.openai_url}/conversations/{old}", headers={"authorization": "Bearer k"})
     turn.append(Block.user("more"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from responses_support import engine
+from responses_support import engine, forget
 
 import geppetto as gp
 from geppetto.simulator import Reply, Simulator
@@ -52,7 +52,7 @@ async def test_a_rejected_chained_request_is_an_error_then_a_warned_fallback(
     eng = engine(sim)
     turn = await eng.run_inference(_start())
     parent = str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
-    sim.forget(parent)
+    forget(sim, parent)
     turn.append(Block.user("more"))
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         await eng.run_inference(turn)
@@ -76,7 +76,7 @@ async def test_a_rejection_that_is_not_recovered_is_logged_and_raised(
     sim.queue(Reply(text="One."))
     eng = engine(sim, on_previous_not_found="raise")
     turn = await eng.run_inference(_start())
-    sim.forget(str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]))
+    forget(sim, str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]))
     turn.append(Block.user("more"))
     with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(gp.PreviousResponseNotFoundError):
         await eng.run_inference(turn)
