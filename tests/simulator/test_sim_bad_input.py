@@ -242,3 +242,41 @@ def test_a_simulator_bug_answers_the_providers_server_error(
     answer = r.json()
     answer.pop("request_id", None)
     assert answer == expected
+
+
+UNPAIRED = [  # (JSON string body, yyjson's complaint, char index), for Anthropic's wording
+    ('"x\\ud800"', "no low surrogate in string", 44),
+    ('"\\udc00 x"', "invalid high surrogate in string", 37),
+    ('"\\ud800\\u0041"', "invalid low surrogate in string", 43),
+]
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+@pytest.mark.parametrize(("text", "complaint", "index"), UNPAIRED)
+def test_unpaired_surrogates_are_invalid_json(
+    geppetto_sim: Simulator, route: str, text: str, complaint: str, index: int
+) -> None:
+    raw = '{"model":"m","max_tokens":5,"input":' + text + ',"messages":[]}'
+    r = _post(geppetto_sim, route, content=raw.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    api = route if route in ("anthropic", "gemini") else "openai"
+    expected = BAD_JSON[api]
+    if api == "anthropic":
+        expected = f"The request body is not valid JSON: {complaint}: line 1 column {index + 1} (char {index})"
+    assert r.json()["error"]["message"] == expected
+    assert geppetto_sim.requests[-1].body is None
+    assert _post(geppetto_sim, "openai", json={"model": "m", "input": "still here"}).status_code == 200
+
+
+def test_paired_and_escaped_surrogate_text_is_fine(geppetto_sim: Simulator) -> None:
+    raw = b'{"model":"m","input":"\\ud83d\\ude00 and \\\\ud800"}'
+    r = _post(geppetto_sim, "openai", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    assert r.json()["output"][0]["content"][0]["text"] == "You said: \U0001f600 and \\ud800"
+
+
+def test_raw_surrogate_bytes_are_invalid_json(geppetto_sim: Simulator) -> None:
+    raw = b'{"model":"m","input":"\xed\xa0\x80"}'  # a surrogate encoded as UTF-8: not valid UTF-8
+    for route in ROUTES:
+        r = _post(geppetto_sim, route, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400, route

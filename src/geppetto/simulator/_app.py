@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
+from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -77,28 +78,41 @@ async def _read_body(request: Request, limit: int) -> tuple[bytes, int]:
     return (b"".join(chunks) if size <= limit else b""), size
 
 
-def _bad_json(api: str) -> SimError:
+def _bad_json(api: str, detail: str = "") -> SimError:
     if api == "openai":
         return SimError(400, _OPENAI_BAD_JSON)
     if api == "gemini":
         return SimError(400, "Invalid JSON payload received. Unexpected token.")
+    if detail:
+        return SimError(400, f"The request body is not valid JSON: {detail}")
     return SimError(400, "There was an error parsing the body of your request as JSON.")
 
 
-def _loads(raw: bytes) -> tuple[Any, bool]:
-    """The parsed body and whether it parsed (nesting too deep for the parser counts as malformed)."""
+def _loads(raw: bytes) -> tuple[Any, str | None]:
+    """The parsed body and None, or None and what is wrong ("" when only "malformed" can be said).
+
+    Nesting too deep for the parser, and surrogates that do not pair up (which Python's parser takes but the
+    services' do not, and which could not be encoded back) count as malformed.
+    """
     try:
-        return json.loads(raw), True
+        body = json.loads(raw)
+        text = decode(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
-        return None, False
+        return None, ""
+    problem = unpaired_surrogate(text)
+    if problem is not None:
+        return None, f"{problem[0]}: {position(text, problem[1])}"
+    if has_surrogate_literal(text):
+        return None, ""
+    return body, None
 
 
 def _parse(api: str, raw: bytes, method: str) -> Any:
     if method in ("GET", "DELETE") and not raw:
         return None
-    body, ok = _loads(raw)
-    if not ok:
-        raise _bad_json(api)
+    body, problem = _loads(raw)
+    if problem is not None:
+        raise _bad_json(api, problem)
     if method == "POST" and not isinstance(body, dict):
         raise SimError(400, "The request body must be a JSON object.")
     return body
