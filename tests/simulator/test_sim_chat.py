@@ -166,3 +166,36 @@ def test_chat_thinking_mode_wants_reasoning_back_in_exchanges_with_tool_calls(oa
     r = oai.post("/chat/completions", json={"model": "deepseek-reasoner", "messages": messages})
     assert "message index 4" in r.json()["error"]["message"]
     assert oai.post("/chat/completions", json={"model": "sim-1", "messages": messages}).status_code == 200
+
+
+def test_a_reasoning_only_reply_on_every_generation_api(geppetto_sim: Simulator) -> None:
+    """A queued reply with nothing but reasoning: each API's reasoning form alone, a normal stop, no error."""
+    with httpx.Client(base_url=geppetto_sim.url, timeout=10) as client:
+        user = [{"role": "user", "content": "x"}]
+        geppetto_sim.queue(*[Reply(reasoning="Only thinking.")] * 3)
+        chat = client.post(
+            "/v1/chat/completions", json={"model": "sim-1", "messages": user}, headers={"authorization": "Bearer k"}
+        ).json()["choices"][0]
+        assert (chat["message"]["content"], chat["message"]["reasoning_content"], chat["finish_reason"]) == (
+            None,
+            "Only thinking.",
+            "stop",
+        )
+        claude = client.post(
+            "/v1/messages",
+            json={"model": "claude-sim", "max_tokens": 2048, "messages": user},
+            headers={"x-api-key": "k"},
+        ).json()
+        [thinking] = claude["content"]
+        assert (thinking["type"], thinking["thinking"], claude["stop_reason"]) == (
+            "thinking",
+            "Only thinking.",
+            "end_turn",
+        )
+        gemini = client.post(
+            "/v1beta/models/gemini-2.0-flash:generateContent",
+            json={"contents": [{"role": "user", "parts": [{"text": "x"}]}]},
+            headers={"x-goog-api-key": "k"},
+        ).json()
+        assert gemini["candidates"][0]["content"]["parts"] == [{"text": "Only thinking.", "thought": True}]
+        assert gemini["usageMetadata"]["thoughtsTokenCount"] == 3
