@@ -261,3 +261,29 @@ def test_server_errors_per_provider_and_queued_in_order(oai: httpx.Client, geppe
     geppetto_sim.fail_next(500)
     geppetto_sim.fail_next(503)
     assert [oai.post("/responses", json=HELLO).status_code for _ in range(3)] == [500, 503, 200]
+
+
+def test_gemini_rate_limit_and_server_error_envelopes(geppetto_sim: Simulator) -> None:
+    url = geppetto_sim.url + "/v1beta/models/gemini-2.0-flash:generateContent"
+    body = {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}
+    geppetto_sim.fail_next(429, retry_after=1)
+    geppetto_sim.fail_next(500)
+    r = httpx.post(url, json=body, headers={"x-goog-api-key": "k"})
+    assert (r.status_code, r.headers["retry-after"]) == (429, "1")
+    assert r.json() == {
+        "error": {
+            "code": 429,
+            "message": "Resource has been exhausted (e.g. check quota).",
+            "status": "RESOURCE_EXHAUSTED",
+        }
+    }
+    r = httpx.post(url, json=body, headers={"x-goog-api-key": "k"})
+    assert r.json() == {
+        "error": {
+            "code": 500,
+            "message": "An internal error has occurred. Please retry or report in "
+            "https://developers.generativeai.google/guide/troubleshooting",
+            "status": "INTERNAL",
+        }
+    }
+    assert httpx.post(url, json=body, headers={"x-goog-api-key": "k"}).status_code == 200
