@@ -3,7 +3,7 @@
 Reasoning is shown the way DeepSeek-style compatible servers show it, as `reasoning_content` on the message
 (`delta.reasoning_content` chunks before the content and tool calls when streaming), for any model but
 OpenAI's own (`gpt-`, `chatgpt`, `o1`/`o3`/`o4` names), which keep it hidden and only count it. DeepSeek's
-thinking mode (a model name with `reasoner` or `deepseek-r1`, or `thinking: {"type": "enabled"}`) reasons on
+thinking mode (a model name with `reason` or `deepseek-r1`, or `thinking: {"type": "enabled"}`) reasons on
 every reply and requires `reasoning_content` back on the assistant messages of every exchange with tool calls.
 """
 
@@ -34,7 +34,7 @@ _MISSING_REASONING = (
     "please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
 )
 _OPENAI_MODELS = ("gpt-", "chatgpt", *REASONING_PREFIXES)
-_THINKING_MODELS = ("reasoner", "deepseek-r1")
+_THINKING_MODELS = ("reason", "deepseek-r1")
 DEFAULT_REASONING = "Thinking about the request."
 
 
