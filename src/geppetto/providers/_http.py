@@ -259,14 +259,20 @@ class HttpTransport:
 
         Errors before the stream starts are retried and mapped like ``request_json`` (``headers`` and
         ``error_parser`` too); a connection that breaks mid-stream raises ``StreamError``. Use it with
-        ``contextlib.aclosing`` to release the connection early.
+        ``contextlib.aclosing`` to release the connection early. A consumer that stops after its
+        protocol's last event leaves the body's end unread; closing then reads that rest (see
+        :func:`_drain`), so the connection goes back to the pool instead of being closed.
         """
         response = await self._send(
             method, path, body, params=params, headers=headers, stream=True, parser=error_parser
         )
+        lines = response.aiter_lines()
         try:
-            async for event in iter_sse(response.aiter_lines()):
+            async for event in iter_sse(lines):
                 yield event
+        except GeneratorExit:
+            await _drain(lines)
+            raise
         except httpx.HTTPError as exc:
             raise StreamError(
                 f"the stream broke off: {exc}",
@@ -323,6 +329,31 @@ class HttpTransport:
             raise error_from_response(
                 response.status_code, text, response.headers, provider=self.provider, parser=parser or self.error_parser
             )
+
+
+DRAIN_CHARS = 65_536
+DRAIN_S = 0.25
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what is left of a stream whose consumer stopped early, at most ``DRAIN_CHARS`` within
+    ``DRAIN_S``, so that httpx can keep the connection: closing a response before the end of its body
+    closes the connection too, and every later request would then pay a new TCP (and TLS) handshake.
+    After a protocol's last event (``response.completed``, ``[DONE]``, ``message_stop``) only the end of
+    the chunked body is left. A stream that has more to say is cut off as before, and a cancelled
+    task reads nothing."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        return
+    read = 0
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            async for line in lines:
+                read += len(line)
+                if read > DRAIN_CHARS:
+                    return
+    except (TimeoutError, httpx.HTTPError):
+        return
 
 
 async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
