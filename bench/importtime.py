@@ -2,18 +2,22 @@
 
 Each import runs in a fresh interpreter, `python -X importtime -c "import MODULE"`; the figure is the
 cumulative microseconds of the top-level module from the importtime log (interpreter start-up
-excluded), plus the wall time of the whole subprocess. Interleaved runs, medians.
+excluded), plus the wall time of the whole subprocess. Interleaved runs, medians. The subprocesses may
+write .pyc files even where PYTHONDONTWRITEBYTECODE is set, so the editable geppetto is measured from
+bytecode like the installed peers (pip compiled theirs), not recompiled from source on every run.
 Run: `bench/.venv/bin/python bench/importtime.py [RUNS]`.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 from _common import machine, median, table
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 MODULES = {"geppetto": "geppetto", "pydantic-ai": "pydantic_ai", "openai-agents": "agents", "openai SDK": "openai"}
 
 
@@ -21,7 +25,11 @@ def once(module: str) -> tuple[float, float]:
     """(import ms from -X importtime, subprocess wall ms) for one fresh interpreter."""
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
     )
     wall = (time.perf_counter() - t0) * 1e3
     for line in proc.stderr.splitlines():

@@ -2,7 +2,8 @@
 
 Drivers: (a) raw httpx replaying exactly the request bodies geppetto sends (captured in a first run;
 the least a client can do: send the bytes, read the stream to its end); (b) geppetto
-(ResponsesEngine + tool_loop, chained mode, streaming); (c) openai-agents Runner with
+(ResponsesEngine + tool_loop, chained mode, streaming, as configured by default: the engine makes and
+keeps its own client); (c) openai-agents Runner with
 OpenAIResponsesModel; (d) pydantic-ai Agent with OpenAIResponsesModel; (e) a hand-written loop on the
 official openai SDK (streaming, previous_response_id). CPU time (time.process_time, this process
 only; the server runs elsewhere) and wall time per model step, interleaved rounds, medians.
@@ -23,9 +24,11 @@ from _common import API_KEY, INSTRUCTIONS, PROMPT, machine, median, simulator_pr
 
 STEPS = 5
 Driver = Callable[[], Awaitable[int]]
+CLOSE: list[Callable[[], Awaitable[None]]] = []
+"""What the drivers opened (clients, engines), closed once the rounds are over."""
 
 
-async def make_geppetto(url: str, capture: list[bytes] | None = None, shared: bool = False) -> Driver:
+async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
     import geppetto as gp
     from geppetto.providers.openai_responses import ResponsesEngine
 
@@ -33,7 +36,7 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None, shared: bo
         if capture is not None and request.method == "POST":
             capture.append(request.content)
 
-    client = httpx.AsyncClient(event_hooks={"request": [hook]}) if capture is not None or shared else None
+    client = httpx.AsyncClient(event_hooks={"request": [hook]}) if capture is not None else None
 
     @gp.tool
     def get_weather(city: str) -> str:
@@ -42,6 +45,9 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None, shared: bo
 
     registry = gp.ToolRegistry([get_weather])
     engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=client)
+    CLOSE.append(engine.aclose)
+    if client is not None:
+        CLOSE.append(client.aclose)
     loop = gp.with_middleware(engine, gp.middleware.tool_loop(registry))
 
     async def run() -> int:
@@ -54,11 +60,6 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None, shared: bo
     return run
 
 
-async def make_geppetto_shared(url: str) -> Driver:
-    """geppetto with one httpx.AsyncClient passed as ``http=`` (the engine then keeps its connections)."""
-    return await make_geppetto(url, shared=True)
-
-
 async def make_raw(url: str) -> Driver:
     bodies: list[bytes] = []
     capture = await make_geppetto(url, bodies)
@@ -66,6 +67,7 @@ async def make_raw(url: str) -> Driver:
     if len(bodies) != STEPS:
         raise RuntimeError(f"captured {len(bodies)} geppetto requests, expected {STEPS}")
     client = httpx.AsyncClient()
+    CLOSE.append(client.aclose)
     headers = {"authorization": f"Bearer {API_KEY}", "content-type": "application/json"}
 
     async def run() -> int:
@@ -90,7 +92,9 @@ async def make_agents(url: str) -> Driver:
         """Get the current weather for a city."""
         return weather(city)
 
-    model = OpenAIResponsesModel(model="sim-1", openai_client=AsyncOpenAI(api_key=API_KEY, base_url=url))
+    client = AsyncOpenAI(api_key=API_KEY, base_url=url)
+    CLOSE.append(client.close)
+    model = OpenAIResponsesModel(model="sim-1", openai_client=client)
     agent = Agent(name="bench", instructions=INSTRUCTIONS, model=model, tools=[get_weather])
 
     async def run() -> int:
@@ -124,6 +128,7 @@ async def make_openai_sdk(url: str) -> Driver:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(api_key=API_KEY, base_url=url)
+    CLOSE.append(client.close)
     tools: Any = [
         {
             "type": "function",
@@ -165,7 +170,6 @@ async def make_openai_sdk(url: str) -> Driver:
 FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
     "raw httpx (a)": make_raw,
     "geppetto (b)": make_geppetto,
-    "geppetto, shared client (b2)": make_geppetto_shared,
     "openai-agents (c)": make_agents,
     "pydantic-ai (d)": make_pydantic_ai,
     "openai SDK loop (e)": make_openai_sdk,
@@ -193,6 +197,8 @@ async def main(rounds: int) -> int:
                 await run()
                 cpu[name].append((time.process_time() - c0) / STEPS * 1e3)
                 wall[name].append((time.perf_counter() - w0) / STEPS * 1e3)
+        for close in CLOSE:
+            await close()
     base = "raw httpx (a)"
     rows = []
     for name in drivers:
@@ -205,11 +211,9 @@ async def main(rounds: int) -> int:
     g = median(cpu["geppetto (b)"])
     peers = [n for n in drivers if n != base and not n.startswith("geppetto")]
     summary = ", ".join(f"{g / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
-    g2 = median(cpu["geppetto, shared client (b2)"])
-    summary2 = ", ".join(f"{g2 / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
     print(
-        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw, {g2 / median(cpu[base]):.2f}x with a shared"
-        f" client (target <= 1.5); vs peers: {summary}; shared client: {summary2} (target <= 0.5)"
+        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw httpx (target <= 1.5);"
+        f" vs peers: {summary} (target <= 0.5 each)"
     )
     return 0
 
