@@ -208,6 +208,26 @@ async def test_chat_reasoning_from_the_stream_is_replayed_with_its_tool_calls(ge
     assert geppetto_sim.requests[1].body["messages"][2]["reasoning_content"] == "I should call the tool."
 
 
+async def test_a_thinking_server_gets_empty_reasoning_for_calls_another_provider_made(
+    geppetto_sim: Simulator,
+) -> None:
+    """DeepSeek's thinking mode refuses an assistant message without reasoning_content in an exchange with
+    tool calls, also one Claude made before the session moved to DeepSeek: it gets an empty one."""
+    turn = user_turn("Weather in Paris?")
+    turn.extend([Block.tool_call("toolu_1", "get_weather", {"city": "Paris"}), Block.tool_use("toolu_1", "18C")])
+    for block in turn.blocks[2:]:
+        BLOCK_META_PROVIDER.set(block.metadata, "anthropic")
+    geppetto_sim.queue(Reply(text="18C."), Reply(text="18C."))
+    out, _ = await run(ChatEngine("deepseek-reasoner", "sk-test", geppetto_sim.openai_url, retry=FAST), turn.clone())
+    assert out.blocks[-1].text == "18C."
+    assistant = geppetto_sim.requests[0].body["messages"][2]
+    assert assistant["tool_calls"][0]["id"] == "toolu_1" and assistant["reasoning_content"] == ""
+    with pytest.raises(BadRequestError, match="reasoning_content"):  # the same without the padding
+        await run(ChatEngine("deepseek-reasoner", "sk-test", geppetto_sim.openai_url, thinking=False), turn)
+    plain = ChatEngine("llama3.2", "sk-test", geppetto_sim.openai_url).build_request(turn)
+    assert not any("reasoning_content" in m for m in plain["messages"])  # not a thinking server: not sent
+
+
 @pytest.mark.parametrize("make", ENGINES)
 async def test_a_bad_request_surfaces_the_providers_message(make: Factory, geppetto_sim: Simulator) -> None:
     turn = user_turn("Weather?")

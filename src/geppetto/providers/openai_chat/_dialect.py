@@ -9,7 +9,9 @@ assistant messages, in every exchange (from one user message to the next) in whi
 tools, and only there: DeepSeek's thinking mode requires it back for such exchanges in all later
 requests (400 otherwise) and ignores it elsewhere, while its older reasoner, which never called tools,
 refused it. Any other reasoning (OpenAI encrypted items, Claude thinking, Gemini thoughts) stays in the
-Turn but is not sent.
+Turn but is not sent. For a server in thinking mode (``thinking=True``), every assistant message of such
+an exchange carries ``reasoning_content``, empty where the Turn has none from this server (tool calls
+another provider made before the session moved here), since DeepSeek refuses the field's absence.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ def _arguments(args: Any) -> str:
 class _Assistant:
     """The assistant message being assembled from a run of blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, pad_reasoning: bool = False) -> None:
         self.text: list[str] = []
         self.calls: list[dict[str, Any]] = []
         self.reasoning: list[str] = []
+        self.pad_reasoning = pad_reasoning
 
     def message(self) -> Message | None:
         text = "".join(self.text)
@@ -57,7 +60,7 @@ class _Assistant:
         msg: Message = {"role": "assistant", "content": text or None}
         if self.calls:
             msg["tool_calls"] = self.calls
-        if self.reasoning:
+        if self.reasoning or self.pad_reasoning:
             msg["reasoning_content"] = "".join(self.reasoning)
         return msg
 
@@ -74,9 +77,12 @@ def _exchanges_with_calls(turn: Turn) -> list[bool]:
     return [span in with_calls for span in spans]
 
 
-def build_messages(turn: Turn, *, system_role: str = "system", reasoning_content: bool = True) -> list[Message]:
+def build_messages(
+    turn: Turn, *, system_role: str = "system", reasoning_content: bool = True, thinking: bool = False
+) -> list[Message]:
     """The turn as Chat Completions messages (see the module docstring for the mapping). ``reasoning_content``
-    False never sends reasoning (OpenAI's own API has no such field)."""
+    False never sends reasoning (OpenAI's own API has no such field); ``thinking`` (with it) gives every
+    assistant message of an exchange with tool calls a ``reasoning_content``, empty when none is known."""
     out: list[Message] = []
     current: _Assistant | None = None
     replay = _exchanges_with_calls(turn) if reasoning_content else [False] * len(turn.blocks)
@@ -92,7 +98,7 @@ def build_messages(turn: Turn, *, system_role: str = "system", reasoning_content
         if kind in (BlockKind.LLM_TEXT, BlockKind.TOOL_CALL, BlockKind.REASONING):
             if current is None or (current.calls and kind is not BlockKind.TOOL_CALL):
                 flush()
-                current = _Assistant()
+                current = _Assistant(pad_reasoning=thinking and replay[i])
             if kind is BlockKind.LLM_TEXT:
                 current.text.append(block.text)
             elif kind is BlockKind.TOOL_CALL:
@@ -155,17 +161,21 @@ def build_request(
     system_role: str = "system",
     stream_usage: bool = True,
     reasoning_content: bool = True,
+    thinking: bool = False,
 ) -> dict[str, Any]:
     """The streaming ``POST /chat/completions`` body for ``turn``.
 
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
     ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
     ``temperature`` is left out for OpenAI reasoning models (:func:`is_openai_reasoning_model`), which refuse it.
-    ``reasoning_content`` False leaves reasoning out even where DeepSeek-style servers want it back.
+    ``reasoning_content`` False leaves reasoning out even where DeepSeek-style servers want it back;
+    ``thinking`` marks a server in DeepSeek-style thinking mode (see :func:`build_messages`).
     """
     body: dict[str, Any] = {
         "model": model,
-        "messages": build_messages(turn, system_role=system_role, reasoning_content=reasoning_content),
+        "messages": build_messages(
+            turn, system_role=system_role, reasoning_content=reasoning_content, thinking=thinking
+        ),
         "stream": True,
     }
     if stream_usage:

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from ...turns import Turn
+from ...turns import BLOCK_META_PROVIDER, BlockKind, Turn
 from .._http import HttpTransport, RetryPolicy, openai_error_info
 from .._streaming import (
     TransportOwner,
@@ -27,6 +27,7 @@ from ._stream import ChatStreamReducer
 __all__ = ["DEFAULT_BASE_URL", "ChatEngine"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_THINKING_NAMES = ("reason", "deepseek-r1", "deepseek-v4")
 
 
 class ChatEngine(TransportOwner):
@@ -38,7 +39,11 @@ class ChatEngine(TransportOwner):
     ``tools`` are dicts ``{name, description, parameters}`` or objects with those attributes;
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool name. ``reasoning_effort`` is
     passed as is (``"low"``, ``"medium"``, ``"high"``). ``http`` is an ``httpx.AsyncClient`` to share, or
-    a ready :class:`~geppetto.providers._http.HttpTransport`; ``retry`` tunes retries.
+    a ready :class:`~geppetto.providers._http.HttpTransport`; ``retry`` tunes retries. ``thinking`` says
+    whether a compatible server runs in DeepSeek-style thinking mode, where assistant messages of exchanges
+    with tool calls must carry ``reasoning_content`` (sent empty when the Turn has none from this server);
+    None guesses it from the model name (``reason``, ``deepseek-r1``, ``deepseek-v4``) or from reasoning
+    the server already sent.
 
     Example::
 
@@ -64,6 +69,7 @@ class ChatEngine(TransportOwner):
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
+        thinking: bool | None = None,
     ) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -82,6 +88,7 @@ class ChatEngine(TransportOwner):
         self.headers = dict(headers or {})
         self.http = http
         self.retry = retry
+        self.thinking = thinking
         self._transport = engine_transport(
             http, self.base_url, provider=PROVIDER, error_parser=openai_error_info, retry=retry
         )
@@ -102,6 +109,21 @@ class ChatEngine(TransportOwner):
             system_role=self.system_role,
             stream_usage=self.stream_usage,
             reasoning_content=self.base_url != DEFAULT_BASE_URL,  # a compatible server's extension
+            thinking=self._thinking(turn),
+        )
+
+    def _thinking(self, turn: Turn) -> bool:
+        """Whether the server is in DeepSeek-style thinking mode: as told, else guessed from the model name
+        (reasoner, R1 and V4 names) or from reasoning this server already produced in the Turn."""
+        if self.base_url == DEFAULT_BASE_URL:
+            return False
+        if self.thinking is not None:
+            return self.thinking
+        name = self.model.lower()
+        if any(mark in name for mark in _THINKING_NAMES):
+            return True
+        return any(
+            b.kind is BlockKind.REASONING and BLOCK_META_PROVIDER.get(b.metadata) == PROVIDER for b in turn.blocks
         )
 
     async def run_inference(self, turn: Turn) -> Turn:
