@@ -287,3 +287,38 @@ def test_gemini_rate_limit_and_server_error_envelopes(geppetto_sim: Simulator) -
         }
     }
     assert httpx.post(url, json=body, headers={"x-goog-api-key": "k"}).status_code == 200
+
+
+async def _play(stream: object, log: list[str]) -> list[str]:
+    """Run an SSEStream ASGI app, recording each frame sent in ``log`` (where its callbacks write too)."""
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            log.append(f"frame {message['body']!r}")
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.disconnect"}
+
+    await stream({"type": "http"}, receive, send)  # type: ignore[operator]
+    return log
+
+
+async def test_a_stream_commits_its_response_before_the_final_frame() -> None:
+    """A client that reads the final event may chain from the response at once: it is stored by then."""
+    from geppetto.simulator._faults import Fault, SSEStream
+
+    def stream(fault: Fault | None, log: list[str]) -> SSEStream:
+        return SSEStream(
+            [b"a", b"b", b"c"],
+            fault,
+            lambda: False,
+            on_complete=lambda: log.append("commit"),
+            on_abort=lambda: log.append("abort"),
+        )
+
+    log: list[str] = []
+    await _play(stream(None, log), log)
+    assert log == ["frame b'a'", "frame b'b'", "commit", "frame b'c'"]
+    log = []
+    await _play(stream(Fault(drop_after=2), log), log)
+    assert log == ["frame b'a'", "frame b'b'", "abort"]  # cut before the end: nothing stored

@@ -189,8 +189,10 @@ async def pause(seconds: float, closing: Callable[[], bool]) -> None:
 class SSEStream:
     """An ASGI response sending pre-built SSE frames one by one, applying a stream fault.
 
-    `on_complete` runs after the last frame was sent (the response is committed only then), so a
-    dropped or stalled stream leaves no server state behind, like an aborted generation.
+    `on_complete` runs just before the last frame is sent, once no fault can cut the stream short (the
+    response is committed then, as a real server stores a response before it reports it completed, so a
+    client that reads the final event may chain from it at once); a dropped, stalled or failed stream
+    runs `on_abort` instead and leaves no server state behind, like an aborted generation.
     """
 
     def __init__(
@@ -212,6 +214,7 @@ class SSEStream:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fault = self.fault
         completed = False
+        last = len(self.frames) - 1
         try:
             if fault.slow_first_byte:
                 await pause(fault.slow_first_byte, self.closing)
@@ -229,14 +232,20 @@ class SSEStream:
                     return
                 if fault.malformed_after is not None and index == fault.malformed_after:
                     await _send(send, b"data: {this is not json\n\n")
+                if index == last:
+                    completed = True
+                    if self.on_complete is not None:
+                        self.on_complete()
                 await _send(send, frame)
                 await asyncio.sleep(0)
+            if not completed:  # no frames at all
+                completed = True
+                if self.on_complete is not None:
+                    self.on_complete()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-            completed = True
         finally:
-            callback = self.on_complete if completed else self.on_abort
-            if callback is not None:
-                callback()
+            if not completed and self.on_abort is not None:
+                self.on_abort()
 
 
 async def _send(send: Send, body: bytes) -> None:
