@@ -8,7 +8,14 @@ import pytest
 from responses_support import WEATHER_TOOL, assert_valid_requests, engine, forget, normalize, wire_before_last_response
 
 import geppetto as gp
-from geppetto.providers.openai_responses import ConversationState, find_best_anchor, get_state, metrics, set_state
+from geppetto.providers.openai_responses import (
+    ConversationState,
+    ResponsesEngine,
+    find_best_anchor,
+    get_state,
+    metrics,
+    set_state,
+)
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -287,8 +294,25 @@ def test_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(gp.ConfigurationError, match="store=True"):
         gp.providers.openai_responses.ResponsesEngine("m", api_key="k", store=False, mode="chained")  # type: ignore[attr-defined]
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(gp.AuthenticationError, match="OPENAI_API_KEY"):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(gp.ConfigurationError, match=r"pass api_key=\.\.\. or set the OPENAI_API_KEY"):
         gp.providers.openai_responses.ResponsesEngine("m")  # type: ignore[attr-defined]
+
+
+async def test_a_compatible_server_needs_no_key_and_a_refused_key_names_the_variable(
+    geppetto_sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    keyless = ResponsesEngine("gpt-4.1", base_url=geppetto_sim.openai_url)  # e.g. a local server: no key
+    assert "authorization" not in {k.lower() for k in keyless._headers}
+    geppetto_sim.fail_next(status=401)
+    with pytest.raises(
+        gp.AuthenticationError, match=r"no API key was sent: pass api_key=\.\.\. or set the OPENAI_API_KEY"
+    ):
+        await keyless.run_inference(_start())
+    geppetto_sim.fail_next(status=401)
+    with pytest.raises(gp.AuthenticationError, match="check the key passed as api_key= or set in OPENAI_API_KEY"):
+        await engine(geppetto_sim).run_inference(_start())
 
 
 async def test_turn_state_chained_with_store_false_engine_is_refused(geppetto_sim: Simulator) -> None:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from responses_support import engine
 
-from geppetto import AuthenticationError, Block, Turn
+from geppetto import Block, ConfigurationError, Turn
 from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.openai_responses import ConversationState, ResponsesEngine, set_state
 from geppetto.simulator import Reply, Simulator
@@ -115,7 +115,7 @@ async def test_a_transport_without_a_key_lets_its_own_headers_through(monkeypatc
     assert seen[0].headers["authorization"] == "Bearer proxy"
     await shared.aclose()
     async with httpx.AsyncClient() as client:  # a bare client carries no key: the engine needs one
-        with pytest.raises(AuthenticationError, match="OPENAI_API_KEY"):
+        with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
             ResponsesEngine("gpt-4.1", http=client)
 
 

@@ -12,7 +12,7 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
-from geppetto.providers._streaming import TransportOwner, engine_transport
+from geppetto.providers._streaming import TransportOwner, engine_transport, key_hint, resolve_api_key, with_key_hint
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -103,13 +103,12 @@ class ResponsesEngine(TransportOwner):
             raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
         check_reasoning(reasoning_effort, reasoning_summary)
         check_tool_choice(tool_choice)
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key and not isinstance(http, HttpTransport):
-            raise AuthenticationError(
-                "no OpenAI API key: pass api_key= or set the OPENAI_API_KEY environment variable", provider="openai"
-            )
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and self.base_url == DEFAULT_BASE_URL and not isinstance(http, HttpTransport):
+            # OpenAI itself needs a key; compatible servers and a given transport may not
+            key = resolve_api_key(api_key, ("OPENAI_API_KEY",), "OpenAI")
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
         self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
@@ -213,6 +212,10 @@ class ResponsesEngine(TransportOwner):
                 turn.append(block)
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
+        except AuthenticationError as exc:
+            hinted = with_key_hint(exc, key_hint(("OPENAI_API_KEY",), sent=bool(self._headers)))
+            publish(EventError(meta, str(hinted), type(hinted).__name__))
+            raise hinted from exc
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
