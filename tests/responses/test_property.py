@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from responses_support import assert_valid_requests, engine, normalize, wire_before_last_response
 
@@ -111,6 +111,14 @@ STEPS = st.lists(
 @pytest.mark.parametrize("mode", ["chained", "conversation"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
+@example(  # a dropped message left its reasoning before another response's message (found by this test)
+    steps=[
+        ("append", 0, "reasoning_text"),
+        ("drop_last", 0, "reasoning_text"),
+        ("reorder", 37, "tool"),
+        ("append", 0, "text"),
+    ]
+)
 def test_context_always_equals_turn(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]) -> None:
     sim.reset()
     asyncio.run(_scenario(sim, mode, steps))

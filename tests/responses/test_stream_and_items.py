@@ -15,7 +15,7 @@ from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, find_best_anchor
 from geppetto.providers.openai_responses._anchors import scan_anchors
 from geppetto.simulator import Reply, Simulator, ToolCall
-from geppetto.turns import TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
 
 
 def _sse(*events: dict[str, Any]) -> bytes:
@@ -191,6 +191,20 @@ def test_items_pairing_rules() -> None:
     ]
     assert blocks_to_items(blocks[:1], include_system=False) == []
     assert "secret thoughts" not in json.dumps(blocks_to_items(blocks))
+
+
+def test_reasoning_pairs_only_with_an_item_of_its_own_response() -> None:
+    """Middleware that drops a response's message can leave its reasoning right before another response's
+    message; the server refuses that message with the wrong reasoning, so neither goes as a pair."""
+    reasoning = Block.reasoning(item_id="rs_1", encrypted_content="enc1")
+    own = Block.llm_text("mine", item_id="msg_1")
+    other = Block.llm_text("theirs", item_id="msg_2")
+    BLOCK_META_RESPONSE_ID.set(reasoning.metadata, "resp_1")
+    BLOCK_META_RESPONSE_ID.set(own.metadata, "resp_1")
+    BLOCK_META_RESPONSE_ID.set(other.metadata, "resp_2")
+    paired = blocks_to_items([reasoning, own])
+    assert [(i.get("type"), i.get("id")) for i in paired] == [("reasoning", "rs_1"), ("message", "msg_1")]
+    assert blocks_to_items([reasoning, other]) == [{"role": "assistant", "content": "theirs"}]
 
 
 def test_temperature_omitted_for_reasoning_models() -> None:

@@ -1,7 +1,8 @@
 """Blocks <-> Responses input items.
 
 Pairing rules (upstream lessons §4.2): a reasoning item is replayed only directly before the item it
-produced (a function call, a non-blank assistant message or a hosted-tool item); that follower then
+produced (a function call, a non-blank assistant message or a hosted-tool item of the same response:
+middleware that drops or moves blocks can put another response's item right after it); that follower then
 keeps its provider ``id``, and every other replayed function call or message is sent without one, so
 the API never sees a half pair. Reasoning travels with its ``encrypted_content``; without it, a
 reasoning item from a stored response is sent as an ``item_reference`` to its id (the server keeps
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from geppetto.turns import (
+    BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
     PAYLOAD_ENCRYPTED_CONTENT,
     PAYLOAD_ERROR,
@@ -138,6 +140,8 @@ def _reasoning_item(block: Block) -> dict[str, Any]:
 def _replayable_reasoning(block: Block, follower: Block | None, references: bool) -> bool:
     if not block.payload.get(PAYLOAD_ITEM_ID) or follower is None:
         return False
+    if BLOCK_META_RESPONSE_ID.get(block.metadata) != BLOCK_META_RESPONSE_ID.get(follower.metadata):
+        return False  # another response's item: the server pairs each item with its own reasoning
     # Without encrypted content it goes by reference: only items of a stored response can (404 otherwise).
     stored = references and RESPONSE_BLOCKS.has(block.metadata)
     if not block.payload.get(PAYLOAD_ENCRYPTED_CONTENT) and not stored:
