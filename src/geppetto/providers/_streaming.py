@@ -70,7 +70,7 @@ __all__ = [
     "run_stream",
     "sse_events",
     "tool_result_text",
-    "with_key_hint",
+    "with_hint",
 ]
 
 Delta = tuple[Literal["text", "reasoning"], str]
@@ -310,18 +310,14 @@ def _with_hint(exc: ProviderError, model: str, key: str) -> ProviderError:
     """Name the fix: a 404 on a generation call almost always means a wrong model name (or base URL); a refused
     key means the key to set."""
     if isinstance(exc, NotFoundError):
-        return _hinted(exc, f"check the model name {model!r} and the base URL")
+        return with_hint(exc, f"check the model name {model!r} and the base URL")
     if isinstance(exc, AuthenticationError) and key:
-        return with_key_hint(exc, key)
+        return with_hint(exc, key)
     return exc
 
 
-def with_key_hint(exc: ProviderError, hint: str) -> ProviderError:
-    """``exc`` with ``hint`` (see :func:`key_hint`) after its message: a refused key names the key to set."""
-    return _hinted(exc, hint)
-
-
-def _hinted(exc: ProviderError, hint: str) -> ProviderError:
+def with_hint(exc: ProviderError, hint: str) -> ProviderError:
+    """``exc`` with ``hint`` (the fix, e.g. from :func:`key_hint`) after its message."""
     return type(exc)(
         f"{exc.message} ({hint})",
         status=exc.status,

@@ -12,7 +12,7 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
-from geppetto.providers._streaming import TransportOwner, engine_transport, key_hint, resolve_api_key, with_key_hint
+from geppetto.providers._streaming import TransportOwner, engine_transport, key_hint, resolve_api_key, with_hint
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -27,7 +27,8 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
-from ._metrics import ResponsesMetrics, metrics
+from ._metrics import ResponsesMetrics
+from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_chained, plan_conversation, plan_full
 from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
@@ -116,7 +117,7 @@ class ResponsesEngine(TransportOwner):
         self.text_format, self.temperature, self.top_p = text_format, temperature, top_p
         self.max_output_tokens, self.include = max_output_tokens, list(include or [])
         self.on_previous_not_found = on_previous_not_found
-        self.metrics = metrics if metrics is not None else _default_metrics()
+        self.metrics = metrics if metrics is not None else shared_metrics
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._transport = engine_transport(
             http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry
@@ -213,7 +214,7 @@ class ResponsesEngine(TransportOwner):
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
         except AuthenticationError as exc:
-            hinted = with_key_hint(exc, key_hint(("OPENAI_API_KEY",), sent=bool(self._headers)))
+            hinted = with_hint(exc, key_hint(("OPENAI_API_KEY",), sent=bool(self._headers)))
             publish(EventError(meta, str(hinted), type(hinted).__name__))
             raise hinted from exc
         except GeppettoError as exc:
@@ -266,7 +267,3 @@ class ResponsesEngine(TransportOwner):
         meta.usage, meta.stop_reason = usage, stop
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
         publish(EventFinal(meta, text))
-
-
-def _default_metrics() -> ResponsesMetrics:
-    return metrics
