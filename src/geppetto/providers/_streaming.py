@@ -60,6 +60,7 @@ __all__ = [
     "call_names",
     "engine_transport",
     "image_parts",
+    "is_openai_reasoning_model",
     "key_hint",
     "new_call_id",
     "normalize_tool_choice",
@@ -145,6 +146,15 @@ def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) ->
         if config is not None and config.tool_choice != "auto":
             tool_choice = config.tool_choice
     return specs, normalize_tool_choice(tool_choice, specs) if specs else None
+
+
+REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+def is_openai_reasoning_model(model: str) -> bool:
+    """True for OpenAI's reasoning models (o1, o3, o4, gpt-5 families, also behind a ``vendor/`` prefix), which
+    refuse sampling settings such as ``temperature``."""
+    return model.rsplit("/", 1)[-1].startswith(REASONING_PREFIXES)
 
 
 def resolve_api_key(api_key: str | None, env_names: tuple[str, ...], provider: str) -> str:

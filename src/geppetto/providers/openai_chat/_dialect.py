@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from .._streaming import ToolSpec, image_parts, tool_result_text
+from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, tool_result_text
 
 __all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
 
@@ -131,15 +131,6 @@ def build_messages(
             )
     flush()
     return out
-
-
-REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
-
-
-def is_openai_reasoning_model(model: str) -> bool:
-    """True for OpenAI's reasoning models (o1, o3, o4, gpt-5 families, also behind a ``vendor/`` prefix), which
-    refuse sampling settings such as ``temperature``."""
-    return model.rsplit("/", 1)[-1].startswith(REASONING_PREFIXES)
 
 
 def _tool_choice(choice: str) -> Any:

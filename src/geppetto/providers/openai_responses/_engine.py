@@ -12,7 +12,14 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
-from geppetto.providers._streaming import TransportOwner, engine_transport, key_hint, resolve_api_key, with_hint
+from geppetto.providers._streaming import (
+    TransportOwner,
+    engine_transport,
+    is_openai_reasoning_model,
+    key_hint,
+    resolve_api_key,
+    with_hint,
+)
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -40,7 +47,6 @@ __all__ = ["ResponsesEngine"]
 log = logging.getLogger("geppetto.providers.openai_responses")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
 class ResponsesEngine(TransportOwner):
@@ -138,7 +144,7 @@ class ResponsesEngine(TransportOwner):
     # -- request body -----------------------------------------------------------------------------
     def is_reasoning_model(self) -> bool:
         """True for o1/o3/o4/gpt-5 families or when a reasoning effort is set (no temperature/top_p)."""
-        return self.model.startswith(_REASONING_PREFIXES) or self.reasoning_effort is not None
+        return is_openai_reasoning_model(self.model) or self.reasoning_effort is not None
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]:
         """The JSON body for ``plan`` (public so tests and benchmarks can inspect it)."""
