@@ -85,6 +85,13 @@ async def _is_empty(http: Api, conversation_id: str) -> bool | None:
     return not (isinstance(page, dict) and page.get("data"))
 
 
+async def _append_items(http: Api, conversation_id: str, items: list[dict[str, Any]]) -> None:
+    """Add ``items`` to a conversation, as many per call as the API takes."""
+    step = CONVERSATION_ITEMS_PER_CALL
+    for i in range(0, len(items), step):
+        await http.post(f"conversations/{conversation_id}/items", {"items": items[i : i + step]})
+
+
 async def _prepare_conversation(http: Api, plan: Plan) -> None:
     """Put the plan's seed items into a conversation: the empty one it may reuse, else a new one."""
     if plan.seed_items is None or plan.conversation_id is not None:
@@ -94,8 +101,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
     if reuse:
         empty = await _is_empty(http, reuse)
         if empty:
-            for i in range(0, len(items), step):
-                await http.post(f"conversations/{reuse}/items", {"items": items[i : i + step]})
+            await _append_items(http, reuse, items)
             log.info("responses: conversation %s was empty; seeded it with %d items of the Turn", reuse, len(items))
             plan.conversation_id, plan.fallback, plan.detail = reuse, "", ""
             return
@@ -103,8 +109,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
             plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
     created = await http.post("conversations", {"items": items[:step]})
     cid = str(created["id"])
-    for i in range(step, len(items), step):
-        await http.post(f"conversations/{cid}/items", {"items": items[i : i + step]})
+    await _append_items(http, cid, items[step:])
     log.info("responses: new conversation %s seeded with %d items", cid, len(items))
     plan.conversation_id = cid
 
