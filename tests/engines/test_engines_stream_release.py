@@ -105,7 +105,7 @@ async def test_a_long_rest_is_cut_off_after_the_drain_limit() -> None:
     async with streaming(body()) as http:
         await first_event(http)
     assert sent < 1_000
-    assert sent <= _http.DRAIN_CHARS // 1_000 + 3
+    assert sent <= _http.DRAIN_BYTES // 1_000 + 3
 
 
 async def test_a_stalled_rest_is_given_up(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,15 +16,18 @@ the old one is closed when its loop shuts down (``asyncio.run`` closes open asyn
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import json
 import random
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from pydantic_core import from_json
 
 from geppetto._exceptions import ProviderConnectionError, ProviderError, StreamError
 
@@ -44,6 +47,7 @@ __all__ = [
     "ErrorParser",
     "HttpTransport",
     "RetryPolicy",
+    "SSEDecoder",
     "SSEEvent",
     "anthropic_error_info",
     "error_from_response",
@@ -51,6 +55,7 @@ __all__ = [
     "gemini_error_info",
     "iter_sse",
     "openai_error_info",
+    "parse_json",
     "retry_delay_from_headers",
     "should_retry",
 ]
@@ -106,6 +111,16 @@ def retry_delay_from_headers(headers: Mapping[str, str], *, now: float | None = 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+def parse_json(text: str) -> Any:
+    """Parse JSON text, as ``json.loads`` does but about 2.5 times faster on stream events (pydantic-core's
+    parser). What that parser refuses (a lone surrogate escape, nesting deeper than it allows) goes to
+    ``json.loads``, so results and errors (``ValueError``) are json's."""
+    try:
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
+
+
 @dataclass(frozen=True)
 class SSEEvent:
     """One server-sent event: its ``event`` name ("" when absent), joined ``data`` and optional ``id``."""
@@ -116,33 +131,102 @@ class SSEEvent:
 
     def json(self) -> Any:
         """The data parsed as JSON; raises ValueError when it is not JSON."""
-        return json.loads(self.data)
+        return parse_json(self.data)
 
 
-async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
-    """Parse SSE lines: ``event:``/``data:``/``id:`` fields, multi-line data joined by ``\\n``, a blank line or EOF
-    ends an event, ``:`` lines are comments. Events without data are dropped (per the SSE spec)."""
-    event, ev_id = "", None
-    data: list[str] = []
-    async for raw in lines:
-        line = raw.rstrip("\r\n")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SSEDecoder:
+    """An incremental SSE parser: ``feed`` it a stream's bytes as they arrive and it returns the events
+    completed so far; ``flush`` at the end of the stream.
+
+    Fields are ``event:``, ``data:`` and ``id:``; multi-line data is joined by ``\\n``; a blank line ends
+    an event, ``:`` lines are comments, events without data are dropped (the SSE spec), and so is a
+    leading byte-order mark. Lines end in CRLF, LF or CR only, as the spec says: httpx's ``aiter_lines``
+    splits like ``str.splitlines``, which also breaks at U+2028, U+2029, U+0085 and a few control
+    characters, all valid unescaped inside a JSON string, so a model's text holding one would cut an
+    event's data in two. At the end of the stream an unterminated event is still delivered.
+    """
+
+    def __init__(self) -> None:
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._partial = ""  # the start of a line whose end has not arrived
+        self._after_cr = False  # the last chunk ended in CR: an LF first in the next one ends no line
+        self._started = False
+        self._event = ""
+        self._id: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """The events that ``chunk`` completes."""
+        return self._text(self._utf8.decode(chunk))
+
+    def flush(self) -> list[SSEEvent]:
+        """The end of the stream: what the last bytes complete, then the last event if it lacked its blank line."""
+        out = self._text(self._utf8.decode(b"", final=True))
+        if self._partial:
+            event = self.line(self._partial)
+            self._partial = ""
+            if event is not None:
+                out.append(event)
+        if self._data:
+            out.append(SSEEvent(self._event, "\n".join(self._data), self._id))
+        self._event, self._data, self._id = "", [], None
+        return out
+
+    def _text(self, text: str) -> list[SSEEvent]:
+        if not text:
+            return []
+        if not self._started:
+            self._started = True
+            text = text.removeprefix("\ufeff")
+        if self._after_cr:
+            self._after_cr = False
+            text = text.removeprefix("\n")
+        if "\r" in text:
+            self._after_cr = text.endswith("\r")
+            lines = _LINE_END.split(text)
+        else:
+            lines = text.split("\n")
+        lines[0] = self._partial + lines[0]
+        self._partial = lines.pop()
+        out = []
+        for line in lines:
+            event = self.line(line)
+            if event is not None:
+                out.append(event)
+        return out
+
+    def line(self, line: str) -> SSEEvent | None:
+        """Take one line (without its line end); the finished event when it is the blank line that ends one."""
         if not line:
-            if data:
-                yield SSEEvent(event, "\n".join(data), ev_id)
-            event, data, ev_id = "", [], None
-            continue
-        if line.startswith(":"):
-            continue
+            event = SSEEvent(self._event, "\n".join(self._data), self._id) if self._data else None
+            self._event, self._data, self._id = "", [], None
+            return event
+        if line[0] == ":":
+            return None
         name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
+        if value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
         elif name == "id":
-            ev_id = value
-    if data:
-        yield SSEEvent(event, "\n".join(data), ev_id)
+            self._id = value
+        return None
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncGenerator[SSEEvent, None]:
+    """The events of a stream given as lines (their line ends are stripped), parsed by :class:`SSEDecoder`."""
+    decoder = SSEDecoder()
+    async for raw in lines:
+        event = decoder.line(raw.rstrip("\r\n"))
+        if event is not None:
+            yield event
+    for event in decoder.flush():
+        yield event
 
 
 class HttpTransport:
@@ -266,12 +350,16 @@ class HttpTransport:
         response = await self._send(
             method, path, body, params=params, headers=headers, stream=True, parser=error_parser
         )
-        lines = response.aiter_lines()
+        decoder = SSEDecoder()
+        chunks = response.aiter_bytes()
         try:
-            async for event in iter_sse(lines):
+            async for chunk in chunks:
+                for event in decoder.feed(chunk):
+                    yield event
+            for event in decoder.flush():
                 yield event
         except GeneratorExit:
-            await _drain(lines)
+            await _drain(chunks)
             raise
         except httpx.HTTPError as exc:
             raise StreamError(
@@ -281,6 +369,7 @@ class HttpTransport:
                 request_id=request_id(response.headers),
             ) from exc
         finally:
+            await _aclose(chunks)
             await response.aclose()
 
     async def _send(
@@ -331,12 +420,12 @@ class HttpTransport:
             )
 
 
-DRAIN_CHARS = 65_536
+DRAIN_BYTES = 65_536
 DRAIN_S = 0.25
 
 
-async def _drain(lines: AsyncIterator[str]) -> None:
-    """Read what is left of a stream whose consumer stopped early, at most ``DRAIN_CHARS`` within
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a stream whose consumer stopped early, at most ``DRAIN_BYTES`` within
     ``DRAIN_S``, so that httpx can keep the connection: closing a response before the end of its body
     closes the connection too, and every later request would then pay a new TCP (and TLS) handshake.
     After a protocol's last event (``response.completed``, ``[DONE]``, ``message_stop``) only the end of
@@ -348,12 +437,20 @@ async def _drain(lines: AsyncIterator[str]) -> None:
     read = 0
     try:
         async with asyncio.timeout(DRAIN_S):
-            async for line in lines:
-                read += len(line)
-                if read > DRAIN_CHARS:
+            async for chunk in chunks:
+                read += len(chunk)
+                if read > DRAIN_BYTES:
                     return
     except (TimeoutError, httpx.HTTPError):
         return
+
+
+async def _aclose(it: AsyncIterator[Any]) -> None:
+    """Close an async generator now rather than leave it to the garbage collector (which makes the
+    loop schedule a task to close it)."""
+    close = getattr(it, "aclose", None)
+    if close is not None:
+        await close()
 
 
 async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:

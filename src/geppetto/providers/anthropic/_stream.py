@@ -8,7 +8,6 @@ cumulative usage; ``error`` events raise the matching geppetto error.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +117,7 @@ class ClaudeStreamReducer:
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
-            data = json.loads(event.data)
+            data = event.json()
         except ValueError as exc:
             raise StreamError(
                 f"malformed event {event.data[:200]!r}", received=self._received(), provider=PROVIDER

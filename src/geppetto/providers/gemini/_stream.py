@@ -8,7 +8,6 @@ exactly. The stream is complete once a candidate carries a ``finishReason``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +74,7 @@ class GeminiStreamReducer:
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
-            chunk = json.loads(event.data)
+            chunk = event.json()
         except ValueError as exc:
             raise StreamError(
                 f"malformed chunk {event.data[:200]!r}", received=self._received(), provider=PROVIDER

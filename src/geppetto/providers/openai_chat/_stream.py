@@ -22,7 +22,7 @@ from ...events import (
     Usage,
 )
 from ...turns import Block
-from .._http import SSEEvent, error_from_response, openai_error_info
+from .._http import SSEEvent, error_from_response, openai_error_info, parse_json
 from .._streaming import Delta, StreamResult, new_call_id, parse_args
 from ._dialect import PROVIDER
 
@@ -85,7 +85,7 @@ class ChatStreamReducer:
             self.finished = True
             return []
         try:
-            chunk = json.loads(data)
+            chunk = parse_json(data)
         except ValueError as exc:
             raise StreamError(f"malformed chunk {data[:200]!r}", received=self._received(), provider=PROVIDER) from exc
         if not isinstance(chunk, dict):
