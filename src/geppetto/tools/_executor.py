@@ -121,7 +121,8 @@ async def execute_tool_calls(
         async with gate:
             return await _execute_one(registry, call, opts)
 
-    blocks = list(await asyncio.gather(*(one(c) for c in calls)))
+    # One call (the common case) is awaited directly: gather would make a task for it.
+    blocks = [await one(calls[0])] if len(calls) == 1 else list(await asyncio.gather(*(one(c) for c in calls)))
     if on_error == "raise":
         failed = next((b for b in blocks if b.payload.get("error") is not None), None)
         if failed is not None:
