@@ -114,6 +114,7 @@ def test_event_to_dict() -> None:
 def test_usage_dict_round_trip() -> None:
     usage = Usage(input_tokens=10, output_tokens=3, cached_tokens=4, reasoning_tokens=1, cache_write_tokens=2)
     assert Usage.from_dict(usage.to_dict()) == usage
+    assert list(usage.to_dict()) == list(Usage.__dataclass_fields__)  # every field, in order
     assert Usage.from_dict({"input_tokens": "7", "unknown": 1}) == Usage(input_tokens=7)
 
 

@@ -52,7 +52,13 @@ class Usage:
     cache_write_tokens: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:

@@ -191,7 +191,7 @@ class Key(Generic[T]):
     """A typed key of one family. Build keys with :func:`turn_meta_key`, :func:`turn_data_key` or
     :func:`block_meta_key`; compare and hash by string form."""
 
-    __slots__ = ("family", "name", "namespace", "type", "version")
+    __slots__ = ("_codec", "_exact", "_text", "family", "name", "namespace", "type", "version")
 
     def __init__(self, family: KeyFamily, namespace: str, name: str, version: int, type_: type[T]) -> None:
         text = f"{namespace}.{name}@v{version}"
@@ -201,18 +201,23 @@ class Key(Generic[T]):
         self.name = name
         self.version = version
         self.type = type_
+        # Fixed for the key's life, so worked out once: the map key, whether the type is a JSONCodec, and
+        # the type itself when a value of exactly that type needs no further type check.
+        self._text = text
+        self._codec = _is_codec(type_)
+        self._exact: type | None = type_ if type_ in (str, int, float, bool, dict, list) else None
 
     def __str__(self) -> str:
-        return f"{self.namespace}.{self.name}@v{self.version}"
+        return self._text
 
     def __repr__(self) -> str:
         return f"Key({self.family.value}, {str(self)!r}, {_type_name(self.type)})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Key) and str(other) == str(self) and other.family is self.family
+        return isinstance(other, Key) and other._text == self._text and other.family is self.family
 
     def __hash__(self) -> int:
-        return hash((str(self), self.family))
+        return hash((self._text, self.family))
 
     def _check_family(self, m: dict[str, Any]) -> None:
         fam = getattr(m, "family", None)
@@ -228,14 +233,14 @@ class Key(Generic[T]):
         """The value under this key, ``default`` when missing; :class:`MetadataTypeError` when the
         stored value is not of the key's type."""
         self._check_family(m)
-        if str(self) not in m:
+        if self._text not in m:
             return default
-        return self._decode(m[str(self)])
+        return self._decode(m[self._text])
 
     def require(self, m: dict[str, Any]) -> T:
         """The value under this key; :class:`KeyError` naming the key when it is missing."""
         self._check_family(m)
-        s = str(self)
+        s = self._text
         if s not in m:
             raise KeyError(f"{s} is not set")
         value: T = self._decode(m[s])
@@ -249,20 +254,22 @@ class Key(Generic[T]):
         """
         self._check_family(m)
         raw = self._encode(value)
-        check_json_value(raw, what=str(self))
-        m[str(self)] = copy_json(raw)
+        check_json_value(raw, what=self._text)
+        m[self._text] = copy_json(raw)
 
     def delete(self, m: dict[str, Any]) -> None:
         """Remove the key if present."""
         self._check_family(m)
-        m.pop(str(self), None)
+        m.pop(self._text, None)
 
     def has(self, m: dict[str, Any]) -> bool:
-        return str(self) in m
+        return self._text in m
 
     def _encode(self, value: Any) -> Any:
+        if type(value) is self._exact:
+            return value
         t = self.type
-        if _is_codec(t):
+        if self._codec:
             if not isinstance(value, t):
                 raise MetadataTypeError(f"{self} holds {t.__name__}, not {type(value).__name__}")
             return cast(JSONCodec, value).to_dict()
@@ -274,7 +281,7 @@ class Key(Generic[T]):
 
     def _decode(self, raw: Any) -> Any:
         t = self.type
-        if _is_codec(t):
+        if self._codec:
             if isinstance(raw, t):  # a value placed in the map directly
                 return raw
             if not isinstance(raw, dict):

@@ -72,7 +72,10 @@ def arguments_text(args: Any) -> str:
     """Tool-call arguments as the JSON string the API carries (a raw string passes through)."""
     if isinstance(args, str):
         return args
-    return json.dumps(args if args is not None else {}, ensure_ascii=False, separators=(",", ":"))
+    return _ARGS_JSON(args if args is not None else {})
+
+
+_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def tool_output_text(block: Block) -> str:
