@@ -7,11 +7,13 @@ keeps its own client); (c) openai-agents Runner with
 OpenAIResponsesModel; (d) pydantic-ai Agent with OpenAIResponsesModel; (e) a hand-written loop on the
 official openai SDK (streaming, previous_response_id). CPU time (time.process_time, this process
 only; the server runs elsewhere) and wall time per model step, interleaved rounds, medians.
-Run: `bench/.venv/bin/python bench/overhead.py [ROUNDS]`.
+Run: `bench/.venv/bin/python bench/overhead.py [ROUNDS] [--only a,b]` (``--only`` picks drivers by letter,
+for quick A/B runs of geppetto against raw httpx).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -167,6 +169,7 @@ async def make_openai_sdk(url: str) -> Driver:
     return run
 
 
+BASE = "raw httpx (a)"
 FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
     "raw httpx (a)": make_raw,
     "geppetto (b)": make_geppetto,
@@ -176,11 +179,14 @@ FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
 }
 
 
-async def main(rounds: int) -> int:
+async def main(rounds: int, only: str) -> int:
     with simulator_process(STEPS) as url:
         drivers: dict[str, Driver] = {}
         skipped: dict[str, str] = {}
+        letters = {x.strip() for x in only.split(",")} if only else None
         for name, factory in FACTORIES.items():
+            if letters is not None and name[-2] not in letters and name != BASE:
+                continue
             try:
                 drivers[name] = await factory(url)
                 steps = await drivers[name]()  # warm-up, and a check that the loop really has STEPS steps
@@ -199,7 +205,7 @@ async def main(rounds: int) -> int:
                 wall[name].append((time.perf_counter() - w0) / STEPS * 1e3)
         for close in CLOSE:
             await close()
-    base = "raw httpx (a)"
+    base = BASE
     rows = []
     for name in drivers:
         c, w = median(cpu[name]), median(wall[name])
@@ -219,4 +225,8 @@ async def main(rounds: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 30)))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rounds", nargs="?", type=int, default=30)
+    parser.add_argument("--only", default="", help="driver letters to run, e.g. b or b,e (raw httpx always runs)")
+    args = parser.parse_args()
+    sys.exit(asyncio.run(main(args.rounds, args.only)))
