@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -220,3 +221,86 @@ def test_error_body_hooks_per_provider() -> None:
     assert (type(err), err.message, err.status) == (gp.ServerError, "<html>bad gateway</html>", 502)
     auth = error_from_response(401, "", {"request-id": "r9"}, provider="anthropic", parser=anthropic_error_info)
     assert (type(auth), auth.message, auth.request_id) == (gp.AuthenticationError, "HTTP 401 with an empty body", "r9")
+
+
+class _Held:
+    """A MockTransport handler that counts requests in progress and holds each until released."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.most = 0
+        self.arrived = 0
+        self.release = asyncio.Event()
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.active += 1
+        self.arrived += 1
+        self.most = max(self.most, self.active)
+        try:
+            await self.release.wait()
+        finally:
+            self.active -= 1
+        return httpx.Response(200, json={"ok": True})
+
+
+async def test_max_in_flight_bounds_requests_and_lets_the_rest_through_in_turn() -> None:
+    held = _Held()
+    http = HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(held), max_in_flight=2)
+    calls = [asyncio.create_task(http.post_json("responses", {"n": i})) for i in range(5)]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert held.arrived == 2  # the other three wait before the pool
+    held.release.set()
+    assert await asyncio.gather(*calls) == [{"ok": True}] * 5
+    assert held.most == 2
+    await http.aclose()
+
+
+async def test_an_open_stream_keeps_its_place_until_it_is_closed() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path.endswith("stream"):
+            body = b'data: {"type":"a"}\n\ndata: {"type":"b"}\n\n'
+            return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json={})
+
+    http = HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(handler), max_in_flight=1)
+    events = http.stream_sse("stream", {})
+    assert (await anext(events)).data == '{"type":"a"}'
+    other = asyncio.create_task(http.post_json("other", {}))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert seen == ["/v1/stream"]  # the stream is still open: the second request waits
+    await events.aclose()  # type: ignore[attr-defined]
+    assert await asyncio.wait_for(other, 5) == {}
+    assert seen == ["/v1/stream", "/v1/other"]
+    await http.aclose()
+
+
+async def test_a_request_waiting_to_retry_gives_up_its_place() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path.endswith("busy") and seen.count("/v1/busy") == 1:
+            return _openai_error(429, "slow down")
+        return httpx.Response(200, json={"path": request.url.path})
+
+    async def sleep(delay: float) -> None:
+        # another request gets through while the first one waits: it would hang here if the place were held
+        assert await asyncio.wait_for(http.post_json("other", {}), 5) == {"path": "/v1/other"}
+
+    http = HttpTransport(
+        "http://test/v1", provider="openai", transport=httpx.MockTransport(handler), max_in_flight=1, sleep=sleep
+    )
+    assert await http.post_json("busy", {}) == {"path": "/v1/busy"}
+    assert seen == ["/v1/busy", "/v1/other", "/v1/busy"]
+    await http.aclose()
+
+
+def test_max_in_flight_must_be_positive_or_none() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        HttpTransport("http://test", provider="openai", max_in_flight=0)
+    assert HttpTransport("http://test", provider="openai", max_in_flight=None).max_in_flight is None

@@ -1,0 +1,9 @@
+"""The provider engines (one subpackage each) and the HTTP transport they share.
+
+Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connection pool and its
+``max_in_flight`` bound; each engine still sends its own key.
+"""
+
+from ._http import HttpTransport, RetryPolicy
+
+__all__ = ["HttpTransport", "RetryPolicy"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import email.utils
 import json
 import random
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+DEFAULT_MAX_IN_FLIGHT = 100
+"""Requests a transport lets through at once unless told otherwise: httpx's default pool size."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,9 @@ def parse_json(text: str) -> Any:
     parser). What that parser refuses (a lone surrogate escape, nesting deeper than it allows) goes to
     ``json.loads``, so results and errors (``ValueError``) are json's."""
     try:
-        return from_json(text)
+        # Only keys go into pydantic-core's string cache: values (ids above all) are mostly unique, and
+        # would fill the cache with strings that never come again.
+        return from_json(text, cache_strings="keys")
     except ValueError:
         return json.loads(text)
 
@@ -234,6 +239,14 @@ class HttpTransport:
 
     ``headers`` go on every request (auth, versions). Pass ``transport=httpx.MockTransport(...)`` in tests,
     or a ready ``client`` to share connections. ``sleep`` is injectable so tests need not wait.
+
+    ``max_in_flight`` bounds the requests open at once through this transport (a stream counts until it
+    is closed; a request waiting to be retried does not): more wait their turn, in order, before they
+    reach httpx's pool. httpx would queue them too, but its pool scans every waiting request against
+    every connection on each request and response event, which costs CPU quadratic in the queue (400
+    waiting sessions: 99 s). Engines that share this transport share the bound. A client the
+    transport makes itself gets a pool of that many connections (httpx's default is 100). ``None``
+    lifts the bound.
     """
 
     def __init__(
@@ -248,7 +261,11 @@ class HttpTransport:
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
+        if max_in_flight is not None and max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1 (or None for no bound), not {max_in_flight}")
+        self.max_in_flight = max_in_flight
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.headers = dict(headers or {})
@@ -260,6 +277,8 @@ class HttpTransport:
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
+        self._gate: asyncio.Semaphore | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
 
     def url(self, path: str) -> str:
         """``base_url`` joined with ``path`` (an absolute URL is kept as is)."""
@@ -273,12 +292,23 @@ class HttpTransport:
             return self._given
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop or self._client.is_closed:
-            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._mock)
+            n = self.max_in_flight
+            limits = httpx.Limits(max_connections=n, max_keepalive_connections=min(n, 20)) if n else httpx.Limits()
+            self._client = httpx.AsyncClient(timeout=self._timeout, transport=self._mock, limits=limits)
             self._loop = loop
             # The loop closes open async generators when it shuts down: that closes this client on its loop.
             self._closer = _close_with_loop(self._client)
             await anext(self._closer)
         return self._client
+
+    def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """One of ``max_in_flight`` places, taken with ``async with`` (a semaphore per event loop)."""
+        if self.max_in_flight is None:
+            return contextlib.nullcontext()
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            self._gate, self._gate_loop = asyncio.Semaphore(self.max_in_flight), loop
+        return self._gate
 
     async def aclose(self) -> None:
         """Close the client if this transport made it (on this loop; one from a finished loop is already closed)."""
@@ -306,9 +336,10 @@ class HttpTransport:
 
         ``headers`` override the transport's for this request (e.g. one engine's key on a shared transport);
         ``error_parser`` reads this request's error bodies instead of the transport's parser."""
-        response = await self._send(
+        async with self._exchange(
             method, path, body, params=params, headers=headers, stream=False, parser=error_parser
-        )
+        ) as response:
+            pass  # the whole body is read: the place is free again
         if not response.content:
             return None
         try:
@@ -347,32 +378,32 @@ class HttpTransport:
         protocol's last event leaves the body's end unread; closing then reads that rest (see
         :func:`_drain`), so the connection goes back to the pool instead of being closed.
         """
-        response = await self._send(
+        async with self._exchange(
             method, path, body, params=params, headers=headers, stream=True, parser=error_parser
-        )
-        decoder = SSEDecoder()
-        chunks = response.aiter_bytes()
-        try:
-            async for chunk in chunks:
-                for event in decoder.feed(chunk):
+        ) as response:
+            decoder = SSEDecoder()
+            chunks = response.aiter_bytes()
+            try:
+                async for chunk in chunks:
+                    for event in decoder.feed(chunk):
+                        yield event
+                for event in decoder.flush():
                     yield event
-            for event in decoder.flush():
-                yield event
-        except GeneratorExit:
-            await _drain(chunks)
-            raise
-        except httpx.HTTPError as exc:
-            raise StreamError(
-                f"the stream broke off: {exc}",
-                provider=self.provider,
-                status=response.status_code,
-                request_id=request_id(response.headers),
-            ) from exc
-        finally:
-            await _aclose(chunks)
-            await response.aclose()
+            except GeneratorExit:
+                await _drain(chunks)
+                raise
+            except httpx.HTTPError as exc:
+                raise StreamError(
+                    f"the stream broke off: {exc}",
+                    provider=self.provider,
+                    status=response.status_code,
+                    request_id=request_id(response.headers),
+                ) from exc
+            finally:
+                await _aclose(chunks)
 
-    async def _send(
+    @contextlib.asynccontextmanager
+    async def _exchange(
         self,
         method: str,
         path: str,
@@ -382,7 +413,9 @@ class HttpTransport:
         headers: Mapping[str, str] | None,
         stream: bool,
         parser: ErrorParser | None = None,
-    ) -> httpx.Response:
+    ) -> AsyncIterator[httpx.Response]:
+        """Send with retries and yield the successful response, holding a place (``max_in_flight``) until
+        the block ends; the response is closed then. A failed attempt frees its place while it waits."""
         client = await self._http()
         all_headers = {**self.headers, **(headers or {})}
         content = None
@@ -393,22 +426,33 @@ class HttpTransport:
             all_headers.setdefault("accept", "text/event-stream")
         attempt = 0
         while True:
-            request = client.build_request(method, self.url(path), content=content, params=params, headers=all_headers)
-            try:
-                response = await client.send(request, stream=stream)
-            except httpx.TransportError as exc:
+            broken: httpx.TransportError | None = None
+            async with self._slot():
+                request = client.build_request(
+                    method, self.url(path), content=content, params=params, headers=all_headers
+                )
+                try:
+                    response = await client.send(request, stream=stream)
+                except httpx.TransportError as exc:
+                    broken = exc
+                else:
+                    if response.status_code < 400:
+                        try:
+                            yield response
+                        finally:
+                            await response.aclose()
+                        return
+                    text = (await response.aread()).decode("utf-8", errors="replace")
+                    await response.aclose()
+            if broken is not None:
                 if attempt < self.retry.max_retries:
                     await self._sleep(self.retry.backoff(attempt))
                     attempt += 1
                     continue
                 raise ProviderConnectionError(
-                    f"could not reach {self.url(path)}: {exc!r}; check the base URL and the network",
+                    f"could not reach {self.url(path)}: {broken!r}; check the base URL and the network",
                     provider=self.provider,
-                ) from exc
-            if response.status_code < 400:
-                return response
-            text = (await response.aread()).decode("utf-8", errors="replace")
-            await response.aclose()
+                ) from broken
             if attempt < self.retry.max_retries and should_retry(response.status_code, response.headers):
                 hinted = retry_delay_from_headers(response.headers)
                 delay = self.retry.backoff(attempt) if hinted is None else min(hinted, self.retry.max_server_delay)
