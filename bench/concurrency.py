@@ -1,10 +1,10 @@
 """1,000 concurrent sessions, each a 3-step tool loop, in one process against the simulator (issue 8).
 
 The simulator runs in a child process on loopback. Every session is a `geppetto.Session` over its own
-ResponsesEngine (chained mode) with a tool registry; all engines share one httpx.AsyncClient whose
-pool is bounded (CONNECTIONS), and at most CONNECTIONS steps are in flight (see TimedEngine). Wave 1
-measures completed steps/s, p50/p99 step latency (around the engine call, the wait for a slot
-included), the in-flight step time, errors and peak RSS. Waves 2 to 4 run under tracemalloc: the
+ResponsesEngine (chained mode) with a tool registry; all engines share one geppetto HttpTransport with
+`max_in_flight=CONNECTIONS`, so at most CONNECTIONS requests are open and the rest wait in the
+transport, in order, before they reach the httpx pool. Wave 1 measures completed steps/s, p50/p99
+step latency (around the engine call, so the wait for a place is included), errors and peak RSS. Waves 2 to 4 run under tracemalloc: the
 peak traced memory per concurrent session, and the memory still held after each wave; growth is the
 change from wave 2 to wave 4 per completed session (~0 when nothing is kept per session). Before each
 reading the process-wide Responses metrics are reset: they keep the latest 10,000 samples per
@@ -23,10 +23,10 @@ import tracemalloc
 from collections import Counter
 from typing import Any
 
-import httpx
 from _common import API_KEY, PROMPT, machine, percentile, simulator_process, table, weather
 
 import geppetto as gp
+from geppetto.providers import HttpTransport
 from geppetto.providers.openai_responses import ResponsesEngine, metrics
 
 STEPS = 3
@@ -41,40 +41,27 @@ def get_weather(city: str) -> str:
 
 
 class TimedEngine:
-    """Delegates to an engine, at most CONNECTIONS steps in flight, and records each step's latency.
+    """Delegates to an engine and records each step's latency (the wait for a transport place included)."""
 
-    The gate matters: with 1,000 requests queued inside one httpx pool, httpcore's request assignment
-    scans every queued request against every connection on each event (quadratic; 400 sessions took
-    99 s of CPU). Waiting on a semaphore before the pool keeps that queue at most CONNECTIONS long.
-    """
-
-    def __init__(self, engine: Any, gate: asyncio.Semaphore, latencies: list[float], service: list[float]) -> None:
-        self.engine, self.gate, self.latencies, self.service = engine, gate, latencies, service
+    def __init__(self, engine: Any, latencies: list[float]) -> None:
+        self.engine, self.latencies = engine, latencies
 
     async def run_inference(self, turn: gp.Turn) -> gp.Turn:
         t0 = time.perf_counter()
-        async with self.gate:
-            t1 = time.perf_counter()
-            out: gp.Turn = await self.engine.run_inference(turn)
-        t2 = time.perf_counter()
-        self.latencies.append(t2 - t0)
-        self.service.append(t2 - t1)
+        out: gp.Turn = await self.engine.run_inference(turn)
+        self.latencies.append(time.perf_counter() - t0)
         return out
 
 
-async def wave(
-    url: str, client: httpx.AsyncClient, sessions: int
-) -> tuple[float, list[float], list[float], Counter[str]]:
-    """Run `sessions` sessions at once; return (wall s, step latencies, in-flight step times, errors by type)."""
+async def wave(url: str, http: HttpTransport, sessions: int) -> tuple[float, list[float], Counter[str]]:
+    """Run `sessions` sessions at once; return (wall s, step latencies, errors by type)."""
     latencies: list[float] = []
-    service: list[float] = []
-    gate = asyncio.Semaphore(CONNECTIONS)
     errors: Counter[str] = Counter()
     registry = gp.ToolRegistry([get_weather])
 
     async def one() -> None:
-        engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=client)
-        session = gp.Session(TimedEngine(engine, gate, latencies, service), tools=registry)
+        engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=http)
+        session = gp.Session(TimedEngine(engine, latencies), tools=registry)
         try:
             turn = await session.run(PROMPT)
             calls = sum(1 for b in turn.blocks if b.kind is gp.BlockKind.TOOL_CALL)
@@ -85,15 +72,14 @@ async def wave(
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(sessions)))
-    return time.perf_counter() - t0, latencies, service, errors
+    return time.perf_counter() - t0, latencies, errors
 
 
 async def main(sessions: int) -> int:
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     with simulator_process(STEPS) as url:
-        async with httpx.AsyncClient(limits=limits, timeout=120) as client:
-            await wave(url, client, 10)  # warm-up
-            wall, lat, svc, errors = await wave(url, client, sessions)
+        async with HttpTransport(url, provider="openai", max_in_flight=CONNECTIONS, timeout=120) as http:
+            await wave(url, http, 10)  # warm-up
+            wall, lat, errors = await wave(url, http, sessions)
             peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             gc.collect()
             tracemalloc.start()
@@ -105,7 +91,7 @@ async def main(sessions: int) -> int:
                 gc.collect()
                 tracemalloc.reset_peak()
                 before, _ = tracemalloc.get_traced_memory()
-                _, _, _, more = await wave(url, client, sessions)
+                _, _, more = await wave(url, http, sessions)
                 all_errors.update(more)
                 _, peak = tracemalloc.get_traced_memory()
                 metrics.reset()
@@ -117,16 +103,12 @@ async def main(sessions: int) -> int:
     steps = len(lat)
     growth = (held[-1] - held[0]) / (sessions * (TRACED_WAVES - 1))
     waves = 1 + TRACED_WAVES
-    print(f"# concurrency: {sessions:,} sessions x {STEPS}-step tool loop, pool of {CONNECTIONS}; {machine()}")
+    print(f"# concurrency: {sessions:,} sessions x {STEPS}-step tool loop, max_in_flight {CONNECTIONS}; {machine()}")
     rows = [
         ["completed steps/s", steps / wall],
         ["sessions/s", sessions / wall],
         ["p50 step latency ms", percentile(lat, 0.50) * 1e3],
         ["p99 step latency ms", percentile(lat, 0.99) * 1e3],
-        [
-            "p50 / p99 in-flight step time ms (gate wait excluded)",
-            f"{percentile(svc, 0.5) * 1e3:.1f} / {percentile(svc, 0.99) * 1e3:.1f}",
-        ],
         ["wave wall time s", wall],
         ["peak RSS MB (process)", peak_rss_mb],
         ["peak traced KB per concurrent session", max(peaks) / sessions / 1024],
