@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -195,6 +196,10 @@ async def main(rounds: int, only: str) -> int:
             except ImportError as exc:
                 skipped[name] = f"not installed ({exc.name}); run `sh bench/setup.sh`"
                 drivers.pop(name, None)
+        # Every driver's modules share this process's heap. A full garbage collection walks all of it, so
+        # without this whichever driver happens to trigger one pays for the others' imports as well.
+        gc.collect()
+        gc.freeze()
         cpu: dict[str, list[float]] = {n: [] for n in drivers}
         wall: dict[str, list[float]] = {n: [] for n in drivers}
         for _ in range(rounds):
