@@ -304,3 +304,27 @@ def test_max_in_flight_must_be_positive_or_none() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         HttpTransport("http://test", provider="openai", max_in_flight=0)
     assert HttpTransport("http://test", provider="openai", max_in_flight=None).max_in_flight is None
+
+
+class _BreaksOff(httpx.AsyncByteStream):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'data: {"type":"a"}\n\n'
+        raise httpx.ReadError("connection reset")
+
+
+async def test_a_stream_that_breaks_off_and_a_non_json_answer_name_the_response() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("stream"):
+            return httpx.Response(200, stream=_BreaksOff(), headers={"x-request-id": "req_s"})
+        return httpx.Response(200, content=b"<html>", headers={"x-request-id": "req_j"})
+
+    async with HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(handler)) as http:
+        events = []
+        with pytest.raises(gp.StreamError, match="the stream broke off: connection reset") as broke:
+            async for event in http.stream_sse("stream", {}):
+                events.append(event)
+        assert events == [SSEEvent("", '{"type":"a"}')]
+        assert (broke.value.status, broke.value.request_id, broke.value.provider) == (200, "req_s", "openai")
+        with pytest.raises(gp.ProviderError, match="expected a JSON answer from GET json") as bad:
+            await http.get_json("json")
+        assert (bad.value.status, bad.value.request_id) == (200, "req_j")

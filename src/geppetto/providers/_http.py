@@ -345,12 +345,8 @@ class HttpTransport:
         try:
             return response.json()
         except ValueError as exc:
-            raise ProviderError(
-                f"expected a JSON answer from {method} {path}, got: {response.text[:200]!r}",
-                status=response.status_code,
-                provider=self.provider,
-                request_id=request_id(response.headers),
-            ) from exc
+            message = f"expected a JSON answer from {method} {path}, got: {response.text[:200]!r}"
+            raise self._error(ProviderError, message, response) from exc
 
     async def post_json(self, path: str, body: Any, *, headers: Mapping[str, str] | None = None) -> Any:
         """POST a JSON body and return the parsed JSON answer."""
@@ -393,14 +389,15 @@ class HttpTransport:
                 await _drain(chunks)
                 raise
             except httpx.HTTPError as exc:
-                raise StreamError(
-                    f"the stream broke off: {exc}",
-                    provider=self.provider,
-                    status=response.status_code,
-                    request_id=request_id(response.headers),
-                ) from exc
+                raise self._error(StreamError, f"the stream broke off: {exc}", response) from exc
             finally:
                 await _aclose(chunks)
+
+    def _error(self, kind: type[ProviderError], message: str, response: httpx.Response) -> ProviderError:
+        """A ``kind`` error about ``response``: its status and request id, this transport's provider."""
+        return kind(
+            message, status=response.status_code, provider=self.provider, request_id=request_id(response.headers)
+        )
 
     @contextlib.asynccontextmanager
     async def _exchange(
