@@ -149,7 +149,9 @@ def test_ctrl_c_while_streaming_returns_to_the_prompt(
 def test_ctrl_c_at_the_prompt_exits_and_says_the_chat_is_saved(terminal: Terminal) -> None:
     terminal.wait_for("you> ")
     terminal.type("Hello")
-    terminal.wait_for("You said: Hello")
+    # At the prompt again, not just the reply's text: a Ctrl-C before the inference has finished (the
+    # session is saved after the last delta is shown) interrupts the prompt instead of the chat.
+    terminal.wait_for("You said: Hello\nyou>")
     subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
     screen = terminal.wait_for("EXIT-STATUS=130")
     assert "interrupted; the conversation so far is saved as session " in screen
