@@ -6,12 +6,15 @@ response, tool_use from the tool loop) pairs, each tool_use a 200-byte result. T
 runs:
 
 - ``select``: what a chained request does before it is sent: one pass that checks every response's
-  span and fingerprint (``scan_anchors``), picks the latest valid anchor and takes the blocks after it;
+  span and fingerprint (``scan_anchors``), picks the latest valid anchor and takes the blocks after it.
+  Blocks remember their wire form from the previous scan, as in a running session, where only the
+  blocks new since the last request are hashed from scratch;
+- ``cold select``: the same on a fresh clone, whose blocks remember nothing (a Turn just loaded);
 - ``edited``: the same after middleware edited the user message at the head of the Turn, so every
   fingerprint check fails and there is no anchor (the worst case: nothing short-circuits).
 
-- ``baseline``: the least any check of the Turn's content must do, one pass hashing each block's wire
-  form and nothing else; it shows how much of the per-block growth is Python's (memory and cache effects
+- ``baseline``: the least any check of the Turn's content must do, one pass hashing each block's
+  (remembered) wire form and nothing else; it shows how much of the per-block growth is Python's (memory and cache effects
   on larger heaps), not the algorithm's.
 
 Per-block time at every size shows the growth: constant per block means linear. Run:
@@ -78,6 +81,17 @@ def best_of(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def best_of_cold(turn: Turn, repeat: int) -> float:
+    """``select`` on a fresh clone each time: blocks that remember no wire form (a Turn just loaded)."""
+    best = float("inf")
+    for _ in range(repeat):
+        fresh = turn.clone()
+        start = time.perf_counter()
+        select(fresh)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def main() -> int:
     rows = []
     per_block: dict[int, float] = {}
@@ -92,6 +106,7 @@ def main() -> int:
             return 1
         repeat = max(5, 20_000 // blocks)
         seconds = best_of(partial(select, turn), repeat)
+        cold_s = best_of_cold(turn, max(3, repeat // 4))
         edited = turn.clone()
         edited.blocks[1] = Block.user("start, edited")
         if select(edited)[0] is not None:
@@ -108,6 +123,7 @@ def main() -> int:
                 f"{blocks // 2 - 1:,}",
                 f"{seconds * 1000:.3f}",
                 f"{seconds / blocks * 1e6:.2f}",
+                f"{cold_s * 1000:.3f}",
                 f"{edited_s * 1000:.3f}",
                 f"{edited_s / blocks * 1e6:.2f}",
                 f"{floor / blocks * 1e6:.2f}",
@@ -120,6 +136,7 @@ def main() -> int:
                 "responses",
                 "select ms",
                 "select us/block",
+                "cold select ms",
                 "edited ms (no anchor)",
                 "edited us/block",
                 "baseline us/block",

@@ -18,7 +18,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn, block_meta_key
+from geppetto.turns import (
+    BLOCK_META_PREFIX_FINGERPRINT,
+    BLOCK_META_RESPONSE_ID,
+    Block,
+    Turn,
+    block_meta_key,
+    copy_json,
+)
 
 from ._items import RESPONSE_BLOCKS, block_identity
 from ._state import ConversationState, get_state
@@ -74,10 +81,66 @@ def seal(seed: str, digest: str) -> str:
     return hashlib.sha256(f"{seed}\n{digest}".encode()).hexdigest() if seed else digest
 
 
-def _absorb(h: Any, block: Block, include_system: bool) -> None:
+_MEMO = "_geppetto_wire"
+"""Where a block remembers its wire form (in its instance ``__dict__``, outside its fields)."""
+
+
+def _wire(block: Block, include_system: bool) -> bytes | None:
+    """The canonical wire form of ``block`` as it goes into fingerprints, None when it is never sent.
+
+    It is a function of the block's kind, role and payload alone, and a scan hashes every block of the
+    Turn on every request, so the block keeps the bytes with a snapshot of what they were made from and
+    they are reused while :func:`_same` finds the block unchanged: edits in place, new payload values,
+    another role or kind all make them again.
+    """
+    memo = block.__dict__.get(_MEMO)
+    if (
+        memo is not None
+        and memo[0] is include_system
+        and memo[1] is block.kind
+        and memo[2] == block.role
+        and _same(memo[3], block.payload)
+    ):
+        wire: bytes | None = memo[4]
+        return wire
     identity = block_identity(block, include_system=include_system)
-    if identity is not None:
-        h.update((_CANON(identity) + "\n").encode())
+    wire = None if identity is None else (_CANON(identity) + "\n").encode()
+    block.__dict__[_MEMO] = (include_system, block.kind, block.role, copy_json(block.payload), wire)
+    return wire
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON text: same types (``1``, ``1.0`` and ``True`` differ), same dict key order. The
+    snapshot shares its strings with the payload (``copy_json`` copies containers only), so most values
+    are the very same object."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        if len(a) != len(b):
+            return False
+        other = iter(b.items())
+        for ka, va in a.items():
+            kb, vb = next(other)
+            if ka != kb or (va is not vb and not _same(va, vb)):
+                return False
+        return True
+    if kind is list:
+        if len(a) != len(b):
+            return False
+        other = iter(b)
+        for va in a:
+            vb = next(other)
+            if va is not vb and not _same(va, vb):
+                return False
+        return True
+    return bool(a == b)
+
+
+def _absorb(h: Any, block: Block, include_system: bool) -> None:
+    wire = _wire(block, include_system)
+    if wire is not None:
+        h.update(wire)
 
 
 def prefix_hasher(blocks: Iterable[Block], *, include_system: bool = True) -> Any:
@@ -163,9 +226,9 @@ def scan_anchors(turn: Turn, *, include_system: bool = True, seed: str | None = 
     blocks = turn.blocks
     n = len(blocks)
     for i, block in enumerate(blocks):
-        identity = block_identity(block, include_system=include_system)
-        if identity is not None:
-            h.update((_CANON(identity) + "\n").encode())
+        wire = _wire(block, include_system)
+        if wire is not None:
+            h.update(wire)
         meta = block.metadata
         rid = meta.get(_RID)
         if not isinstance(rid, str) or not rid:
