@@ -8,13 +8,11 @@ the raw event stream; ``format: jsonl`` is one ``data:`` payload a line, as that
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geppetto.providers._http import SSEEvent, iter_sse
+from geppetto.providers._http import SSEDecoder, SSEEvent
 from geppetto.providers._streaming import Delta, StreamReducer, StreamResult
 from geppetto.turns import BLOCK_META_PROVIDER, Block
 
@@ -55,18 +53,14 @@ def stream_text(name: str) -> str:
     return (SYNTHETIC / name).read_text()
 
 
-async def _lines(text: str) -> AsyncIterator[str]:
-    for line in text.splitlines():
-        yield line
-
-
-def sse_events(text: str) -> list[SSEEvent]:
-    """The SSE events of a recorded stream (``:`` comment lines are skipped, as the spec says)."""
-
-    async def collect() -> list[SSEEvent]:
-        return [event async for event in iter_sse(_lines(text))]
-
-    return asyncio.run(collect())
+def sse_events(text: str | bytes, chunk: int = 0) -> list[SSEEvent]:
+    """The SSE events of a recorded stream, parsed as the engines parse a response body (``SSEDecoder``),
+    whole or in pieces of ``chunk`` bytes (``:`` comment lines are skipped, as the spec says)."""
+    body = text.encode() if isinstance(text, str) else text
+    size = chunk or max(1, len(body))
+    decoder = SSEDecoder()
+    events = [event for i in range(0, len(body), size) for event in decoder.feed(body[i : i + size])]
+    return events + decoder.flush()
 
 
 def fixture_events(name: str) -> list[SSEEvent]:

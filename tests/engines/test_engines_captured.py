@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from engines_support import CAPTURED, captured, fixture_events, reduce, shape
+from engines_support import CAPTURED, captured, fixture_events, reduce, shape, sse_events, stream_text
 
 from geppetto import StreamError
 from geppetto.events import Usage
@@ -35,6 +35,18 @@ def test_every_capture_names_its_source_and_is_stored_whole(name: str) -> None:
     assert re.fullmatch(r"[0-9a-f]{40}", capture.meta["commit"])
     assert capture.meta["format"] in ("sse", "jsonl")
     assert len(capture.body) == int(capture.meta["chars"])
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_every_capture_parses_alike_with_any_line_end_and_in_small_pieces(name: str) -> None:
+    text = stream_text(name)
+    events = sse_events(text)
+    assert events, "the capture holds events"
+    crlf = text.replace("\r\n", "\n").replace("\n", "\r\n")  # how some servers frame events
+    cr = text.replace("\r\n", "\n").replace("\n", "\r")
+    assert sse_events(crlf) == events
+    assert sse_events(cr) == events
+    assert sse_events(crlf, chunk=7) == events  # pieces split CRLF pairs and UTF-8 characters
 
 
 def test_anthropic_basic_text_stream() -> None:
