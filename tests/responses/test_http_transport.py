@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -62,17 +63,23 @@ async def test_sse_fields_multiline_comments_and_eof_flush() -> None:
     assert events[0].json() == {"a": 1}
 
 
-def _transport(handler: Callable[[httpx.Request], httpx.Response], sleeps: list[float]) -> HttpTransport:
-    async def sleep(delay: float) -> None:
-        sleeps.append(delay)
+def _transport(
+    handler: Callable[[httpx.Request], Any], sleeps: list[float] | None = None, **options: Any
+) -> HttpTransport:
+    """A transport over ``handler`` that records its backoff delays in ``sleeps``; ``options`` go to
+    ``HttpTransport`` and win over these defaults."""
 
+    async def sleep(delay: float) -> None:
+        if sleeps is not None:
+            sleeps.append(delay)
+
+    defaults: dict[str, Any] = {
+        "headers": {"authorization": "Bearer k"},
+        "retry": RetryPolicy(max_retries=2, initial_delay=1.0, jitter=0.0),
+        "sleep": sleep,
+    }
     return HttpTransport(
-        "http://test/v1/",
-        provider="openai",
-        headers={"authorization": "Bearer k"},
-        transport=httpx.MockTransport(handler),
-        retry=RetryPolicy(max_retries=2, initial_delay=1.0, jitter=0.0),
-        sleep=sleep,
+        "http://test/v1/", provider="openai", transport=httpx.MockTransport(handler), **{**defaults, **options}
     )
 
 
@@ -245,7 +252,7 @@ class _Held:
 
 async def test_max_in_flight_bounds_requests_and_lets_the_rest_through_in_turn() -> None:
     held = _Held()
-    http = HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(held), max_in_flight=2)
+    http = _transport(held, max_in_flight=2)
     calls = [asyncio.create_task(http.post_json("responses", {"n": i})) for i in range(5)]
     for _ in range(20):
         await asyncio.sleep(0)
@@ -266,7 +273,7 @@ async def test_an_open_stream_keeps_its_place_until_it_is_closed() -> None:
             return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
         return httpx.Response(200, json={})
 
-    http = HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(handler), max_in_flight=1)
+    http = _transport(handler, max_in_flight=1)
     events = http.stream_sse("stream", {})
     assert (await anext(events)).data == '{"type":"a"}'
     other = asyncio.create_task(http.post_json("other", {}))
@@ -292,9 +299,7 @@ async def test_a_request_waiting_to_retry_gives_up_its_place() -> None:
         # another request gets through while the first one waits: it would hang here if the place were held
         assert await asyncio.wait_for(http.post_json("other", {}), 5) == {"path": "/v1/other"}
 
-    http = HttpTransport(
-        "http://test/v1", provider="openai", transport=httpx.MockTransport(handler), max_in_flight=1, sleep=sleep
-    )
+    http = _transport(handler, max_in_flight=1, sleep=sleep)
     assert await http.post_json("busy", {}) == {"path": "/v1/busy"}
     assert seen == ["/v1/busy", "/v1/other", "/v1/busy"]
     await http.aclose()
@@ -318,7 +323,7 @@ async def test_a_stream_that_breaks_off_and_a_non_json_answer_name_the_response(
             return httpx.Response(200, stream=_BreaksOff(), headers={"x-request-id": "req_s"})
         return httpx.Response(200, content=b"<html>", headers={"x-request-id": "req_j"})
 
-    async with HttpTransport("http://test/v1", provider="openai", transport=httpx.MockTransport(handler)) as http:
+    async with _transport(handler) as http:
         events = []
         with pytest.raises(gp.StreamError, match="the stream broke off: connection reset") as broke:
             async for event in http.stream_sse("stream", {}):
