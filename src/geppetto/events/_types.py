@@ -52,13 +52,8 @@ class Usage:
     cache_write_tokens: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cached_tokens": self.cached_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-        }
+        # every field is an int, so dataclasses.asdict's recursive copy would only cost time
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
