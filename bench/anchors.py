@@ -14,8 +14,8 @@ runs:
   fingerprint check fails and there is no anchor (the worst case: nothing short-circuits).
 
 - ``baseline``: the least any check of the Turn's content must do, one pass hashing each block's
-  (remembered) wire form and nothing else; it shows how much of the per-block growth is Python's (memory and cache effects
-  on larger heaps), not the algorithm's.
+  (remembered) wire form and nothing else; it shows how much of the per-block growth is Python's
+  (memory and cache effects on larger heaps), not the algorithm's.
 
 Per-block time at every size shows the growth: constant per block means linear. Run:
 `.venv/bin/python bench/anchors.py`. Prints a Markdown table and a last `SUMMARY:` line; exits non-zero
@@ -28,7 +28,6 @@ import hashlib
 import sys
 import time
 from collections.abc import Callable
-from functools import partial
 
 from _common import table
 
@@ -72,22 +71,14 @@ def baseline(turn: Turn) -> str:
     return h.hexdigest()
 
 
-def best_of(fn: Callable[[], object], repeat: int) -> float:
+def best_of(fn: Callable[[Turn], object], repeat: int, turn: Turn, *, cold: bool = False) -> float:
+    """The best time of ``fn(turn)`` over ``repeat`` runs; ``cold`` runs it on a fresh clone each time
+    (untimed), whose blocks remember no wire form, as in a Turn just loaded."""
     best = float("inf")
     for _ in range(repeat):
+        arg = turn.clone() if cold else turn
         start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def best_of_cold(turn: Turn, repeat: int) -> float:
-    """``select`` on a fresh clone each time: blocks that remember no wire form (a Turn just loaded)."""
-    best = float("inf")
-    for _ in range(repeat):
-        fresh = turn.clone()
-        start = time.perf_counter()
-        select(fresh)
+        fn(arg)
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -105,15 +96,15 @@ def main() -> int:
             print(f"ERROR: {blocks} blocks: anchor {anchor} with {delta} delta blocks, expected {expected}")
             return 1
         repeat = max(5, 20_000 // blocks)
-        seconds = best_of(partial(select, turn), repeat)
-        cold_s = best_of_cold(turn, max(3, repeat // 4))
+        seconds = best_of(select, repeat, turn)
+        cold_s = best_of(select, max(3, repeat // 4), turn, cold=True)
         edited = turn.clone()
         edited.blocks[1] = Block.user("start, edited")
         if select(edited)[0] is not None:
             print(f"ERROR: {blocks} blocks: an edit before every anchor was not caught")
             return 1
-        edited_s = best_of(partial(select, edited), repeat)
-        floor = best_of(partial(baseline, turn), repeat)
+        edited_s = best_of(select, repeat, edited)
+        floor = best_of(baseline, repeat, turn)
         per_block[blocks] = seconds / blocks
         floor_per_block[blocks] = floor / blocks
         select_ms[blocks] = seconds * 1000

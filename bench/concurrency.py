@@ -4,8 +4,8 @@ The simulator runs in a child process on loopback. Every session is a `geppetto.
 ResponsesEngine (chained mode) with a tool registry; all engines share one geppetto HttpTransport with
 `max_in_flight=CONNECTIONS`, so at most CONNECTIONS requests are open and the rest wait in the
 transport, in order, before they reach the httpx pool. Wave 1 measures completed steps/s, p50/p99
-step latency (around the engine call, so the wait for a place is included), errors and peak RSS. Waves 2 to 4 run under tracemalloc: the
-peak traced memory per concurrent session, and the memory still held after each wave; growth is the
+step latency (around the engine call, so the wait for a place is included), errors and peak RSS.
+Waves 2 to 4 run under tracemalloc: the peak traced memory per concurrent session, and the memory still held after each wave; growth is the
 change from wave 2 to wave 4 per completed session (~0 when nothing is kept per session). Before each
 reading the process-wide Responses metrics are reset: they keep the latest 10,000 samples per
 histogram, a bounded buffer that would otherwise read as growth until it is full (~10,000 requests).

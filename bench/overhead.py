@@ -172,7 +172,7 @@ async def make_openai_sdk(url: str) -> Driver:
 
 BASE = "raw httpx (a)"
 FACTORIES: dict[str, Callable[[str], Awaitable[Driver]]] = {
-    "raw httpx (a)": make_raw,
+    BASE: make_raw,
     "geppetto (b)": make_geppetto,
     "openai-agents (c)": make_agents,
     "pydantic-ai (d)": make_pydantic_ai,
@@ -210,20 +210,19 @@ async def main(rounds: int, only: str) -> int:
                 wall[name].append((time.perf_counter() - w0) / STEPS * 1e3)
         for close in CLOSE:
             await close()
-    base = BASE
     rows = []
     for name in drivers:
         c, w = median(cpu[name]), median(wall[name])
-        rows.append([name, c, w, c / median(cpu[base]), w / median(wall[base])])
+        rows.append([name, c, w, c / median(cpu[BASE]), w / median(wall[BASE])])
     print(f"# overhead: {STEPS}-step tool loop, {rounds} interleaved rounds; {machine()}")
     print(table(["driver", "CPU ms/step", "wall ms/step", "CPU x raw", "wall x raw"], rows))
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     g = median(cpu["geppetto (b)"])
-    peers = [n for n in drivers if n != base and not n.startswith("geppetto")]
+    peers = [n for n in drivers if n != BASE and not n.startswith("geppetto")]
     summary = ", ".join(f"{g / median(cpu[n]):.2f}x {n.split(' (')[0]}" for n in peers)
     print(
-        f"SUMMARY geppetto CPU/step = {g / median(cpu[base]):.2f}x raw httpx (target <= 1.5);"
+        f"SUMMARY geppetto CPU/step = {g / median(cpu[BASE]):.2f}x raw httpx (target <= 1.5);"
         f" vs peers: {summary} (target <= 0.5 each)"
     )
     return 0
