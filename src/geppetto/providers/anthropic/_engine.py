@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
 from ...turns import Turn
+from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, anthropic_error_info
-from .._streaming import (
-    TransportOwner,
-    budget_for_effort,
-    engine_transport,
-    key_hint,
-    normalize_tool_choice,
-    normalize_tools,
-    request_tools,
-    resolve_api_key,
-    run_stream,
-    sse_events,
-)
+from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_request
 from ._stream import ClaudeStreamReducer
 
@@ -30,7 +19,7 @@ __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
-class ClaudeEngine(TransportOwner):
+class ClaudeEngine(StreamingEngine):
     """Streams one Messages request per ``run_inference`` and appends the answer to the turn.
 
     ``base_url`` is the bare host like the Anthropic SDK's (default ``https://api.anthropic.com``, or
@@ -42,6 +31,11 @@ class ClaudeEngine(TransportOwner):
     """
 
     provider = PROVIDER
+    key_env = ("ANTHROPIC_API_KEY",)
+    key_owner = "Anthropic"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    error_parser = staticmethod(anthropic_error_info)
 
     def __init__(
         self,
@@ -59,27 +53,23 @@ class ClaudeEngine(TransportOwner):
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.model = model
-        self.api_key = resolve_api_key(api_key, ("ANTHROPIC_API_KEY",), "Anthropic")
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.tools = normalize_tools(tools)
-        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
-        self.headers = dict(headers or {})
-        self.http = http
-        self.retry = retry
-        self._transport = engine_transport(
-            http, self.base_url, provider=PROVIDER, error_parser=anthropic_error_info, retry=retry
+        super().__init__(
+            model,
+            api_key,
+            base_url,
+            tools=tools,
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            http=http,
+            retry=retry,
         )
-        self._owns_transport = not isinstance(http, HttpTransport)
+        self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
 
-    def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
-        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
+    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
         return build_request(
             turn,
             model=self.model,
@@ -90,17 +80,11 @@ class ClaudeEngine(TransportOwner):
             thinking_budget=self.thinking_budget,
         )
 
-    async def run_inference(self, turn: Turn) -> Turn:
-        """Send ``turn``, stream the answer into it and return it."""
-        body = self.build_request(turn)
-        headers = {**self.headers, "x-api-key": self.api_key, "anthropic-version": ANTHROPIC_VERSION}
-        return await run_stream(
-            turn,
-            provider=PROVIDER,
-            model=self.model,
-            open_stream=lambda: sse_events(
-                self._transport, "v1/messages", body, headers=headers, error_parser=anthropic_error_info
-            ),
-            reducer=ClaudeStreamReducer(),
-            key=key_hint(("ANTHROPIC_API_KEY",), sent=bool(self.api_key)),
-        )
+    def endpoint(self) -> tuple[str, dict[str, str] | None]:
+        return "v1/messages", None
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-api-key": str(self.api_key), "anthropic-version": ANTHROPIC_VERSION}
+
+    def reducer(self) -> StreamReducer:
+        return ClaudeStreamReducer()

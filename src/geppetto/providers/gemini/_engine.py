@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
 from ...turns import Turn
+from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, gemini_error_info
-from .._streaming import (
-    TransportOwner,
-    budget_for_effort,
-    engine_transport,
-    key_hint,
-    normalize_tool_choice,
-    normalize_tools,
-    request_tools,
-    resolve_api_key,
-    run_stream,
-    sse_events,
-)
+from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
 
@@ -31,7 +20,7 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 
 
-class GeminiEngine(TransportOwner):
+class GeminiEngine(StreamingEngine):
     """Streams one ``streamGenerateContent?alt=sse`` request per ``run_inference`` and appends the answer.
 
     ``base_url`` is the bare host like the google-genai SDK's (default
@@ -45,6 +34,11 @@ class GeminiEngine(TransportOwner):
     """
 
     provider = PROVIDER
+    key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    key_owner = "Gemini"
+    base_url_env = "GOOGLE_GEMINI_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    error_parser = staticmethod(gemini_error_info)
 
     def __init__(
         self,
@@ -63,26 +57,22 @@ class GeminiEngine(TransportOwner):
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self.model = model
-        self.api_key = resolve_api_key(api_key, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "Gemini")
-        self.base_url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.tools = normalize_tools(tools)
-        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
+        super().__init__(
+            model,
+            api_key,
+            base_url,
+            tools=tools,
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            http=http,
+            retry=retry,
+        )
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
-        self.headers = dict(headers or {})
-        self.http = http
-        self.retry = retry
-        self._transport = engine_transport(
-            http, self.base_url, provider=PROVIDER, error_parser=gemini_error_info, retry=retry
-        )
-        self._owns_transport = not isinstance(http, HttpTransport)
 
-    def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
-        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
+    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
         return build_request(
             turn,
             tools=tools,
@@ -94,18 +84,11 @@ class GeminiEngine(TransportOwner):
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
         )
 
-    async def run_inference(self, turn: Turn) -> Turn:
-        """Send ``turn``, stream the answer into it and return it."""
-        body = self.build_request(turn)
-        headers = {**self.headers, "x-goog-api-key": self.api_key}
-        path = f"{API_VERSION}/{model_path(self.model)}:streamGenerateContent"
-        return await run_stream(
-            turn,
-            provider=PROVIDER,
-            model=self.model,
-            open_stream=lambda: sse_events(
-                self._transport, path, body, params={"alt": "sse"}, headers=headers, error_parser=gemini_error_info
-            ),
-            reducer=GeminiStreamReducer(),
-            key=key_hint(("GEMINI_API_KEY", "GOOGLE_API_KEY"), sent=bool(self.api_key)),
-        )
+    def endpoint(self) -> tuple[str, dict[str, str] | None]:
+        return f"{API_VERSION}/{model_path(self.model)}:streamGenerateContent", {"alt": "sse"}
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-goog-api-key": str(self.api_key)}
+
+    def reducer(self) -> StreamReducer:
+        return GeminiStreamReducer()

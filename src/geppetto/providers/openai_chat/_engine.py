@@ -9,18 +9,9 @@ from typing import Any
 import httpx
 
 from ...turns import BLOCK_META_PROVIDER, BlockKind, Turn
+from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, openai_error_info
-from .._streaming import (
-    TransportOwner,
-    engine_transport,
-    key_hint,
-    normalize_tool_choice,
-    normalize_tools,
-    request_tools,
-    resolve_api_key,
-    run_stream,
-    sse_events,
-)
+from .._streaming import StreamReducer, ToolSpec
 from ._dialect import PROVIDER, build_request
 from ._stream import ChatStreamReducer
 
@@ -30,7 +21,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _THINKING_NAMES = ("reason", "deepseek-r1", "deepseek-v4")
 
 
-class ChatEngine(TransportOwner):
+class ChatEngine(StreamingEngine):
     """Streams one Chat Completions request per ``run_inference`` and appends the answer to the turn.
 
     ``base_url`` ends in ``/v1`` like the OpenAI SDK's (default ``https://api.openai.com/v1``, or
@@ -52,6 +43,11 @@ class ChatEngine(TransportOwner):
     """
 
     provider = PROVIDER
+    key_env = ("OPENAI_API_KEY",)
+    key_owner = "OpenAI"
+    base_url_env = "OPENAI_BASE_URL"
+    default_base_url = DEFAULT_BASE_URL
+    error_parser = staticmethod(openai_error_info)
 
     def __init__(
         self,
@@ -71,32 +67,32 @@ class ChatEngine(TransportOwner):
         retry: RetryPolicy | None = None,
         thinking: bool | None = None,
     ) -> None:
-        self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        super().__init__(
+            model,
+            api_key,
+            base_url,
+            tools=tools,
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            http=http,
+            retry=retry,
+        )
         official = self.base_url == DEFAULT_BASE_URL
-        # Local compatible servers (Ollama, vLLM) need no key; OpenAI itself does.
-        env_key = api_key or os.environ.get("OPENAI_API_KEY")
-        self.api_key = resolve_api_key(api_key, ("OPENAI_API_KEY",), "OpenAI") if official else env_key
-        self.tools = normalize_tools(tools)
-        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
         self.max_tokens_field = "max_completion_tokens" if official else "max_tokens"
         self.reasoning_effort = reasoning_effort
         self.system_role = system_role
         self.stream_usage = stream_usage
-        self.headers = dict(headers or {})
-        self.http = http
-        self.retry = retry
         self.thinking = thinking
-        self._transport = engine_transport(
-            http, self.base_url, provider=PROVIDER, error_parser=openai_error_info, retry=retry
-        )
-        self._owns_transport = not isinstance(http, HttpTransport)
 
-    def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
-        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
+    def resolve_key(self, api_key: str | None) -> str | None:
+        """OpenAI itself needs a key; local compatible servers (Ollama, vLLM) need none."""
+        if self.base_url == DEFAULT_BASE_URL:
+            return super().resolve_key(api_key)
+        return api_key or os.environ.get("OPENAI_API_KEY")
+
+    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
         return build_request(
             turn,
             model=self.model,
@@ -126,19 +122,11 @@ class ChatEngine(TransportOwner):
             b.kind is BlockKind.REASONING and BLOCK_META_PROVIDER.get(b.metadata) == PROVIDER for b in turn.blocks
         )
 
-    async def run_inference(self, turn: Turn) -> Turn:
-        """Send ``turn``, stream the answer into it and return it (see :func:`run_stream` for events)."""
-        body = self.build_request(turn)
-        headers = dict(self.headers)
-        if self.api_key:
-            headers["authorization"] = f"Bearer {self.api_key}"
-        return await run_stream(
-            turn,
-            provider=PROVIDER,
-            model=self.model,
-            open_stream=lambda: sse_events(
-                self._transport, "chat/completions", body, headers=headers, error_parser=openai_error_info
-            ),
-            reducer=ChatStreamReducer(),
-            key=key_hint(("OPENAI_API_KEY",), sent=bool(self.api_key)),
-        )
+    def endpoint(self) -> tuple[str, dict[str, str] | None]:
+        return "chat/completions", None
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def reducer(self) -> StreamReducer:
+        return ChatStreamReducer()

@@ -1,0 +1,128 @@
+"""The endpoint half that the Chat Completions, Claude and Gemini engines share.
+
+Each of those engines is a dialect (its own ``build_request`` and stream reducer) on one endpoint
+skeleton: a model, a key from an argument or the environment, a base URL, the engine's tools, sampling
+settings, extra headers, one transport, and one streamed POST per ``run_inference``. That skeleton is
+:class:`StreamingEngine`; a subclass names its provider, key variables and default base URL, and fills
+in the request body, the path and the auth headers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import httpx
+
+from ..turns import Turn
+from ._http import ErrorInfo, HttpTransport, RetryPolicy
+from ._streaming import (
+    StreamReducer,
+    ToolSpec,
+    TransportOwner,
+    engine_transport,
+    key_hint,
+    normalize_tool_choice,
+    normalize_tools,
+    request_tools,
+    resolve_api_key,
+    run_stream,
+    sse_events,
+)
+
+__all__ = ["StreamingEngine"]
+
+
+class StreamingEngine(TransportOwner):
+    """One streamed request per ``run_inference``, its answer appended to the turn.
+
+    Subclasses set the class attributes and implement :meth:`request_body`, :meth:`endpoint`,
+    :meth:`auth_headers` and :meth:`reducer`; the constructor arguments here are the ones every such
+    engine takes (see :class:`~geppetto.providers.openai_chat.ChatEngine` for their meaning).
+    """
+
+    provider: ClassVar[str]
+    key_env: ClassVar[tuple[str, ...]]
+    """Environment variables read for the key, first set wins."""
+    key_owner: ClassVar[str]
+    """Who issues the key, as error messages name it ("Anthropic")."""
+    base_url_env: ClassVar[str]
+    default_base_url: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None,
+        base_url: str | None,
+        *,
+        tools: Iterable[Any] | None,
+        tool_choice: str | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        headers: dict[str, str] | None,
+        http: HttpTransport | httpx.AsyncClient | None,
+        retry: RetryPolicy | None,
+    ) -> None:
+        self.model = model
+        self.base_url = (base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
+        self.api_key = self.resolve_key(api_key)
+        self.tools: list[ToolSpec] = normalize_tools(tools)
+        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.headers = dict(headers or {})
+        self.http = http
+        self.retry = retry
+        self._transport = engine_transport(
+            http, self.base_url, provider=self.provider, error_parser=self.error_parser, retry=retry
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
+
+    @staticmethod
+    def error_parser(body: Any) -> ErrorInfo | None:
+        """The provider's error body as an :class:`~geppetto.providers._http.ErrorInfo` (its dialect's parser)."""
+        raise NotImplementedError
+
+    def resolve_key(self, api_key: str | None) -> str | None:
+        """The key to send: ``api_key``, else the first of :attr:`key_env` set; none is a
+        :class:`~geppetto.ConfigurationError` naming them (an engine whose server needs no key overrides this)."""
+        return resolve_api_key(api_key, self.key_env, self.key_owner)
+
+    def build_request(self, turn: Turn) -> dict[str, Any]:
+        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
+        tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
+        return self.request_body(turn, tools, tool_choice)
+
+    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
+        """The dialect's body for ``turn`` with the tools of this request."""
+        raise NotImplementedError
+
+    def endpoint(self) -> tuple[str, dict[str, str] | None]:
+        """The path under the base URL to post to, and its query parameters."""
+        raise NotImplementedError
+
+    def auth_headers(self) -> dict[str, str]:
+        """The headers that carry the key (and any version the API requires)."""
+        raise NotImplementedError
+
+    def reducer(self) -> StreamReducer:
+        """A fresh reducer for one stream of this dialect."""
+        raise NotImplementedError
+
+    async def run_inference(self, turn: Turn) -> Turn:
+        """Send ``turn``, stream the answer into it and return it (see
+        :func:`~geppetto.providers._streaming.run_stream` for the events)."""
+        body = self.build_request(turn)
+        path, params = self.endpoint()
+        headers = {**self.headers, **self.auth_headers()}
+        return await run_stream(
+            turn,
+            provider=self.provider,
+            model=self.model,
+            open_stream=lambda: sse_events(
+                self._transport, path, body, params=params, headers=headers, error_parser=self.error_parser
+            ),
+            reducer=self.reducer(),
+            key=key_hint(self.key_env, sent=bool(self.api_key)),
+        )
