@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
-from ._app import Call
+from ._call import Call
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -15,6 +14,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import _anthropic, _chat, _conversations, _gemini, _openai
+from ._call import Call, Handler
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
@@ -34,24 +35,6 @@ _GEMINI_NO_KEY = (
     "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or "
     "other form of API consumer identity to call this API."
 )
-
-
-@dataclass
-class Call:
-    """One parsed request handed to an API handler."""
-
-    request: Request
-    body: Any
-    state: SimState
-    fault: Fault | None
-    api: str
-
-    def obj(self) -> dict[str, Any]:
-        """The body as a JSON object (the wrapper guarantees it for POST requests)."""
-        return self.body if isinstance(self.body, dict) else {}
-
-
-Handler = Callable[[Call], Awaitable[ASGIApp]]
 
 
 def _check_auth(api: str, request: Request) -> None:
@@ -232,7 +215,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The simulator's Starlette app over `state`."""
-    from . import _anthropic, _chat, _conversations, _gemini, _openai
 
     def r(path: str, api: str, handler: Handler, methods: list[str], generation: bool = False) -> Route:
         return Route(path, endpoint(state, api, handler, generation=generation, max_body=max_body), methods=methods)

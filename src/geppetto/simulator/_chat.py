@@ -15,7 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from ._app import Call
+from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
 from ._model import REASONING_PREFIXES, Msg, Reply, ToolSpec, decide

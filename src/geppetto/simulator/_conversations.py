@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from ._app import Call, Handler
+from ._call import Call, Handler
 from ._errors import SimError
 from ._openai import conversation_or_404, paginate
 from ._openai_items import normalize_input

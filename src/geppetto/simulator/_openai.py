@@ -9,7 +9,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from ._app import Call
+from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
 from ._model import decide, is_reasoning_model

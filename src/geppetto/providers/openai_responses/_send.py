@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from geppetto._exceptions import (
     GeppettoError,
@@ -27,13 +27,11 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
 from geppetto.turns import Turn
 
 from ._items import blocks_to_items
+from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._stream import StreamState, consume_stream, usage_of
 
-if TYPE_CHECKING:
-    from ._engine import ResponsesEngine
-
-__all__ = ["Api", "StateIgnored", "send_with_fallbacks"]
+__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -59,6 +57,21 @@ class Api:
     def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
         events = self.transport.stream_sse(path, body, headers=self.headers, error_parser=openai_error_info)
         return cast(AsyncGenerator[SSEEvent, None], events)
+
+
+class Sender(Protocol):
+    """What sending needs of its engine (a :class:`~geppetto.providers.openai_responses.ResponsesEngine`):
+    its body builder, settings and counters, and the flag a server that ignores state sets."""
+
+    provider: str
+    model: str
+    base_url: str
+    metrics: ResponsesMetrics
+    instructions_mode: bool
+    on_previous_not_found: str
+    server_ignores_state: bool
+
+    def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
 
 class StateIgnored(GeppettoError):
@@ -114,7 +127,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
     plan.conversation_id = cid
 
 
-async def _send(engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
+async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
     await _prepare_conversation(http, plan)
     if not plan.items:
         raise UsageError(
@@ -150,7 +163,7 @@ async def _send(engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, stre
     )
 
 
-async def _attempt(engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
+async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
     stream = StreamState()
     streams.append(stream)
     try:
@@ -176,9 +189,7 @@ def _without_references(plan: Plan, include_system: bool) -> Plan:
     return retry
 
 
-async def send_with_fallbacks(
-    engine: ResponsesEngine, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]
-) -> Plan:
+async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> Plan:
     """Send ``plan``; on an expired parent, a lost conversation or item, or a server that ignores state,
     send once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
     include_system = not engine.instructions_mode
