@@ -3,9 +3,18 @@ writes the user's own config, data or store."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests: random examples locally (new cases found on every run), a fixed derandomized set in CI
+# (CI=true, as `.ci/run` is run) so a red CI run is the code's fault and repeats exactly. Neither has a
+# deadline: a wall-clock limit per example fails on a loaded machine, not on a wrong answer.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True, database=None)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 pytest_plugins = ["geppetto.simulator.pytest_plugin"]
 

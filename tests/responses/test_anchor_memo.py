@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from geppetto.providers.openai_responses._anchors import _MEMO, _same, prefix_fingerprint, scan_anchors, tag_blocks
@@ -58,13 +58,14 @@ EDITS: list[Any] = [
     _edit(BlockKind.LLM_TEXT, lambda b: b.payload.update(text="18C, rain")),
     _edit(BlockKind.USER, lambda b: b.payload.update(images=[{"url": "https://example.com/a.png"}])),
     lambda t: t.blocks.insert(1, Block.user("first")),
-    lambda t: t.blocks.pop(),
+    lambda t: t.blocks.pop() if t.blocks else None,  # removing from an emptied Turn removes nothing
     lambda t: None,
 ]
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(range(len(EDITS))), max_size=6))
+@example(edits=[11] * 6)  # more removals than blocks: once popped from an empty Turn
 def test_fingerprints_with_the_memo_equal_fresh_ones_after_any_edits(edits: list[int]) -> None:
     turn = _turn()
     scan_anchors(turn)  # every block now remembers its wire form
