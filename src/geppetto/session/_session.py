@@ -25,7 +25,13 @@ log = logging.getLogger("geppetto.session")
 
 class ExecutionHandle:
     """One running inference. ``await wait()`` returns the output turn (or raises what the inference
-    raised; :class:`~geppetto.InferenceCancelled` after :meth:`cancel`). ``running`` is true until it ends."""
+    raised; :class:`~geppetto.InferenceCancelled` after :meth:`cancel`). ``running`` is true until it ends.
+
+    The task that awaits :meth:`wait` owns the inference: cancelling that task (``task.cancel()``,
+    ``asyncio.wait_for`` or ``asyncio.timeout`` running out) cancels the inference exactly as
+    :meth:`cancel` does, waits for it to unwind, and then lets the caller's cancellation go on, so the
+    session is idle again by the time the caller sees its ``CancelledError`` or ``TimeoutError``.
+    """
 
     def __init__(self, task: asyncio.Task[Turn], *, inference_id: str, turn_id: str) -> None:
         self._task = task
@@ -42,7 +48,7 @@ class ExecutionHandle:
         return self._task.cancel()
 
     async def wait(self) -> Turn:
-        """The output turn, once the inference ends."""
+        """The output turn, once the inference ends. Cancelling the caller cancels the inference."""
         try:
             return await asyncio.shield(self._task)
         except asyncio.CancelledError:
@@ -50,7 +56,21 @@ class ExecutionHandle:
                 raise InferenceCancelled(
                     f"inference {self.inference_id} was cancelled; the session still holds the turn it started from"
                 ) from None
-            raise  # the waiter itself was cancelled
+            await self._settle()
+            raise  # the waiter was cancelled: the inference is over, the caller's cancellation goes on
+
+    async def _settle(self) -> None:
+        """Cancel the inference for a cancelled waiter and wait until it has unwound (its events recorded,
+        a save that had begun finished). What it raised while unwinding is retrieved here, never left
+        for the event loop to report; the caller's cancellation is the outcome."""
+        self._task.add_done_callback(_retrieve)
+        self._task.cancel()
+        await asyncio.wait({self._task})
+
+
+def _retrieve(task: asyncio.Task[Turn]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class Session:
@@ -200,7 +220,8 @@ class Session:
         return self._handle
 
     async def run(self, text: str) -> Turn:
-        """``prompt(text)``, run the inference and return its output turn."""
+        """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
+        timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes."""
         self.prompt(text)
         return await self.start_inference().wait()
 
