@@ -325,7 +325,7 @@ async def test_a_stream_that_breaks_off_and_a_non_json_answer_name_the_response(
 
     async with _transport(handler) as http:
         events = []
-        with pytest.raises(gp.StreamError, match="the stream broke off: connection reset") as broke:
+        with pytest.raises(gp.StreamError, match=r"broke off after .* s: connection reset") as broke:
             async for event in http.stream_sse("stream", {}):
                 events.append(event)
         assert events == [SSEEvent("", '{"type":"a"}')]

@@ -122,8 +122,8 @@ def test_mid_stream_error_events(oai: httpx.Client, geppetto_sim: Simulator) -> 
 
 
 FAULT_KEYS = (
-    "use key=value with keys: compat, drop_after, error_after, forget, malformed_after, retry_after, slow_first_byte, "
-    "stall_after, stall_seconds, status (compat takes 1 or 0)."
+    "use key=value with keys: compat, deep_after, drop_after, error_after, forget, huge_after, huge_bytes, "
+    "malformed_after, retry_after, slow_first_byte, stall_after, stall_seconds, status (compat takes 1 or 0)."
 )
 
 

@@ -63,6 +63,7 @@ class StreamingEngine(TransportOwner):
         headers: dict[str, str] | None,
         http: HttpTransport | httpx.AsyncClient | None,
         retry: RetryPolicy | None,
+        timeout: float | httpx.Timeout | None = None,
     ) -> None:
         self.model = model
         self.base_url = (base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
@@ -75,7 +76,7 @@ class StreamingEngine(TransportOwner):
         self.http = http
         self.retry = retry
         self._transport = engine_transport(
-            http, self.base_url, provider=self.provider, error_parser=self.error_parser, retry=retry
+            http, self.base_url, provider=self.provider, error_parser=self.error_parser, retry=retry, timeout=timeout
         )
         self._owns_transport = not isinstance(http, HttpTransport)
 

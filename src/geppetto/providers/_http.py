@@ -19,7 +19,6 @@ import asyncio
 import codecs
 import contextlib
 import email.utils
-import json
 import random
 import re
 import time
@@ -28,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from pydantic_core import from_json
 
 from geppetto._exceptions import ProviderConnectionError, ProviderError, StreamError
+from geppetto._json import MAX_JSON_DEPTH, JSONTooDeep, dumps, json_depth, parse_json
 
 from ._http_errors import (
     ErrorInfo,
@@ -44,9 +43,11 @@ from ._http_errors import (
 )
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "ErrorInfo",
     "ErrorParser",
     "HttpTransport",
+    "JSONTooDeep",
     "RetryPolicy",
     "SSEDecoder",
     "SSEEvent",
@@ -55,6 +56,8 @@ __all__ = [
     "exception_class",
     "gemini_error_info",
     "iter_sse",
+    "json_depth",
+    "malformed",
     "openai_error_info",
     "parse_json",
     "retry_delay_from_headers",
@@ -114,16 +117,12 @@ def retry_delay_from_headers(headers: Mapping[str, str], *, now: float | None = 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def parse_json(text: str) -> Any:
-    """Parse JSON text, as ``json.loads`` does but about 2.5 times faster on stream events (pydantic-core's
-    parser). What that parser refuses (a lone surrogate escape, nesting deeper than it allows) goes to
-    ``json.loads``, so results and errors (``ValueError``) are json's."""
-    try:
-        # Only keys go into pydantic-core's string cache: values (ids above all) are mostly unique, and
-        # would fill the cache with strings that never come again.
-        return from_json(text, cache_strings="keys")
-    except ValueError:
-        return json.loads(text)
+def malformed(what: str, data: str, exc: ValueError) -> str:
+    """The message of a stream error for ``data`` that did not parse: too deep says so and how deep; other
+    malformed data is quoted (its first 200 characters) so the provider's mistake can be seen."""
+    if isinstance(exc, JSONTooDeep):
+        return f"{what} refused: {exc}"
+    return f"malformed {what} {data[:200]!r}"
 
 
 @dataclass(frozen=True)
@@ -142,6 +141,18 @@ class SSEEvent:
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
+DEFAULT_MAX_EVENT_SIZE = 64 << 20
+"""The largest one SSE event may be, in characters of its text (64 Mi: 64 MiB of ASCII)."""
+
+
+class EventTooLarge(ValueError):
+    """One SSE event grew past the decoder's ``max_event_size``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"one event grew past {limit:,} characters (max_event_size)")
+
+
 class SSEDecoder:
     """An incremental SSE parser: ``feed`` it a stream's bytes as they arrive and it returns the events
     completed so far; ``flush`` at the end of the stream.
@@ -152,16 +163,23 @@ class SSEDecoder:
     splits like ``str.splitlines``, which also breaks at U+2028, U+2029, U+0085 and a few control
     characters, all valid unescaped inside a JSON string, so a model's text holding one would cut an
     event's data in two. At the end of the stream an unterminated event is still delivered.
+
+    A line that arrives in many chunks is kept as a list of pieces and joined once when it ends, so one
+    long event costs time linear in its size. An event whose text (its unfinished line and its data lines)
+    grows past ``max_event_size`` characters raises :class:`EventTooLarge` instead of holding more.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
+        self.max_event_size = max_event_size
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self._partial = ""  # the start of a line whose end has not arrived
+        self._partial: list[str] = []  # the pieces of a line whose end has not arrived
+        self._partial_size = 0
         self._after_cr = False  # the last chunk ended in CR: an LF first in the next one ends no line
         self._started = False
         self._event = ""
         self._id: str | None = None
         self._data: list[str] = []
+        self._data_size = 0
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events that ``chunk`` completes."""
@@ -171,13 +189,13 @@ class SSEDecoder:
         """The end of the stream: what the last bytes complete, then the last event if it lacked its blank line."""
         out = self._text(self._utf8.decode(b"", final=True))
         if self._partial:
-            event = self.line(self._partial)
-            self._partial = ""
+            event = self.line("".join(self._partial))
+            self._partial, self._partial_size = [], 0
             if event is not None:
                 out.append(event)
         if self._data:
             out.append(SSEEvent(self._event, "\n".join(self._data), self._id))
-        self._event, self._data, self._id = "", [], None
+        self._event, self._data, self._id, self._data_size = "", [], None, 0
         return out
 
     def _text(self, text: str) -> list[SSEEvent]:
@@ -189,25 +207,39 @@ class SSEDecoder:
         if self._after_cr:
             self._after_cr = False
             text = text.removeprefix("\n")
+            if not text:
+                return []
         if "\r" in text:
             self._after_cr = text.endswith("\r")
             lines = _LINE_END.split(text)
         else:
             lines = text.split("\n")
-        lines[0] = self._partial + lines[0]
-        self._partial = lines.pop()
+        tail = lines.pop()
+        if lines and self._partial:
+            self._partial.append(lines[0])
+            lines[0] = "".join(self._partial)
+            self._partial, self._partial_size = [], 0
         out = []
         for line in lines:
             event = self.line(line)
             if event is not None:
                 out.append(event)
+        if tail:
+            self._partial.append(tail)
+            self._partial_size += len(tail)
+            self._check()
         return out
+
+    def _check(self) -> None:
+        if self._partial_size + self._data_size > self.max_event_size:
+            self._partial, self._data = [], []  # let go of what was held
+            raise EventTooLarge(self.max_event_size)
 
     def line(self, line: str) -> SSEEvent | None:
         """Take one line (without its line end); the finished event when it is the blank line that ends one."""
         if not line:
             event = SSEEvent(self._event, "\n".join(self._data), self._id) if self._data else None
-            self._event, self._data, self._id = "", [], None
+            self._event, self._data, self._id, self._data_size = "", [], None, 0
             return event
         if line[0] == ":":
             return None
@@ -216,11 +248,34 @@ class SSEDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._data_size += len(value)
+            self._check()
         elif name == "event":
             self._event = value
         elif name == "id":
             self._id = value
         return None
+
+
+def _broken(exc: httpx.HTTPError) -> str:
+    """Why a stream broke off, in words: a read timeout says how long nothing came and how to wait longer."""
+    if isinstance(exc, httpx.ReadTimeout):
+        timeouts = exc.request.extensions.get("timeout", {}) if _has_request(exc) else {}
+        read = timeouts.get("read")
+        waited = f"no data for {read:g} s" if isinstance(read, int | float) else "no data in time"
+        return (
+            f"{waited} (read timeout); to wait longer pass the engine timeout=<seconds> "
+            "(or httpx.Timeout(..., read=...))"
+        )
+    return str(exc) or type(exc).__name__
+
+
+def _has_request(exc: httpx.HTTPError) -> bool:
+    try:
+        exc.request  # noqa: B018 - raises RuntimeError when httpx set none
+    except RuntimeError:
+        return False
+    return True
 
 
 async def iter_sse(lines: AsyncIterator[str]) -> AsyncGenerator[SSEEvent, None]:
@@ -247,6 +302,9 @@ class HttpTransport:
     waiting sessions: 99 s). Engines that share this transport share the bound. A client the
     transport makes itself gets a pool of that many connections (httpx's default is 100). ``None``
     lifts the bound.
+
+    ``max_event_size`` bounds one server-sent event (characters of its text, default 64 Mi): a longer one
+    ends the stream with a :class:`~geppetto.StreamError` naming the bound instead of filling memory.
     """
 
     def __init__(
@@ -262,10 +320,12 @@ class HttpTransport:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
         max_in_flight: int | None = DEFAULT_MAX_IN_FLIGHT,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     ) -> None:
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1 (or None for no bound), not {max_in_flight}")
         self.max_in_flight = max_in_flight
+        self.max_event_size = max_event_size
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.headers = dict(headers or {})
@@ -377,8 +437,9 @@ class HttpTransport:
         async with self._exchange(
             method, path, body, params=params, headers=headers, stream=True, parser=error_parser
         ) as response:
-            decoder = SSEDecoder()
+            decoder = SSEDecoder(self.max_event_size)
             chunks = response.aiter_bytes()
+            started = time.monotonic()
             try:
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
@@ -388,8 +449,15 @@ class HttpTransport:
             except GeneratorExit:
                 await _drain(chunks)
                 raise
+            except EventTooLarge as exc:
+                message = (
+                    f"the stream from {response.request.url} was cut off: {exc}; raise the bound with "
+                    "HttpTransport(max_event_size=...) passed to the engine as http="
+                )
+                raise self._error(StreamError, message, response) from None
             except httpx.HTTPError as exc:
-                raise self._error(StreamError, f"the stream broke off: {exc}", response) from exc
+                message = f"the stream from {response.request.url} broke off after {time.monotonic() - started:.1f} s: "
+                raise self._error(StreamError, message + _broken(exc), response) from exc
             finally:
                 await _aclose(chunks)
 
@@ -417,7 +485,7 @@ class HttpTransport:
         all_headers = {**self.headers, **(headers or {})}
         content = None
         if body is not None:
-            content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            content = dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
             all_headers.setdefault("content-type", "application/json")
         if stream:
             all_headers.setdefault("accept", "text/event-stream")

@@ -7,7 +7,6 @@ publishes events as the stream arrives and appends the finished blocks to the tu
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -19,6 +18,7 @@ from typing import Any, Literal, Protocol, Self, cast
 import httpx
 
 from .._exceptions import AuthenticationError, ConfigurationError, NotFoundError, ProviderError, UsageError
+from .._json import dumps
 from ..events import (
     EventError,
     EventFinal,
@@ -48,7 +48,7 @@ from ..turns import (
     Turn,
     result_text,
 )
-from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent
+from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
 
 __all__ = [
     "Delta",
@@ -176,13 +176,19 @@ def engine_transport(
     provider: str,
     error_parser: ErrorParser,
     retry: RetryPolicy | None,
+    timeout: float | httpx.Timeout | None = None,
 ) -> HttpTransport:
     """An engine's one transport: a given ``HttpTransport`` as is, else one over the given ``httpx.AsyncClient``
-    or over a client of its own (made on first use, reused by every request, closed by the engine's ``aclose``).
+    or over a client of its own (made on first use, reused by every request, closed by the engine's ``aclose``)
+    with ``timeout`` (seconds, or an ``httpx.Timeout``; default 600 s) when given.
     Keys and the error parser go with each request (:func:`sse_events`), so engines can share a transport."""
     if isinstance(http, HttpTransport):
         return http
-    return HttpTransport(base_url, provider=provider, error_parser=error_parser, retry=retry, client=http)
+    if timeout is None:
+        return HttpTransport(base_url, provider=provider, error_parser=error_parser, retry=retry, client=http)
+    return HttpTransport(
+        base_url, provider=provider, error_parser=error_parser, retry=retry, client=http, timeout=timeout
+    )
 
 
 class TransportOwner:
@@ -225,11 +231,12 @@ def new_call_id() -> str:
 
 
 def parse_args(raw: str) -> Any:
-    """Tool-call arguments: a dict when ``raw`` is a JSON object (``{}`` when empty), else the raw text."""
+    """Tool-call arguments: a dict when ``raw`` is a JSON object (``{}`` when empty), else the raw text (not
+    JSON, or nested too deeply: the tool executor then answers the call with an error the model can read)."""
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = parse_json(raw)
     except ValueError:
         return raw
     return value if isinstance(value, dict) else raw
@@ -244,7 +251,7 @@ def tool_result_text(block: Block) -> str:
     shown: dict[str, Any] = {"error": error}
     if result not in (None, ""):
         shown["result"] = result
-    return json.dumps(shown, ensure_ascii=False)
+    return dumps(shown, ensure_ascii=False)
 
 
 def call_names(turn: Turn) -> dict[str, str]:

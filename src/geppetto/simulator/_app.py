@@ -71,14 +71,19 @@ def _bad_json(api: str, detail: str = "") -> SimError:
     return SimError(400, "There was an error parsing the body of your request as JSON.")
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _loads(raw: bytes) -> tuple[Any, str | None]:
     """The parsed body and None, or None and what is wrong ("" when only "malformed" can be said).
 
-    Nesting too deep for the parser, and surrogates that do not pair up (which Python's parser takes but the
-    services' do not, and which could not be encoded back) count as malformed.
+    Nesting too deep for the parser, NaN and Infinity (which Python's parser takes but JSON does not have),
+    and surrogates that do not pair up (which Python's parser takes but the services' do not, and which
+    could not be encoded back) count as malformed.
     """
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_not_json)
         text = decode(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None, ""

@@ -47,6 +47,8 @@ class Fault:
     status: answer with this HTTP error (429 carries `retry_after` seconds in `retry-after`).
     drop_after: close the connection after this many stream events (no terminal event).
     malformed_after: after this many events send one event whose data is not JSON, then continue.
+    deep_after: after this many events send one event whose JSON nests 10,000 levels deep, then continue.
+    huge_after: after this many events send one event of `huge_bytes` bytes (a valid JSON string), then continue.
     slow_first_byte: wait this many seconds before sending anything.
     stall_after: after this many events stop sending for `stall_seconds`, then drop the connection.
     error_after: after this many events send the provider's mid-stream error event and end the stream.
@@ -60,6 +62,9 @@ class Fault:
     retry_after: float | None = None
     drop_after: int | None = None
     malformed_after: int | None = None
+    deep_after: int | None = None
+    huge_after: int | None = None
+    huge_bytes: int = 1 << 20
     slow_first_byte: float | None = None
     stall_after: int | None = None
     stall_seconds: float = 30.0
@@ -70,7 +75,15 @@ class Fault:
     def __post_init__(self) -> None:
         if self.status is not None and not 400 <= self.status <= 599:
             raise FaultValueError(f"status must be an HTTP error status from 400 to 599, got {self.status}")
-        for name in ("drop_after", "malformed_after", "stall_after", "error_after"):
+        for name in (
+            "drop_after",
+            "malformed_after",
+            "deep_after",
+            "huge_after",
+            "huge_bytes",
+            "stall_after",
+            "error_after",
+        ):
             count = getattr(self, name)
             if count is not None and count < 0:
                 raise FaultValueError(f"{name} must be 0 or more, got {count}")
@@ -113,6 +126,9 @@ _FIELDS: dict[str, Callable[[str], Any]] = {
     "retry_after": float,
     "drop_after": int,
     "malformed_after": int,
+    "deep_after": int,
+    "huge_after": int,
+    "huge_bytes": int,
     "slow_first_byte": float,
     "stall_after": int,
     "stall_seconds": float,
@@ -120,6 +136,10 @@ _FIELDS: dict[str, Callable[[str], Any]] = {
     "forget": str,
     "compat": _flag,
 }
+
+
+DEEP_EVENT = b'data: {"x": ' + b"[" * 10_000 + b"]" * 10_000 + b"}\n\n"
+"""An event nested 10,000 levels deep, as a hostile or broken server might send."""
 
 
 def error_event(api: str, sequence_number: int) -> bytes:
@@ -232,6 +252,10 @@ class SSEStream:
                     return
                 if fault.malformed_after is not None and index == fault.malformed_after:
                     await _send(send, b"data: {this is not json\n\n")
+                if fault.deep_after is not None and index == fault.deep_after:
+                    await _send(send, DEEP_EVENT)
+                if fault.huge_after is not None and index == fault.huge_after:
+                    await _send(send, b'data: "' + b"x" * fault.huge_bytes + b'"\n\n')
                 if index == last:
                     completed = True
                     if self.on_complete is not None:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pydantic
 
 from .._exceptions import GeppettoError
+from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._registry import ToolRegistry
@@ -166,16 +167,33 @@ def refuse_tool_calls(calls: Sequence[Block], error: str, *, metadata: EventMeta
     ]
 
 
+def _json_problem(raw: str, exc: ValueError) -> str:
+    """What is wrong with ``raw`` in json's words ("Expecting ',' delimiter at char 12")."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at char {exc.pos}"
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as decode_error:
+        return f"{decode_error.msg} at char {decode_error.pos}"
+    except (ValueError, RecursionError):
+        pass
+    return str(exc)
+
+
 def _arguments(t: Tool, raw: Any) -> dict[str, Any]:
     if raw is None or raw == "":
         raw = {}
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            raw = parse_json(raw)
+        except JSONTooDeep as exc:
             raise _Failure(
-                f"arguments for {t.name} are not valid JSON ({exc.msg} at char {exc.pos})", retry=False
-            ) from exc
+                f"arguments for {t.name} are refused: {exc}; send a flatter JSON object", retry=False
+            ) from None
+        except ValueError as exc:
+            raise _Failure(
+                f"arguments for {t.name} are not valid JSON ({_json_problem(raw, exc)})", retry=False
+            ) from None
     if not isinstance(raw, dict):
         raise _Failure(f"arguments for {t.name} must be a JSON object, got {type(raw).__name__}", retry=False)
     try:

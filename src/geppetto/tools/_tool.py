@@ -182,10 +182,11 @@ def _parameter_hints(fn: Callable[..., Any], fname: str, names: list[str]) -> di
 
 def serialize_result(value: Any) -> str:
     """A tool's return value as the text the model reads: a string as it is, anything else as JSON
-    (pydantic models, dataclasses, dates and enums included)."""
+    (pydantic models, dataclasses, dates and enums included; NaN and infinities as the strings ``"NaN"``,
+    ``"Infinity"`` and ``"-Infinity"``, since JSON has no such numbers)."""
     if isinstance(value, str):
         return value
-    return pydantic_core.to_json(value).decode("utf-8")
+    return pydantic_core.to_json(value, inf_nan_mode="strings").decode("utf-8")
 
 
 @overload

@@ -17,10 +17,10 @@ Reasoning blocks have no place in it and are left out. Consecutive ``tool_call``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .._exceptions import TurnFormatError
+from .._json import dumps
 from ._keys import copy_json
 from ._model import (
     PAYLOAD_ARGS,
@@ -41,7 +41,7 @@ Message = dict[str, Any]
 
 def result_text(result: Any) -> str:
     """A tool result as the text a model reads: strings as they are, anything else as JSON."""
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    return result if isinstance(result, str) else dumps(result, ensure_ascii=False)
 
 
 def messages_from_turn(turn: Turn) -> list[Message]:

@@ -27,7 +27,7 @@ class ClaudeEngine(StreamingEngine):
     or ``ANTHROPIC_API_KEY``. ``thinking_budget`` turns extended thinking on with that many budget tokens;
     thinking blocks come back as reasoning blocks with their signature and are replayed unmodified.
     ``reasoning_effort`` (``minimal``/``low``/``medium``/``high``) picks a budget when ``thinking_budget`` is not given.
-    ``tools``, ``tool_choice``, ``http`` and ``retry`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
+    ``tools``, ``tool_choice``, ``http``, ``retry`` and ``timeout`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
     """
 
     provider = PROVIDER
@@ -52,6 +52,7 @@ class ClaudeEngine(StreamingEngine):
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -64,6 +65,7 @@ class ClaudeEngine(StreamingEngine):
             headers=headers,
             http=http,
             retry=retry,
+            timeout=timeout,
         )
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):

@@ -22,7 +22,7 @@ from ...events import (
     Usage,
 )
 from ...turns import Block, BlockKind
-from .._http import SSEEvent, exception_class
+from .._http import SSEEvent, exception_class, malformed
 from .._streaming import Delta, StreamResult, parse_args
 from ._dialect import PROVIDER
 
@@ -120,7 +120,7 @@ class ClaudeStreamReducer:
             data = event.json()
         except ValueError as exc:
             raise StreamError(
-                f"malformed event {event.data[:200]!r}", received=self._received(), provider=PROVIDER
+                malformed("event", event.data, exc), received=self._received(), provider=PROVIDER
             ) from exc
         if not isinstance(data, dict):
             raise StreamError(f"unexpected event {event.data[:200]!r}", received=self._received(), provider=PROVIDER)

@@ -56,6 +56,7 @@ class GeminiEngine(StreamingEngine):
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -68,6 +69,7 @@ class GeminiEngine(StreamingEngine):
             headers=headers,
             http=http,
             retry=retry,
+            timeout=timeout,
         )
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts

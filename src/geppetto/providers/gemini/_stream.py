@@ -21,7 +21,7 @@ from ...events import (
     Usage,
 )
 from ...turns import PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind
-from .._http import SSEEvent, error_from_response, gemini_error_info
+from .._http import SSEEvent, error_from_response, gemini_error_info, malformed
 from .._streaming import Delta, StreamResult, new_call_id
 from ._dialect import PROVIDER
 
@@ -77,7 +77,7 @@ class GeminiStreamReducer:
             chunk = event.json()
         except ValueError as exc:
             raise StreamError(
-                f"malformed chunk {event.data[:200]!r}", received=self._received(), provider=PROVIDER
+                malformed("chunk", event.data, exc), received=self._received(), provider=PROVIDER
             ) from exc
         if isinstance(chunk, list) and chunk:
             chunk = chunk[0]

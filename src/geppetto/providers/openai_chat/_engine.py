@@ -30,7 +30,8 @@ class ChatEngine(StreamingEngine):
     ``tools`` are dicts ``{name, description, parameters}`` or objects with those attributes;
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or a tool name. ``reasoning_effort`` is
     passed as is (``"low"``, ``"medium"``, ``"high"``). ``http`` is an ``httpx.AsyncClient`` to share, or
-    a ready :class:`~geppetto.providers._http.HttpTransport`; ``retry`` tunes retries. ``thinking`` says
+    a ready :class:`~geppetto.providers._http.HttpTransport`; ``retry`` tunes retries; ``timeout`` (seconds, or an
+    ``httpx.Timeout``; default 600 s) bounds each request and each wait for stream data. ``thinking`` says
     whether a compatible server runs in DeepSeek-style thinking mode, where assistant messages of exchanges
     with tool calls must carry ``reasoning_content`` (sent empty when the Turn has none from this server);
     None guesses it from the model name (``reason``, ``deepseek-r1``, ``deepseek-v4``) or from reasoning
@@ -65,6 +66,7 @@ class ChatEngine(StreamingEngine):
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout | None = None,
         thinking: bool | None = None,
     ) -> None:
         super().__init__(
@@ -78,6 +80,7 @@ class ChatEngine(StreamingEngine):
             headers=headers,
             http=http,
             retry=retry,
+            timeout=timeout,
         )
         official = self.base_url == DEFAULT_BASE_URL
         self.max_tokens_field = "max_completion_tokens" if official else "max_tokens"

@@ -22,7 +22,7 @@ from ...events import (
     Usage,
 )
 from ...turns import Block
-from .._http import SSEEvent, error_from_response, openai_error_info, parse_json
+from .._http import SSEEvent, error_from_response, malformed, openai_error_info, parse_json
 from .._streaming import Delta, StreamResult, new_call_id, parse_args
 from ._dialect import PROVIDER
 
@@ -87,7 +87,7 @@ class ChatStreamReducer:
         try:
             chunk = parse_json(data)
         except ValueError as exc:
-            raise StreamError(f"malformed chunk {data[:200]!r}", received=self._received(), provider=PROVIDER) from exc
+            raise StreamError(malformed("chunk", data, exc), received=self._received(), provider=PROVIDER) from exc
         if not isinstance(chunk, dict):
             raise StreamError(f"unexpected chunk {data[:200]!r}", received=self._received(), provider=PROVIDER)
         if chunk.get("error"):

@@ -70,8 +70,9 @@ class ResponsesEngine(TransportOwner):
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
     :class:`~geppetto.providers._http.HttpTransport` (which other engines may share: the key goes with
-    each request, never onto the transport); ``retry`` tunes retries. ``await engine.aclose()`` or
-    ``async with engine:`` closes the client the engine made; a given client or transport stays open.
+    each request, never onto the transport); ``retry`` tunes retries; ``timeout`` (seconds, or an
+    ``httpx.Timeout``; default 600 s) bounds each request and each wait for stream data (a given client
+    or transport keeps its own). ``await engine.aclose()`` or ``async with engine:`` closes the client the engine made; a given client or transport stays open.
     """
 
     provider = "openai"
@@ -98,6 +99,7 @@ class ResponsesEngine(TransportOwner):
         on_previous_not_found: str = "resend",
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
@@ -126,7 +128,7 @@ class ResponsesEngine(TransportOwner):
         self.metrics = metrics if metrics is not None else shared_metrics
         self._headers = {"authorization": f"Bearer {key}"} if key else {}
         self._transport = engine_transport(
-            http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry
+            http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry, timeout=timeout
         )
         self._owns_transport = not isinstance(http, HttpTransport)
         self.server_ignores_state = False

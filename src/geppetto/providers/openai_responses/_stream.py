@@ -8,7 +8,6 @@ only the finished assistant messages (``StreamState.finished_text_blocks``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,8 @@ from geppetto.events import (
     Usage,
     publish,
 )
-from geppetto.providers._http import SSEEvent
+from geppetto.providers._http import SSEEvent, malformed
+from geppetto.providers._streaming import parse_args
 from geppetto.turns import Block, BlockKind
 
 from ._items import PAYLOAD_ITEM, REPLAYABLE_ITEM_TYPES
@@ -66,11 +66,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
     if kind == "function_call":
         if item.get("status") == "incomplete":
             return None
-        raw = item.get("arguments") or ""
-        try:
-            args: Any = json.loads(raw) if raw else {}
-        except ValueError:
-            args = raw
+        args = parse_args(str(item.get("arguments") or ""))
         return Block.tool_call(
             str(item.get("call_id") or ""), str(item.get("name") or ""), args, item_id=item.get("id")
         )
@@ -189,7 +185,7 @@ async def consume_stream(
         try:
             data = event.json()
         except ValueError as exc:
-            raise _fail(state, f"malformed event data {event.data[:200]!r}") from exc
+            raise _fail(state, malformed("event data", event.data, exc)) from exc
         if not isinstance(data, dict):
             raise _fail(state, f"malformed event data {event.data[:200]!r}")
         etype = str(data.get("type") or event.event)

@@ -1,0 +1,78 @@
+"""JSON from outside (provider events, tool-call arguments), parsed fast and never deeper than the stack allows."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from pydantic_core import from_json
+
+__all__ = ["MAX_JSON_DEPTH", "JSONTooDeep", "dumps", "finite", "json_depth", "parse_json"]
+
+MAX_JSON_DEPTH = 200
+"""How deeply JSON from a provider may nest (pydantic-core's parser's own limit); deeper is refused."""
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested deeper than :data:`MAX_JSON_DEPTH`: refused before it can exhaust the stack."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        super().__init__(f"JSON nested {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+
+
+def parse_json(text: str) -> Any:
+    """Parse JSON text, as ``json.loads`` does but about 2.5 times faster on stream events (pydantic-core's
+    parser). What that parser refuses for other reasons (a lone surrogate escape) goes to ``json.loads``,
+    so results and errors (``ValueError``) are json's; nesting deeper than :data:`MAX_JSON_DEPTH` is
+    :class:`JSONTooDeep`, never a ``RecursionError``."""
+    try:
+        # Only keys go into pydantic-core's string cache: values (ids above all) are mostly unique, and
+        # would fill the cache with strings that never come again.
+        return from_json(text, cache_strings="keys")
+    except ValueError as exc:
+        if str(exc).startswith("recursion limit exceeded"):
+            raise JSONTooDeep(json_depth(text)) from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep(json_depth(text)) from None
+
+
+def json_depth(text: str) -> int:
+    """How deeply ``text`` nests arrays and objects (brackets inside strings do not count)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity (which JSON cannot carry) replaced by the strings ``"NaN"``,
+    ``"Infinity"`` and ``"-Infinity"``, the spelling JavaScript and pydantic use."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """``json.dumps`` that always writes valid JSON: non-finite numbers become strings (see :func:`finite`).
+    The common case costs one ``json.dumps``; only a value holding one is walked and encoded again."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(finite(value), allow_nan=False, **options)
