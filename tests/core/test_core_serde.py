@@ -540,14 +540,18 @@ def test_yaml_aliases_are_refused(tmp_path: Path, content: str) -> None:
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("t.yaml", b"foo: bar\n", "no 'blocks' field (found 'foo'), so this is not a turn; "),
-        ("t.json", b'{"foo": "bar"}', "no 'blocks' field (found 'foo'), so this is not a turn; "),
-        ("t.yaml", b"id: t\nmetadata: {}\n", "no 'blocks' field (found 'id', 'metadata'), so this is not a turn; "),
-        ("t.json", b"{}", "no 'blocks' field (found nothing), so this is not a turn; "),
+        ("t.yaml", b"foo: bar\n", "the mapping has no 'blocks' field (1 other field), so this is not a turn; "),
+        ("t.json", b'{"foo": "bar"}', "the mapping has no 'blocks' field (1 other field), so this is not a turn; "),
         (
             "t.yaml",
-            b"a: 1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\n",
-            "no 'blocks' field (found 'a', 'b', 'c', 'd', 'e', ...), so this is not a turn; ",
+            b"id: t\nmetadata: {}\n",
+            "the mapping has no 'blocks' field (2 other fields), so this is not a turn; ",
+        ),
+        ("t.json", b"{}", "the mapping has no 'blocks' field (no fields), so this is not a turn; "),
+        (  # the file's own keys are content: the message says what is wrong without quoting them
+            "t.yaml",
+            b"api_key: sk-secret-1\nb: 2\nc: 3\nd: 4\ne: 5\nf: 6\n",
+            "the mapping has no 'blocks' field (6 other fields), so this is not a turn; ",
         ),
         ("t.yaml", b"- kind: user\n  payload: {text: hi}\n", "found a list, not a turn; "),
         ("t.json", b"[]", "found a list, not a turn; "),

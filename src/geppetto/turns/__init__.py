@@ -48,6 +48,7 @@ from ._model import (
 )
 from ._serde import (
     FORMAT,
+    MAX_TURN_FILE_BYTES,
     dumps_json,
     dumps_yaml,
     load_turn,
@@ -65,6 +66,7 @@ __all__ = [
     "BLOCK_META_PROVIDER",
     "BLOCK_META_RESPONSE_ID",
     "FORMAT",
+    "MAX_TURN_FILE_BYTES",
     "PAYLOAD_ARGS",
     "PAYLOAD_ENCRYPTED_CONTENT",
     "PAYLOAD_ERROR",

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -46,10 +47,11 @@ from ._keys import (
     check_json_value,
     parse_key,
 )
-from ._model import Block, BlockKind, Turn
+from ._model import Block, BlockKind, Turn, new_id
 
 __all__ = [
     "FORMAT",
+    "MAX_TURN_FILE_BYTES",
     "dumps_json",
     "dumps_yaml",
     "load_turn",
@@ -78,6 +80,11 @@ def turn_to_dict(turn: Turn) -> dict[str, Any]:
     Raises :class:`TurnFormatError` when the turn holds a value that is not plain JSON, or an empty
     turn or block id (which no file could carry back: a missing id reads as a fresh one).
     """
+    return json.loads(json.dumps(_doc(turn)))  # type: ignore[no-any-return]
+
+
+def _doc(turn: Turn) -> dict[str, Any]:
+    """The document form, checked, sharing the turn's payloads and maps: only for writing it out at once."""
     _check_ids(turn)
     doc = {
         "format": FORMAT,
@@ -100,7 +107,9 @@ def turn_to_dict(turn: Turn) -> dict[str, Any]:
         check_json_value(doc, what="turn")
     except MetadataTypeError as exc:
         raise TurnFormatError(f"cannot be serialized: {exc}", source=f"turn {turn.id}") from exc
-    return json.loads(json.dumps(doc))  # type: ignore[no-any-return]
+    except RecursionError:
+        raise TurnFormatError(f"cannot be serialized: {_TOO_DEEP}", source=f"turn {turn.id}") from None
+    return doc
 
 
 def _check_ids(turn: Turn) -> None:
@@ -125,12 +134,19 @@ def turn_from_dict(doc: Any, *, source: str = "<mapping>", strict: bool = True) 
     kind kept in ``payload['original_kind']``. A missing ``id`` reads as a fresh one; an empty one is
     refused. Raises :class:`TurnFormatError` naming ``source`` and the field at fault.
     """
+    return _from_doc(doc, source=source, strict=strict, plain=False)
+
+
+def _from_doc(doc: Any, *, source: str, strict: bool, plain: bool) -> Turn:
+    """:func:`turn_from_dict`; ``plain`` says every value is already known to be plain JSON (what
+    ``json.loads`` made of text without lone surrogates or oversized integers), so values are not walked."""
     if not isinstance(doc, dict):
         raise TurnFormatError(f"found {_kind(doc)}, not a turn; {_SHAPE}", source=source)
     if "blocks" not in doc:
-        names = [repr(k) for k in list(doc)[:6]]
-        found = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "") or "nothing"
-        raise TurnFormatError(f"no 'blocks' field (found {found}), so this is not a turn; {_SHAPE}", source=source)
+        fields = f"{len(doc)} other field{'s' if len(doc) != 1 else ''}" if doc else "no fields"
+        raise TurnFormatError(
+            f"the mapping has no 'blocks' field ({fields}), so this is not a turn; {_SHAPE}", source=source
+        )
     _check_fields(doc, _TURN_FIELDS, source, "", strict, "put your own values in metadata or data")
     fmt = doc.get("format", FORMAT)
     if fmt != FORMAT:
@@ -138,12 +154,12 @@ def turn_from_dict(doc: Any, *, source: str = "<mapping>", strict: bool = True) 
             f"unsupported format {fmt!r}; this version reads {FORMAT!r}", source=source, field="format"
         )
     turn_id = _id(doc, source, "id")
-    metadata = TurnMetadata(_keyed_map(doc.get("metadata"), source, "metadata"))
-    data = TurnData(_keyed_map(doc.get("data"), source, "data"))
+    metadata = TurnMetadata(_keyed_map(doc.get("metadata"), source, "metadata", plain))
+    data = TurnData(_keyed_map(doc.get("data"), source, "data", plain))
     raw_blocks = doc["blocks"]
     if not isinstance(raw_blocks, list):
         raise TurnFormatError(f"expected a list of blocks, found {_kind(raw_blocks)}", source=source, field="blocks")
-    blocks = [_block(raw, source, f"blocks[{i}]", strict) for i, raw in enumerate(raw_blocks)]
+    blocks = [_block(raw, source, i, strict, plain) for i, raw in enumerate(raw_blocks)]
     turn = Turn(blocks=blocks, metadata=metadata, data=data)
     if turn_id is not None:
         turn.id = turn_id
@@ -176,9 +192,31 @@ def _id(raw: dict[str, Any], source: str, where: str) -> str | None:
     return value
 
 
-def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
+def _block(raw: Any, source: str, index: int, strict: bool, plain: bool) -> Block:
     if not isinstance(raw, dict):
-        raise TurnFormatError(f"expected a block mapping, found {_kind(raw)}", source=source, field=where)
+        raise TurnFormatError(f"expected a block mapping, found {_kind(raw)}", source=source, field=f"blocks[{index}]")
+    if strict and not _BLOCK_FIELD_SET.issuperset(raw):
+        _check_fields(raw, _BLOCK_FIELDS, source, f"blocks[{index}]", strict, "put kind-specific values in payload")
+    kind_text = raw.get("kind")
+    kind = _KIND_OF.get(kind_text) if isinstance(kind_text, str) else None
+    payload = raw.get("payload", {})
+    if kind is None or type(payload) is not dict or not plain:
+        return _checked_block(raw, source, f"blocks[{index}]", strict)
+    role, turn_id, block_id = raw.get("role", ""), raw.get("turn_id", ""), raw.get("id")
+    metadata = raw.get("metadata")
+    if type(role) is not str or type(turn_id) is not str or type(block_id) is not str or not block_id:
+        return _checked_block(raw, source, f"blocks[{index}]", strict)
+    if metadata is not None:
+        metadata = _keyed_map(metadata, source, f"blocks[{index}].metadata", plain)
+    return Block(kind, payload, role, block_id, turn_id, BlockMetadata(metadata or {}))
+
+
+_BLOCK_FIELD_SET = frozenset(_BLOCK_FIELDS)
+_KIND_OF = {k.value: k for k in BlockKind}
+
+
+def _checked_block(raw: dict[Any, Any], source: str, where: str, strict: bool) -> Block:
+    """A block read field by field, each checked and any fault named (the path for all but plain, whole blocks)."""
     _check_fields(raw, _BLOCK_FIELDS, source, where, strict, "put kind-specific values in payload")
     kind_text = raw.get("kind")
     if not isinstance(kind_text, str):
@@ -205,15 +243,14 @@ def _block(raw: Any, source: str, where: str, strict: bool) -> Block:
         kind=kind,
         payload=payload,
         role=_str(raw.get("role", ""), source, f"{where}.role"),
+        id=block_id if block_id is not None else new_id(),
         turn_id=_str(raw.get("turn_id", ""), source, f"{where}.turn_id"),
         metadata=BlockMetadata(_keyed_map(raw.get("metadata"), source, f"{where}.metadata")),
     )
-    if block_id is not None:
-        block.id = block_id
     return block
 
 
-def _keyed_map(raw: Any, source: str, where: str) -> dict[str, Any]:
+def _keyed_map(raw: Any, source: str, where: str, plain: bool = False) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -223,7 +260,8 @@ def _keyed_map(raw: Any, source: str, where: str) -> dict[str, Any]:
             parse_key(key)
         except KeyFormatError as exc:
             raise TurnFormatError(str(exc), source=source, field=f"{where}.{key}") from None
-    _check_json(raw, source, where)
+    if not plain:
+        _check_json(raw, source, where)
     return raw
 
 
@@ -249,19 +287,38 @@ def _kind(value: Any) -> str:
 
 
 def dumps_json(turn: Turn, *, indent: int | None = None) -> str:
-    return json.dumps(turn_to_dict(turn), indent=indent, ensure_ascii=False)
+    """JSON text of ``turn`` (see :func:`turn_to_dict` for what is refused)."""
+    return json.dumps(_doc(turn), indent=indent, ensure_ascii=False)
 
 
 def loads_json(text: str | bytes, *, source: str = "<json>", strict: bool = True) -> Turn:
+    """A Turn from JSON text; raises :class:`TurnFormatError` naming what is wrong and where."""
+    plain = True
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TurnFormatError(f"not valid JSON ({exc}); was the file cut short?", source=source) from None
     except RecursionError:
         raise TurnFormatError(_TOO_DEEP, source=source) from None
+    except _NotJSON as exc:
+        raise TurnFormatError(f"not valid JSON: {exc}; write such numbers as strings", source=source) from None
     except ValueError:  # an integer of too many digits: read again with it set aside, so the check names its field
-        doc = json.loads(text, parse_int=_parse_int)
-    return turn_from_dict(doc, source=source, strict=strict)
+        doc, plain = json.loads(text, parse_int=_parse_int, parse_constant=_no_constant), False
+    # Lone surrogate escapes read into text no UTF-8 file can hold: only then is every value walked.
+    if plain and _SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        plain = False
+    return _from_doc(doc, source=source, strict=strict, plain=plain)
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not a JSON number")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _parse_int(text: str) -> int | Unreadable:
@@ -271,13 +328,23 @@ def _parse_int(text: str) -> int | Unreadable:
         return Unreadable(text, TOO_MANY_DIGITS)
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe classes when PyYAML was built with it (parsing and emitting in C, about 10 times faster),
+else the pure-Python ones; both construct only plain values."""
+
+
+class _Dumper(_SafeDumper):  # type: ignore[valid-type,misc]
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a value the turn holds twice is written out twice: turn files never use aliases
+
+
+_BARE_BREAK = re.compile("[\x85\u2028\u2029]")
 
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value and _block_safe(value) else None
-    if any(c in value for c in "\x85\u2028\u2029"):
+    if _BARE_BREAK.search(value):
         style = '"'  # PyYAML writes these line breaks bare in quotes and reads a bare NEL back as a space
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -299,7 +366,7 @@ def dumps_yaml(turn: Turn) -> str:
     )
 
 
-class _Loader(yaml.SafeLoader):
+class _PyLoader(yaml.SafeLoader):
     """The safe loader without aliases: a few nested ``*name`` references expand to billions of values
     (and a self-reference never ends). Turn files written by :func:`dumps_yaml` never use them.
 
@@ -308,13 +375,42 @@ class _Loader(yaml.SafeLoader):
     the field it sits in.
     """
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+    check_aliases = True
+
+    def get_single_node(self) -> Any:
+        node = yaml.SafeLoader.get_single_node(self)
+        return _refuse_aliases(node) if self.check_aliases else node
+
+
+class _CLoader(_SafeLoader, _PyLoader):  # type: ignore[valid-type,misc]
+    """:class:`_PyLoader`'s rules (its resolvers and constructors, found through the MRO) on libyaml's
+    parser, when PyYAML has it."""
+
+    def get_single_node(self) -> Any:
+        node = _SafeLoader.get_single_node(self)
+        return _refuse_aliases(node) if self.check_aliases else node
+
+
+def _refuse_aliases(root: Any) -> Any:
+    """``root``, or a YAML error at the first node reached twice: an alias (``*name``) shares its anchor's node."""
+    if root is None:
+        return None
+    seen: set[int] = set()
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
             raise yaml.composer.ComposerError(
-                None, None, "turn files do not use YAML aliases (*name); write the value out", mark
+                None, None, "turn files do not use YAML aliases (*name); write the value out", node.start_mark
             )
-        return super().compose_node(parent, index)
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return root
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
@@ -346,21 +442,26 @@ def _no_timestamp(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Unreadable:
 
 
 # a copy without the timestamp entry: SafeLoader's table is shared with every other safe loader
-_Loader.yaml_implicit_resolvers = {
+_PyLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _guarded(yaml.SafeLoader.construct_yaml_float))
-_Loader.add_constructor("tag:yaml.org,2002:bool", _guarded(yaml.SafeLoader.construct_yaml_bool))
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _no_timestamp)
+_PyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_PyLoader.add_constructor("tag:yaml.org,2002:float", _guarded(yaml.SafeLoader.construct_yaml_float))
+_PyLoader.add_constructor("tag:yaml.org,2002:bool", _guarded(yaml.SafeLoader.construct_yaml_bool))
+_PyLoader.add_constructor("tag:yaml.org,2002:timestamp", _no_timestamp)
+_Loader: type[yaml.SafeLoader] = _PyLoader if _SafeLoader is yaml.SafeLoader else _CLoader
 
 
 def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
+    """A Turn from YAML text; raises :class:`TurnFormatError` naming what is wrong and where (by line and
+    column, never quoting the text)."""
     try:
-        doc = yaml.load(text, Loader=_Loader)  # a SafeLoader: never constructs objects
+        doc = _load_yaml(text)
     except yaml.YAMLError as exc:
-        raise TurnFormatError(f"not valid YAML ({exc}); was the file cut short?", source=source) from None
+        raise TurnFormatError(
+            f"not valid YAML ({_yaml_problem(exc)}); was the file cut short?", source=source
+        ) from None
     except RecursionError:
         raise TurnFormatError(_TOO_DEEP, source=source) from None
     # YAML cut at a line end still parses; a saved turn (it names its format) ends with the line "..."
@@ -374,11 +475,63 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
     return turn_from_dict(doc, source=source, strict=strict)
 
 
-def load_turn(path: str | os.PathLike[str], *, strict: bool = True) -> Turn:
-    """Read a turn file (``.json`` as JSON, anything else as YAML). The file is only read."""
+def _load_yaml(text: str | bytes) -> Any:
+    """The document, read by libyaml when it is there. What libyaml refuses is read again by the pure-Python
+    loader, which takes a little more (an escaped lone surrogate, which the JSON check then names with its
+    field) and words its errors the same way everywhere. Nodes are checked for aliases only when the text
+    holds a ``*``, without which YAML has none."""
+    star = ("*" in text) if isinstance(text, str) else (b"*" in text)
+    try:
+        return _read(_Loader, text, star)
+    except yaml.YAMLError:
+        if _Loader is _PyLoader:
+            raise
+        return _read(_PyLoader, text, star)
+
+
+def _read(cls: type[yaml.SafeLoader], text: str | bytes, check_aliases: bool) -> Any:
+    loader = cls(text)
+    loader.check_aliases = check_aliases  # type: ignore[attr-defined]
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What PyYAML found wrong and where, without the lines of the document it quotes."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return type(exc).__name__
+    parts = [p for p in (exc.context, exc.problem) if p]
+    mark = exc.problem_mark or exc.context_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return "; ".join(parts) + where if parts else f"{type(exc).__name__}{where}"
+
+
+MAX_TURN_FILE_BYTES = 256 << 20
+"""The largest turn file :func:`load_turn` reads unless told otherwise (256 MiB: about 6 million blocks of
+chat). Reading takes memory several times a file's size, so a larger one is refused before it is read."""
+
+
+def load_turn(
+    path: str | os.PathLike[str], *, strict: bool = True, max_bytes: int | None = MAX_TURN_FILE_BYTES
+) -> Turn:
+    """Read a turn file (``.json`` as JSON, anything else as YAML). The file is only read.
+
+    A file over ``max_bytes`` (default :data:`MAX_TURN_FILE_BYTES`, 256 MiB; ``None`` for no limit) is a
+    :class:`TurnFormatError` naming its size and the limit, before anything is read.
+    """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if max_bytes is not None and size > max_bytes:
+                raise TurnFormatError(
+                    f"the file is {size:,} bytes, over the {max_bytes:,}-byte limit for turn files; "
+                    "load it with load_turn(path, max_bytes=...) to allow more",
+                    source=str(p),
+                )
+            raw = fh.read()
     except FileNotFoundError:
         raise TurnFormatError("no such file; check the path", source=str(p)) from None
     except OSError as exc:

@@ -1,0 +1,77 @@
+"""Large and hostile turn files: a size limit named before reading, deep nesting and aliases refused without
+a crash, errors that say what is wrong without quoting the file, and the same Turn from libyaml and from
+the pure-Python loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import geppetto as gp
+from geppetto.turns import MAX_TURN_FILE_BYTES, dumps_yaml
+from geppetto.turns import _serde as serde
+
+
+def _turn(n: int) -> gp.Turn:
+    turn = gp.Turn()
+    for i in range(n):
+        turn.append(gp.Block.user(f"question {i} with *stars* & ampersands: [x]"))
+        turn.append(gp.Block.tool_call(f"c{i}", "get_weather", {"city": "Paris", "n": i, "deep": {"a": [1, 2.5]}}))
+        turn.append(gp.Block.tool_use(f"c{i}", {"temp": 18, "sky": None}))
+        turn.append(gp.Block.llm_text("line one\nline two\u2028and a separator"))
+    return turn
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = gp.save_turn(tmp_path / "t.json", _turn(20))
+    size = path.stat().st_size
+    with pytest.raises(gp.TurnFormatError) as err:
+        gp.load_turn(path, max_bytes=size - 1)
+    assert str(err.value) == (
+        f"{path}: the file is {size:,} bytes, over the {size - 1:,}-byte limit for turn files; "
+        "load it with load_turn(path, max_bytes=...) to allow more"
+    )
+    assert len(gp.load_turn(path, max_bytes=size).blocks) == 80
+    assert MAX_TURN_FILE_BYTES == 256 << 20
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.yaml"])
+def test_a_file_nested_ten_thousand_deep_is_a_format_error(tmp_path: Path, name: str) -> None:
+    deep = "[" * 10_000 + "]" * 10_000
+    text = f'{{"id": "t", "blocks": [{{"kind": "user", "payload": {{"x": {deep}}}}}]}}'
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(gp.TurnFormatError, match="nested too deeply"):
+        gp.load_turn(path)
+
+
+def test_yaml_errors_name_the_line_and_column_without_quoting_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("id: t\nblocks: [\n  {kind: user, payload: {text: sk-secret-content\n")
+    with pytest.raises(gp.TurnFormatError) as err:
+        gp.load_turn(path)
+    message = str(err.value)
+    assert "sk-secret-content" not in message
+    assert "line " in message and "column " in message
+
+
+def test_libyaml_and_the_pure_python_loader_read_the_same_turn() -> None:
+    if serde._Loader is serde._PyLoader:
+        pytest.skip("PyYAML was built without libyaml here")
+    text = dumps_yaml(_turn(50))
+    fast = serde._read(serde._CLoader, text, True)
+    slow = serde._read(serde._PyLoader, text, True)
+    assert fast == slow
+    assert serde._Dumper.__mro__[1] is yaml.CSafeDumper
+
+
+def test_a_value_held_twice_is_written_out_twice_and_reads_back(tmp_path: Path) -> None:
+    shared = {"city": "Paris"}
+    turn = gp.Turn()
+    turn.append(gp.Block.tool_call("c1", "get_weather", shared))
+    turn.append(gp.Block.tool_call("c2", "get_weather", shared))
+    path = gp.save_turn(tmp_path / "t.yaml", turn)
+    assert "&" not in path.read_text()
+    assert [b.payload for b in gp.load_turn(path).blocks] == [b.payload for b in turn.blocks]
