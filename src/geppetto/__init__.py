@@ -5,6 +5,10 @@
 >>> _ = turn.append(gp.Block.user("hello"))
 """
 
+import logging as _logging
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+
 from ._exceptions import (
     AuthenticationError,
     BadRequestError,
@@ -77,3 +81,12 @@ __all__ = [
     "with_middleware",
     "with_sinks",
 ]
+
+try:
+    __version__ = _version("geppetto")
+except _PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+# A library logs and leaves the output to the application: without a handler of the application's, no
+# record reaches Python's last-resort handler on stderr (which would print warnings inside a chat's answer).
+_logging.getLogger("geppetto").addHandler(_logging.NullHandler())

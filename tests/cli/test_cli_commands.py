@@ -136,7 +136,7 @@ def test_python_dash_m_is_the_same_command(tmp_path: Path) -> None:
     )
     assert res.returncode == 0
     for name in ("run", "chat", "inspect", "simulate", "demo", "profiles"):
-        assert re.search(rf"│ {name}\s", res.stdout), name
+        assert re.search(rf"^  {name}\s", res.stdout, re.MULTILINE), name
 
 
 def test_chat_resume_continues_where_it_left_off(tmp_path: Path) -> None:

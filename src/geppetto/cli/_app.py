@@ -25,9 +25,11 @@ app = typer.Typer(
     help="Run LLM inference through geppetto's provider-agnostic Turn model.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    rich_markup_mode=None,  # plain help: a switch shows as `--with-tools`, not as an option taking a <bool>
 )
-profiles_app = typer.Typer(help="List and show the profiles in the profiles file.", no_args_is_help=True)
+profiles_app = typer.Typer(
+    help="List and show the profiles in the profiles file.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(sessions_app, name="sessions")
 
@@ -38,8 +40,21 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (ov
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"geppetto {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """geppetto: one Turn model for every provider. Try `geppetto demo`, or `geppetto run --profile sim "Hi"`."""
 
 

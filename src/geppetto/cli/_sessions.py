@@ -24,7 +24,9 @@ __all__ = ["StoreOpt", "sessions_app"]
 
 T = TypeVar("T")
 
-sessions_app = typer.Typer(help="List, show, export and delete stored sessions.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="List, show, export and delete stored sessions.", no_args_is_help=True, rich_markup_mode=None
+)
 
 StoreOpt = Annotated[
     str | None,

@@ -4,6 +4,15 @@
 or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
 """
 
+try:
+    import starlette  # noqa: F401
+    import uvicorn  # noqa: F401
+except ImportError as _missing:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        f"geppetto.simulator needs the 'sim' extra ({_missing.name} is not installed): pip install 'geppetto[sim]'",
+        name=_missing.name,
+    ) from None
+
 from ._faults import Fault
 from ._model import Reply, ToolCall
 from ._server import Simulator, run, serve

@@ -1,0 +1,95 @@
+"""What a new user meets first: the version, help that reads right, shell completion, one-line errors for a
+missing extra, and a library that keeps its log lines to itself unless the application asks for them."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _cli_helpers import geppetto
+
+import geppetto as gp
+
+
+def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
+    assert gp.__version__ == importlib.metadata.version("geppetto")
+    out = geppetto("--version", config_dir=tmp_path)
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"geppetto {gp.__version__}\n", "")
+
+
+@pytest.mark.parametrize("command", ["run", "chat", "sessions list", "profiles list"])
+def test_switches_show_as_switches_in_help(tmp_path: Path, command: str) -> None:
+    out = geppetto(*command.split(), "--help", config_dir=tmp_path)
+    assert out.returncode == 0
+    assert "<bool>" not in out.stdout
+    if command == "run":
+        assert re.search(r"^  --with-tools +Offer the demo tools\.$", out.stdout, re.MULTILINE), out.stdout
+
+
+def test_shell_completion_is_offered(tmp_path: Path) -> None:
+    out = geppetto("--show-completion", "bash", config_dir=tmp_path, _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
+    assert out.returncode == 0, out.stderr
+    assert "_GEPPETTO_COMPLETE" in out.stdout
+
+
+_BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+def _without(names: set[str], code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _BLOCK.format(names=names) + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_simulator_without_its_extra_is_one_line_naming_it() -> None:
+    out = _without({"starlette", "uvicorn"}, "import geppetto.simulator")
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == (
+        "ImportError: geppetto.simulator needs the 'sim' extra (starlette is not installed): "
+        "pip install 'geppetto[sim]'"
+    )
+    core = _without({"starlette", "uvicorn", "typer", "rich"}, "import geppetto; print('ok')")
+    assert (core.returncode, core.stdout) == (0, "ok\n")  # the library itself needs no extra
+
+
+def test_the_command_without_its_extra_is_one_line_naming_it() -> None:
+    out = _without({"typer"}, "from geppetto.cli import main; main()")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "error: the geppetto command needs typer: pip install 'geppetto[cli]'\n"
+
+
+def test_the_library_logs_nothing_to_stderr_unless_the_application_configures_logging() -> None:
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("geppetto").handlers)
+    code = (
+        "import logging, geppetto\n"
+        "logging.getLogger('geppetto.providers.openai_responses').warning('a fallback line')\n"
+        "print('answer')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (out.stdout, out.stderr) == ("answer\n", "")
+    configured = subprocess.run(
+        [sys.executable, "-c", "import logging; logging.basicConfig()\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "a fallback line" in configured.stderr
