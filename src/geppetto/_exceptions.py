@@ -115,6 +115,9 @@ class ProviderError(GeppettoError):
     provider's error body), ``param``, ``request_id``, ``body`` (the parsed or raw error body).
     """
 
+    status_in_label = True
+    """Whether ``str()`` starts with the status (``[openai 429] ...``): false where the status is not the error."""
+
     def __init__(
         self,
         message: str,
@@ -135,7 +138,8 @@ class ProviderError(GeppettoError):
         self.param = param
         self.request_id = request_id
         self.body = body
-        parts = [p for p in (provider, str(status) if status is not None else "") if p]
+        shown = status if self.status_in_label else None
+        parts = [p for p in (provider, str(shown) if shown is not None else "") if p]
         prefix = f"[{' '.join(parts)}] " if parts else ""
         suffix = f" (request id {request_id})" if request_id else ""
         super().__init__(f"{prefix}{message}{suffix}")
@@ -172,8 +176,11 @@ class ProviderConnectionError(ProviderError):
 class StreamError(ProviderError):
     """A streamed answer that broke off, carried a malformed event, or ended without its terminal event.
 
-    ``received`` says what had arrived, so the error can tell the user what was lost.
+    ``received`` says what had arrived, so the error can tell the user what was lost. ``status`` is the
+    answer's status (a 200 whose stream then failed), so it is left out of the message's label.
     """
+
+    status_in_label = False
 
     def __init__(self, message: str, *, received: str = "", **kwargs: Any) -> None:
         self.received = received

@@ -139,7 +139,7 @@ def test_middleware_flags(geppetto_sim: Simulator, tmp_path: Path) -> None:
         config_dir=tmp_path,
     )
     assert res.returncode == 0, res.stderr
-    assert res.stdout == "You said: hello there\nYOU SAID: HELLO THERE\n"
+    assert res.stdout == "YOU SAID: HELLO THERE\n"  # the answer once, as the middleware left it
     assert "[INFO] inference start" in res.stderr and "[INFO] inference done" in res.stderr
     turn = load_turn(saved)
     assert [(b.kind, b.text) for b in turn.blocks] == [

@@ -74,13 +74,15 @@ def run_command(options: RunOptions, prompt: str) -> Turn:
     """Run the inference (streaming), then save the turn if asked. Nothing is written unless it completed."""
     if options.save_turn is not None:
         check_turn_target(options.save_turn, "--save-turn")
-    sink: EventSink = JsonLinesPrinter(sys.stdout) if options.json_events else text_printer(sys.stdout)
+    changed = options.with_uppercase and not options.json_events  # the middleware rewrites the answer
+    sink: EventSink = (
+        JsonLinesPrinter(sys.stdout) if options.json_events else text_printer(sys.stdout, text=not changed)
+    )
     turn = asyncio.run(_infer(options, prompt, [sink]))
-    if options.with_uppercase and not options.json_events:
-        # The stream shows what the model said; the middleware changed the turn afterwards.
+    if changed:
+        # Not streamed: stdout gets the answer once, as the middleware left it.
         answer = [b.text for b in turn.blocks if b.kind is BlockKind.LLM_TEXT][-1:]
         if answer:
-            Console(stderr=True).print("[dim]after middleware:[/dim]")
             print(answer[0])
     if options.save_turn is not None:
         save_turn(options.save_turn, turn)

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from .._exceptions import ConfigurationError, UsageError
 from ..engine import Engine, Handler
-from ..events import Event, EventError, EventSink, TextPrinter
+from ..events import Event, EventError, EventFinal, EventSink, EventTextDelta, TextPrinter
 from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
 from ..profiles import FLAGS_PROFILE, PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
 from ..tools import ToolRegistry
@@ -169,13 +169,15 @@ def check_turn_target(path: Path, what: str = "the turn file") -> None:
         raise UsageError(f"cannot write {what} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
 
 
-def text_printer(stream: IO[str]) -> EventSink:
+def text_printer(stream: IO[str], *, text: bool = True) -> EventSink:
     """Streamed text and tool lines for a person; errors are left to the command, which prints them once
-    on stderr."""
+    on stderr. ``text=False`` leaves the answer's text out too (a middleware will change it, and the
+    command prints the changed answer instead)."""
     printer = TextPrinter(stream)
 
     def sink(event: Event) -> None:
-        if not isinstance(event, EventError):
-            printer(event)
+        if isinstance(event, EventError) or (not text and isinstance(event, EventTextDelta | EventFinal)):
+            return
+        printer(event)
 
     return sink

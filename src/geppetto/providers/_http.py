@@ -260,14 +260,39 @@ class SSEDecoder:
 def _broken(exc: httpx.HTTPError) -> str:
     """Why a stream broke off, in words: a read timeout says how long nothing came and how to wait longer."""
     if isinstance(exc, httpx.ReadTimeout):
-        timeouts = exc.request.extensions.get("timeout", {}) if _has_request(exc) else {}
-        read = timeouts.get("read")
-        waited = f"no data for {read:g} s" if isinstance(read, int | float) else "no data in time"
-        return (
-            f"{waited} (read timeout); to wait longer pass the engine timeout=<seconds> "
-            "(or httpx.Timeout(..., read=...))"
-        )
+        read = _timeout_of(exc, "read")
+        waited = f"no data for {read:g} s" if read is not None else "no data in time"
+        return f"{waited} (read timeout); {_WAIT_LONGER}"
     return str(exc) or type(exc).__name__
+
+
+_WAIT_LONGER = "to wait longer pass the engine timeout=<seconds> (or httpx.Timeout(..., read=...))"
+
+
+def _unanswered(exc: httpx.TransportError, url: str, attempts: int) -> str:
+    """Why a request got no answer: refused, unreachable, or timed out (which timeout, after how long)."""
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    if isinstance(exc, httpx.ReadTimeout):
+        read = _timeout_of(exc, "read")
+        within = f"within {read:g} s " if read is not None else ""
+        return f"{url} sent no answer {within}(read timeout, {tries}); {_WAIT_LONGER}"
+    if isinstance(exc, httpx.TimeoutException):
+        kind = {httpx.ConnectTimeout: "connect", httpx.WriteTimeout: "write", httpx.PoolTimeout: "pool"}.get(
+            type(exc), "a"
+        )
+        seconds = _timeout_of(exc, kind)
+        within = f" within {seconds:g} s" if seconds is not None else ""
+        return f"could not reach {url}{within} ({kind} timeout, {tries}); check the base URL and the network"
+    reason = str(exc) or type(exc).__name__
+    return f"could not reach {url} ({reason}, {tries}); check the base URL and the network"
+
+
+def _timeout_of(exc: httpx.HTTPError, kind: str) -> float | None:
+    """The ``kind`` timeout the failed request ran under, when httpx recorded it."""
+    if not _has_request(exc):
+        return None
+    value = exc.request.extensions.get("timeout", {}).get(kind)
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _has_request(exc: httpx.HTTPError) -> bool:
@@ -515,8 +540,7 @@ class HttpTransport:
                     attempt += 1
                     continue
                 raise ProviderConnectionError(
-                    f"could not reach {self.url(path)}: {broken!r}; check the base URL and the network",
-                    provider=self.provider,
+                    _unanswered(broken, self.url(path), attempt + 1), provider=self.provider
                 ) from broken
             if attempt < self.retry.max_retries and should_retry(response.status_code, response.headers):
                 hinted = retry_delay_from_headers(response.headers)

@@ -18,6 +18,7 @@ from geppetto._exceptions import (
     GeppettoError,
     NotFoundError,
     PreviousResponseNotFoundError,
+    ProviderConnectionError,
     ProviderError,
     StreamError,
     UsageError,
@@ -171,9 +172,16 @@ async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: l
     except StreamError as exc:
         log.error("responses: the stream of the %s broke: %s", describe(plan), exc)
         raise
+    except ProviderConnectionError as exc:
+        log.error("responses: the %s was not answered: %s", describe(plan), exc.message)
+        raise
     except ProviderError as exc:
         code = " ".join(str(p) for p in (exc.status, exc.code or exc.param) if p)
-        log.error("responses: the server rejected the %s: %s: %s", describe(plan), code, exc.message)
+        log.error(
+            "responses: the server rejected the %s: %s",
+            describe(plan),
+            f"{code}: {exc.message}" if code else exc.message,
+        )
         raise
 
 
