@@ -93,3 +93,28 @@ def test_the_library_logs_nothing_to_stderr_unless_the_application_configures_lo
         check=False,
     )
     assert "a fallback line" in configured.stderr
+
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "content"),
+    [
+        (("inspect", "{missing}"), None),
+        (("inspect", "{file}"), ""),
+        (("inspect", "{file}"), "blocks: [\n"),
+        (("run", "--profile", "sim", "--file", "{missing}"), None),
+    ],
+)
+def test_input_files_that_are_missing_empty_or_malformed_exit_2_as_the_readme_says(
+    tmp_path: Path, args: tuple[str, ...], content: str | None
+) -> None:
+    assert "exit 2 for a usage, configuration or input error" in " ".join(README.split())
+    file = tmp_path / "turn.yaml"
+    if content is not None:
+        file.write_text(content)
+    filled = [a.format(missing=tmp_path / "nope.yaml", file=file) for a in args]
+    out = geppetto(*filled, config_dir=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("error: ")
