@@ -22,9 +22,11 @@ from the environment only and never printed.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +72,11 @@ class Profile:
     reasoning_effort: str | None = None
     simulator: bool = False
     """Start the bundled simulator and point the engine at it."""
+    problem: str | None = None
+    """Why this profile cannot be used (its entry in the file is wrong); the file's other profiles still load,
+    and using this one raises :class:`~geppetto.ConfigurationError` with this text."""
+    note: str | None = None
+    """Something about this profile a person should see when it is used (e.g. an ignored entry)."""
 
     def with_overrides(self, **overrides: Any) -> Profile:
         """A copy with every non-None override applied."""
@@ -127,36 +134,72 @@ def profiles_path() -> Path:
     return config_dir() / "profiles.yaml"
 
 
+_TOP_LEVEL = ("default", "profiles")
+
+
+def _unknown(path: Path, where: str, name: str, allowed: Sequence[str]) -> str:
+    """The error text for an unknown key, with the allowed ones and the closest match."""
+    close = difflib.get_close_matches(name, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{path}: {where}{name!r} is not a setting{hint}; allowed: {', '.join(allowed)}"
+
+
 def load_profiles(path: Path | None = None) -> tuple[dict[str, Profile], str | None]:
-    """All profiles (the built-in ``sim`` first) and the name of the default one, if the file sets it."""
+    """All profiles (the built-in ``sim`` first) and the name of the default one, if the file sets it.
+
+    A file that cannot be read, or whose top level has a key other than ``default`` and ``profiles``, is a
+    :class:`~geppetto.ConfigurationError`. A wrong profile fails alone: it is returned with its ``problem``
+    set (using it raises that), and the others load. A profile named ``sim`` in the file is ignored (the
+    built-in ``sim`` keeps its name) and says so in the built-in's ``note``.
+    """
     p = path or profiles_path()
     profiles = {"sim": SIM_PROFILE}
     if not p.exists():
         return profiles, None
     try:
         doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigurationError(f"{p}: cannot read the profiles file ({exc}); fix or remove it") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{p}: cannot read the profiles file ({exc.strerror}); fix or remove it") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigurationError(f"{p}: not valid YAML{where}; fix or remove the file") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("profiles", {}), dict):
         raise ConfigurationError(f"{p}: expected a mapping with 'profiles: {{name: {{provider, model, ...}}}}'")
-    known = {f.name for f in fields(Profile)} - {"name"}
+    for key in doc:
+        if key not in _TOP_LEVEL:
+            raise ConfigurationError(_unknown(p, "", str(key), _TOP_LEVEL))
     for name, raw in (doc.get("profiles") or {}).items():
-        if not isinstance(raw, dict):
-            raise ConfigurationError(f"{p}: profiles.{name} must be a mapping of settings")
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigurationError(
-                f"{p}: profiles.{name} has unknown settings {unknown}; known: {', '.join(sorted(known))}"
+        name = str(name)
+        if name == "sim":
+            profiles["sim"] = replace(
+                SIM_PROFILE,
+                note=f"{p} defines a profile named 'sim', which is ignored: 'sim' is the built-in simulator "
+                "profile; rename yours",
             )
-        _check_settings(p, str(name), raw)
-        provider = raw.get("provider", "openai-responses")
-        if provider not in PROVIDERS:
-            raise ConfigurationError(f"{p}: profiles.{name}.provider {provider!r}; use one of {', '.join(PROVIDERS)}")
-        profiles[str(name)] = Profile(name=str(name), **raw)
+            continue
+        try:
+            profiles[name] = _profile(p, name, raw)
+        except ConfigurationError as exc:
+            profiles[name] = Profile(name=name, problem=str(exc))
     default = doc.get("default")
     if default is not None and default not in profiles:
         raise ConfigurationError(f"{p}: default profile {default!r} is not defined under 'profiles'")
     return profiles, default
+
+
+def _profile(p: Path, name: str, raw: Any) -> Profile:
+    known = sorted({f.name for f in fields(Profile)} - {"name", "problem", "note"})
+    if not isinstance(raw, dict):
+        raise ConfigurationError(f"{p}: profiles.{name} must be a mapping of settings")
+    for key in raw:
+        if key not in known:
+            raise ConfigurationError(_unknown(p, f"profiles.{name}.", str(key), known))
+    _check_settings(p, name, raw)
+    provider = raw.get("provider", "openai-responses")
+    if provider not in PROVIDERS:
+        raise ConfigurationError(f"{p}: profiles.{name}.provider {provider!r}; use one of {', '.join(PROVIDERS)}")
+    return Profile(name=name, **raw)
 
 
 def resolve_api_key(profile: Profile) -> str:
@@ -196,6 +239,8 @@ def build_engine(
     naming the variable); ``base_url`` overrides the profile's. A setting the provider's engine does
     not take (``mode`` on Anthropic, say) is an error naming it rather than silently dropped.
     """
+    if profile.problem is not None:
+        raise ConfigurationError(profile.problem)
     if profile.provider not in ENGINE_CLASSES:
         raise ConfigurationError(
             f"profile {profile.name!r}: unknown provider {profile.provider!r}; use one of {', '.join(ENGINE_CLASSES)}"

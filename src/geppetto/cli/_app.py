@@ -196,8 +196,14 @@ def profiles_list(json_out: Annotated[bool, typer.Option("--json", help="Print a
         table.add_column(column)
     for name, p in profiles.items():
         shown = f"{name} (default)" if name == default else name
+        if p.problem is not None:
+            table.add_row(shown, "(broken: see below)", "", "", "", "")
+            continue
         table.add_row(shown, p.provider, p.model, p.base_url or "", p.mode or "", _key_status(p))
     stdout_console().print(table)
+    for p in profiles.values():
+        if p.problem is not None or p.note is not None:
+            print(f"warning: {p.problem or p.note}", file=sys.stderr)
 
 
 @profiles_app.command("show")

@@ -70,6 +70,10 @@ def choose_profile(settings: EngineSettings) -> Profile:
         )
     else:
         base = profiles[name]
+        if base.problem is not None:
+            raise ConfigurationError(base.problem)
+        if base.note is not None:
+            print(f"warning: {base.note}", file=sys.stderr)
     provider = settings.provider or base.provider
     if settings.mode is not None and provider != "openai-responses":
         raise ConfigurationError(f"--mode applies to the openai-responses provider only, not {provider!r}; drop --mode")
