@@ -112,7 +112,9 @@ class ProviderError(GeppettoError):
     """A provider answered with an error.
 
     Attributes: ``status`` (HTTP status or None), ``provider``, ``code`` and ``error_type`` (from the
-    provider's error body), ``param``, ``request_id``, ``body`` (the parsed or raw error body).
+    provider's error body), ``param``, ``request_id``, ``body`` (the parsed or raw error body), and
+    ``turn``: set by the tool loop when a step after tool calls failed, the conversation with the tool
+    results it had added (None otherwise).
     """
 
     status_in_label = True
@@ -138,6 +140,7 @@ class ProviderError(GeppettoError):
         self.param = param
         self.request_id = request_id
         self.body = body
+        self.turn: Any = None
         shown = status if self.status_in_label else None
         parts = [p for p in (provider, str(shown) if shown is not None else "") if p]
         prefix = f"[{' '.join(parts)}] " if parts else ""

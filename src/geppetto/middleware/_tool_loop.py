@@ -6,10 +6,11 @@ import functools
 import uuid
 from collections.abc import Sequence
 
-from .._exceptions import MaxIterationsError
+from .._exceptions import MaxIterationsError, ProviderError
 from ..engine import Handler
 from ..events import metadata_for
 from ..tools import (
+    DEFAULT_MAX_RESULT_CHARS,
     TOOL_CONFIG,
     OnError,
     ToolConfig,
@@ -33,6 +34,7 @@ def tool_loop(
     timeout_s: float = 30.0,
     max_parallel: int = 4,
     on_error: OnError = "continue",
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> Middleware:
     """Execute the tool calls the model makes, feeding the results back until it makes none.
 
@@ -59,12 +61,23 @@ def tool_loop(
 
     Events: the engine publishes ``tool_call`` (requested) as calls arrive; the loop does not repeat
     it. Tools publish ``tool_call_started`` when they start and ``tool_result`` for every call (see
-    :func:`~geppetto.tools.execute_tool_calls`). ``on_error`` is passed to ``execute_tool_calls``.
+    :func:`~geppetto.tools.execute_tool_calls`). ``on_error`` and ``max_result_chars`` (the longest tool
+    result sent to the model; longer ones are cut with a line saying so) are passed to ``execute_tool_calls``.
+
+    When a model step fails after tools have run (a provider error, say a 413 for a request grown too
+    large), the error's ``turn`` holds the conversation as it stood, tool results included, so nothing
+    the tools did is lost.
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
 
-    execute = functools.partial(execute_tool_calls, timeout_s=timeout_s, max_parallel=max_parallel, on_error=on_error)
+    execute = functools.partial(
+        execute_tool_calls,
+        timeout_s=timeout_s,
+        max_parallel=max_parallel,
+        on_error=on_error,
+        max_result_chars=max_result_chars,
+    )
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
@@ -75,7 +88,12 @@ def tool_loop(
             offered = [] if disabled else active.list()
             for step in range(1, limit + 1):
                 with offering_tools(offered, follow_up=step > 1):
-                    turn = await next_handler(turn)
+                    try:
+                        turn = await next_handler(turn)
+                    except ProviderError as exc:
+                        if step > 1 and exc.turn is None:
+                            exc.turn = turn  # the tool results this loop added are kept
+                        raise
                 pending = pending_tool_calls(turn)
                 if not pending:
                     return turn

@@ -70,6 +70,7 @@ __all__ = [
     "resolve_api_key",
     "run_stream",
     "sse_events",
+    "too_large_hint",
     "tool_result_text",
     "with_hint",
 ]
@@ -330,7 +331,18 @@ def _with_hint(exc: ProviderError, model: str, key: str) -> ProviderError:
         return with_hint(exc, f"check the model name {model!r} and the base URL")
     if isinstance(exc, AuthenticationError) and key:
         return with_hint(exc, key)
-    return exc
+    return too_large_hint(exc)
+
+
+TOO_LARGE = (
+    "the request is larger than the server takes: shorten the Turn, or bound tool results with "
+    "tool_loop(max_result_chars=...) (Session(..., tool_loop_options={'max_result_chars': ...}))"
+)
+
+
+def too_large_hint(exc: ProviderError) -> ProviderError:
+    """A 413 (request too large) with the fix named; any other error as it is."""
+    return with_hint(exc, TOO_LARGE) if exc.status == 413 else exc
 
 
 def with_hint(exc: ProviderError, hint: str) -> ProviderError:

@@ -2,11 +2,19 @@
 (result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees."""
 
 from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools, request_tool_choice
-from ._executor import OnError, ToolCallError, execute_tool_calls, pending_tool_calls, refuse_tool_calls
+from ._executor import (
+    DEFAULT_MAX_RESULT_CHARS,
+    OnError,
+    ToolCallError,
+    execute_tool_calls,
+    pending_tool_calls,
+    refuse_tool_calls,
+)
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, serialize_result, tool
 
 __all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
     "TOOL_CONFIG",
     "OnError",
     "Tool",

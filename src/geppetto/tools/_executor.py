@@ -33,7 +33,15 @@ from ._registry import ToolRegistry
 from ._tool import Tool, serialize_result
 from ._workers import WORKERS
 
-__all__ = ["OnError", "ToolCallError", "execute_tool_calls", "pending_tool_calls", "refuse_tool_calls"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "OnError",
+    "ToolCallError",
+    "bound_result",
+    "execute_tool_calls",
+    "pending_tool_calls",
+    "refuse_tool_calls",
+]
 
 OnError = Literal["continue", "retry", "raise"]
 
@@ -74,6 +82,21 @@ class _Options:
     timeout_s: float
     on_error: OnError
     metadata: EventMetadata
+    max_result_chars: int | None = None
+
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""The longest tool result sent to a model unless told otherwise (about 25,000 tokens of English)."""
+
+
+def bound_result(result: str, limit: int | None) -> str:
+    """``result`` cut to ``limit`` characters with a closing line saying so, or as it is when it fits."""
+    if limit is None or len(result) <= limit:
+        return result
+    return (
+        f"{result[:limit]}\n[truncated: the tool returned {len(result):,} characters and only the first "
+        f"{limit:,} are shown; ask for less, e.g. a narrower query or a page of the data]"
+    )
 
 
 def pending_tool_calls(turn: Turn) -> list[Block]:
@@ -102,6 +125,7 @@ async def execute_tool_calls(
     max_parallel: int = 4,
     on_error: OnError = "continue",
     metadata: EventMetadata | None = None,
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> list[Block]:
     """Run ``calls`` (``tool_call`` blocks) and return one ``tool_use`` block per call, in call order.
 
@@ -115,7 +139,9 @@ async def execute_tool_calls(
     """
     if max_parallel < 1:
         raise ValueError("max_parallel must be at least 1")
-    opts = _Options(timeout_s, on_error, metadata or EventMetadata())
+    if max_result_chars is not None and max_result_chars < 1:
+        raise ValueError("max_result_chars must be at least 1 (or None for no bound)")
+    opts = _Options(timeout_s, on_error, metadata or EventMetadata(), max_result_chars)
     gate = asyncio.Semaphore(max_parallel)
 
     async def one(call: Block) -> Block:
@@ -145,7 +171,7 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
             raise _Failure(f"unknown tool {name!r}; available tools: {known}", retry=False)
         kwargs = _arguments(t, call.payload.get(PAYLOAD_ARGS))
         publish(EventToolCallStarted(opts.metadata, call_id=call_id, name=name))
-        result = await _with_retries(t, kwargs, opts)
+        result = bound_result(await _with_retries(t, kwargs, opts), opts.max_result_chars)
     except _Failure as exc:
         error = str(exc)
     return _answer(call_id, name, result, error, opts.metadata)

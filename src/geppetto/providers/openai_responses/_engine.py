@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, StreamError
+from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
@@ -18,6 +18,7 @@ from geppetto.providers._streaming import (
     is_openai_reasoning_model,
     key_hint,
     resolve_api_key,
+    too_large_hint,
     with_hint,
 )
 from geppetto.turns import (
@@ -224,6 +225,12 @@ class ResponsesEngine(TransportOwner):
         except AuthenticationError as exc:
             hinted = with_hint(exc, key_hint(("OPENAI_API_KEY",), sent=bool(self._headers)))
             publish(EventError(meta, str(hinted), type(hinted).__name__))
+            raise hinted from exc
+        except ProviderError as exc:
+            hinted = too_large_hint(exc)
+            publish(EventError(meta, str(hinted), type(hinted).__name__))
+            if hinted is exc:
+                raise
             raise hinted from exc
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
