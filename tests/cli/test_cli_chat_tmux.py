@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -146,12 +147,39 @@ def test_ctrl_c_while_streaming_returns_to_the_prompt(
     terminal.wait_for("EXIT-STATUS=0")
 
 
-def test_ctrl_c_at_the_prompt_exits_and_says_the_chat_is_saved(terminal: Terminal) -> None:
+def test_ctrl_c_at_the_prompt_clears_the_line_and_a_second_exits(terminal: Terminal) -> None:
     terminal.wait_for("you> ")
     terminal.type("Hello")
     # At the prompt again, not just the reply's text: a Ctrl-C before the inference has finished (the
     # session is saved after the last delta is shown) interrupts the prompt instead of the chat.
     terminal.wait_for("You said: Hello\nyou>")
+    subprocess.run([*terminal.base, "send-keys", "-t", "t", "-l", "half a line"], check=True, timeout=30)
+    subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
+    terminal.wait_for("(Ctrl-C again or Ctrl-D to exit)\nyou>")
+    terminal.type("Still here?")  # the cleared half line is not part of the prompt
+    screen = terminal.wait_for("You said: Still here?\nyou>")
+    assert "You said: half a line" not in screen
+    subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
+    terminal.wait_for("(Ctrl-C again or Ctrl-D to exit)")
     subprocess.run([*terminal.base, "send-keys", "-t", "t", "C-c"], check=True, timeout=30)
     screen = terminal.wait_for("EXIT-STATUS=130")
     assert "interrupted; the conversation so far is saved as session " in screen
+
+
+def test_a_slow_first_token_shows_the_time_waited_then_the_answer(
+    open_terminal: Callable[..., Terminal], geppetto_sim: Simulator
+) -> None:
+    geppetto_sim.fail_next(slow_first_byte=4)
+    terminal = open_terminal("--profile", "sim", "--base-url", geppetto_sim.openai_url)
+    terminal.wait_for("you> ")
+    terminal.type("Hello")
+    waiting = re.compile(r"assistant> [|/\\-] \d+s")
+    deadline = time.monotonic() + 30
+    while not waiting.search(terminal.screen()):  # the indicator, seen before the answer came
+        assert "You said: Hello" not in terminal.screen(), "the answer came before any indicator was seen"
+        assert time.monotonic() < deadline, terminal.screen()
+        time.sleep(0.05)
+    screen = terminal.wait_for("You said: Hello\nyou>")
+    assert "assistant> You said: Hello" in screen  # the indicator cleared itself before the text
+    terminal.type("/exit")
+    terminal.wait_for("EXIT-STATUS=0")

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import logging
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 
 from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
+from ..engine import Handler
+from ..events import Event, EventStart
 from ..middleware import Middleware
 from ..session import ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
@@ -20,11 +26,13 @@ from ._demo_tools import demo_registry
 from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
 from ._runtime import (
+    CHAT_ENGINE,
     EngineSettings,
     Opened,
     check_turn_target,
     choose_profile,
     cli_middlewares,
+    engine_record,
     open_engine,
     text_printer,
 )
@@ -36,6 +44,81 @@ HELP = (
     "/help · /exit"
 )
 PROMPT = "you> "
+
+
+@contextlib.contextmanager
+def _notes_on_their_own_line() -> Iterator[None]:
+    """While the chat runs, why the Responses engine resent a whole Turn (a fallback) is said on stderr,
+    on a line of its own after the answer, once per reason; no other library line reaches the screen."""
+    seen: set[str] = set()
+
+    class Notes(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno != logging.WARNING or "fallback:" not in record.getMessage():
+                return
+            reason = record.getMessage().removeprefix("responses: ")
+            if reason not in seen:
+                seen.add(reason)
+                _PENDING_NOTES.append(reason)
+
+    logger = logging.getLogger("geppetto.providers.openai_responses")
+    handler = Notes()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        _PENDING_NOTES.clear()
+
+
+_PENDING_NOTES: list[str] = []
+
+
+def _print_notes() -> None:
+    for note in _PENDING_NOTES:
+        print(f"note: {note}", file=sys.stderr, flush=True)
+    _PENDING_NOTES.clear()
+
+
+class _Spinner:
+    """Until the first token, an elapsed-time indicator after ``assistant> `` on a terminal (nothing when
+    stdout is piped). It clears itself inside the event sink, before the first text is printed."""
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.enabled = bool(getattr(out, "isatty", lambda: False)())
+        self.waiting = False
+        self.width = 0
+
+    async def run(self) -> None:
+        self.waiting = True
+        start = time.monotonic()
+        for tick in itertools.count():
+            await asyncio.sleep(0.25)
+            elapsed = time.monotonic() - start
+            if not self.waiting:
+                return
+            if elapsed >= 1:
+                text = f"{self.FRAMES[tick % 4]} {elapsed:.0f}s"
+                self.out.write(f"\r{ANSWER}{text}")
+                self.out.flush()
+                self.width = len(text)
+
+    def sink(self, event: Event) -> None:
+        if self.waiting and not isinstance(event, EventStart):
+            self.stop()
+
+    def stop(self) -> None:
+        self.waiting = False
+        if self.width:
+            self.out.write(f"\r{ANSWER}{' ' * self.width}\r{ANSWER}")
+            self.out.flush()
+            self.width = 0
+
+
+ANSWER = "assistant> "
 
 
 class ChatRepl:
@@ -66,6 +149,7 @@ class ChatRepl:
         self.opened: Opened | None = None
         self.session: Session | None = None
         self._handle: ExecutionHandle | None = None
+        self.spinner = _Spinner(sys.stdout)
         self.commands: dict[str, Callable[[str], bool]] = {
             "/save": self._save,
             "/load": self._load,
@@ -78,14 +162,26 @@ class ChatRepl:
             "/quit": self._exit,
         }
 
+    def _record_engine(self, next_handler: Handler) -> Handler:
+        """Middleware: each answer records the settings it ran on (:data:`CHAT_ENGINE`), /mode changes
+        included, so ``--continue`` resumes on them."""
+
+        async def handler(turn: Turn) -> Turn:
+            out = await next_handler(turn)
+            if self.opened is not None:
+                CHAT_ENGINE.set(out.metadata, engine_record(self.opened.profile))
+            return out
+
+        return handler
+
     def _new_session(self, latest: Turn | None = None, *, session_id: str | None = None) -> Session:
         """A session continuing ``latest`` (None: empty) under ``session_id`` (None: a new id)."""
         assert self.opened is not None
         session = Session(
             self.opened.engine,
             tools=self.tools,
-            middlewares=self.middlewares,
-            sinks=[text_printer(sys.stdout)],
+            middlewares=[self._record_engine, *self.middlewares],
+            sinks=[self.spinner.sink, text_printer(sys.stdout)],
             store=self.store,
             session_id=session_id or new_id(),
             record_events=self.store is not None,
@@ -123,6 +219,7 @@ class ChatRepl:
                 wanted = max(infos, key=lambda i: i.updated_at or 0.0).session_id
         if wanted is None:
             return None, None
+        wanted = await store.resolve_session(wanted)  # a unique prefix of the id is enough
         snapshots = await store.load_session(wanted)
         if not snapshots:
             raise UsageError(f"no session {wanted!r} in {store.location}; list them with `geppetto sessions list`")
@@ -133,19 +230,24 @@ class ChatRepl:
         """The loop; returns on /exit or end of input."""
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (line editing and history for input())
-        profile = choose_profile(self.settings)
-        with open_engine(profile, self.tools) as opened, asyncio.Runner() as runner:
-            self.opened = opened
-            self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
-            stored, session_id = runner.run(self._open_store())
-            self.session = self._new_session(stored or self._resumed(), session_id=session_id)
-            self._where()
+        with asyncio.Runner() as runner:
             try:
-                self._loop(runner)
+                # What to continue first: a wrong --resume or --session fails before anything is shown.
+                stored, session_id = runner.run(self._open_store())
+                latest = stored if stored is not None else self._resumed()
+                settings = self.settings.resumed(CHAT_ENGINE.get(latest.metadata) if latest is not None else None)
+                profile = choose_profile(settings)
+                with open_engine(profile, self.tools) as opened, _notes_on_their_own_line():
+                    self.opened = opened
+                    self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
+                    self.session = self._new_session(latest, session_id=session_id)
+                    self._where()
+                    self._loop(runner)
             finally:
                 self.close()
 
     def _loop(self, runner: asyncio.Runner) -> None:
+        interrupted = False  # the last thing at the prompt was a Ctrl-C
         while True:
             try:
                 line = input(PROMPT).strip()
@@ -153,10 +255,15 @@ class ChatRepl:
                 print()
                 return
             except KeyboardInterrupt:
+                if not interrupted:  # the first clears the line, as in a shell
+                    interrupted = True
+                    print("\n(Ctrl-C again or Ctrl-D to exit)")
+                    continue
                 assert self.session is not None
                 kept = f"saved as session {self.session.session_id}" if self.store is not None else "not saved"
                 print(f"\ninterrupted; the conversation so far is {kept}", file=sys.stderr)
                 raise typer.Exit(EXIT_INTERRUPTED) from None
+            interrupted = False
             if not line:
                 continue
             if line.startswith("/"):
@@ -176,7 +283,10 @@ class ChatRepl:
 
     def _resumed(self) -> Turn | None:
         """The turn saved by an earlier ``--resume`` run of the same file, if there is one."""
-        if self.resume is None or not self.resume.exists():
+        if self.resume is None:
+            return None
+        if not self.resume.exists():
+            print(f"{self.resume} does not exist yet; starting a new conversation, saved there after each answer")
             return None
         turn = load_turn(self.resume)
         print(f"resumed {len(turn.blocks)} blocks from {self.resume}")
@@ -186,7 +296,14 @@ class ChatRepl:
         assert self.session is not None
         self.session.prompt(text)
         self._handle = self.session.start_inference()
-        return await self._handle.wait()
+        if not self.spinner.enabled:
+            return await self._handle.wait()
+        ticking = asyncio.ensure_future(self.spinner.run())
+        try:
+            return await self._handle.wait()
+        finally:
+            self.spinner.stop()
+            ticking.cancel()
 
     async def _settle(self) -> None:
         # Ctrl-C cancelled only the waiter; stop the inference itself and let it unwind.
@@ -198,7 +315,7 @@ class ChatRepl:
     def _ask(self, runner: asyncio.Runner, text: str) -> None:
         assert self.session is not None
         before = self.session.latest
-        print("assistant> ", end="", flush=True)
+        print(ANSWER, end="", flush=True)
         try:
             turn = runner.run(self._infer(text))
             if self.resume is not None:
@@ -212,6 +329,8 @@ class ChatRepl:
         except GeppettoError as exc:
             self.session = self._same_session(before)
             print(f"\nerror: {exc}")
+        sys.stdout.flush()
+        _print_notes()
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")

@@ -18,14 +18,16 @@ from ..events import Event, EventError, EventFinal, EventSink, EventTextDelta, T
 from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
 from ..profiles import FLAGS_PROFILE, PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
 from ..tools import ToolRegistry
-from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn
+from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn, turn_meta_key
 
 __all__ = [
+    "CHAT_ENGINE",
     "EngineSettings",
     "Opened",
     "check_turn_target",
     "choose_profile",
     "cli_middlewares",
+    "engine_record",
     "open_engine",
     "stdout_console",
     "text_printer",
@@ -50,6 +52,39 @@ class EngineSettings:
     model: str | None = None
     base_url: str | None = None
     mode: str | None = None
+
+    def resumed(self, stored: dict[str, Any] | None) -> EngineSettings:
+        """These flags over the settings a saved conversation recorded (:data:`CHAT_ENGINE`): a flag wins,
+        and ``--profile`` or ``--provider`` starts from that choice alone, since the stored model, endpoint
+        and mode belonged to the stored one."""
+        if not stored or self.profile is not None or self.provider is not None:
+            return self
+        profile = stored.get("profile")
+        named = isinstance(profile, str) and profile != FLAGS_PROFILE
+        return EngineSettings(
+            profile=profile if named else None,
+            provider=None if named else _text(stored.get("provider")),
+            model=self.model or _text(stored.get("model")),
+            base_url=self.base_url or _text(stored.get("base_url")),
+            mode=self.mode or _text(stored.get("mode")),
+        )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+CHAT_ENGINE = turn_meta_key("geppetto", "chat_engine", 1, dict)
+"""The settings a chat ran on (profile, provider, model, base URL given, mode), recorded on each answer so
+``chat --continue`` resumes on them. Never a key."""
+
+
+def engine_record(profile: Profile) -> dict[str, Any]:
+    """What :data:`CHAT_ENGINE` holds for ``profile`` (a simulator's own URL is left out: it changes)."""
+    record = {"profile": profile.name, "provider": profile.provider, "model": profile.model, "mode": profile.mode}
+    if profile.base_url:
+        record["base_url"] = profile.base_url
+    return {k: v for k, v in record.items() if v is not None}
 
 
 def choose_profile(settings: EngineSettings) -> Profile:

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from .._exceptions import UsageError
-from ..session.stores import SQLTurnStore, open_store
+from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
 from ._guard import fail, guarded
 from ._inspect import render_turn
@@ -43,7 +43,7 @@ def with_store(target: str | None, action: Callable[[SQLTurnStore], Awaitable[T]
     """Open the store, run ``action`` on it and close it; errors end the command with one line."""
 
     async def go() -> T:
-        with open_store(target) as store:
+        with open_store(target, create=False) as store:  # reading commands never make a store or its folder
             return await action(store)
 
     return guarded(lambda: asyncio.run(go()))
@@ -60,8 +60,18 @@ def _preview(text: str, width: int = 48) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+async def _resolve(store: SQLTurnStore, session_id: str) -> str:
+    """The full id of the session ``session_id`` names (the whole id or a unique prefix)."""
+    if isinstance(store, SQLiteTurnStore) and not store.path.exists():
+        raise UsageError(
+            f"no session {session_id!r} in {store.location}: nothing was saved there yet; "
+            "list them with `geppetto sessions list`"
+        )
+    return await store.resolve_session(session_id)
+
+
 async def _snapshots(store: SQLTurnStore, session_id: str) -> list[Turn]:
-    turns = await store.load_session(session_id)
+    turns = await store.load_session(await _resolve(store, session_id))
     if not turns:
         raise UsageError(f"no session {session_id!r} in {store.location}; list them with `geppetto sessions list`")
     return turns
@@ -72,6 +82,8 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     """Every stored session: id, snapshots, blocks in the latest, last saved, first prompt."""
 
     async def action(s: SQLTurnStore) -> tuple[str, list[Any]]:
+        if isinstance(s, SQLiteTurnStore) and not s.path.exists():
+            return s.location, []
         return s.location, await s.session_infos()
 
     location, infos = with_store(store, action)
@@ -82,10 +94,19 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
         print(f"no sessions in {location}; `geppetto chat` starts one")
         return
     table = Table(title=f"sessions ({location})")
-    for column in ("session", "snapshots", "blocks", "updated", "first prompt"):
+    for column in ("session", "provider", "model", "mode", "snapshots", "blocks", "updated", "first prompt"):
         table.add_column(column, no_wrap=column != "first prompt")
     for i in infos:
-        table.add_row(i.session_id, str(i.snapshots), str(i.blocks), _when(i.updated_at), _preview(i.first_prompt))
+        table.add_row(
+            i.session_id,
+            i.provider,
+            i.model,
+            i.mode,
+            str(i.snapshots),
+            str(i.blocks),
+            _when(i.updated_at),
+            _preview(i.first_prompt),
+        )
     stdout_console().print(table)
 
 
@@ -98,12 +119,13 @@ def sessions_show(
 ) -> None:
     """A session's snapshots, then the latest Turn's blocks with provenance and the chained-request plan."""
 
-    async def action(s: SQLTurnStore) -> tuple[list[Turn], list[Any], list[Any]]:
-        turns = await _snapshots(s, session_id)
-        logged = await s.load_events(session_id) if events else []
-        return turns, await s.snapshot_infos(session_id), logged
+    async def action(s: SQLTurnStore) -> tuple[str, list[Turn], list[Any], list[Any]]:
+        full = await _resolve(s, session_id)
+        turns = await _snapshots(s, full)
+        logged = await s.load_events(full) if events else []
+        return full, turns, await s.snapshot_infos(full), logged
 
-    turns, snaps, logged = with_store(store, action)
+    session_id, turns, snaps, logged = with_store(store, action)
     if json_out:
         out: dict[str, Any] = {
             "session_id": session_id,
@@ -170,5 +192,9 @@ def sessions_delete(
         if not sys.stdin.isatty():
             fail(f"deleting session {session_id} cannot be undone; pass --yes to confirm")
         typer.confirm(f"Delete session {session_id} and everything recorded for it?", abort=True)
-    with_store(store, lambda s: s.delete_session(session_id))
+
+    async def delete(s: SQLTurnStore) -> None:
+        await s.delete_session(await _resolve(s, session_id))
+
+    with_store(store, delete)
     print(f"deleted session {session_id}")

@@ -25,11 +25,12 @@ __all__ = [
 ]
 
 
-def open_store(target: str | os.PathLike[str] | None = None) -> SQLTurnStore:
+def open_store(target: str | os.PathLike[str] | None = None, *, create: bool = True) -> SQLTurnStore:
     """A store for ``target``: ``postgresql://...`` (or ``postgres://``), ``sqlite:///path`` or a file path.
 
     None means ``$GEPPETTO_STORE`` when set, else the SQLite file at :func:`default_store_path`.
-    Nothing is opened until the store is first used.
+    Nothing is opened until the store is first used; ``create=False`` makes a missing SQLite file an error
+    instead of a new store (for commands that only read).
     """
     if target is None:
         target = os.environ.get("GEPPETTO_STORE") or default_store_path()
@@ -38,4 +39,4 @@ def open_store(target: str | os.PathLike[str] | None = None) -> SQLTurnStore:
         return PostgresTurnStore(text)
     if text.startswith("sqlite:///"):
         text = text[len("sqlite:///") :]
-    return SQLiteTurnStore(text)
+    return SQLiteTurnStore(text, create=create)

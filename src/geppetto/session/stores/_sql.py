@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from ..._exceptions import StoreError
+from ..._exceptions import StoreError, UsageError
 from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Turn, dumps_json
 from ...turns import loads_json as turn_from_json
 from .._store import RecordedEvent, TimedEvent, event_json
@@ -43,6 +43,9 @@ class SessionInfo:
     updated_at: float | None
     blocks: int
     first_prompt: str
+    provider: str = ""
+    model: str = ""
+    mode: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,9 @@ class SessionInfo:
             "updated_at": self.updated_at,
             "blocks": self.blocks,
             "first_prompt": self.first_prompt,
+            "provider": self.provider,
+            "model": self.model,
+            "mode": self.mode,
         }
 
 
@@ -209,6 +215,20 @@ class SQLTurnStore:
         )
         return [r[0] for r in rows]
 
+    async def resolve_session(self, prefix: str) -> str:
+        """The session id that is ``prefix`` or the only one starting with it; a
+        :class:`~geppetto.UsageError` names the candidates when several do, or says none does."""
+        ids = await self.list_sessions()
+        if prefix in ids:
+            return prefix
+        matches = [i for i in ids if i.startswith(prefix)] if prefix else []
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            shown = ", ".join(matches[:10]) + (", ..." if len(matches) > 10 else "")
+            raise UsageError(f"{len(matches)} sessions start with {prefix!r} ({shown}); give more of the id")
+        raise UsageError(f"no session {prefix!r} in {self.location}; list them with `geppetto sessions list`")
+
     async def session_infos(self) -> list[SessionInfo]:
         """A summary of every session with a snapshot, in the order first saved."""
         rows = await self._run(
@@ -217,13 +237,14 @@ class SQLTurnStore:
                       (SELECT count(*) FROM blocks b WHERE b.session_id = s.id
                        AND b.snapshot_seq = (SELECT max(seq) FROM snapshots WHERE session_id = s.id)),
                       (SELECT b.payload FROM blocks b WHERE b.session_id = s.id AND b.kind = 'user'
-                       ORDER BY b.snapshot_seq, b.position LIMIT 1)
+                       ORDER BY b.snapshot_seq, b.position LIMIT 1),
+                      (SELECT document FROM snapshots WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
                FROM sessions s JOIN snapshots n ON n.session_id = s.id
                GROUP BY s.id, s.created_seq ORDER BY s.created_seq""",
         )
         return [
-            SessionInfo(sid, int(count), updated, int(blocks), str(_payload(first).get("text", "")))
-            for sid, count, updated, blocks, first in rows
+            SessionInfo(sid, int(count), updated, int(blocks), str(_payload(first).get("text", "")), *_engine_of(doc))
+            for sid, count, updated, blocks, first, doc in rows
         ]
 
     async def snapshot_infos(self, session_id: str) -> list[SnapshotInfo]:
@@ -277,6 +298,19 @@ class SQLTurnStore:
 
 def _event_rows(session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> list[tuple[Any, ...]]:
     return [(session_id, inference_id, i, at, e.type, event_json(e)) for i, (at, e) in enumerate(events)]
+
+
+def _engine_of(document: Any) -> tuple[str, str, str]:
+    """Provider, model and Responses mode of a stored snapshot, from what the engine and the chat recorded
+    in its metadata and data ("" where nothing says)."""
+    doc = _payload(document)
+    meta, data = _payload(doc.get("metadata")), _payload(doc.get("data"))
+    chat = _payload(meta.get("geppetto.chat_engine@v1"))
+    state = _payload(data.get("openai.responses_state@v1"))
+    provider = chat.get("provider") or meta.get("geppetto.provider@v1") or ""
+    model = chat.get("model") or meta.get("geppetto.model@v1") or ""
+    mode = chat.get("mode") or state.get("mode") or ""
+    return str(provider), str(model), str(mode)
 
 
 def _payload(value: Any) -> dict[str, Any]:

@@ -28,7 +28,8 @@ def default_store_path() -> Path:
 class SQLiteTurnStore(SQLTurnStore):
     """Session snapshots in a SQLite file; each snapshot is saved in one transaction.
 
-    The file and its folder are created on first use; migrations run then. A file that is not a geppetto
+    The file and its folder are created on first use (unless ``create=False``: then a missing file is a
+    :class:`~geppetto.StoreError` and nothing is made, for commands that only read); migrations run then. A file that is not a geppetto
     store, is corrupt, or comes from a newer geppetto raises :class:`~geppetto.StoreError` and is left
     untouched. One connection, used by one worker thread at a time; several processes may share a file.
     """
@@ -40,13 +41,16 @@ class SQLiteTurnStore(SQLTurnStore):
     )
     db_errors = (sqlite3.DatabaseError,)
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
+        self.create = create
         self.location = str(self.path)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
     def _open(self) -> sqlite3.Connection:
+        if not self.create and not self.path.exists():
+            raise StoreError(f"no session store at {self.path}: nothing was saved there; check the path (or --store)")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
