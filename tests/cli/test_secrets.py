@@ -12,10 +12,6 @@ from _cli_helpers import geppetto
 
 import geppetto as gp
 from geppetto.providers._http import RetryPolicy
-from geppetto.providers.anthropic import ClaudeEngine
-from geppetto.providers.gemini import GeminiEngine
-from geppetto.providers.openai_chat import ChatEngine
-from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.simulator import Simulator
 
 KEYS = {
@@ -126,16 +122,11 @@ def test_the_command_writes_no_key_anywhere(tmp_path: Path, geppetto_sim: Simula
         _assert_clean(path.read_bytes(), str(path))
 
 
-@pytest.mark.parametrize("provider", ["responses", "chat", "claude", "gemini"])
+@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini"])
 async def test_errors_carry_no_key_in_their_text_repr_or_traceback(provider: str, geppetto_sim: Simulator) -> None:
     key = KEYS["OPENAI_API_KEY"]
     retry = RetryPolicy(max_retries=0)
-    engine = {
-        "responses": lambda: ResponsesEngine("sim-1", api_key=key, base_url=geppetto_sim.openai_url, retry=retry),
-        "chat": lambda: ChatEngine("sim-1", key, geppetto_sim.openai_url, retry=retry),
-        "claude": lambda: ClaudeEngine("sim-1", key, geppetto_sim.url, retry=retry),
-        "gemini": lambda: GeminiEngine("sim-1", key, geppetto_sim.url, retry=retry),
-    }[provider]()
+    engine = geppetto_sim.engine(provider, api_key=key, retry=retry)
     async with engine:
         for fault in ({"status": 401}, {"status": 500}, {"drop_after": 1}):
             geppetto_sim.fail_next(**fault)  # type: ignore[arg-type]

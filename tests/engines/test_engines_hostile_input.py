@@ -19,10 +19,6 @@ import geppetto as gp
 from geppetto._json import MAX_JSON_DEPTH, JSONTooDeep, dumps, parse_json
 from geppetto.providers._http import HttpTransport, RetryPolicy, SSEDecoder
 from geppetto.providers._http_errors import anthropic_error_info, gemini_error_info, openai_error_info
-from geppetto.providers.anthropic import ClaudeEngine
-from geppetto.providers.gemini import GeminiEngine
-from geppetto.providers.openai_chat import ChatEngine
-from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.session.stores import open_store
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import serialize_result
@@ -33,24 +29,18 @@ NO_RETRY = RetryPolicy(max_retries=0)
 
 
 def _engine(provider: str, sim: Simulator, **kw: Any) -> Any:
-    if provider == "responses":
-        return ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, retry=NO_RETRY, **kw)
-    if provider == "chat":
-        return ChatEngine("sim-1", "sk-test", sim.openai_url, retry=NO_RETRY, **kw)
-    if provider == "claude":
-        return ClaudeEngine("sim-1", "sk-ant-test", sim.url, retry=NO_RETRY, **kw)
-    return GeminiEngine("sim-1", "g-test", sim.url, retry=NO_RETRY, **kw)
+    return sim.engine(provider, retry=NO_RETRY, **kw)
 
 
 def _transport(provider: str, sim: Simulator, **kw: Any) -> HttpTransport:
     """A transport of the engine's own shape (base URL, error parser), with options the test sets."""
-    if provider in ("responses", "chat"):
+    if provider.startswith("openai"):
         return HttpTransport(sim.openai_url, provider="openai", error_parser=openai_error_info, retry=NO_RETRY, **kw)
-    parser = anthropic_error_info if provider == "claude" else gemini_error_info
+    parser = anthropic_error_info if provider == "anthropic" else gemini_error_info
     return HttpTransport(sim.url, provider=provider, error_parser=parser, retry=NO_RETRY, **kw)
 
 
-PROVIDERS = ["responses", "chat", "claude", "gemini"]
+PROVIDERS = ["openai-responses", "openai-chat", "anthropic", "gemini"]
 
 
 async def _next_prompt_works(session: gp.Session, sim: Simulator) -> None:
@@ -83,7 +73,9 @@ async def test_an_event_nested_too_deep_is_a_stream_error_naming_the_depth(
         await _next_prompt_works(session, geppetto_sim)
 
 
-@pytest.mark.parametrize("provider", ["responses", "chat"])  # arguments are a string on their wire; Claude's
+@pytest.mark.parametrize(
+    "provider", ["openai-responses", "openai-chat"]
+)  # arguments are a string on their wire; Claude's
 # and Gemini's are an object inside the event, so arguments that deep are an event that deep (above)
 async def test_tool_arguments_nested_too_deep_are_a_tool_error_the_model_reads(
     provider: str, geppetto_sim: Simulator, tmp_path: Path

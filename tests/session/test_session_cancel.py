@@ -15,20 +15,11 @@ import pytest
 import geppetto as gp
 from geppetto.events import Event, EventInterrupt
 from geppetto.providers._http import RetryPolicy
-from geppetto.providers.anthropic import ClaudeEngine
-from geppetto.providers.gemini import GeminiEngine
-from geppetto.providers.openai_chat import ChatEngine
-from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.session import MemoryTurnStore
 from geppetto.simulator import Reply, Simulator
 
 NO_RETRY = RetryPolicy(max_retries=0)
-ENGINES: dict[str, Callable[[Simulator], Any]] = {
-    "responses": lambda sim: ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, retry=NO_RETRY),
-    "chat": lambda sim: ChatEngine("sim-1", "sk-test", sim.openai_url, retry=NO_RETRY),
-    "claude": lambda sim: ClaudeEngine("sim-1", "sk-ant-test", sim.url, retry=NO_RETRY),
-    "gemini": lambda sim: GeminiEngine("sim-1", "g-test", sim.url, retry=NO_RETRY),
-}
+PROVIDERS = ["openai-responses", "openai-chat", "anthropic", "gemini"]
 
 
 async def _until(condition: Callable[[], object], what: str) -> None:
@@ -58,13 +49,13 @@ async def _cancel_the_caller(how: str, session: gp.Session, sim: Simulator) -> N
 
 
 @pytest.mark.parametrize("how", ["wait_for", "task_cancel", "timeout"])
-@pytest.mark.parametrize("provider", list(ENGINES))
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_cancelling_the_caller_cancels_the_inference(provider: str, how: str, geppetto_sim: Simulator) -> None:
     loop_errors: list[dict[str, Any]] = []
     asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
     events: list[Event] = []
     store = MemoryTurnStore()
-    async with ENGINES[provider](geppetto_sim) as engine:
+    async with geppetto_sim.engine(provider, retry=NO_RETRY) as engine:
         session = gp.Session(engine, store=store, sinks=[events.append])
         geppetto_sim.fail_next(stall_after=1, stall_seconds=60)
         await _cancel_the_caller(how, session, geppetto_sim)

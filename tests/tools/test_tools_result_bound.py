@@ -4,16 +4,11 @@ still refuses a request as too large (413), the error names the fix and keeps th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import geppetto as gp
 from geppetto.providers._http import RetryPolicy
-from geppetto.providers.anthropic import ClaudeEngine
-from geppetto.providers.gemini import GeminiEngine
-from geppetto.providers.openai_chat import ChatEngine
-from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import DEFAULT_MAX_RESULT_CHARS
 from geppetto.tools._executor import bound_result
@@ -53,20 +48,10 @@ def small_sim() -> Iterator[Simulator]:
         yield sim
 
 
-def _engine(provider: str, sim: Simulator) -> Any:
-    if provider == "responses":
-        return ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, retry=NO_RETRY)
-    if provider == "chat":
-        return ChatEngine("sim-1", "sk-test", sim.openai_url, retry=NO_RETRY)
-    if provider == "claude":
-        return ClaudeEngine("sim-1", "sk-ant-test", sim.url, retry=NO_RETRY)
-    return GeminiEngine("sim-1", "g-test", sim.url, retry=NO_RETRY)
-
-
-@pytest.mark.parametrize("provider", ["responses", "chat", "claude", "gemini"])
+@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini"])
 async def test_a_413_names_the_bound_and_keeps_the_tool_results(provider: str, small_sim: Simulator) -> None:
     small_sim.reset()
-    async with _engine(provider, small_sim) as engine:
+    async with small_sim.engine(provider, retry=NO_RETRY) as engine:
         session = gp.Session(engine, tools=[dump], tool_loop_options={"max_result_chars": None})
         small_sim.queue(Reply(tool_calls=[ToolCall("dump", {}, call_id="call_1")]), Reply(text="Done."))
         with pytest.raises(gp.BadRequestError) as err:

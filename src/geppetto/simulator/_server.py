@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import socket
 import threading
 import time
@@ -34,6 +35,23 @@ class Simulator:
     def openai_url(self) -> str:
         """Base URL for OpenAI clients (the root plus "/v1"); Anthropic and Gemini clients use `url`."""
         return self.url + "/v1"
+
+    def engine(self, provider: str = "openai-responses", *, model: str = "sim-1", **options: Any) -> Any:
+        """An engine of ``provider`` (``openai-responses``, ``openai-chat``, ``anthropic`` or ``gemini``, as
+        the command line names them) pointed at this simulator with a test key; ``options`` go to the
+        engine's constructor (``retry=``, ``timeout=``, ``http=``, ``mode=``, another ``api_key=``...).
+
+        >>> with serve() as sim:                                   # doctest: +SKIP
+        ...     async with sim.engine("anthropic") as engine: ...
+        """
+        from ..profiles import ENGINE_CLASSES
+
+        if provider not in ENGINE_CLASSES:
+            raise ValueError(f"unknown provider {provider!r}; use one of {', '.join(ENGINE_CLASSES)}")
+        module, name = ENGINE_CLASSES[provider]
+        cls = getattr(importlib.import_module(module), name)
+        base_url = self.openai_url if provider.startswith("openai") else self.url
+        return cls(model=model, **{"api_key": "sk-sim", "base_url": base_url, **options})
 
     @property
     def requests(self) -> list[RecordedRequest]:
