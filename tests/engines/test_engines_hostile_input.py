@@ -157,14 +157,14 @@ async def test_an_event_past_the_bound_is_a_stream_error_naming_it(provider: str
 async def test_a_stalled_stream_says_it_timed_out_after_how_long_and_what_to_raise(
     provider: str, geppetto_sim: Simulator
 ) -> None:
-    async with _engine(provider, geppetto_sim, timeout=httpx.Timeout(10.0, read=0.5)) as engine:
+    async with _engine(provider, geppetto_sim, timeout=httpx.Timeout(10.0, read=3.0)) as engine:
         session = gp.Session(engine)
         geppetto_sim.fail_next(stall_after=1, stall_seconds=30)
         with pytest.raises(gp.StreamError) as broke:
             await session.run("Hello?")
         message = str(broke.value)
         assert "broke off after" in message
-        assert "no data for 0.5 s (read timeout); to wait longer pass the engine timeout=<seconds>" in message
+        assert "no data for 3 s (read timeout); to wait longer pass the engine timeout=<seconds>" in message
         await _next_prompt_works(session, geppetto_sim)
 
 
