@@ -6,8 +6,7 @@
 """
 
 import logging as _logging
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
+from typing import Any as _Any
 
 from ._exceptions import (
     AuthenticationError,
@@ -82,10 +81,21 @@ __all__ = [
     "with_sinks",
 ]
 
-try:
-    __version__ = _version("geppetto")
-except _PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> _Any:
+    """``__version__``, read from the package metadata when first asked for (importlib.metadata is not
+    loaded by ``import geppetto``: it costs more than the rest of the import)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("geppetto")
+        except PackageNotFoundError:  # a source tree that was never installed
+            value = "0+unknown"
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module 'geppetto' has no attribute {name!r}")
+
 
 # A library logs and leaves the output to the application: without a handler of the application's, no
 # record reaches Python's last-resort handler on stderr (which would print warnings inside a chat's answer).

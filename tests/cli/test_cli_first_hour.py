@@ -118,3 +118,13 @@ def test_input_files_that_are_missing_empty_or_malformed_exit_2_as_the_readme_sa
     out = geppetto(*filled, config_dir=tmp_path)
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("error: ")
+
+
+def test_import_geppetto_loads_no_optional_or_metadata_machinery() -> None:
+    code = (
+        "import sys, geppetto\n"
+        "heavy = ['importlib.metadata', 'starlette', 'uvicorn', 'typer', 'rich', 'psycopg']\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert out.stdout == "[]\n", out.stderr
