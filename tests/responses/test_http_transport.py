@@ -333,3 +333,44 @@ async def test_a_stream_that_breaks_off_and_a_non_json_answer_name_the_response(
         with pytest.raises(gp.ProviderError, match="expected a JSON answer from GET json") as bad:
             await http.get_json("json")
         assert (bad.value.status, bad.value.request_id) == (200, "req_j")
+
+
+class _TimesOut(httpx.AsyncByteStream):
+    """One event, then the read timeout httpx raises when no more data came in time."""
+
+    def __init__(self, request: httpx.Request) -> None:
+        self.request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield b'data: {"type":"a"}\n\n'
+        raise httpx.ReadTimeout("", request=self.request)
+
+
+async def test_a_read_timeout_mid_stream_says_how_long_no_data_came_and_which_option_waits_longer() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_TimesOut(request))
+
+    async with _transport(handler, timeout=httpx.Timeout(10.0, read=2.5)) as http:
+        with pytest.raises(gp.StreamError) as broke:
+            async for _ in http.stream_sse("responses", {}):
+                pass
+    message = str(broke.value)
+    assert message.startswith("[openai] the stream from http://test/v1/responses broke off after ")
+    assert message.endswith(
+        "s: no data for 2.5 s (read timeout); to wait longer pass the engine timeout=<seconds> "
+        "(or httpx.Timeout(..., read=...))"
+    )
+    assert "\n" not in message
+
+
+async def test_an_error_answer_nested_too_deep_keeps_its_text_instead_of_raising_recursion_error() -> None:
+    deep = '{"error": ' + "[" * 10_000 + "]" * 10_000 + "}"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, content=deep.encode(), headers={"x-request-id": "req_d"})
+
+    async with _transport(handler) as http:
+        with pytest.raises(gp.ProviderError) as refused:
+            await http.post_json("responses", {})
+    assert (refused.value.status, refused.value.request_id, refused.value.body) == (400, "req_d", deep)
+    assert '{"error": [[[' in str(refused.value)

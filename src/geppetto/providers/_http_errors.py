@@ -7,7 +7,6 @@ Re-exported by :mod:`geppetto.providers._http`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from geppetto._exceptions import (
     RateLimitError,
     ServerError,
 )
+from geppetto._json import parse_json
 
 __all__ = [
     "ErrorInfo",
@@ -123,8 +123,8 @@ def error_from_response(
 ) -> ProviderError:
     """Build the geppetto exception for an HTTP error answer, keeping the provider's own words."""
     try:
-        body: Any = json.loads(text) if text else None
-    except ValueError:
+        body: Any = parse_json(text) if text else None
+    except ValueError:  # not JSON, or nested too deep to read: the text itself
         body = text
     info = parser(body) if body is not None else None
     if info is None:
