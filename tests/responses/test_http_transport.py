@@ -374,3 +374,15 @@ async def test_an_error_answer_nested_too_deep_keeps_its_text_instead_of_raising
             await http.post_json("responses", {})
     assert (refused.value.status, refused.value.request_id, refused.value.body) == (400, "req_d", deep)
     assert '{"error": [[[' in str(refused.value)
+
+
+async def test_a_json_answer_nested_too_deep_is_a_provider_error_naming_the_depth_and_the_limit() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b'{"x": ' + b"[" * 10_000 + b"]" * 10_000 + b"}")
+
+    async with _transport(handler) as http:
+        with pytest.raises(gp.ProviderError) as refused:
+            await http.get_json("responses/resp_1")
+    assert "the JSON answer from GET responses/resp_1 was refused: JSON nested 10001 levels deep; the limit is 200" in (
+        str(refused.value)
+    )

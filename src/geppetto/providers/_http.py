@@ -428,7 +428,11 @@ class HttpTransport:
         if not response.content:
             return None
         try:
-            return response.json()
+            return parse_json(response.text)
+        except JSONTooDeep as exc:
+            raise self._error(
+                ProviderError, f"the JSON answer from {method} {path} was refused: {exc}", response
+            ) from None
         except ValueError as exc:
             message = f"expected a JSON answer from {method} {path}, got: {response.text[:200]!r}"
             raise self._error(ProviderError, message, response) from exc
