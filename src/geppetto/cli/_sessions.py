@@ -188,13 +188,16 @@ def sessions_delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete a session with its snapshots and events."""
+    # The full id is found first, so a wrong or ambiguous one is said before any confirmation is asked
+    # and the confirmation names the session that will go.
+    full_id = with_store(store, lambda s: _resolve(s, session_id))
     if not yes:
         if not sys.stdin.isatty():
-            fail(f"deleting session {session_id} cannot be undone; pass --yes to confirm")
-        typer.confirm(f"Delete session {session_id} and everything recorded for it?", abort=True)
+            fail(f"deleting session {full_id} cannot be undone; pass --yes to confirm")
+        typer.confirm(f"Delete session {full_id} and everything recorded for it?", abort=True)
 
     async def delete(s: SQLTurnStore) -> None:
-        await s.delete_session(await _resolve(s, session_id))
+        await s.delete_session(full_id)
 
     with_store(store, delete)
-    print(f"deleted session {session_id}")
+    print(f"deleted session {full_id}")
