@@ -63,13 +63,18 @@ def record_streams() -> dict[str, bytes]:
 @dataclass
 class Script:
     """How the server answers, request by request: ``statuses`` first (one per request, with ``retry-after:
-    0``), then the stream with the ``mode`` given ("whole", "drip", "drop", "stall", "huge")."""
+    0``), then the stream with the ``mode`` given: "whole", "drip" (7 bytes at a time), "drop" (cut after
+    ``drop_after`` body bytes), "drop_head" (cut inside the status line's headers), "silent" (not one byte),
+    "stall_head" (after the headers), "stall" (after the first event), "huge" (one long event first), "truncate" (the first half of the
+    events, then a clean end), "malformed" (an event of broken JSON after the first), "json" (a
+    non-SSE JSON document). ``content_type`` is what the 200 says it carries."""
 
     mode: str = "whole"
     statuses: list[int] = field(default_factory=list)
     drop_after: int = 0
     huge_bytes: int = 0
     body: bytes = b""
+    content_type: str = "text/event-stream"
 
 
 class MisbehavingServer:
@@ -151,8 +156,27 @@ class MisbehavingServer:
             )
             await writer.drain()
             return
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        if script.mode == "silent":
+            await asyncio.sleep(30)  # ended sooner by the client's read timeout
+            return
+        if script.mode == "drop_head":
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-ty")
+            await writer.drain()
+            writer.transport.abort()
+            return
         body = script.body
+        if script.mode == "json":
+            body = b'{"id": "resp_1", "object": "response", "status": "completed"}'
+        writer.write(f"HTTP/1.1 200 OK\r\ncontent-type: {script.content_type}\r\nconnection: close\r\n\r\n".encode())
+        if script.mode == "stall_head":
+            await writer.drain()
+            await asyncio.sleep(30)  # ended sooner by the client's read timeout
+            return
+        if script.mode == "truncate":
+            body = body[: body.rindex(b"\n\n", 0, len(body) // 2) + 2]  # the first half of the events
+        if script.mode == "malformed":
+            first = body.index(b"\n\n") + 2
+            body = body[:first] + b'data: {"type": "oops", "delta": \n\n' + body[first:]
         if script.mode == "huge":
             body = b": " + b"x" * script.huge_bytes + b"\n\n" + body  # one long comment line, then the stream
         if script.mode == "drop":
