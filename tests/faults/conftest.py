@@ -3,7 +3,12 @@ the bundled simulator) as a script tells it to: whole, a few bytes at a time, cu
 a huge event first, or after error statuses. It speaks plain HTTP/1.1 over asyncio streams in a thread of
 its own, so the engines meet it on a real socket.
 
-Where the other cells of the fault matrix live (all on real loopback sockets too):
+Where the cells of the fault matrix live (all on real loopback sockets):
+- dripped, cut mid-body at 10/50/90 %, stalled after the first event, one huge event under and over the
+  bound, 429/503 with ``retry-after: 0`` then served, 500s past the retries: ``test_faults_socket.py``
+- cut inside the headers, not one byte, headers then silence, a clean end halfway, a malformed event, a JSON
+  200, a valid stream under another content type, 429s past the retries, an error body that breaks off:
+  ``test_faults_socket_broken.py``
 - hostile JSON (events and tool arguments nested 10,000 deep), one event past the size bound, a stall past
   the read timeout, NaN in tool results: ``tests/engines/test_engines_hostile_input.py``
 - cancelling a running inference every way asyncio can: ``tests/session/test_session_cancel.py``
@@ -67,7 +72,8 @@ class Script:
     ``drop_after`` body bytes), "drop_head" (cut inside the status line's headers), "silent" (not one byte),
     "stall_head" (after the headers), "stall" (after the first event), "huge" (one long event first), "truncate" (the first half of the
     events, then a clean end), "malformed" (an event of broken JSON after the first), "json" (a
-    non-SSE JSON document). ``content_type`` is what the 200 says it carries."""
+    non-SSE JSON document). ``content_type`` is what the 200 says it carries; ``cut_errors`` cuts each error
+    status's body halfway."""
 
     mode: str = "whole"
     statuses: list[int] = field(default_factory=list)
@@ -75,6 +81,7 @@ class Script:
     huge_bytes: int = 0
     body: bytes = b""
     content_type: str = "text/event-stream"
+    cut_errors: bool = False
 
 
 class MisbehavingServer:
@@ -152,9 +159,11 @@ class MisbehavingServer:
             writer.write(
                 f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\nretry-after: 0\r\n"
                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-                + body
+                + body[: len(body) // 2 if script.cut_errors else len(body)]
             )
             await writer.drain()
+            if script.cut_errors:
+                writer.transport.abort()  # the error's body breaks off halfway
             return
         if script.mode == "silent":
             await asyncio.sleep(30)  # ended sooner by the client's read timeout

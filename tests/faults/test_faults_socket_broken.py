@@ -149,3 +149,20 @@ async def test_rate_limits_past_the_retries_are_one_rate_limit_error(
     assert error.status == 429
     assert "try again" in str(error)  # the provider's own message
     assert len(bad_server.paths) == 3 + 1  # the first try and max_retries=2 retries, then the good prompt
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an error status whose body breaks off escapes HttpTransport as a raw httpx.RemoteProtocolError: "
+    "not a geppetto error, and the retryable 500 is never retried (_exchange reads the error body outside its "
+    "TransportError handling)",
+)
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_server_errors_whose_body_breaks_off_are_retried_then_one_server_error(
+    provider: str, bad_server: MisbehavingServer, recorded_streams: dict[str, bytes]
+) -> None:
+    body = recorded_streams[provider]
+    bad_server.script = Script(statuses=[500, 500, 500], cut_errors=True, body=body)
+    error = await _one_error(provider, bad_server, body, gp.ServerError)
+    assert error.status == 500
+    assert len(bad_server.paths) == 3 + 1
