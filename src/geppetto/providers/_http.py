@@ -257,6 +257,24 @@ class SSEDecoder:
         return None
 
 
+async def _error_body(response: httpx.Response) -> str:
+    """An error answer's body as text; "" when it broke off (the status still says what happened)."""
+    try:
+        return (await response.aread()).decode("utf-8", errors="replace")
+    except httpx.TransportError:
+        return ""
+    finally:
+        await response.aclose()
+
+
+def _not_a_stream(response: httpx.Response, head: bytes) -> str:
+    """Why a 2xx answer with no event in it is not the stream asked for, quoting how it began."""
+    kind = response.headers.get("content-type") or "no content type"
+    shown = head.decode("utf-8", errors="replace")
+    body = f"it began {shown!r}" if shown else "its body was empty"
+    return f"{response.request.url} answered with {kind} and no event where an event stream was asked for ({body})"
+
+
 def _broken(exc: httpx.HTTPError) -> str:
     """Why a stream broke off, in words: a read timeout says how long nothing came and how to wait longer."""
     if isinstance(exc, httpx.ReadTimeout):
@@ -469,12 +487,20 @@ class HttpTransport:
             decoder = SSEDecoder(self.max_event_size)
             chunks = response.aiter_bytes()
             started = time.monotonic()
+            events = 0
+            head = b""  # the start of the body, to show when it turns out not to be an event stream
             try:
                 async for chunk in chunks:
+                    if len(head) < 200:
+                        head += chunk[: 200 - len(head)]
                     for event in decoder.feed(chunk):
+                        events += 1
                         yield event
                 for event in decoder.flush():
+                    events += 1
                     yield event
+                if not events:
+                    raise self._error(StreamError, _not_a_stream(response, head), response)
             except GeneratorExit:
                 await _drain(chunks)
                 raise
@@ -536,8 +562,7 @@ class HttpTransport:
                         finally:
                             await response.aclose()
                         return
-                    text = (await response.aread()).decode("utf-8", errors="replace")
-                    await response.aclose()
+                    text = await _error_body(response)
             if broken is not None:
                 if attempt < self.retry.max_retries:
                     await self._sleep(self.retry.backoff(attempt))
