@@ -10,10 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_faults_socket import _answers, _engine
+from faultserver import ANSWER, PROVIDERS, MisbehavingServer, Script, answers_again, engine_for
 
 import geppetto as gp
-from conftest import ANSWER, PROVIDERS, MisbehavingServer, Script
 
 # The server in these cells sends nothing more for 30 s, so a short read timeout races nothing.
 SHORT_READ = httpx.Timeout(10.0, read=0.5)
@@ -29,7 +28,7 @@ async def _one_error(
     provider: str, server: MisbehavingServer, body: bytes, expected: type[gp.ProviderError], **options: Any
 ) -> gp.ProviderError:
     """Run one prompt that must fail with ``expected``; check nothing was half-saved and the next prompt works."""
-    async with _engine(provider, server, **options) as engine:
+    async with engine_for(provider, server, **options) as engine:
         session = gp.Session(engine)
         with pytest.raises(expected) as raised:
             await session.run("Hi")
@@ -37,7 +36,7 @@ async def _one_error(
         assert not session.running
         assert len(session.history) == 1  # the prompt's seed only
         assert [b.kind for b in session.history[0].blocks] == [gp.BlockKind.USER]
-        await _answers(session, server, body)
+        await answers_again(session, server, body)
         assert session.history[-1].blocks[-1].text == ANSWER
     return raised.value
 
@@ -73,9 +72,9 @@ async def test_headers_then_silence_is_a_stream_error_naming_the_read_timeout(
 ) -> None:
     body = recorded_streams[provider]
     bad_server.script = Script(mode="stall_head", body=body)
-    error = await _one_error(provider, bad_server, body, gp.StreamError, timeout=SHORT_READ)
+    error = await _one_error(provider, bad_server, body, gp.StreamError)  # 3 s: the headers come well before
     assert "broke off after" in str(error)
-    assert "no data for 0.5 s (read timeout); to wait longer pass the engine timeout=" in str(error)
+    assert "no data for 3 s (read timeout); to wait longer pass the engine timeout=" in str(error)
     assert len(bad_server.paths) == 1 + 1  # a stream that began is never sent again
 
 
@@ -119,7 +118,7 @@ async def test_a_valid_stream_under_another_content_type_is_still_read(
     provider: str, content_type: str, bad_server: MisbehavingServer, recorded_streams: dict[str, bytes]
 ) -> None:
     bad_server.script = Script(content_type=content_type, body=recorded_streams[provider])
-    async with _engine(provider, bad_server) as engine:
+    async with engine_for(provider, bad_server) as engine:
         out = await gp.Session(engine).run("Hi")
     assert out.blocks[-1].text == ANSWER
 
