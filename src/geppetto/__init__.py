@@ -33,6 +33,7 @@ from ._exceptions import (
 from .engine import Engine, Handler, run_sync
 from .events import publish, with_sinks
 from .middleware import Middleware, with_middleware
+from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
 from .session import ExecutionHandle, Session
 from .testing import FunctionEngine, ScriptedEngine
 from .tools import ToolDefinition, ToolRegistry, tool
@@ -56,6 +57,7 @@ __all__ = [
     "MetadataTypeError",
     "Middleware",
     "NotFoundError",
+    "OutputValidationError",
     "PreviousResponseNotFoundError",
     "ProviderConnectionError",
     "ProviderError",
@@ -66,6 +68,7 @@ __all__ = [
     "SessionBusyError",
     "StoreError",
     "StreamError",
+    "StructuredOutputConfig",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolRegistry",
@@ -73,6 +76,8 @@ __all__ = [
     "TurnFormatError",
     "UsageError",
     "load_turn",
+    "output_config",
+    "output_of",
     "publish",
     "run_sync",
     "save_turn",

@@ -2,6 +2,7 @@
 
 from ._builtin import logging_middleware, reorder_blocks, reorder_tool_results, system_prompt
 from ._chain import Middleware, MiddlewareEngine, new_blocks_not_in, snapshot_block_ids, with_middleware
+from ._output import structured_output
 from ._tool_loop import tool_loop
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "reorder_blocks",
     "reorder_tool_results",
     "snapshot_block_ids",
+    "structured_output",
     "system_prompt",
     "tool_loop",
     "with_middleware",

@@ -12,7 +12,8 @@ from typing import Any, cast
 from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
-from ..middleware import Middleware, tool_loop, with_middleware
+from ..middleware import Middleware, structured_output, tool_loop, with_middleware
+from ..output import STRUCTURED_OUTPUT, output_config
 from ..tools import Tool, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ._stamp import stamp_inference
@@ -111,11 +112,13 @@ class Session:
         self.record_events = record_events
         self.sinks = tuple(sinks)
         self.tools: ToolRegistry | None = None
-        chain = list(middlewares)
+        chain = [structured_output(), *middlewares]
         if tools is not None:
             self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
             chain.append(tool_loop(self.tools, **(tool_loop_options or {})))
         self._chain = tuple(chain)
+        self._run_output = False
+        """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
         self.engine: Engine
         self.use(checked)
         self._history: list[Turn] = []
@@ -141,7 +144,7 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
-        self.engine = with_middleware(engine, *self._chain) if self._chain else engine
+        self.engine = with_middleware(engine, *self._chain)
 
     @classmethod
     async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
@@ -219,10 +222,22 @@ class Session:
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
 
-    async def run(self, text: str) -> Turn:
+    async def run(self, text: str, *, output: Any = None) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
-        timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes."""
-        self.prompt(text)
+        timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes.
+
+        ``output`` asks for a structured answer: a pydantic model, dataclass, TypedDict, JSON schema dict
+        or a :class:`~geppetto.StructuredOutputConfig` (``output_config(Model, require_valid=True)``).
+        Read the answer with :func:`~geppetto.output_of` (``output_of(turn, Model)``). It holds for this
+        run only; a config you set in the turn's data yourself stays.
+        """
+        seed = self.prompt(text)
+        if output is not None:
+            STRUCTURED_OUTPUT.set(seed.data, output_config(output))
+            self._run_output = True
+        elif self._run_output:
+            STRUCTURED_OUTPUT.delete(seed.data)
+            self._run_output = False
         return await self.start_inference().wait()
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
