@@ -160,8 +160,7 @@ VALID: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
             "generationConfig": {
                 "temperature": 0.5,
                 "maxOutputTokens": 100,
-                "responseMimeType": "application/json",
-                "responseJsonSchema": SCHEMA,
+                "responseMimeType": "text/plain",  # not JSON: Gemini 2 refuses JSON with function calling
                 "thinkingConfig": {"includeThoughts": False, "thinkingBudget": 0},
             },
         },

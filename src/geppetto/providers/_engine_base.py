@@ -111,6 +111,11 @@ class StreamingEngine(TransportOwner):
         """A fresh reducer for one stream of this dialect."""
         raise NotImplementedError
 
+    def answer_tool(self, turn: Turn) -> str | None:
+        """The tool whose call is the structured answer for ``turn`` (a dialect that asks for structured
+        output through a forced tool overrides this); ``None`` otherwise."""
+        return None
+
     async def run_inference(self, turn: Turn) -> Turn:
         """Send ``turn``, stream the answer into it and return it (see
         :func:`~geppetto.providers._streaming.run_stream` for the events)."""
@@ -126,4 +131,5 @@ class StreamingEngine(TransportOwner):
             ),
             reducer=self.reducer(),
             key=key_hint(self.key_env, sent=bool(self.api_key)),
+            answer_tool=self.answer_tool(turn),
         )

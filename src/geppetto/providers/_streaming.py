@@ -20,6 +20,8 @@ import httpx
 from .._exceptions import AuthenticationError, ConfigurationError, NotFoundError, ProviderError, UsageError
 from .._json import dumps
 from ..events import (
+    STOP_END,
+    STOP_TOOL_CALLS,
     EventError,
     EventFinal,
     EventReasoningDelta,
@@ -30,6 +32,7 @@ from ..events import (
     metadata_for,
     publish,
 )
+from ..output import settle_output
 from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
     BLOCK_META_PROVIDER,
@@ -367,6 +370,15 @@ def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
     return blocks
 
 
+def _calls(block: Block, name: str) -> bool:
+    return block.kind is BlockKind.TOOL_CALL and block.payload.get(PAYLOAD_NAME) == name
+
+
+def _as_answer(call: Block) -> Block:
+    args = call.payload.get(PAYLOAD_ARGS)
+    return Block.llm_text(args if isinstance(args, str) else dumps(args))
+
+
 async def run_stream(
     turn: Turn,
     *,
@@ -375,11 +387,13 @@ async def run_stream(
     open_stream: Callable[[], AsyncGenerator[SSEEvent, None]],
     reducer: StreamReducer,
     key: str = "",
+    answer_tool: str | None = None,
 ) -> Turn:
     """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
     append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
     that completed (never a tool call) and re-raises; ``key`` (see :func:`key_hint`) is added to an
-    authentication error's message."""
+    authentication error's message. A call of ``answer_tool`` is the structured answer given as a tool
+    call (Claude's tool mode): it becomes a text block holding its arguments as JSON."""
     meta = metadata_for(turn, provider, model)
     publish(EventStart(meta))
     started = time.monotonic()
@@ -400,7 +414,12 @@ async def run_stream(
         if error is exc:
             raise
         raise error from exc
+    if answer_tool is not None:
+        result.blocks = [_as_answer(b) if _calls(b, answer_tool) else b for b in result.blocks]
+        if result.stop_reason == STOP_TOOL_CALLS and not any(b.kind is BlockKind.TOOL_CALL for b in result.blocks):
+            result.stop_reason = STOP_END
     turn.extend(_stamp(result.blocks, provider, result.response_id))
+    settle_output(turn, result.blocks)
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
     TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())

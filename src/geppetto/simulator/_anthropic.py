@@ -14,6 +14,7 @@ from ._call import Call
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
+from ._output_rules import check_anthropic_format
 from ._state import SimState, new_id
 from ._tokens import ITEM_OVERHEAD, count_items, count_text, count_value
 
@@ -96,7 +97,8 @@ async def create_message(call: Call) -> ASGIApp:
     body = call.obj()
     state = call.state
     check_request(state, body)
-    reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body))
+    schema = check_anthropic_format(body)
+    reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
     system = body.get("system")

@@ -71,6 +71,12 @@ _REQUEST = obj(
         "stop_sequences": array(_STR),
         "stream": _BOOL,
         "metadata": obj({"user_id": _STR}),
+        "output_config": obj(
+            {
+                "effort": _STR,
+                "format": obj({"type": scalar("str", enum=("json_schema",)), "schema": _DICT}, "type", "schema"),
+            }
+        ),
     },
     "model",
     "max_tokens",

@@ -21,6 +21,7 @@ from ._faults import SSEStream, sse
 from ._model import REASONING_PREFIXES, Msg, Reply, ToolSpec, decide
 from ._openai_items import arguments_json, tool_choice
 from ._openai_out import chunks
+from ._output_rules import check_openai_format
 from ._state import new_id
 from ._tokens import count_items, count_text
 from ._validate import validate
@@ -144,6 +145,7 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         inner = fmt.get("json_schema") or {}
+        check_openai_format(inner, "response_format.json_schema")
         return dict(inner.get("schema") or {"type": "object"})
     if isinstance(fmt, dict) and fmt.get("type") == "json_object":
         return {"type": "object", "properties": {"answer": {"type": "string"}}}

@@ -15,6 +15,7 @@ from ._faults import SSEStream, sse
 from ._gemini_rules import check_contents, check_shape
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
+from ._output_rules import check_gemini_output
 from ._state import SimState, new_id
 from ._tokens import count_items, count_text, count_value
 
@@ -116,6 +117,7 @@ async def generate(call: Call) -> ASGIApp:
     check_shape(body)
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
+    check_gemini_output(body, model)
     reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
     config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
     parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")))

@@ -149,7 +149,12 @@ def pick_tool(tools: list[ToolSpec], text: str, choice: str = "auto") -> ToolSpe
     return tools[0] if choice == "required" else None
 
 
+_PROSE = ("summary", "answer", "text", "description", "content", "result", "explanation", "reason")
+
+
 def _string_for(name: str, schema: dict[str, Any], text: str) -> str:
+    if name.lower() in _PROSE:
+        return text.strip()[:400] or name
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         for option in enum:
@@ -169,12 +174,62 @@ def _string_for(name: str, schema: dict[str, Any], text: str) -> str:
     return text.strip()[:80] or name
 
 
-def fill_value(schema: Any, text: str, name: str = "value") -> Any:
-    """A deterministic JSON value matching `schema`, drawing strings and numbers from `text`."""
+_FORMATS = {
+    "date-time": "2026-01-01T00:00:00Z",
+    "date": "2026-01-01",
+    "time": "12:00:00",
+    "duration": "P1D",
+    "email": "someone@example.com",
+    "hostname": "example.com",
+    "uri": "https://example.com/",
+    "ipv4": "127.0.0.1",
+    "ipv6": "::1",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+}
+_MAX_DEPTH = 4
+
+
+def _resolve(root: dict[str, Any], ref: str) -> Any:
+    node: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def _is_null(schema: Any) -> bool:
+    return isinstance(schema, dict) and str(schema.get("type", "")).lower() == "null"
+
+
+def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None, depth: int = 0) -> Any:
+    """A deterministic JSON value matching `schema`, drawing strings and numbers from `text`.
+
+    Follows local `$ref`s, picks the first non-null branch of `anyOf`/`oneOf` (null, an empty list or
+    no optional property once nested deeper than a few levels, so recursive schemas end), and honours
+    `const`, `enum`, string formats and numeric bounds. Both JSON-schema and Gemini's upper-case types.
+    """
     if not isinstance(schema, dict):
         return text
+    root = schema if root is None else root
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        return fill_value(_resolve(root, ref), text, name, root=root, depth=depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and not all(isinstance(e, str) for e in enum):
+        return enum[0]
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(branches, list) and branches:
+        real = [b for b in branches if not _is_null(b)]
+        if not real or (depth >= _MAX_DEPTH and len(real) < len(branches)):
+            return None
+        return fill_value(real[0], text, name, root=root, depth=depth + 1)
+    if depth >= _MAX_DEPTH and schema.get("nullable"):
+        return None
     kind = schema.get("type")
     if isinstance(kind, list):
+        if depth >= _MAX_DEPTH and "null" in kind:
+            return None
         kind = next((k for k in kind if k != "null"), "string")
     kind = str(kind).lower() if kind else ("object" if "properties" in schema else "string")
     if kind == "object":
@@ -182,15 +237,27 @@ def fill_value(schema: Any, text: str, name: str = "value") -> Any:
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         required = schema.get("required")
         names = list(props) if not isinstance(required, list) or not required else [n for n in props if n in required]
-        return {n: fill_value(props[n], text, n) for n in names}
+        return {n: fill_value(props[n], text, n, root=root, depth=depth + 1) for n in names}
     if kind == "array":
-        return [fill_value(schema.get("items") or {}, text, name)]
+        least = schema.get("minItems")
+        count = int(least) if isinstance(least, int) and least > 0 else (0 if depth >= _MAX_DEPTH else 1)
+        return [fill_value(schema.get("items") or {}, text, name, root=root, depth=depth + 1) for _ in range(count)]
     if kind in ("integer", "number"):
         found = re.search(r"-?\d+(?:\.\d+)?", text)
         number = float(found.group(0)) if found else 1.0
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if isinstance(low, int | float) and number < low:
+            number = float(low)
+        if isinstance(high, int | float) and number > high:
+            number = float(high)
         return int(number) if kind == "integer" else number
     if kind == "boolean":
         return True
+    if kind == "null":
+        return None
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt in _FORMATS:
+        return _FORMATS[fmt]
     return _string_for(name, schema, text)
 
 
@@ -207,7 +274,14 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
     if trailing and trailing[-1].role == "result":
         # Answer from the latest run of calls and results (after any assistant text in between).
         start = max((i + 1 for i, m in enumerate(trailing) if m.role not in ("call", "result")), default=0)
-        return Reply(text=_answer_from_results(trailing[start:]))
+        answer = _answer_from_results(trailing[start:])
+        if choice not in ("auto", "none"):  # a forced choice: the answer is a call (the last tool offered)
+            forced = next((t for t in tools if t.name == choice), tools[-1] if tools else None)
+            if forced is not None:
+                return Reply(tool_calls=[ToolCall(forced.name, fill_value(forced.parameters or {}, answer))])
+        if schema is not None:
+            return Reply(text=json.dumps(fill_value(schema, answer), separators=(",", ":")))
+        return Reply(text=answer)
     user_text = msgs[last_user].text if last_user >= 0 else ""
     if not any(m.role == "call" for m in trailing):
         tool = pick_tool(tools, user_text, choice)

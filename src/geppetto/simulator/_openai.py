@@ -15,6 +15,7 @@ from ._faults import SSEStream
 from ._model import decide, is_reasoning_model
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
+from ._output_rules import check_openai_format
 from ._state import Conversation, SimState, StoredResponse, new_id
 from ._validate import bound_error, enum_error, validate
 
@@ -57,6 +58,7 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        check_openai_format(fmt, "text.format")
         return dict(fmt["schema"])
     if isinstance(fmt, dict) and fmt.get("type") == "json_object":
         return {"type": "object", "properties": {"answer": {"type": "string"}}}

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from ..._exceptions import ConfigurationError
+from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -192,4 +193,61 @@ def build_request(
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     elif temperature is not None:
         body["temperature"] = temperature
+    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is not None:
+        _ask_output(body, output, model, thinking=thinking, tool_choice=tool_choice)
     return body
+
+
+_NATIVE_FROM = (4, 5)
+_CLAUDE_VERSION = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d{1,2}))?(?:\D|$)")
+
+
+def output_mode(output: StructuredOutputConfig, model: str) -> str:
+    """``"native"`` (``output_config.format``) or ``"tool"`` (a forced answer tool) for ``model``.
+
+    ``auto`` picks native for Claude 4.5 and later (``claude-sonnet-4-5``, ``claude-opus-4-6``, ...) and
+    for model names that are not Claude's (a compatible server), and the tool for older Claude models
+    (``claude-3-5-sonnet-...``, ``claude-sonnet-4-0``, ``claude-opus-4-1``), which lack native structured output.
+    """
+    if output.mode != "auto":
+        return output.mode
+    name = model.lower()
+    if not name.startswith("claude"):
+        return "native"
+    found = _CLAUDE_VERSION.search(name)
+    if found is None:
+        return "tool"
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    return "native" if version >= _NATIVE_FROM else "tool"
+
+
+def answer_tool(turn: Turn, model: str) -> str | None:
+    """The name of the tool whose call is the structured answer, when ``turn`` asks for one in tool mode."""
+    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is None or output_mode(output, model) != "tool":
+        return None
+    return output.name
+
+
+def _ask_output(
+    body: dict[str, Any], output: StructuredOutputConfig, model: str, *, thinking: bool, tool_choice: str | None
+) -> None:
+    schema = wire_schema(output, "anthropic")
+    if output_mode(output, model) == "native":
+        body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        return
+    tools = body.setdefault("tools", [])
+    if any(t.get("name") == output.name for t in tools):
+        raise ConfigurationError(
+            f"the structured output is named {output.name!r}, like one of the tools, and Claude's tool mode "
+            "offers it as a tool: pass output_config(..., name='another_name')"
+        )
+    description = output.description or "Give your final answer by calling this tool, with the answer as its input."
+    tools.append({"name": output.name, "description": description, "input_schema": schema})
+    if thinking:
+        body["tool_choice"] = {"type": "auto"}  # Claude refuses a forced tool while thinking
+    elif len(tools) == 1 or tool_choice == "none":
+        body["tool_choice"] = {"type": "tool", "name": output.name}
+    else:
+        body["tool_choice"] = {"type": "any"}

@@ -11,7 +11,7 @@ from ...turns import Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, anthropic_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_request
+from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
@@ -90,3 +90,6 @@ class ClaudeEngine(StreamingEngine):
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()
+
+    def answer_tool(self, turn: Turn) -> str | None:
+        return answer_tool(turn, self.model)

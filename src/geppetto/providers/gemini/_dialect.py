@@ -16,8 +16,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from ..._json import dumps
+from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema
 from ...turns import (
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
@@ -166,6 +169,7 @@ def build_request(
     thinking_budget: int | None = None,
     include_thoughts: bool | None = None,
     sign_calls: bool = False,
+    model: str = "",
 ) -> dict[str, Any]:
     """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
 
@@ -200,6 +204,41 @@ def build_request(
         thinking["includeThoughts"] = include_thoughts if include_thoughts is not None else thinking_budget != 0
     if thinking:
         generation["thinkingConfig"] = thinking
+    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is not None:
+        _ask_output(body, generation, output, model)
     if generation:
         body["generationConfig"] = generation
     return body
+
+
+_GEMINI_VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
+
+
+def gemini_version(model: str) -> tuple[int, int]:
+    """The model's Gemini version (``gemini-2.5-flash`` -> (2, 5)); a name without one counts as the newest."""
+    found = _GEMINI_VERSION.search(model.lower())
+    if found is None:
+        return (99, 0)
+    return (int(found.group(1)), int(found.group(2) or 0))
+
+
+def _ask_output(body: dict[str, Any], generation: dict[str, Any], output: StructuredOutputConfig, model: str) -> None:
+    """``responseMimeType`` and the schema: ``responseJsonSchema`` from Gemini 2.5 on, ``responseSchema`` (the
+    OpenAPI subset) before. Gemini before 3 refuses a JSON response together with function calling, so a
+    request that offers tools to such a model asks for the JSON in the system instruction instead; the
+    answer is validated either way."""
+    version = gemini_version(model)
+    if "tools" in body and version < (3, 0):
+        note = (
+            f"When you give your final answer, reply with only a JSON value matching this JSON schema "
+            f"(named {output.name}): {dumps(wire_schema(output, 'gemini'))}"
+        )
+        system = body.setdefault("systemInstruction", {"parts": []})
+        system["parts"] = [*system.get("parts", []), {"text": note}]
+        return
+    generation["responseMimeType"] = "application/json"
+    if version >= (2, 5):
+        generation["responseJsonSchema"] = wire_schema(output, "gemini")
+    else:
+        generation["responseSchema"] = wire_schema(output, "gemini-openapi")

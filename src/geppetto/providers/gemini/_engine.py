@@ -84,6 +84,7 @@ class GeminiEngine(StreamingEngine):
             thinking_budget=self.thinking_budget,
             include_thoughts=self.include_thoughts,
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
+            model=self.model,
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:

@@ -11,6 +11,7 @@ import httpx
 
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
+from geppetto.output import STRUCTURED_OUTPUT, settle_output, wire_schema
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -164,7 +165,7 @@ class ResponsesEngine(TransportOwner):
         body.update(self._tools.fields(turn, self.tool_choice))
         optional: dict[str, Any] = {
             "parallel_tool_calls": self.parallel_tool_calls,
-            "text": {"format": self.text_format} if self.text_format else None,
+            "text": self._text(turn),
             "max_output_tokens": self.max_output_tokens,
         }
         if not self.is_reasoning_model():
@@ -181,6 +182,17 @@ class ResponsesEngine(TransportOwner):
             body["include"] = include
         body["stream"] = True
         return body
+
+    def _text(self, turn: Turn) -> dict[str, Any] | None:
+        """``text.format``: the Turn's structured-output config, else the engine's ``text_format``."""
+        output = STRUCTURED_OUTPUT.get(turn.data)
+        if output is None:
+            return {"format": self.text_format} if self.text_format else None
+        fmt: dict[str, Any] = {"type": "json_schema", "name": output.name}
+        if output.description:
+            fmt["description"] = output.description
+        fmt.update(schema=wire_schema(output, "openai"), strict=output.strict)
+        return {"format": fmt}
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
@@ -244,6 +256,7 @@ class ResponsesEngine(TransportOwner):
         for block in blocks:
             BLOCK_META_PROVIDER.set(block.metadata, self.provider)
             turn.append(block)
+        settle_output(turn, blocks)
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
         if not response_id:
