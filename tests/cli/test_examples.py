@@ -34,8 +34,17 @@ def test_every_example_is_tested() -> None:
             "chained_tool_loop.py",
             "conversation_mode.py",
             "cross_provider_session.py",
+            "structured_output.py",
         ]
     )
+
+
+def test_structured_output_gives_a_model_on_every_engine_and_retries_a_wrong_answer(tmp_path: Path) -> None:
+    lines = _run(tmp_path, "structured_output.py").splitlines()
+    assert [line.split(":")[0].strip() for line in lines[:4]] == ["openai-responses", "openai-chat", "anthropic", "gemini"]
+    assert all("City(name='Paris', population=2100000, kind='capital'" in line for line in lines[:4])
+    assert lines[4] == "retried after: population: Field required; kind: Input should be 'capital' or 'town'"
+    assert lines[5].startswith("valid answer: name='Paris' population=2100000 kind='capital'")
 
 
 def test_simple_inference(tmp_path: Path) -> None:

@@ -267,6 +267,16 @@ def _answer_from_results(msgs: list[Msg]) -> str:
     return "Here is what the tools returned. " + "; ".join(parts) + "."
 
 
+def _question(msgs: list[Msg]) -> str:
+    """The user text a structured answer draws from: the latest user message that is not a correction
+    about the JSON schema (after one, the scripted model answers the question before it again)."""
+    users = [m.text for m in msgs if m.role == "user"]
+    for text in reversed(users):
+        if "JSON schema" not in text:
+            return text
+    return users[-1] if users else ""
+
+
 def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema: dict[str, Any] | None = None) -> Reply:
     """The unscripted reply to a context (the queue is consulted by the caller first)."""
     last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
@@ -288,5 +298,5 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
         if tool is not None:
             return Reply(tool_calls=[ToolCall(tool.name, fill_value(tool.parameters or {"type": "object"}, user_text))])
     if schema is not None:
-        return Reply(text=json.dumps(fill_value(schema, user_text), separators=(",", ":")))
+        return Reply(text=json.dumps(fill_value(schema, _question(msgs)), separators=(",", ":")))
     return Reply(text=f"You said: {user_text}" if user_text else "Hello from the geppetto simulator.")
