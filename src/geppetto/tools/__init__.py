@@ -11,7 +11,7 @@ from ._executor import (
     refuse_tool_calls,
 )
 from ._registry import ToolRegistry
-from ._tool import Tool, ToolDefinition, serialize_result, tool
+from ._tool import Tool, ToolDefinition, ToolReportedError, serialize_result, tool
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -22,6 +22,7 @@ __all__ = [
     "ToolConfig",
     "ToolDefinition",
     "ToolRegistry",
+    "ToolReportedError",
     "current_tools",
     "execute_tool_calls",
     "offering_tools",

@@ -30,7 +30,7 @@ from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._registry import ToolRegistry
-from ._tool import Tool, serialize_result
+from ._tool import Tool, ToolReportedError, serialize_result
 from ._workers import WORKERS
 
 __all__ = [
@@ -256,7 +256,11 @@ async def _run_once(t: Tool, kwargs: dict[str, Any], timeout_s: float) -> str:
         # retry would run a second copy beside it, so a sync tool is not retried after a timeout.
         raise _Failure(f"tool {t.name} timed out after {timeout_s:g}s", retry=t.is_async) from exc
     except _Raised as exc:
+        if isinstance(exc.original, ToolReportedError):
+            raise _Failure(f"tool {t.name} reported an error: {exc.original}", retry=False) from exc.original
         raise _Failure(_raised(t, exc.original), retry=True) from exc.original
+    except ToolReportedError as exc:
+        raise _Failure(f"tool {t.name} reported an error: {exc}", retry=False) from exc
     except Exception as exc:
         raise _Failure(_raised(t, exc), retry=True) from exc
     try:

@@ -19,9 +19,14 @@ import pydantic_core
 
 from .._exceptions import ToolDefinitionError
 
-__all__ = ["Tool", "ToolDefinition", "serialize_result", "tool"]
+__all__ = ["Tool", "ToolDefinition", "ToolReportedError", "serialize_result", "tool"]
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+class ToolReportedError(Exception):
+    """Raised by a tool to report a failure in its own words: the model reads the message as the tool's
+    error, as it is (an MCP server's ``isError`` result arrives this way)."""
 
 
 @dataclass(frozen=True)
