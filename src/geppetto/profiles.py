@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ._exceptions import ConfigurationError
+from .tools._config import MCP_SERVER_KEYS
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -72,6 +73,9 @@ class Profile:
     reasoning_effort: str | None = None
     simulator: bool = False
     """Start the bundled simulator and point the engine at it."""
+    mcp_servers: list[Any] | None = None
+    """MCP servers whose tools ``run`` and ``chat`` offer: command lines, URLs, or mappings with the keys of
+    :data:`~geppetto.tools.MCP_SERVER_KEYS` (needs the ``mcp`` extra)."""
     problem: str | None = None
     """Why this profile cannot be used (its entry in the file is wrong); the file's other profiles still load,
     and using this one raises :class:`~geppetto.ConfigurationError` with this text."""
@@ -102,6 +106,7 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "max_tokens": ((int,), "a whole number such as 1024"),
     "reasoning_effort": ((str,), "minimal, low, medium or high"),
     "simulator": ((bool,), "true or false"),
+    "mcp_servers": ((list,), "a list of MCP servers: command lines, URLs or mappings"),
 }
 MODES = ("stateless", "chained", "conversation")
 
@@ -117,6 +122,20 @@ def _check_settings(path: Path, name: str, raw: dict[str, Any]) -> None:
         raise ConfigurationError(f"{path}: profiles.{name}.mode is {raw['mode']!r}; write {', '.join(MODES)}")
     if isinstance(raw.get("max_tokens"), int) and raw["max_tokens"] < 1:
         raise ConfigurationError(f"{path}: profiles.{name}.max_tokens must be at least 1")
+    for i, entry in enumerate(raw.get("mcp_servers") or []):
+        where = f"{path}: profiles.{name}.mcp_servers[{i}]"
+        if isinstance(entry, dict):
+            unknown = sorted(str(k) for k in entry if k not in MCP_SERVER_KEYS)
+            if unknown:
+                raise ConfigurationError(
+                    _unknown(path, f"profiles.{name}.mcp_servers[{i}].", unknown[0], MCP_SERVER_KEYS)
+                )
+            if ("command" in entry) == ("url" in entry):
+                raise ConfigurationError(f"{where} needs either `command` or `url`")
+        elif not isinstance(entry, str) or not entry.strip():
+            raise ConfigurationError(
+                f"{where} is {entry!r}; write a command line, a URL, or a mapping with `command` or `url`"
+            )
 
 
 SIM_PROFILE = Profile(name="sim", provider="openai-responses", model="sim-1", simulator=True, mode="chained")

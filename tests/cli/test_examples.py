@@ -35,13 +35,27 @@ def test_every_example_is_tested() -> None:
             "conversation_mode.py",
             "cross_provider_session.py",
             "structured_output.py",
+            "mcp_tools.py",
         ]
     )
 
 
+def test_mcp_tools_calls_the_time_server_and_a_python_tool(tmp_path: Path) -> None:
+    pytest.importorskip("mcp_server_time", reason="mcp-server-time is not installed (the dev extra installs it)")
+    lines = _run(tmp_path, "mcp_tools.py").splitlines()
+    assert lines[0] == "tools: shout, get_current_time, convert_time"
+    assert lines[1].startswith("get_current_time for 'Asia/Tokyo' -> ['{', '  \"timezone\": \"Asia/Tokyo\",'")
+    assert lines[2] == "shout 'hello from python' -> ['HELLO FROM PYTHON']"
+
+
 def test_structured_output_gives_a_model_on_every_engine_and_retries_a_wrong_answer(tmp_path: Path) -> None:
     lines = _run(tmp_path, "structured_output.py").splitlines()
-    assert [line.split(":")[0].strip() for line in lines[:4]] == ["openai-responses", "openai-chat", "anthropic", "gemini"]
+    assert [line.split(":")[0].strip() for line in lines[:4]] == [
+        "openai-responses",
+        "openai-chat",
+        "anthropic",
+        "gemini",
+    ]
     assert all("City(name='Paris', population=2100000, kind='capital'" in line for line in lines[:4])
     assert lines[4] == "retried after: population: Field required; kind: Input should be 'capital' or 'town'"
     assert lines[5].startswith("valid answer: name='Paris' population=2100000 kind='capital'")

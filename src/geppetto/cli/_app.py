@@ -38,6 +38,13 @@ ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PRO
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+McpOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        help="Offer the tools of an MCP server: a command line (run over stdio) or an http(s) URL; repeatable.",
+    ),
+]
 
 
 def _print_version(value: bool) -> None:
@@ -73,6 +80,7 @@ def run(
     with_uppercase: Annotated[bool, typer.Option("--with-uppercase", help="Uppercase the answer.")] = False,
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
+    mcp: McpOpt = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -85,6 +93,7 @@ def run(
         with_uppercase=with_uppercase,
         json_events=json_events,
         save_turn=save_turn,
+        mcp=tuple(mcp or ()),
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 
@@ -108,6 +117,7 @@ def chat(
     ] = False,
     store: StoreOpt = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
+    mcp: McpOpt = None,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
 
@@ -128,6 +138,7 @@ def chat(
         session_id=session,
         continue_last=continue_last,
         persist=not no_store,
+        mcp=tuple(mcp or ()),
     )
     guarded(repl.run)
 

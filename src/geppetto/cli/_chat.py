@@ -28,6 +28,7 @@ from ._inspect import render_turn
 from ._runtime import (
     CHAT_ENGINE,
     EngineSettings,
+    McpHold,
     Opened,
     check_turn_target,
     choose_profile,
@@ -135,6 +136,7 @@ class ChatRepl:
         session_id: str | None = None,
         continue_last: bool = False,
         persist: bool = True,
+        mcp: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
         self.resume = resume
@@ -146,6 +148,7 @@ class ChatRepl:
         self.console = Console(highlight=False)
         self.middlewares: list[Middleware] = cli_middlewares(system=system, with_logging=False, with_uppercase=False)
         self.tools = demo_registry() if with_tools else None
+        self.mcp = mcp
         self.opened: Opened | None = None
         self.session: Session | None = None
         self._handle: ExecutionHandle | None = None
@@ -230,13 +233,16 @@ class ChatRepl:
         """The loop; returns on /exit or end of input."""
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (line editing and history for input())
-        with asyncio.Runner() as runner:
+        with asyncio.Runner() as runner, contextlib.ExitStack() as stack:
             try:
                 # What to continue first: a wrong --resume or --session fails before anything is shown.
                 stored, session_id = runner.run(self._open_store())
                 latest = stored if stored is not None else self._resumed()
                 settings = self.settings.resumed(CHAT_ENGINE.get(latest.metadata) if latest is not None else None)
                 profile = choose_profile(settings)
+                servers = McpHold([*(profile.mcp_servers or []), *self.mcp], self.tools)
+                self.tools = runner.run(servers.start())
+                stack.callback(lambda: runner.run(servers.stop()))
                 with open_engine(profile, self.tools) as opened, _notes_on_their_own_line():
                     self.opened = opened
                     self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")

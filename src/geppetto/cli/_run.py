@@ -14,7 +14,15 @@ from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
 from ..turns import BlockKind, Turn, save_turn
 from ._demo_tools import demo_registry
-from ._runtime import EngineSettings, check_turn_target, choose_profile, cli_middlewares, open_engine, text_printer
+from ._runtime import (
+    EngineSettings,
+    check_turn_target,
+    choose_profile,
+    cli_middlewares,
+    mcp_tools,
+    open_engine,
+    text_printer,
+)
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -30,6 +38,7 @@ class RunOptions:
     with_uppercase: bool = False
     json_events: bool = False
     save_turn: Path | None = None
+    mcp: tuple[str, ...] = ()
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -61,13 +70,14 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
 
 async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Turn:
     profile = choose_profile(options.settings)
-    tools = demo_registry() if options.with_tools else None
-    with open_engine(profile, tools) as opened:
-        chain = cli_middlewares(
-            system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
-        )
-        session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-        return await session.run(prompt)
+    base = demo_registry() if options.with_tools else None
+    async with mcp_tools([*(profile.mcp_servers or []), *options.mcp], base) as tools:
+        with open_engine(profile, tools) as opened:
+            chain = cli_middlewares(
+                system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
+            )
+            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
+            return await session.run(prompt)
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

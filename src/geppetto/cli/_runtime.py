@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -220,3 +221,55 @@ def text_printer(stream: IO[str], *, text: bool = True) -> EventSink:
         printer(event)
 
     return sink
+
+
+@contextlib.asynccontextmanager
+async def mcp_tools(specs: Sequence[Any], tools: ToolRegistry | None) -> AsyncIterator[ToolRegistry | None]:
+    """``tools`` with the tools of the MCP servers ``specs`` added (the servers run until the block ends);
+    ``tools`` as it is when there are none."""
+    if not specs:
+        yield tools
+        return
+    try:
+        from ..tools.mcp import McpServers
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    async with McpServers(specs, registry=tools if tools is not None else ToolRegistry()) as servers:
+        yield servers.registry
+
+
+class McpHold:
+    """MCP servers kept running across the prompts of a chat (one event loop, many ``runner.run`` calls):
+    a task enters them and waits; :meth:`stop` lets it leave, in the task that entered."""
+
+    def __init__(self, specs: Sequence[Any], tools: ToolRegistry | None) -> None:
+        self.specs, self.tools = list(specs), tools
+        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> ToolRegistry | None:
+        if not self.specs:
+            return self.tools
+        ready: asyncio.Future[ToolRegistry | None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+
+        async def hold() -> None:
+            try:
+                async with mcp_tools(self.specs, self.tools) as registry:
+                    ready.set_result(registry)
+                    assert self._stop is not None
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                    return
+                raise
+
+        self._task = asyncio.get_running_loop().create_task(hold())
+        return await ready
+
+    async def stop(self) -> None:
+        if self._stop is not None and self._task is not None:
+            self._stop.set()
+            with contextlib.suppress(Exception):
+                await self._task

@@ -152,8 +152,8 @@ def pick_tool(tools: list[ToolSpec], text: str, choice: str = "auto") -> ToolSpe
 _PROSE = ("summary", "answer", "text", "description", "content", "result", "explanation", "reason")
 
 
-def _string_for(name: str, schema: dict[str, Any], text: str) -> str:
-    if name.lower() in _PROSE:
+def _string_for(name: str, schema: dict[str, Any], text: str, prose: bool = False) -> str:
+    if prose and name.lower() in _PROSE:
         return text.strip()[:400] or name
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
@@ -200,7 +200,9 @@ def _is_null(schema: Any) -> bool:
     return isinstance(schema, dict) and str(schema.get("type", "")).lower() == "null"
 
 
-def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None, depth: int = 0) -> Any:
+def fill_value(
+    schema: Any, text: str, name: str = "value", *, root: Any = None, depth: int = 0, prose: bool = False
+) -> Any:
     """A deterministic JSON value matching `schema`, drawing strings and numbers from `text`.
 
     Follows local `$ref`s, picks the first non-null branch of `anyOf`/`oneOf` (null, an empty list or
@@ -212,7 +214,7 @@ def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None,
     root = schema if root is None else root
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        return fill_value(_resolve(root, ref), text, name, root=root, depth=depth + 1)
+        return fill_value(_resolve(root, ref), text, name, root=root, depth=depth + 1, prose=prose)
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
@@ -223,7 +225,7 @@ def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None,
         real = [b for b in branches if not _is_null(b)]
         if not real or (depth >= _MAX_DEPTH and len(real) < len(branches)):
             return None
-        return fill_value(real[0], text, name, root=root, depth=depth + 1)
+        return fill_value(real[0], text, name, root=root, depth=depth + 1, prose=prose)
     if depth >= _MAX_DEPTH and schema.get("nullable"):
         return None
     kind = schema.get("type")
@@ -237,11 +239,14 @@ def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None,
         props: dict[str, Any] = raw_props if isinstance(raw_props, dict) else {}
         required = schema.get("required")
         names = list(props) if not isinstance(required, list) or not required else [n for n in props if n in required]
-        return {n: fill_value(props[n], text, n, root=root, depth=depth + 1) for n in names}
+        return {n: fill_value(props[n], text, n, root=root, depth=depth + 1, prose=prose) for n in names}
     if kind == "array":
         least = schema.get("minItems")
         count = int(least) if isinstance(least, int) and least > 0 else (0 if depth >= _MAX_DEPTH else 1)
-        return [fill_value(schema.get("items") or {}, text, name, root=root, depth=depth + 1) for _ in range(count)]
+        return [
+            fill_value(schema.get("items") or {}, text, name, root=root, depth=depth + 1, prose=prose)
+            for _ in range(count)
+        ]
     if kind in ("integer", "number"):
         found = re.search(r"-?\d+(?:\.\d+)?", text)
         number = float(found.group(0)) if found else 1.0
@@ -258,7 +263,7 @@ def fill_value(schema: Any, text: str, name: str = "value", *, root: Any = None,
     fmt = schema.get("format")
     if isinstance(fmt, str) and fmt in _FORMATS:
         return _FORMATS[fmt]
-    return _string_for(name, schema, text)
+    return _string_for(name, schema, text, prose)
 
 
 def _answer_from_results(msgs: list[Msg]) -> str:
@@ -288,9 +293,11 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
         if choice not in ("auto", "none"):  # a forced choice: the answer is a call (the last tool offered)
             forced = next((t for t in tools if t.name == choice), tools[-1] if tools else None)
             if forced is not None:
-                return Reply(tool_calls=[ToolCall(forced.name, fill_value(forced.parameters or {}, answer))])
+                return Reply(
+                    tool_calls=[ToolCall(forced.name, fill_value(forced.parameters or {}, answer, prose=True))]
+                )
         if schema is not None:
-            return Reply(text=json.dumps(fill_value(schema, answer), separators=(",", ":")))
+            return Reply(text=json.dumps(fill_value(schema, answer, prose=True), separators=(",", ":")))
         return Reply(text=answer)
     user_text = msgs[last_user].text if last_user >= 0 else ""
     if not any(m.role == "call" for m in trailing):
@@ -298,5 +305,5 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
         if tool is not None:
             return Reply(tool_calls=[ToolCall(tool.name, fill_value(tool.parameters or {"type": "object"}, user_text))])
     if schema is not None:
-        return Reply(text=json.dumps(fill_value(schema, _question(msgs)), separators=(",", ":")))
+        return Reply(text=json.dumps(fill_value(schema, _question(msgs), prose=True), separators=(",", ":")))
     return Reply(text=f"You said: {user_text}" if user_text else "Hello from the geppetto simulator.")

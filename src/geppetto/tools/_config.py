@@ -17,9 +17,12 @@ from typing import Any, overload
 from ..turns import Turn, turn_data_key
 from ._tool import ToolDefinition
 
-__all__ = ["TOOL_CONFIG", "ToolConfig", "current_tools", "offering_tools", "request_tool_choice"]
+__all__ = ["MCP_SERVER_KEYS", "TOOL_CONFIG", "ToolConfig", "current_tools", "offering_tools", "request_tool_choice"]
 
 _CHOICES = ("auto", "none", "required")
+
+MCP_SERVER_KEYS = ("command", "cwd", "env", "headers", "name", "prefix", "url")
+"""The keys of an MCP server entry written as a mapping (a profile's ``mcp_servers:``, ``McpServer.from_spec``)."""
 
 
 @dataclass

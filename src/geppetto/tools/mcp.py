@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from .._exceptions import ConfigurationError, GeppettoError
+from ._config import MCP_SERVER_KEYS
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, ToolReportedError
 
@@ -96,11 +97,10 @@ class McpServer:
             if spec.startswith(("http://", "https://")):
                 return cls(url=spec)
             return cls(spec)
-        allowed = {"command", "url", "env", "cwd", "headers", "prefix", "name"}
-        unknown = sorted(set(spec) - allowed)
+        unknown = sorted(set(spec) - set(MCP_SERVER_KEYS))
         if unknown:
             raise ConfigurationError(
-                f"unknown key(s) {', '.join(unknown)} in an MCP server entry; use {', '.join(sorted(allowed))}"
+                f"unknown key(s) {', '.join(unknown)} in an MCP server entry; use {', '.join(MCP_SERVER_KEYS)}"
             )
         return cls(
             spec.get("command"),
@@ -273,9 +273,13 @@ class McpServers:
     ``servers.registry``. Two servers offering the same tool name is a :class:`~geppetto.ConfigurationError`
     naming both unless one has a ``prefix``. When a server's tool list changes, the registry follows."""
 
-    def __init__(self, servers: Sequence[str | Mapping[str, Any] | McpServer]) -> None:
+    def __init__(
+        self, servers: Sequence[str | Mapping[str, Any] | McpServer], *, registry: ToolRegistry | None = None
+    ) -> None:
         self.servers = [s if isinstance(s, McpServer) else McpServer.from_spec(s) for s in servers]
-        self.registry = ToolRegistry()
+        self.registry = registry if registry is not None else ToolRegistry()
+        """The registry the servers' tools are in: ``registry`` when given (its other tools stay), else a new one."""
+        self._mine: set[str] = set()
         self._stack: contextlib.AsyncExitStack | None = None
         self._refreshing: set[asyncio.Task[None]] = set()
 
@@ -315,12 +319,19 @@ class McpServers:
                         f"MCP servers {owners[t.name].name!r} and {server.name!r} both offer a tool named {t.name!r}; "
                         "give one of them a prefix (McpServer(..., prefix='time_'), or `prefix:` in a profile entry)"
                     )
+                if t.name in self.registry and t.name not in self._mine:
+                    raise ConfigurationError(
+                        f"MCP server {server.name!r} offers a tool named {t.name!r}, like a tool already registered; "
+                        "give the server a prefix (McpServer(..., prefix='mcp_'), or `prefix:` in a profile entry)"
+                    )
                 owners[t.name] = server
                 tools.append(t)
-        for name in self.registry.names():
-            self.registry.remove(name)
+        for name in self._mine:
+            if name in self.registry:
+                self.registry.remove(name)
         for t in tools:
             self.registry.add(t)
+        self._mine = {t.name for t in tools}
 
 
 def _main() -> None:  # pragma: no cover - a manual check: python -m geppetto.tools.mcp COMMAND...
