@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic_core import from_json
@@ -69,10 +70,50 @@ def finite(value: Any) -> Any:
     return value
 
 
+class EncodedJSON(Mapping[str, Any]):
+    """A JSON object encoded once and sent many times (a structured-output schema in every request):
+    it reads like the dict it holds, and :func:`dumps` writes its text as it is instead of encoding the
+    dict again. ``json.dumps`` refuses it; use :func:`dumps`."""
+
+    __slots__ = ("text", "value")
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+        self.text = dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.value[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.value)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def __repr__(self) -> str:
+        return f"EncodedJSON({self.value!r})"
+
+
+_SLOT = "\x00geppetto-encoded-{}\x00"
+
+
 def dumps(value: Any, **options: Any) -> str:
-    """``json.dumps`` that always writes valid JSON: non-finite numbers become strings (see :func:`finite`).
-    The common case costs one ``json.dumps``; only a value holding one is walked and encoded again."""
+    """``json.dumps`` that always writes valid JSON: non-finite numbers become strings (see :func:`finite`),
+    and an :class:`EncodedJSON` is written as its text. The common case costs one ``json.dumps``; only a
+    value holding a non-finite number is walked and encoded again."""
+    encoded: list[str] = []
+
+    def slot(obj: Any) -> Any:
+        if isinstance(obj, EncodedJSON):
+            encoded.append(obj.text)
+            return _SLOT.format(len(encoded) - 1)
+        raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
     try:
-        return json.dumps(value, allow_nan=False, **options)
+        text = json.dumps(value, allow_nan=False, default=slot, **options)
     except ValueError:
-        return json.dumps(finite(value), allow_nan=False, **options)
+        encoded.clear()
+        text = json.dumps(finite(value), allow_nan=False, default=slot, **options)
+    for i, raw in enumerate(encoded):
+        text = text.replace(json.dumps(_SLOT.format(i)), raw, 1)
+    return text

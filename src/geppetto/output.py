@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
 
 from ._exceptions import GeppettoError, UsageError
-from ._json import parse_json
+from ._json import EncodedJSON, parse_json
 from .turns import Block, BlockKind, Turn, block_meta_key, turn_data_key
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "retry_prompt",
     "settle_output",
     "wire_schema",
+    "wire_schema_encoded",
 ]
 
 T = TypeVar("T")
@@ -103,6 +104,19 @@ class StructuredOutputConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StructuredOutputConfig:
+        """The config stored as ``data``. Engines read it on every request, so the last decodings are kept:
+        the same stored dict, holding the very same values, gives the same (read-only) config back."""
+        values = tuple(data.values())
+        kept = _DECODED.get(id(data))
+        same = kept is not None and kept[0] is data and len(kept[1]) == len(values)
+        if same and kept is not None and all(a is b for a, b in zip(kept[1], values, strict=True)):
+            return kept[2]
+        config = cls._from_dict(data)
+        _remember(_DECODED, id(data), (data, values, config))  # holds `data`, so its id is not reused
+        return config
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> StructuredOutputConfig:
         description = data.get("description")
         schema = data.get("schema")
         return cls(
@@ -117,6 +131,8 @@ class StructuredOutputConfig:
             schema_id=str(data.get("schema_id") or ""),
         )
 
+
+_DECODED: OrderedDict[int, tuple[dict[str, Any], tuple[Any, ...], StructuredOutputConfig]] = OrderedDict()
 
 STRUCTURED_OUTPUT = turn_data_key("geppetto", "structured_output_config", 1, StructuredOutputConfig)
 """``geppetto.structured_output_config@v1``: the answer's schema; every engine honours it."""
@@ -156,7 +172,7 @@ class _Prepared:
 
 _PREPARED: dict[Any, _Prepared] = {}
 _VALIDATORS: OrderedDict[str, _Validator] = OrderedDict()
-_WIRE: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+_WIRE: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _ADAPTERS: OrderedDict[str, Any] = OrderedDict()
 _CACHE_SIZE = 256
 
@@ -352,14 +368,28 @@ def settle_output(turn: Turn, blocks: list[Block]) -> None:
     texts = [b for b in blocks if b.kind is BlockKind.LLM_TEXT]
     if not texts:
         return
-    value, errors = check_output(config, "".join(b.text for b in texts))
+    text = "".join(b.text for b in texts)
+    value, errors = check_output(config, text)
     target = texts[-1]
     if errors:
         BLOCK_META_OUTPUT_ERRORS.set(target.metadata, errors)
         BLOCK_META_OUTPUT.delete(target.metadata)
     else:
-        BLOCK_META_OUTPUT.set(target.metadata, value)
-        BLOCK_META_OUTPUT_ERRORS.delete(target.metadata)
+        if _plain_json(text):
+            target.metadata[_OUTPUT_KEY] = value  # fresh from the parser and plain JSON: no check or copy needed
+        else:
+            BLOCK_META_OUTPUT.set(target.metadata, value)  # names what JSON cannot hold, e.g. NaN
+        target.metadata.pop(_ERRORS_KEY, None)
+
+
+_OUTPUT_KEY, _ERRORS_KEY = str(BLOCK_META_OUTPUT), str(BLOCK_META_OUTPUT_ERRORS)
+_NOT_PLAIN = re.compile(r"NaN|Infinity|\d{1000}")
+
+
+def _plain_json(text: str) -> bool:
+    """Whether parsed ``text`` is certainly plain JSON: no NaN or infinity (the parser takes them) and no
+    integer too long for Python to write back as text (a false alarm only costs the full check)."""
+    return _NOT_PLAIN.search(text) is None
 
 
 def output_block(turn: Turn) -> Block | None:
@@ -454,7 +484,7 @@ def wire_schema(config: StructuredOutputConfig, dialect: Dialect) -> dict[str, A
     (``dict[str, X]``) cannot be closed and is a :class:`~geppetto.UsageError` in strict dialects.
     """
     key = (config.schema_id, f"{dialect}:{config.strict}")
-    found = _WIRE.get(key)
+    found: dict[str, Any] | None = _WIRE.get(key)
     if found is not None:
         return found
     if dialect == "openai" and not config.strict:
@@ -465,6 +495,17 @@ def wire_schema(config: StructuredOutputConfig, dialect: Dialect) -> dict[str, A
         out = _rewrite(config.schema, dialect, (), close=dialect != "gemini", all_required=dialect == "openai")
     _remember(_WIRE, key, out)
     return out
+
+
+def wire_schema_encoded(config: StructuredOutputConfig, dialect: Dialect) -> EncodedJSON:
+    """:func:`wire_schema`, encoded once: what the engines put in request bodies, so a schema's JSON text
+    is made once per schema and not on every request."""
+    key = (config.schema_id, f"{dialect}:{config.strict}:encoded")
+    found: EncodedJSON | None = _WIRE.get(key)
+    if found is None:
+        found = EncodedJSON(wire_schema(config, dialect))
+        _remember(_WIRE, key, found)
+    return found
 
 
 def _path(path: tuple[str, ...]) -> str:

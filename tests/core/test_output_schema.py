@@ -260,3 +260,34 @@ def test_a_step_that_calls_tools_is_not_an_answer() -> None:
 def test_the_retry_prompt_lists_the_errors_and_bounds_them() -> None:
     text = retry_prompt([f"e{i}" for i in range(25)])
     assert "- e0\n" in text and "- e19" in text and "e20" not in text and "and 5 more" in text
+
+
+def test_an_encoded_schema_reads_like_the_dict_and_is_written_as_its_text() -> None:
+    from geppetto._json import dumps
+    from geppetto.output import wire_schema_encoded
+
+    config = output_config(Invoice)
+    encoded = wire_schema_encoded(config, "openai")
+    assert encoded is wire_schema_encoded(config, "openai")
+    assert encoded == wire_schema(config, "openai") and encoded["required"][0] == "number"
+    body = {"model": "m", "text": {"format": {"schema": encoded, "strict": True}}, "n": float("nan")}
+    assert json.loads(dumps(body)) == {
+        "model": "m",
+        "text": {"format": {"schema": wire_schema(config, "openai"), "strict": True}},
+        "n": "NaN",
+    }
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps({"x": object()})
+
+
+def test_reading_the_config_again_reuses_it_until_the_stored_dict_changes() -> None:
+    turn = Turn()
+    STRUCTURED_OUTPUT.set(turn.data, output_config(Address))
+    first = STRUCTURED_OUTPUT.get(turn.data)
+    assert STRUCTURED_OUTPUT.get(turn.data) is first
+    turn.data[str(STRUCTURED_OUTPUT)]["strict"] = False  # an edit in place is seen
+    changed = STRUCTURED_OUTPUT.get(turn.data)
+    assert changed is not None and changed.strict is False and first is not None and first.strict is True
+    STRUCTURED_OUTPUT.set(turn.data, output_config(Address, name="other"))
+    renamed = STRUCTURED_OUTPUT.get(turn.data)
+    assert renamed is not None and renamed.name == "other"

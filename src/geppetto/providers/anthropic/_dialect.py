@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..._exceptions import ConfigurationError
-from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema
+from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema_encoded
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -233,7 +233,7 @@ def answer_tool(turn: Turn, model: str) -> str | None:
 def _ask_output(
     body: dict[str, Any], output: StructuredOutputConfig, model: str, *, thinking: bool, tool_choice: str | None
 ) -> None:
-    schema = wire_schema(output, "anthropic")
+    schema = wire_schema_encoded(output, "anthropic")
     if output_mode(output, model) == "native":
         body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return

@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from ..._json import dumps
-from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema
+from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema, wire_schema_encoded
 from ...turns import (
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
@@ -239,6 +239,6 @@ def _ask_output(body: dict[str, Any], generation: dict[str, Any], output: Struct
         return
     generation["responseMimeType"] = "application/json"
     if version >= (2, 5):
-        generation["responseJsonSchema"] = wire_schema(output, "gemini")
+        generation["responseJsonSchema"] = wire_schema_encoded(output, "gemini")
     else:
-        generation["responseSchema"] = wire_schema(output, "gemini-openapi")
+        generation["responseSchema"] = wire_schema_encoded(output, "gemini-openapi")

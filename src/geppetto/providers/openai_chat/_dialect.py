@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...output import STRUCTURED_OUTPUT, wire_schema
+from ...output import STRUCTURED_OUTPUT, wire_schema_encoded
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, tool_result_text
 
@@ -187,7 +187,11 @@ def build_request(
         body["reasoning_effort"] = reasoning_effort
     output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
-        spec: dict[str, Any] = {"name": output.name, "schema": wire_schema(output, "openai"), "strict": output.strict}
+        spec: dict[str, Any] = {
+            "name": output.name,
+            "schema": wire_schema_encoded(output, "openai"),
+            "strict": output.strict,
+        }
         if output.description:
             spec["description"] = output.description
         body["response_format"] = {"type": "json_schema", "json_schema": spec}

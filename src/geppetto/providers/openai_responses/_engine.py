@@ -11,7 +11,7 @@ import httpx
 
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
-from geppetto.output import STRUCTURED_OUTPUT, settle_output, wire_schema
+from geppetto.output import STRUCTURED_OUTPUT, settle_output, wire_schema_encoded
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -191,7 +191,7 @@ class ResponsesEngine(TransportOwner):
         fmt: dict[str, Any] = {"type": "json_schema", "name": output.name}
         if output.description:
             fmt["description"] = output.description
-        fmt.update(schema=wire_schema(output, "openai"), strict=output.strict)
+        fmt.update(schema=wire_schema_encoded(output, "openai"), strict=output.strict)
         return {"format": fmt}
 
     # -- planning ---------------------------------------------------------------------------------
