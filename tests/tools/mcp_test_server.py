@@ -1,4 +1,7 @@
-"""An MCP server for the tests, built with the `mcp` SDK: `python mcp_test_server.py stdio|http [PORT]`.
+"""MCP servers for the tests, built with the `mcp` SDK: `python mcp_test_server.py stdio|http [PORT]|paged`.
+
+`paged` is a low-level server listing 5 tools, `t0` to `t4`, two to a page.
+
 
 Tools: `add` (structured result), `picture` (an image), `refuse` (an isError result), `slow` (hangs),
 `die` (the process exits, after a line on stderr), `grow` (adds the tool `extra` and tells the client
@@ -64,8 +67,34 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+async def _paged() -> None:
+    import mcp.types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+
+    names = [f"t{i}" for i in range(5)]
+
+    async def list_tools(ctx: object, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        page = [
+            types.Tool(name=n, description=f"tool {n}", input_schema={"type": "object", "properties": {}})
+            for n in names[start : start + 2]
+        ]
+        more = start + 2 < len(names)
+        return types.ListToolsResult(tools=page, next_cursor=str(start + 2) if more else None)
+
+    async def call_tool(ctx: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} called")])
+
+    low = Server("geppetto-paged", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await low.run(read, write, low.create_initialization_options())
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "http":
+    if sys.argv[1] == "paged":
+        asyncio.run(_paged())
+    elif sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run()

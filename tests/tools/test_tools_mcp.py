@@ -143,6 +143,13 @@ async def test_the_tool_list_follows_list_changed_notifications() -> None:
     assert extra.payload["result"] == "extra here"
 
 
+async def test_every_page_of_the_tool_list_is_read() -> None:
+    async with McpServers([f"{sys.executable} {SERVER} paged"]) as servers:
+        assert servers.registry.names() == ["t0", "t1", "t2", "t3", "t4"]
+        (result,) = await execute_tool_calls(servers.registry, [Block.tool_call("c1", "t4", {})])
+    assert result.payload["result"] == "t4 called"
+
+
 async def test_name_clashes_need_a_prefix() -> None:
     with pytest.raises(ConfigurationError, match=r"both offer a tool named 'add'.*prefix"):
         async with McpServers([TEST_SERVER, TEST_SERVER]):
@@ -151,6 +158,20 @@ async def test_name_clashes_need_a_prefix() -> None:
         assert "add" in servers.registry and "b_add" in servers.registry
         (result,) = await execute_tool_calls(servers.registry, [Block.tool_call("c1", "b_add", {"a": 1, "b": 1})])
     assert '"sum": 2' in str(result.payload["result"])
+
+
+async def test_server_tools_join_a_given_registry_and_may_not_shadow_its_tools() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Python's add."""
+        return a + b
+
+    with pytest.raises(ConfigurationError, match=r"offers a tool named 'add', like a tool already registered"):
+        async with McpServers([TEST_SERVER], registry=ToolRegistry([add])):
+            pass
+    mine = ToolRegistry([add])
+    async with McpServers([McpServer(TEST_SERVER, prefix="mcp_")], registry=mine) as servers:
+        assert servers.registry is mine and mine.names()[:2] == ["add", "mcp_add"]
 
 
 async def test_a_server_that_does_not_start_is_a_clear_error() -> None:
