@@ -1,6 +1,15 @@
 """Events for an inference's life, sinks carried in context, an in-process router and printers."""
 
-from ._sinks import EventRouter, EventSink, JsonLinesPrinter, TextPrinter, current_sinks, publish, with_sinks
+from ._sinks import (
+    EventRouter,
+    EventSink,
+    JsonLinesPrinter,
+    TextPrinter,
+    add_global_sink,
+    current_sinks,
+    publish,
+    with_sinks,
+)
 from ._types import (
     STOP_CONTENT_FILTER,
     STOP_END,
@@ -50,6 +59,7 @@ __all__ = [
     "JsonLinesPrinter",
     "TextPrinter",
     "Usage",
+    "add_global_sink",
     "current_sinks",
     "metadata_for",
     "publish",

@@ -22,7 +22,16 @@ from ._types import (
     EventToolResult,
 )
 
-__all__ = ["EventRouter", "EventSink", "JsonLinesPrinter", "TextPrinter", "current_sinks", "publish", "with_sinks"]
+__all__ = [
+    "EventRouter",
+    "EventSink",
+    "JsonLinesPrinter",
+    "TextPrinter",
+    "add_global_sink",
+    "current_sinks",
+    "publish",
+    "with_sinks",
+]
 
 log = logging.getLogger("geppetto.events")
 
@@ -30,8 +39,25 @@ EventSink = Callable[[Event], None]
 _SINKS: contextvars.ContextVar[tuple[EventSink, ...]] = contextvars.ContextVar("geppetto_sinks", default=())
 
 
+_GLOBAL: tuple[EventSink, ...] = ()
+"""Sinks that see every event in the process (instrumentation such as OpenTelemetry), after the context's."""
+
+
 def current_sinks() -> tuple[EventSink, ...]:
     return _SINKS.get()
+
+
+def add_global_sink(sink: EventSink) -> Callable[[], None]:
+    """Hand every event of the process to ``sink`` (after the sinks in context); returns the function that
+    removes it again."""
+    global _GLOBAL
+    _GLOBAL = (*_GLOBAL, sink)
+
+    def remove() -> None:
+        global _GLOBAL
+        _GLOBAL = tuple(s for s in _GLOBAL if s is not sink)
+
+    return remove
 
 
 @contextlib.contextmanager
@@ -45,8 +71,12 @@ def with_sinks(*sinks: EventSink) -> Iterator[None]:
 
 
 def publish(event: Event) -> None:
-    """Hand ``event`` to every sink in context. A sink that raises is logged and skipped."""
-    for sink in _SINKS.get():
+    """Hand ``event`` to every sink in context, then to the global ones. A sink that raises is logged and
+    skipped."""
+    sinks = _SINKS.get()
+    if _GLOBAL:
+        sinks = (*sinks, *_GLOBAL)
+    for sink in sinks:
         try:
             sink(event)
         except Exception:

@@ -64,6 +64,10 @@ __all__ = [
     "should_retry",
 ]
 
+REQUEST_HOOKS: list[Callable[[str, dict[str, str], int], None]] = []
+"""Called before each provider request is sent, with its URL, its headers (which a hook may add to, e.g. a
+W3C ``traceparent``) and its body size in bytes. Empty unless instrumentation is installed."""
+
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
 DEFAULT_MAX_IN_FLIGHT = 100
 """Requests a transport lets through at once unless told otherwise: httpx's default pool size."""
@@ -544,6 +548,8 @@ class HttpTransport:
             all_headers.setdefault("content-type", "application/json")
         if stream:
             all_headers.setdefault("accept", "text/event-stream")
+        for hook in REQUEST_HOOKS:
+            hook(self.url(path), all_headers, len(content) if content is not None else 0)
         attempt = 0
         while True:
             broken: httpx.TransportError | None = None

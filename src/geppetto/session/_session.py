@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +20,12 @@ from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, n
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 
-__all__ = ["ExecutionHandle", "Session"]
+__all__ = ["RUN_HOOKS", "ExecutionHandle", "Session"]
+
+RunHook = Callable[[Turn], contextlib.AbstractContextManager[Any]]
+RUN_HOOKS: list[RunHook] = []
+"""Context managers entered around every inference a session runs (given the working turn), e.g. the
+OpenTelemetry span of a ``Session.run``; an exception of the inference passes through them."""
 
 log = logging.getLogger("geppetto.session")
 
@@ -243,7 +249,9 @@ class Session:
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
         recorded: list[TimedEvent] | None = [] if self.record_events else None
         sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
-        with with_sinks(*sinks):
+        with with_sinks(*sinks), contextlib.ExitStack() as hooks:
+            for hook in RUN_HOOKS:
+                hooks.enter_context(hook(work))
             try:
                 out = await self.engine.run_inference(work)
             except asyncio.CancelledError:

@@ -277,9 +277,9 @@ class ResponsesEngine(TransportOwner):
             if self.store:
                 cid = plan.conversation_id if mode == "conversation" else None
                 set_state(turn, ConversationState(mode, cid, response_id, plan.base))
-        self._finish(turn, response, blocks)
+        self._finish(turn, response, blocks, plan)
 
-    def _finish(self, turn: Turn, response: dict[str, Any], blocks: list[Any]) -> None:
+    def _finish(self, turn: Turn, response: dict[str, Any], blocks: list[Any], plan: Plan) -> None:
         usage = usage_of(response)
         stop = stop_reason_of(response, blocks)
         TURN_META_PROVIDER.set(turn.metadata, self.provider)
@@ -293,5 +293,15 @@ class ResponsesEngine(TransportOwner):
                 p = block.payload
                 publish(EventToolCallRequested(meta, p[PAYLOAD_ID], p[PAYLOAD_NAME], p.get(PAYLOAD_ARGS)))
         meta.usage, meta.stop_reason = usage, stop
+        meta.extra.update(
+            {
+                "response_id": str(response.get("id") or ""),
+                "responses.mode": plan.mode,
+                "responses.anchor": plan.previous_response_id or plan.conversation_id or "",
+                "responses.items": len(plan.items),
+                "responses.full": plan.full,
+                "responses.fallback": plan.fallback,
+            }
+        )
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
         publish(EventFinal(meta, text))

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FALLBACK_REASONS", "ResponsesMetrics", "metrics"]
+__all__ = ["FALLBACK_REASONS", "METRICS", "ResponsesMetrics", "metrics"]
 
 _MAX_SAMPLES = 10_000
 _ITEM_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
@@ -53,23 +53,46 @@ except ImportError:  # pragma: no cover - depends on the environment
     _prom = None
 
 
-def _collectors(registry: Any) -> dict[str, Any]:
-    kw = {} if registry is None else {"registry": registry}
-    return {
-        "requests": _prom.Counter(
-            "geppetto_responses_requests", "Responses requests by how they carried the context", ["mode"], **kw
-        ),
-        "fallbacks": _prom.Counter(
-            "geppetto_responses_fallbacks", "Whole-Turn resends in chained/conversation mode", ["reason"], **kw
-        ),
-        "delta": _prom.Histogram(
-            "geppetto_responses_delta_items", "Input items of delta requests", buckets=_ITEM_BUCKETS, **kw
-        ),
-        "full": _prom.Histogram(
-            "geppetto_responses_full_items", "Input items of whole-Turn requests", buckets=_ITEM_BUCKETS, **kw
-        ),
-        "anchor": _prom.Histogram("geppetto_responses_anchor_seconds", "Anchor selection time", **kw),
-    }
+METRICS: dict[str, tuple[str, str, str, str]] = {
+    "requests": (
+        "geppetto_responses_requests",
+        "Responses requests by how they carried the context",
+        "counter",
+        "mode",
+    ),
+    "fallbacks": (
+        "geppetto_responses_fallbacks",
+        "Whole-Turn resends in chained/conversation mode",
+        "counter",
+        "reason",
+    ),
+    "delta": ("geppetto_responses_delta_items", "Input items of delta requests", "histogram", ""),
+    "full": ("geppetto_responses_full_items", "Input items of whole-Turn requests", "histogram", ""),
+    "anchor": ("geppetto_responses_anchor_seconds", "Anchor selection time", "histogram", ""),
+}
+"""The one definition of the engine's metrics: key -> (name, description, kind, label). Every exporter
+(Prometheus here, OpenTelemetry in :mod:`geppetto.observability`) builds its instruments from it."""
+
+
+class _PrometheusExporter:
+    """The metrics in a ``prometheus_client`` registry."""
+
+    def __init__(self, registry: Any) -> None:
+        kw = {} if registry is None else {"registry": registry}
+        self.instruments: dict[str, Any] = {}
+        for key, (name, description, kind, label) in METRICS.items():
+            if kind == "counter":
+                self.instruments[key] = _prom.Counter(name, description, [label], **kw)
+            elif key in ("delta", "full"):
+                self.instruments[key] = _prom.Histogram(name, description, buckets=_ITEM_BUCKETS, **kw)
+            else:
+                self.instruments[key] = _prom.Histogram(name, description, **kw)
+
+    def count(self, key: str, labels: dict[str, str]) -> None:
+        self.instruments[key].labels(**labels).inc()
+
+    def observe(self, key: str, value: float) -> None:
+        self.instruments[key].observe(value)
 
 
 @dataclass
@@ -85,15 +108,26 @@ class ResponsesMetrics:
     full_items: list[int] = field(default_factory=list)
     anchor_seconds: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _prom: dict[str, Any] = field(default_factory=dict, repr=False)
+    _exporters: tuple[Any, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if _prom is None:
             return
         try:
-            self._prom = _collectors(self.registry)
+            self._exporters = (_PrometheusExporter(self.registry),)
         except ValueError:  # already registered in that registry by another instance
-            self._prom = {}
+            self._exporters = ()
+
+    def add_exporter(self, exporter: Any) -> Any:
+        """Send every later record to ``exporter`` too (``count(key, labels)``, ``observe(key, value)``,
+        keys from :data:`METRICS`); returns it, for :meth:`remove_exporter`."""
+        with self._lock:
+            self._exporters = (*self._exporters, exporter)
+        return exporter
+
+    def remove_exporter(self, exporter: Any) -> None:
+        with self._lock:
+            self._exporters = tuple(e for e in self._exporters if e is not exporter)
 
     def request(self, mode: str, items: int, *, full: bool) -> None:
         """Count one request: ``mode`` is ``chained``, ``conversation`` or ``stateless`` (how it carried
@@ -101,9 +135,9 @@ class ResponsesMetrics:
         with self._lock:
             self.counters[mode] += 1
             self._sample(self.full_items if full else self.delta_items, items)
-        if self._prom:
-            self._prom["requests"].labels(mode=mode).inc()
-            self._prom["full" if full else "delta"].observe(items)
+        for exporter in self._exporters:
+            exporter.count("requests", {"mode": mode})
+            exporter.observe("full" if full else "delta", items)
 
     def fallback(self, reason: str) -> None:
         """Count one whole-Turn resend where server state could not be used; ``reason`` is a code from
@@ -112,15 +146,15 @@ class ResponsesMetrics:
         with self._lock:
             self.counters["fallback"] += 1
             self.counters[f"fallback:{code}"] += 1
-        if self._prom:
-            self._prom["fallbacks"].labels(reason=code).inc()
+        for exporter in self._exporters:
+            exporter.count("fallbacks", {"reason": code})
 
     def anchor_time(self, seconds: float) -> None:
         """Record how long anchor selection took."""
         with self._lock:
             self._sample(self.anchor_seconds, seconds)
-        if self._prom:
-            self._prom["anchor"].observe(seconds)
+        for exporter in self._exporters:
+            exporter.observe("anchor", seconds)
 
     @staticmethod
     def _sample(samples: list[Any], value: Any) -> None:
