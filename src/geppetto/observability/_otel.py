@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -81,7 +82,7 @@ class Instrumentation:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
         )
-        self._calls: dict[tuple[str, str], tuple[Any, Any]] = {}  # open chat spans and their context tokens
+        self._calls: dict[tuple[str, str], tuple[Any, Any, float]] = {}  # open chat spans, context tokens, start
         self._tools: dict[str, Any] = {}  # open tool spans by call id
         from ..providers.openai_responses._metrics import metrics as responses_metrics
 
@@ -171,14 +172,14 @@ class Instrumentation:
         old = self._calls.pop(_key(meta), None)
         if old is not None:  # a call that never finished (cancelled without an event): close it
             old[0].end()
-        self._calls[_key(meta)] = (span, token)
+        self._calls[_key(meta)] = (span, token, time.monotonic())
 
     def _end_call(self, event: Event, failure: Event | None) -> None:
         meta = event.metadata
         found = self._calls.pop(_key(meta), None)
         if found is None:
             return
-        span, token = found
+        span, token, started = found
         with contextlib.suppress(ValueError):  # detached in another context: nothing to restore
             otel_context.detach(token)
         provider = PROVIDER_NAMES.get(meta.provider, meta.provider)
@@ -196,8 +197,7 @@ class Instrumentation:
             span.set_attribute("error.type", kind or "error")
             span.set_status(Status(StatusCode.ERROR, str(message)[:500]))
             common["error.type"] = kind or "error"
-        if meta.duration_s is not None:
-            self.duration.record(meta.duration_s, common)
+        self.duration.record(time.monotonic() - started, common)
         span.end()
 
     def _finish(self, span: Any, event: EventFinal, common: dict[str, Any]) -> None:

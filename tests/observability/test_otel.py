@@ -1,0 +1,273 @@
+"""OpenTelemetry spans and metrics, read back with the OTel SDK's in-memory exporters (and over OTLP/HTTP)."""
+
+from __future__ import annotations
+
+import http.server
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the OpenTelemetry SDK is not installed (the dev extra installs it)")
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from geppetto import BadRequestError, Session
+from geppetto.observability import instrument
+from geppetto.providers._http import RetryPolicy
+from geppetto.simulator import Simulator
+from geppetto.tools import ToolRegistry
+
+FAST = RetryPolicy(max_retries=0)
+MODELS = {
+    "openai-responses": ("sim-1", "openai"),
+    "openai-chat": ("sim-1", "openai"),
+    "anthropic": ("claude-sonnet-4-5", "anthropic"),
+    "gemini": ("gemini-2.5-flash", "gcp.gemini"),
+}
+
+
+class Otel:
+    def __init__(self, **options: Any) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.inst = instrument(self.tracer_provider, self.meter_provider, **options)
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def by_name(self) -> dict[str, ReadableSpan]:
+        return {s.name: s for s in self.finished()}
+
+    def points(self, name: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        found = []
+        for rm in data.resource_metrics if data else []:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        found.extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    o = Otel()
+    yield o
+    o.inst.uninstrument()
+
+
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"18C in {city}"
+
+
+def broken(city: str) -> str:
+    """A weather tool that fails."""
+    raise RuntimeError("no data")
+
+
+@pytest.mark.parametrize("provider", list(MODELS))
+async def test_a_session_run_is_an_agent_span_holding_one_chat_span_per_call(
+    geppetto_sim: Simulator, otel: Otel, provider: str
+) -> None:
+    model, provider_name = MODELS[provider]
+    async with geppetto_sim.engine(provider, model=model, retry=FAST) as engine:
+        session = Session(engine)
+        turn = await session.run("Hello there")
+    spans = otel.by_name()
+    assert set(spans) == {"invoke_agent geppetto", f"chat {model}"}
+    run, chat = spans["invoke_agent geppetto"], spans[f"chat {model}"]
+    assert chat.parent is not None and chat.parent.span_id == run.context.span_id
+    assert chat.context.trace_id == run.context.trace_id
+    assert run.attributes["gen_ai.conversation.id"] == session.session_id
+    assert run.attributes["geppetto.turn.id"] == turn.id
+    a = chat.attributes
+    assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == provider_name
+    assert a["gen_ai.request.model"] == model and a["gen_ai.response.model"]
+    assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
+    assert a["server.address"] == "127.0.0.1" and a["server.port"] == int(geppetto_sim.url.rsplit(":", 1)[1])
+    assert a["http.request.body.size"] == geppetto_sim.requests[-1].size
+    assert "gen_ai.input.messages" not in run.attributes and "gen_ai.output.messages" not in a
+    tokens = {p.attributes["gen_ai.token.type"]: p for p in otel.points("gen_ai.client.token.usage")}
+    assert tokens["input"].sum == a["gen_ai.usage.input_tokens"] and tokens["output"].count == 1
+    assert tokens["input"].attributes["gen_ai.provider.name"] == provider_name
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.count == 1 and duration.sum > 0
+
+
+async def test_tool_calls_are_spans_beside_the_chat_spans(geppetto_sim: Simulator, otel: Otel) -> None:
+    async with geppetto_sim.engine("openai-chat", retry=FAST) as engine:
+        await Session(engine, tools=ToolRegistry([get_weather, broken])).run("get_weather and broken for Paris")
+    spans = otel.finished()
+    names = [s.name for s in spans]
+    assert names.count("chat sim-1") == 2 and "execute_tool get_weather" in names
+    run = next(s for s in spans if s.name == "invoke_agent geppetto")
+    tool = next(s for s in spans if s.name == "execute_tool get_weather")
+    assert tool.parent is not None and tool.parent.span_id == run.context.span_id
+    assert tool.attributes["gen_ai.tool.name"] == "get_weather" and tool.attributes["gen_ai.tool.call.id"]
+    assert tool.status.status_code is StatusCode.UNSET
+
+
+async def test_a_failing_tool_is_an_error_span(geppetto_sim: Simulator, otel: Otel) -> None:
+    async with geppetto_sim.engine("anthropic", model="claude-sonnet-4-5", retry=FAST) as engine:
+        await Session(engine, tools=ToolRegistry([broken])).run("broken weather for Paris")
+    tool = otel.by_name()["execute_tool broken"]
+    assert tool.status.status_code is StatusCode.ERROR and tool.attributes["error.type"] == "tool_error"
+    assert "no data" in (tool.status.description or "")
+
+
+async def test_a_rejected_request_is_an_error_on_both_spans(geppetto_sim: Simulator, otel: Otel) -> None:
+    geppetto_sim.fail_next(400)
+    async with geppetto_sim.engine("gemini", model="gemini-2.5-flash", retry=FAST) as engine:
+        with pytest.raises(BadRequestError):
+            await Session(engine).run("Hello")
+    spans = otel.by_name()
+    chat, run = spans["chat gemini-2.5-flash"], spans["invoke_agent geppetto"]
+    assert chat.status.status_code is StatusCode.ERROR and chat.attributes["error.type"] == "BadRequestError"
+    assert run.status.status_code is StatusCode.ERROR and run.attributes["error.type"] == "BadRequestError"
+    (duration,) = otel.points("gen_ai.client.operation.duration")
+    assert duration.attributes["error.type"] == "BadRequestError"
+
+
+async def test_responses_spans_say_how_the_context_travelled_and_why_it_fell_back(
+    geppetto_sim: Simulator, otel: Otel
+) -> None:
+    async with geppetto_sim.engine("openai-responses", mode="chained", retry=FAST) as engine:
+        session = Session(engine)
+        await session.run("first")
+        await session.run("second")
+        assert session.latest is not None
+        session.latest.blocks[0].payload["text"] = "first, edited"  # the server's copy no longer matches
+        await session.run("third")
+    chats = [s for s in otel.finished() if s.name == "chat sim-1"]
+    modes = [(s.attributes["geppetto.responses.mode"], s.attributes["geppetto.responses.full_turn"]) for s in chats]
+    assert modes == [("stateless", True), ("chained", False), ("stateless", True)]
+    assert chats[1].attributes["geppetto.responses.anchor"].startswith("resp_")
+    assert chats[1].attributes["geppetto.responses.items"] == 1
+    assert chats[2].attributes["geppetto.responses.fallback_reason"] == "fingerprint_mismatch"
+    requests = {p.attributes["mode"]: p.value for p in otel.points("geppetto.responses.requests")}
+    assert requests == {"stateless": 2, "chained": 1}
+    (fallback,) = otel.points("geppetto.responses.fallbacks")
+    assert fallback.attributes == {"reason": "fingerprint_mismatch"} and fallback.value == 1
+
+
+async def test_content_and_traceparent_only_when_asked(geppetto_sim: Simulator) -> None:
+    async with geppetto_sim.engine("openai-chat", retry=FAST) as engine:
+        quiet = Otel()
+        await Session(engine).run("secret prompt")
+        quiet.inst.uninstrument()
+        assert "traceparent" not in geppetto_sim.requests[-1].headers
+        assert "secret prompt" not in str([dict(s.attributes) for s in quiet.finished()])
+        loud = Otel(capture_content=True, propagate=True)
+        await Session(engine).run("open prompt")
+        loud.inst.uninstrument()
+    spans = loud.by_name()
+    assert "open prompt" in spans["invoke_agent geppetto"].attributes["gen_ai.input.messages"]
+    assert "You said: open prompt" in spans["chat sim-1"].attributes["gen_ai.output.messages"]
+    chat = spans["chat sim-1"]
+    assert (
+        geppetto_sim.requests[-1]
+        .headers["traceparent"]
+        .startswith(  # then the trace flags
+            f"00-{chat.context.trace_id:032x}-{chat.context.span_id:016x}-"
+        )
+    )
+
+
+async def test_uninstrument_stops_the_spans(geppetto_sim: Simulator) -> None:
+    o = Otel()
+    o.inst.uninstrument()
+    async with geppetto_sim.engine("openai-chat", retry=FAST) as engine:
+        await Session(engine).run("Hello")
+    assert o.finished() == []
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    bodies: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", "0"))
+        type(self).bodies.append(self.rfile.read(length))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_spans_reach_an_otlp_http_receiver(geppetto_sim: Simulator) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the OTLP/HTTP exporter is not installed")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    provider = TracerProvider()
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces", timeout=5))
+    )
+    inst = instrument(provider)
+    try:
+        async with geppetto_sim.engine("openai-responses", retry=FAST) as engine:
+            await Session(engine).run("Hello")
+    finally:
+        inst.uninstrument()
+        provider.shutdown()
+        server.shutdown()
+    names = []
+    for body in _Receiver.bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                assert ss.scope.name == "geppetto"
+                names.extend(span.name for span in ss.spans)
+    assert sorted(names) == ["chat sim-1", "invoke_agent geppetto"]
+
+
+def test_import_geppetto_loads_no_opentelemetry() -> None:
+    res = subprocess.run(
+        [sys.executable, "-c", "import sys, geppetto; print(any(m.startswith('opentelemetry') for m in sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert res.stdout.strip() == "False"
+
+
+def test_instrument_without_the_extra_names_it(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'opentelemetry' or name.startswith('opentelemetry.'):\n"
+        "            raise ImportError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, _Block())\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", "from geppetto.observability import instrument; instrument()"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[-1] == (
+        "ImportError: geppetto.observability needs the 'otel' extra (opentelemetry is not installed): "
+        "pip install 'geppetto[otel]'"
+    )
