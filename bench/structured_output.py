@@ -9,15 +9,27 @@ Rounds alternate plain and structured runs; figures are process CPU per request 
 The first structured request of a new model class, which prepares its schema, is timed on its own.
 
 Run: ``.venv/bin/python bench/structured_output.py [REQUESTS_PER_ROUND] [ROUNDS]`` (default 300, 7).
+
+``--instructions [N]`` counts instructions instead of timing (valgrind's callgrind, which gives the same
+count for the same run whatever else the machine does): each engine's replies are recorded from the
+simulator once, then a child process per case replays them through an ``httpx.MockTransport`` and runs N
+requests (default 100); the cost of making the turns is measured apart and subtracted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
+import json
+import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -133,7 +145,105 @@ def first_request_cost() -> float:
     return time.process_time() - start
 
 
+# -- instruction counts ---------------------------------------------------------------------------
+
+
+async def _record(path: str) -> None:
+    """Save each engine's structured reply bytes (the simulator's answer) to ``path``."""
+    from geppetto.profiles import ENGINE_CLASSES
+
+    saved: dict[str, Any] = {}
+    with serve() as sim:
+        for provider, model in MODELS.items():
+            replay = Replay()
+            module, name = ENGINE_CLASSES[provider]
+            cls = getattr(__import__(module, fromlist=[name]), name)
+            base = sim.openai_url if provider.startswith("openai") else sim.url
+            options: dict[str, Any] = {"mode": "stateless"} if provider == "openai-responses" else {}
+            async with cls(
+                model=model, api_key="sk-sim", base_url=base, http=httpx.AsyncClient(transport=replay), **options
+            ) as eng:
+                await eng.run_inference(turn(True, output_config(City)))
+            assert replay.saved is not None
+            status, headers, body = replay.saved
+            saved[provider] = [status, [(k.decode(), v.decode()) for k, v in headers], base64.b64encode(body).decode()]
+    Path(path).write_text(json.dumps(saved))  # noqa: ASYNC240 - a benchmark's setup, nothing else waits
+
+
+async def _child(path: str, provider: str, structured: bool, n: int, build_only: bool) -> None:
+    """Make N turns and (unless ``build_only``) run them through the engine on the recorded reply."""
+    from geppetto.profiles import ENGINE_CLASSES
+
+    status, headers, encoded = json.loads(Path(path).read_text())[provider]  # noqa: ASYNC240
+    body = base64.b64decode(encoded)
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, headers=headers, content=body))
+    module, name = ENGINE_CLASSES[provider]
+    cls = getattr(__import__(module, fromlist=[name]), name)
+    base = "http://127.0.0.1:9/v1" if provider.startswith("openai") else "http://127.0.0.1:9"
+    options: dict[str, Any] = {"mode": "stateless"} if provider == "openai-responses" else {}
+    config = output_config(City)
+    async with cls(
+        model=MODELS[provider], api_key="sk-sim", base_url=base, http=httpx.AsyncClient(transport=transport), **options
+    ) as eng:
+        for warm in (True, False):
+            await eng.run_inference(turn(warm, config))
+        turns = [turn(structured, config) for _ in range(n)]
+        if not build_only:
+            for t in turns:
+                await eng.run_inference(t)
+
+
+def _instructions(path: str, *args: str) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        res = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={tmp}/out",
+                sys.executable,
+                __file__,
+                "--child",
+                path,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+    found = re.search(r"Collected : (\d+)", res.stderr)
+    assert found is not None, res.stderr[-500:]
+    return int(found.group(1))
+
+
+def count_instructions(n: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/replies.json"
+        asyncio.run(_record(path))
+        print(f"instructions per request (callgrind, {n} requests, turn making subtracted)")
+        print(f"{'engine':<18} {'plain':>10} {'structured':>11} {'added':>8}")
+        worst = 0.0
+        for provider in MODELS:
+            per: dict[bool, float] = {}
+            for structured in (False, True):
+                flag = "1" if structured else "0"
+                made = _instructions(path, provider, flag, str(n), "build-only")
+                ran = _instructions(path, provider, flag, str(n))
+                per[structured] = (ran - made) / n
+            added = per[True] / per[False] - 1
+            worst = max(worst, added)
+            print(f"{provider:<18} {per[False] / 1e3:>8.0f}k {per[True] / 1e3:>9.0f}k {added:>+7.1%}")
+    print(f"SUMMARY structured output adds at most {worst:+.1%} instructions per request after the first (target < 5%)")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        path, provider, structured, n = sys.argv[2:6]
+        asyncio.run(_child(path, provider, structured == "1", int(n), build_only=len(sys.argv) > 6))
+        return
+    if sys.argv[1:2] == ["--instructions"]:
+        count_instructions(int(sys.argv[2]) if len(sys.argv) > 2 else 100)
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     print(f"client CPU per request, median of {rounds} rounds of {n} requests; replies replayed from memory")

@@ -15,7 +15,9 @@ prepared once per type, and each provider's wire form once per schema (:func:`wi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import operator
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -29,6 +31,7 @@ from .turns import Block, BlockKind, Turn, block_meta_key, turn_data_key
 __all__ = [
     "BLOCK_META_OUTPUT",
     "BLOCK_META_OUTPUT_ERRORS",
+    "READ_FROM_TURN",
     "STRUCTURED_OUTPUT",
     "Dialect",
     "OutputValidationError",
@@ -93,26 +96,33 @@ class StructuredOutputConfig:
             self.schema_id = _schema_id(self.schema)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "schema": self.schema, "strict": self.strict}
-        if self.description is not None:
-            out["description"] = self.description
-        out.update(require_valid=self.require_valid, max_retries=self.max_retries, mode=self.mode)
-        if self.wrapped:
-            out["wrapped"] = True
-        out["schema_id"] = self.schema_id
-        return out
+        return {
+            "name": self.name,
+            "schema": self.schema,
+            "strict": self.strict,
+            "description": self.description,
+            "require_valid": self.require_valid,
+            "max_retries": self.max_retries,
+            "mode": self.mode,
+            "wrapped": self.wrapped,
+            "schema_id": self.schema_id,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StructuredOutputConfig:
-        """The config stored as ``data``. Engines read it on every request, so the last decodings are kept:
-        the same stored dict, holding the very same values, gives the same (read-only) config back."""
-        values = tuple(data.values())
-        kept = _DECODED.get(id(data))
-        same = kept is not None and kept[0] is data and len(kept[1]) == len(values)
-        if same and kept is not None and all(a is b for a, b in zip(kept[1], values, strict=True)):
-            return kept[2]
-        config = cls._from_dict(data)
-        _remember(_DECODED, id(data), (data, values, config))  # holds `data`, so its id is not reused
+        """The config stored as ``data``. Engines read it on every request and every run stores a fresh
+        copy, so decodings are kept by content: stored settings equal to an earlier decoding's (the schema
+        by its ``schema_id``) give that same config back, which is therefore read-only."""
+        try:
+            key = _SETTINGS(data)
+        except KeyError:  # written by hand, or by an older version: decoded in full
+            return cls._from_dict(data)
+        config = _DECODED.get(key) if isinstance(key[0], str) and key[0] else None
+        if config is None:
+            config = cls._from_dict(data)
+            if key[0] == config.schema_id:
+                with contextlib.suppress(TypeError):  # an unhashable setting: not kept
+                    _remember(_DECODED, key, config)
         return config
 
     @classmethod
@@ -132,7 +142,9 @@ class StructuredOutputConfig:
         )
 
 
-_DECODED: OrderedDict[int, tuple[dict[str, Any], tuple[Any, ...], StructuredOutputConfig]] = OrderedDict()
+_FIELDS = ("schema_id", "name", "strict", "description", "require_valid", "max_retries", "mode", "wrapped")
+_SETTINGS = operator.itemgetter(*_FIELDS)
+_DECODED: OrderedDict[tuple[Any, ...], StructuredOutputConfig] = OrderedDict()
 
 STRUCTURED_OUTPUT = turn_data_key("geppetto", "structured_output_config", 1, StructuredOutputConfig)
 """``geppetto.structured_output_config@v1``: the answer's schema; every engine honours it."""
@@ -358,11 +370,17 @@ def check_output(config: StructuredOutputConfig, text: str) -> tuple[Any, list[s
     return (None, errors) if errors else (value, [])
 
 
-def settle_output(turn: Turn, blocks: list[Block]) -> None:
+READ_FROM_TURN: Any = object()
+"""``settle_output``'s default: read the config from the turn (an engine that read it already passes it)."""
+
+
+def settle_output(turn: Turn, blocks: list[Block], config: Any = READ_FROM_TURN) -> None:
     """Record the answer in ``blocks`` (one inference's new blocks, already in ``turn``) when ``turn``
-    asks for structured output: the value on the last text block, or the errors. A step that called
-    tools is not an answer yet and is left alone. Engines call this once per inference."""
-    config = STRUCTURED_OUTPUT.get(turn.data)
+    asks for structured output (``config``, read from the turn unless given): the value on the last
+    text block, or the errors. A step that called tools is not an answer yet and is left alone. Engines
+    call this once per inference."""
+    if config is READ_FROM_TURN:
+        config = STRUCTURED_OUTPUT.get(turn.data)
     if config is None or any(b.kind is BlockKind.TOOL_CALL for b in blocks):
         return
     texts = [b for b in blocks if b.kind is BlockKind.LLM_TEXT]
@@ -383,13 +401,15 @@ def settle_output(turn: Turn, blocks: list[Block]) -> None:
 
 
 _OUTPUT_KEY, _ERRORS_KEY = str(BLOCK_META_OUTPUT), str(BLOCK_META_OUTPUT_ERRORS)
-_NOT_PLAIN = re.compile(r"NaN|Infinity|\d{1000}")
+_LONG_NUMBER = re.compile(r"\d{1000}")
 
 
 def _plain_json(text: str) -> bool:
     """Whether parsed ``text`` is certainly plain JSON: no NaN or infinity (the parser takes them) and no
     integer too long for Python to write back as text (a false alarm only costs the full check)."""
-    return _NOT_PLAIN.search(text) is None
+    if "NaN" in text or "Infinity" in text:
+        return False
+    return len(text) < 1000 or _LONG_NUMBER.search(text) is None
 
 
 def output_block(turn: Turn) -> Block | None:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from ..output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ..turns import Turn
 from ._http import ErrorInfo, HttpTransport, RetryPolicy
 from ._streaming import (
@@ -90,12 +91,15 @@ class StreamingEngine(TransportOwner):
         :class:`~geppetto.ConfigurationError` naming them (an engine whose server needs no key overrides this)."""
         return resolve_api_key(api_key, self.key_env, self.key_owner)
 
-    def build_request(self, turn: Turn) -> dict[str, Any]:
-        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools)."""
+    def build_request(self, turn: Turn, output: Any = READ_FROM_TURN) -> dict[str, Any]:
+        """The request body this engine would send for ``turn`` (inside a tool loop, with its tools);
+        ``output``: the turn's structured-output config when the caller read it already."""
         tools, tool_choice = request_tools(self.tools, self.tool_choice, turn)
-        return self.request_body(turn, tools, tool_choice)
+        return self.request_body(turn, tools, tool_choice, output)
 
-    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
+    def request_body(
+        self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
+    ) -> dict[str, Any]:
         """The dialect's body for ``turn`` with the tools of this request."""
         raise NotImplementedError
 
@@ -111,15 +115,16 @@ class StreamingEngine(TransportOwner):
         """A fresh reducer for one stream of this dialect."""
         raise NotImplementedError
 
-    def answer_tool(self, turn: Turn) -> str | None:
-        """The tool whose call is the structured answer for ``turn`` (a dialect that asks for structured
-        output through a forced tool overrides this); ``None`` otherwise."""
+    def answer_tool(self, output: StructuredOutputConfig | None) -> str | None:
+        """The tool whose call is the structured answer for the turn's structured-output config ``output``
+        (a dialect that asks for it through a forced tool overrides this); ``None`` otherwise."""
         return None
 
     async def run_inference(self, turn: Turn) -> Turn:
         """Send ``turn``, stream the answer into it and return it (see
         :func:`~geppetto.providers._streaming.run_stream` for the events)."""
-        body = self.build_request(turn)
+        output = STRUCTURED_OUTPUT.get(turn.data)
+        body = self.build_request(turn, output)
         path, params = self.endpoint()
         headers = {**self.headers, **self.auth_headers()}
         return await run_stream(
@@ -131,5 +136,6 @@ class StreamingEngine(TransportOwner):
             ),
             reducer=self.reducer(),
             key=key_hint(self.key_env, sent=bool(self.api_key)),
-            answer_tool=self.answer_tool(turn),
+            answer_tool=self.answer_tool(output) if output is not None else None,
+            output=output,
         )

@@ -32,7 +32,7 @@ from ..events import (
     metadata_for,
     publish,
 )
-from ..output import settle_output
+from ..output import READ_FROM_TURN, settle_output
 from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
     BLOCK_META_PROVIDER,
@@ -388,6 +388,7 @@ async def run_stream(
     reducer: StreamReducer,
     key: str = "",
     answer_tool: str | None = None,
+    output: Any = READ_FROM_TURN,
 ) -> Turn:
     """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
     append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
@@ -419,7 +420,7 @@ async def run_stream(
         if result.stop_reason == STOP_TOOL_CALLS and not any(b.kind is BlockKind.TOOL_CALL for b in result.blocks):
             result.stop_reason = STOP_END
     turn.extend(_stamp(result.blocks, provider, result.response_id))
-    settle_output(turn, result.blocks)
+    settle_output(turn, result.blocks, output)
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
     TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())

@@ -15,11 +15,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 from ..._exceptions import ConfigurationError
-from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema_encoded
+from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema_encoded
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -167,6 +168,7 @@ def build_request(
     temperature: float | None = None,
     max_tokens: int | None = None,
     thinking_budget: int | None = None,
+    output: Any = READ_FROM_TURN,
 ) -> dict[str, Any]:
     """The streaming ``POST /v1/messages`` body for ``turn``.
 
@@ -193,7 +195,8 @@ def build_request(
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
     elif temperature is not None:
         body["temperature"] = temperature
-    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is READ_FROM_TURN:
+        output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
         _ask_output(body, output, model, thinking=thinking, tool_choice=tool_choice)
     return body
@@ -210,8 +213,11 @@ def output_mode(output: StructuredOutputConfig, model: str) -> str:
     for model names that are not Claude's (a compatible server), and the tool for older Claude models
     (``claude-3-5-sonnet-...``, ``claude-sonnet-4-0``, ``claude-opus-4-1``), which lack native structured output.
     """
-    if output.mode != "auto":
-        return output.mode
+    return output.mode if output.mode != "auto" else _auto_mode(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _auto_mode(model: str) -> str:
     name = model.lower()
     if not name.startswith("claude"):
         return "native"
@@ -222,9 +228,8 @@ def output_mode(output: StructuredOutputConfig, model: str) -> str:
     return "native" if version >= _NATIVE_FROM else "tool"
 
 
-def answer_tool(turn: Turn, model: str) -> str | None:
-    """The name of the tool whose call is the structured answer, when ``turn`` asks for one in tool mode."""
-    output = STRUCTURED_OUTPUT.get(turn.data)
+def answer_tool(output: StructuredOutputConfig | None, model: str) -> str | None:
+    """The name of the tool whose call is the structured answer, when ``output`` asks for tool mode."""
     if output is None or output_mode(output, model) != "tool":
         return None
     return output.name

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from ...output import READ_FROM_TURN, StructuredOutputConfig
 from ...turns import Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, anthropic_error_info
@@ -71,9 +72,12 @@ class ClaudeEngine(StreamingEngine):
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
 
-    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
+    def request_body(
+        self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
+    ) -> dict[str, Any]:
         return build_request(
             turn,
+            output=output,
             model=self.model,
             tools=tools,
             tool_choice=tool_choice,
@@ -91,5 +95,5 @@ class ClaudeEngine(StreamingEngine):
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()
 
-    def answer_tool(self, turn: Turn) -> str | None:
-        return answer_tool(turn, self.model)
+    def answer_tool(self, output: StructuredOutputConfig | None) -> str | None:
+        return answer_tool(output, self.model)

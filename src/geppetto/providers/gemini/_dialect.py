@@ -16,11 +16,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 from ..._json import dumps
-from ...output import STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema, wire_schema_encoded
+from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema, wire_schema_encoded
 from ...turns import (
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
@@ -170,6 +171,7 @@ def build_request(
     include_thoughts: bool | None = None,
     sign_calls: bool = False,
     model: str = "",
+    output: Any = READ_FROM_TURN,
 ) -> dict[str, Any]:
     """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
 
@@ -204,7 +206,8 @@ def build_request(
         thinking["includeThoughts"] = include_thoughts if include_thoughts is not None else thinking_budget != 0
     if thinking:
         generation["thinkingConfig"] = thinking
-    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is READ_FROM_TURN:
+        output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
         _ask_output(body, generation, output, model)
     if generation:
@@ -215,6 +218,7 @@ def build_request(
 _GEMINI_VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
 
 
+@functools.lru_cache(maxsize=64)
 def gemini_version(model: str) -> tuple[int, int]:
     """The model's Gemini version (``gemini-2.5-flash`` -> (2, 5)); a name without one counts as the newest."""
     found = _GEMINI_VERSION.search(model.lower())

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from ...output import READ_FROM_TURN
 from ...turns import Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, gemini_error_info
@@ -74,9 +75,12 @@ class GeminiEngine(StreamingEngine):
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
 
-    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
+    def request_body(
+        self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
+    ) -> dict[str, Any]:
         return build_request(
             turn,
+            output=output,
             tools=tools,
             tool_choice=tool_choice,
             temperature=self.temperature,

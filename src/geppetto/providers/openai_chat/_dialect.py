@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...output import STRUCTURED_OUTPUT, wire_schema_encoded
+from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, wire_schema_encoded
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, tool_result_text
 
@@ -154,6 +154,7 @@ def build_request(
     stream_usage: bool = True,
     reasoning_content: bool = True,
     thinking: bool = False,
+    output: Any = READ_FROM_TURN,
 ) -> dict[str, Any]:
     """The streaming ``POST /chat/completions`` body for ``turn``.
 
@@ -185,7 +186,8 @@ def build_request(
         body[max_tokens_field] = max_tokens
     if reasoning_effort is not None:
         body["reasoning_effort"] = reasoning_effort
-    output = STRUCTURED_OUTPUT.get(turn.data)
+    if output is READ_FROM_TURN:
+        output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
         spec: dict[str, Any] = {
             "name": output.name,

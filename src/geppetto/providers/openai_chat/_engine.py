@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from ...output import READ_FROM_TURN
 from ...turns import BLOCK_META_PROVIDER, BlockKind, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, openai_error_info
@@ -95,9 +96,12 @@ class ChatEngine(StreamingEngine):
             return super().resolve_key(api_key)
         return api_key or os.environ.get("OPENAI_API_KEY")
 
-    def request_body(self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None) -> dict[str, Any]:
+    def request_body(
+        self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
+    ) -> dict[str, Any]:
         return build_request(
             turn,
+            output=output,
             model=self.model,
             tools=tools,
             tool_choice=tool_choice,

@@ -11,7 +11,7 @@ import httpx
 
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
-from geppetto.output import STRUCTURED_OUTPUT, settle_output, wire_schema_encoded
+from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig, settle_output, wire_schema_encoded
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -133,6 +133,7 @@ class ResponsesEngine(TransportOwner):
             http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry, timeout=timeout
         )
         self._owns_transport = not isinstance(http, HttpTransport)
+        self._output: tuple[Turn, StructuredOutputConfig | None] | None = None
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
 
@@ -183,9 +184,18 @@ class ResponsesEngine(TransportOwner):
         body["stream"] = True
         return body
 
+    def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:
+        """The turn's structured-output config, read once per request (a fallback builds the body again)."""
+        kept = self._output
+        if kept is not None and kept[0] is turn:
+            return kept[1]
+        output = STRUCTURED_OUTPUT.get(turn.data)
+        self._output = (turn, output)
+        return output
+
     def _text(self, turn: Turn) -> dict[str, Any] | None:
         """``text.format``: the Turn's structured-output config, else the engine's ``text_format``."""
-        output = STRUCTURED_OUTPUT.get(turn.data)
+        output = self._output_of(turn)
         if output is None:
             return {"format": self.text_format} if self.text_format else None
         fmt: dict[str, Any] = {"type": "json_schema", "name": output.name}
@@ -217,6 +227,7 @@ class ResponsesEngine(TransportOwner):
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
         """Send the Turn (or its delta), append the response's blocks in output order, tag them, return the Turn."""
+        self._output = None  # the config is read afresh for every request
         state = get_state(turn)
         mode = self._mode_for(state)
         meta = metadata_for(turn, self.provider, self.model)
@@ -256,7 +267,7 @@ class ResponsesEngine(TransportOwner):
         for block in blocks:
             BLOCK_META_PROVIDER.set(block.metadata, self.provider)
             turn.append(block)
-        settle_output(turn, blocks)
+        settle_output(turn, blocks, self._output_of(turn))
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
         if not response_id:
