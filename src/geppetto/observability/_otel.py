@@ -164,7 +164,6 @@ class Instrumentation:
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": meta.model,
-            "gen_ai.conversation.id": meta.session_id,
         }
         span = self.tracer.start_span(f"chat {meta.model}", kind=SpanKind.CLIENT, attributes=attributes)
         # Current while the request runs, so the transport's hook sees it (body size, traceparent).
@@ -213,14 +212,17 @@ class Instrumentation:
         if usage is not None:
             attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
             attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
-            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
-            attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+            if usage.cached_tokens:  # each attribute costs the SDK a check: only the ones that say something
+                attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+            if usage.reasoning_tokens:
+                attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
             measured = {**common, "gen_ai.response.model": response_model}
             self.token_usage.record(usage.input_tokens, {**measured, "gen_ai.token.type": "input"})
             self.token_usage.record(usage.output_tokens, {**measured, "gen_ai.token.type": "output"})
         for key, name in _RESPONSES_EXTRA.items():
-            if key in extra:
-                attributes[name] = extra[key]
+            value = extra.get(key)
+            if value is not None and value != "":
+                attributes[name] = value
         if self.capture_content:
             attributes["gen_ai.output.messages"] = json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
