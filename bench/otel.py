@@ -9,6 +9,11 @@ import fails, so geppetto runs as on a machine without the extra. CPU is time.pr
 process only; medians of the rounds.
 
 Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30).
+
+`--instructions [N]` counts instructions instead (valgrind's callgrind, the same count whatever else the
+machine does): a one-request `Session.run` on the Responses engine (stateless mode) replaying a recorded
+simulator reply through `httpx.MockTransport`, N runs (default 100) minus none, with tracing off, tracing
+on (no meter provider), and tracing and metrics on.
 """
 
 from __future__ import annotations
@@ -107,7 +112,90 @@ def _not_installed(url: str, rounds: int) -> list[float]:
     return list(json.loads(res.stdout.strip().splitlines()[-1])["not installed"])
 
 
+async def _one_request_runs(reply: str, mode: str, n: int) -> None:
+    import base64
+
+    import httpx
+
+    import geppetto as gp
+    from geppetto.providers.openai_responses import ResponsesEngine
+
+    status, headers, encoded = json.loads(Path(reply).read_text())  # noqa: ASYNC240 - setup only
+    body = base64.b64decode(encoded)
+    if mode != "off":
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+        from geppetto.observability import instrument
+
+        class Drop(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(Drop()))
+        meters = MeterProvider(metric_readers=[InMemoryMetricReader()]) if mode == "traces+metrics" else None
+        instrument(tracer_provider, meters)
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, headers=headers, content=body))
+    client = httpx.AsyncClient(transport=transport)
+    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url="http://127.0.0.1:9/v1", http=client, mode="stateless")
+    for _ in range(3 + n):
+        await gp.Session(engine).run("Hello")
+
+
+def _count(reply: str, mode: str, n: int) -> int:
+    import re
+
+    with tempfile.TemporaryDirectory() as tmp:
+        res = subprocess.run(
+            [
+                *("valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out"),
+                *(sys.executable, __file__, "--runs", reply, mode, str(n)),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+    found = re.search(r"Collected : (\d+)", res.stderr)
+    assert found is not None, res.stderr[-500:]
+    return int(found.group(1))
+
+
+def count_instructions(n: int) -> None:
+    import base64
+
+    import httpx
+
+    from geppetto.simulator import serve
+
+    with serve() as sim, tempfile.TemporaryDirectory() as tmp:
+        reply = httpx.post(
+            sim.openai_url + "/responses",
+            json={"model": "sim-1", "input": "Hello", "stream": True},
+            headers={"authorization": f"Bearer {API_KEY}"},
+        )
+        path = f"{tmp}/reply.json"
+        Path(path).write_text(
+            json.dumps([reply.status_code, list(reply.headers.items()), base64.b64encode(reply.content).decode()])
+        )
+        counts = {
+            mode: (_count(path, mode, n) - _count(path, mode, 0)) / n for mode in ("off", "traces", "traces+metrics")
+        }
+    print(f"instructions per one-request Session.run (callgrind, {n} runs)")
+    rows = [[mode, f"{c / 1e3:,.0f}k", f"{c / counts['off'] - 1:+.1%}"] for mode, c in counts.items()]
+    print(table(["instrumentation", "instructions", "vs off"], rows))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--runs"]:
+        asyncio.run(_one_request_runs(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        return
+    if sys.argv[1:2] == ["--instructions"]:
+        count_instructions(int(sys.argv[2]) if len(sys.argv) > 2 else 100)
+        return
     if sys.argv[1:2] == ["--child"]:
         _child(sys.argv[2], int(sys.argv[3]))
         return
