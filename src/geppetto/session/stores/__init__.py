@@ -9,15 +9,17 @@ import os
 
 from .._store import RecordedEvent
 from ._postgres import PostgresTurnStore, redact_url
-from ._sql import SessionInfo, SnapshotInfo, SQLTurnStore
+from ._sql import InferenceRecord, SessionInfo, SessionLease, SnapshotInfo, SQLTurnStore
 from ._sqlite import SQLiteTurnStore, default_store_path
 
 __all__ = [
+    "InferenceRecord",
     "PostgresTurnStore",
     "RecordedEvent",
     "SQLTurnStore",
     "SQLiteTurnStore",
     "SessionInfo",
+    "SessionLease",
     "SnapshotInfo",
     "default_store_path",
     "open_store",

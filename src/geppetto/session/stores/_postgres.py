@@ -62,6 +62,7 @@ class PostgresTurnStore(SQLTurnStore):
         self.connect_timeout = connect_timeout
         self._pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
+        self._lock_conn: Any = None
 
     def _open(self) -> ConnectionPool[Any]:
         import psycopg
@@ -110,6 +111,33 @@ class PostgresTurnStore(SQLTurnStore):
     def _lock_migrations(self, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
+    # A session-level advisory lock per running inference, all on one connection of this process: the
+    # server frees them when the process (so the connection) ends, which is what frees a killed worker's.
+    def _try_lock_key(self, key: int) -> bool:
+        import psycopg
+
+        if self._lock_conn is None or self._lock_conn.closed:
+            self._lock_conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            )
+        try:
+            row = self._lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        except psycopg.OperationalError:
+            self._lock_conn.close()  # every lock it held is gone with it; the next call reconnects
+            self._lock_conn = None
+            raise
+        return bool(row and row[0])
+
+    def _unlock_key(self, key: int) -> None:
+        import psycopg
+
+        if self._lock_conn is not None and not self._lock_conn.closed:
+            try:
+                self._lock_conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except psycopg.Error:
+                self._lock_conn.close()
+                self._lock_conn = None
+
     def _refuse(self, exc: BaseException) -> StoreError:
         return StoreError(
             f"PostgreSQL session store {self.location} failed: {_first_line(exc)}; check the server is up and reachable"
@@ -121,3 +149,8 @@ class PostgresTurnStore(SQLTurnStore):
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
+        with self._held_lock:
+            if self._lock_conn is not None:
+                self._lock_conn.close()
+                self._lock_conn = None
+                self._held().clear()

@@ -47,6 +47,23 @@ SQLITE: list[list[str]] = [
             event TEXT NOT NULL,
             PRIMARY KEY (session_id, inference_id, seq))""",
     ],
+    [
+        # Sessions made before their first snapshot (`geppetto serve`), with the settings they were made with,
+        # and the inferences a server ran: status running/completed/failed/cancelled, for crash recovery.
+        "ALTER TABLE sessions ADD COLUMN settings TEXT",
+        "ALTER TABLE sessions ADD COLUMN created_at REAL",
+        """CREATE TABLE inferences (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            inference_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            worker TEXT,
+            prompt TEXT,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            error TEXT,
+            PRIMARY KEY (session_id, inference_id))""",
+        "CREATE INDEX inferences_running ON inferences (session_id, status)",
+    ],
 ]
 
 POSTGRES: list[list[str]] = [
@@ -87,6 +104,21 @@ POSTGRES: list[list[str]] = [
             type TEXT NOT NULL,
             event JSONB NOT NULL,
             PRIMARY KEY (session_id, inference_id, seq))""",
+    ],
+    [
+        "ALTER TABLE sessions ADD COLUMN settings JSONB",
+        "ALTER TABLE sessions ADD COLUMN created_at DOUBLE PRECISION",
+        """CREATE TABLE inferences (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            inference_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            worker TEXT,
+            prompt TEXT,
+            started_at DOUBLE PRECISION NOT NULL,
+            ended_at DOUBLE PRECISION,
+            error TEXT,
+            PRIMARY KEY (session_id, inference_id))""",
+        "CREATE INDEX inferences_running ON inferences (session_id, status)",
     ],
 ]
 

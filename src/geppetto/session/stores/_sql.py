@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from ...turns import loads_json as turn_from_json
 from .._store import RecordedEvent, TimedEvent, event_json
 from ._schema import MIGRATIONS, SCHEMA_VERSION
 
-__all__ = ["SQLTurnStore", "SessionInfo", "SnapshotInfo"]
+__all__ = ["InferenceRecord", "SQLTurnStore", "SessionInfo", "SessionLease", "SnapshotInfo"]
 
 R = TypeVar("R")
 
@@ -32,6 +34,42 @@ class SnapshotInfo:
     inference_id: str | None
     saved_at: float | None
     blocks: int
+
+
+@dataclass(frozen=True)
+class InferenceRecord:
+    """One inference a server ran: ``running`` until it ends ``completed``, ``failed`` or ``cancelled``."""
+
+    session_id: str
+    inference_id: str
+    status: str
+    worker: str | None
+    prompt: str | None
+    started_at: float
+    ended_at: float | None
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class SessionLease:
+    """The right to run one session's inference, held until :meth:`release` (or until the process holding it
+    exits: the lock is the database's or the file system's, so a killed worker frees it)."""
+
+    def __init__(self, store: SQLTurnStore, session_id: str, key: int) -> None:
+        self.store, self.session_id, self.key = store, session_id, key
+        self.released = False
+
+    async def release(self) -> None:
+        if not self.released:
+            self.released = True
+            await asyncio.to_thread(self.store._release_key, self.key)
+
+
+def lock_key(session_id: str) -> int:
+    """A signed 63-bit number for ``session_id`` (an advisory-lock key, a lock-file offset)."""
+    return int.from_bytes(hashlib.sha256(f"geppetto-session:{session_id}".encode()).digest()[:8], "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -108,6 +146,48 @@ class SQLTurnStore:
 
     def _refuse(self, exc: BaseException) -> StoreError:
         return StoreError(f"session store {self.location} failed: {exc}")
+
+    def _try_lock_key(self, key: int) -> bool:
+        """Take the cross-process lock ``key`` without waiting (True when taken)."""
+        raise NotImplementedError
+
+    def _unlock_key(self, key: int) -> None:
+        raise NotImplementedError
+
+    # -- one inference per session, across processes ------------------------------------------
+    _held_lock = threading.Lock()
+
+    def _held(self) -> set[int]:
+        held: set[int] | None = self.__dict__.get("_held_keys")
+        if held is None:
+            held = self.__dict__["_held_keys"] = set()
+        return held
+
+    def _take_key(self, key: int) -> bool:
+        with self._held_lock:
+            held = self._held()
+            if key in held:  # the process-wide lock is reentrant; one holder per process is this set's job
+                return False
+            if not self._try_lock_key(key):
+                return False
+            held.add(key)
+            return True
+
+    def _release_key(self, key: int) -> None:
+        with self._held_lock:
+            if key in self._held():
+                self._held().discard(key)
+                self._unlock_key(key)
+
+    async def try_lock(self, session_id: str) -> SessionLease | None:
+        """A lease on ``session_id`` when no process holds one, else None. Released by
+        :meth:`SessionLease.release`, or by the holder's exit."""
+        key = lock_key(session_id)
+        try:
+            taken = await asyncio.to_thread(self._take_key, key)
+        except self.db_errors as exc:
+            raise self._refuse(exc) from exc
+        return SessionLease(self, session_id, key) if taken else None
 
     # -- shared machinery ----------------------------------------------------------------------
     def _sql(self, statement: str) -> str:
@@ -229,17 +309,19 @@ class SQLTurnStore:
             raise UsageError(f"{len(matches)} sessions start with {prefix!r} ({shown}); give more of the id")
         raise UsageError(f"no session {prefix!r} in {self.location}; list them with `geppetto sessions list`")
 
-    async def session_infos(self) -> list[SessionInfo]:
-        """A summary of every session with a snapshot, in the order first saved."""
+    async def session_infos(self, *, include_empty: bool = False) -> list[SessionInfo]:
+        """A summary of every session with a snapshot (and with ``include_empty``, every session made
+        with :meth:`create_session` too), in the order first saved."""
+        join = "LEFT JOIN" if include_empty else "JOIN"
         rows = await self._run(
             self._rows,
-            """SELECT s.id, count(n.seq), max(n.saved_at),
+            f"""SELECT s.id, count(n.seq), coalesce(max(n.saved_at), max(s.created_at)),
                       (SELECT count(*) FROM blocks b WHERE b.session_id = s.id
                        AND b.snapshot_seq = (SELECT max(seq) FROM snapshots WHERE session_id = s.id)),
                       (SELECT b.payload FROM blocks b WHERE b.session_id = s.id AND b.kind = 'user'
                        ORDER BY b.snapshot_seq, b.position LIMIT 1),
                       (SELECT document FROM snapshots WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
-               FROM sessions s JOIN snapshots n ON n.session_id = s.id
+               FROM sessions s {join} snapshots n ON n.session_id = s.id
                GROUP BY s.id, s.created_seq ORDER BY s.created_seq""",
         )
         return [
@@ -278,13 +360,75 @@ class SQLTurnStore:
 
         def delete(conn: Any) -> int:
             with self._transaction(conn):
-                for table, column in (("events", "session_id"), ("blocks", "session_id"), ("snapshots", "session_id")):
+                tables = ("events", "blocks", "snapshots", "inferences")
+                for table, column in ((t, "session_id") for t in tables):
                     self._exec(conn, f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
                 return int(cursor.rowcount)
 
         if await self._run(delete) == 0:
             raise StoreError(f"no session {session_id!r} in {self.location}; list them with `geppetto sessions list`")
+
+    # -- sessions made ahead of their first snapshot, and the inferences a server runs ---------------
+    async def create_session(self, session_id: str, settings: dict[str, Any]) -> None:
+        """Make ``session_id`` with ``settings`` (a JSON object); :class:`~geppetto.UsageError` when it exists."""
+
+        def create(conn: Any) -> int:
+            with self._transaction(conn):
+                if self._rows(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+                    return 0
+                self._exec(conn, self.insert_session, (session_id,))
+                self._exec(
+                    conn,
+                    "UPDATE sessions SET settings = ?, created_at = ? WHERE id = ?",
+                    (json.dumps(settings), time.time(), session_id),
+                )
+                return 1
+
+        if not await self._run(create):
+            raise UsageError(f"session {session_id!r} already exists in {self.location}; pick another id")
+
+    async def session_settings(self, session_id: str) -> dict[str, Any] | None:
+        """The settings ``session_id`` was made with ({} for a session the CLI made), None when unknown."""
+        rows = await self._run(self._rows, "SELECT settings FROM sessions WHERE id = ?", (session_id,))
+        return _payload(rows[0][0]) if rows else None
+
+    async def begin_inference(self, session_id: str, inference_id: str, *, worker: str, prompt: str) -> None:
+        """Record ``inference_id`` as running (call it holding the session's lease)."""
+
+        def begin(conn: Any) -> None:
+            with self._transaction(conn):
+                self._ensure_session(conn, session_id)
+                self._exec(
+                    conn,
+                    "INSERT INTO inferences (session_id, inference_id, status, worker, prompt, started_at) "
+                    "VALUES (?, ?, 'running', ?, ?, ?)",
+                    (session_id, inference_id, worker, prompt, time.time()),
+                )
+
+        await self._run(begin)
+
+    async def end_inference(self, session_id: str, inference_id: str, status: str, error: str | None = None) -> None:
+        """Record how a running inference ended (``completed``, ``failed`` or ``cancelled``)."""
+        await self._run(
+            self._exec,
+            "UPDATE inferences SET status = ?, ended_at = ?, error = ? "
+            "WHERE session_id = ? AND inference_id = ? AND status = 'running'",
+            (status, time.time(), error, session_id, inference_id),
+        )
+
+    async def inferences(self, session_id: str, *, status: str | None = None) -> list[InferenceRecord]:
+        """The inferences recorded for ``session_id`` (only those with ``status`` when given), oldest first."""
+        statement = (
+            "SELECT session_id, inference_id, status, worker, prompt, started_at, ended_at, error "
+            "FROM inferences WHERE session_id = ?"
+        )
+        params: list[Any] = [session_id]
+        if status is not None:
+            statement += " AND status = ?"
+            params.append(status)
+        rows = await self._run(self._rows, statement + " ORDER BY started_at, inference_id", params)
+        return [InferenceRecord(*row) for row in rows]
 
     def close(self) -> None:
         """Release the connection(s); the store reopens on next use."""

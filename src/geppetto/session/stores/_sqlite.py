@@ -10,7 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..._exceptions import StoreError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 from ._sql import SQLTurnStore
+
+_LOCK_RANGE = 1 << 62
+_NO_RECORD_LOCKS = fcntl is None
 
 __all__ = ["SQLiteTurnStore", "default_store_path"]
 
@@ -47,6 +55,7 @@ class SQLiteTurnStore(SQLTurnStore):
         self.location = str(self.path)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._lock_fd: int | None = None
 
     def _open(self) -> sqlite3.Connection:
         if not self.create and not self.path.exists():
@@ -88,6 +97,23 @@ class SQLiteTurnStore(SQLTurnStore):
             raise
         conn.execute("COMMIT")
 
+    # Per-session locks are byte-range locks in ``<file>.locks``: the kernel frees a killed process's.
+    def _try_lock_key(self, key: int) -> bool:
+        if _NO_RECORD_LOCKS:  # one process per store file there
+            return True
+        if self._lock_fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(f"{self.path}.locks", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key % _LOCK_RANGE)
+        except OSError:
+            return False
+        return True
+
+    def _unlock_key(self, key: int) -> None:
+        if not _NO_RECORD_LOCKS and self._lock_fd is not None:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, key % _LOCK_RANGE)
+
     def _refuse(self, exc: BaseException) -> StoreError:
         return StoreError(f"session store {self.path} failed: {exc}; check the file is not corrupt")
 
@@ -97,3 +123,8 @@ class SQLiteTurnStore(SQLTurnStore):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        with self._held_lock:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+                self._held().clear()

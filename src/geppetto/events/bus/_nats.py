@@ -1,0 +1,115 @@
+"""The NATS JetStream event bus: one stream (``GEPPETTO_EVENTS``) whose subjects are
+``geppetto.events.<topic>``, keeping ``retention`` messages per subject for ``ttl`` seconds; ids are the
+stream sequence numbers (increasing within a topic, with gaps)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+from nats.errors import Error as NatsError
+from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
+from nats.js.errors import NotFoundError
+
+from ..._exceptions import ConfigurationError
+from . import START, BusEvent, _integer_cursor
+
+__all__ = ["NatsBus"]
+
+STREAM = "GEPPETTO_EVENTS"
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _subject(topic: str) -> str:
+    # A subject token may not hold '.', '*', '>' or spaces: other topics are hex-encoded.
+    return f"geppetto.events.{topic if _TOKEN.match(topic) else 'x' + topic.encode().hex()}"
+
+
+class NatsBus:
+    def __init__(self, url: str, *, retention: int, ttl: float) -> None:
+        self.url = url
+        self.retention = retention
+        self.ttl = ttl
+        self._nc: Any = None
+        self._js: Any = None
+        self._ready = asyncio.Lock()
+
+    def _unreachable(self, exc: BaseException) -> ConfigurationError:
+        return ConfigurationError(
+            f"the NATS event bus {self.url} failed: {exc or type(exc).__name__}; check that nats-server runs "
+            "there with JetStream on (-js)"
+        )
+
+    async def _jetstream(self) -> Any:
+        async with self._ready:
+            if self._js is None:
+                try:
+                    nc = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=3, allow_reconnect=True)
+                    js = nc.jetstream()
+                    config = StreamConfig(
+                        name=STREAM,
+                        subjects=["geppetto.events.>"],
+                        max_msgs_per_subject=self.retention,
+                        max_age=self.ttl,
+                    )
+                    try:
+                        await js.add_stream(config)
+                    except NatsError:
+                        await js.update_stream(config)
+                except (NatsError, OSError, TimeoutError) as exc:
+                    raise self._unreachable(exc) from exc
+                self._nc, self._js = nc, js
+            return self._js
+
+    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+        js = await self._jetstream()
+        try:
+            ack = await js.publish(_subject(topic), json.dumps(data, default=str).encode(), stream=STREAM)
+        except (NatsError, TimeoutError) as exc:
+            raise self._unreachable(exc) from exc
+        return str(ack.seq)
+
+    async def last_id(self, topic: str) -> str:
+        js = await self._jetstream()
+        try:
+            message = await js.get_last_msg(STREAM, _subject(topic))
+        except NotFoundError:
+            return START
+        except (NatsError, TimeoutError) as exc:
+            raise self._unreachable(exc) from exc
+        return str(message.seq)
+
+    async def subscribe(self, topic: str, after: str = START) -> AsyncIterator[BusEvent]:
+        position = _integer_cursor(after)
+        js = await self._jetstream()
+        if position == 0:
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+        else:
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=position + 1)
+        try:
+            sub = await js.subscribe(_subject(topic), ordered_consumer=True, config=config)
+        except (NatsError, TimeoutError) as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            async for message in sub.messages:
+                seq = message.metadata.sequence.stream
+                if seq <= position:
+                    continue
+                position = seq
+                yield BusEvent(str(seq), json.loads(message.data))
+        finally:
+            with contextlib.suppress(NatsError, TimeoutError):
+                await sub.unsubscribe()
+
+    async def close(self) -> None:
+        if self._nc is not None:
+            try:
+                await self._nc.drain()
+            except (NatsError, TimeoutError):
+                await self._nc.close()
+            self._nc = self._js = None

@@ -1,0 +1,88 @@
+"""The Redis Streams event bus: one stream per topic (``geppetto:events:<topic>``), trimmed to the retention
+and expiring ``ttl`` seconds after its last event; ids are the stream's own entry ids."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ..._exceptions import ConfigurationError
+from . import START, BusEvent
+
+__all__ = ["RedisBus"]
+
+_BLOCK_MS = 5_000
+_BATCH = 256
+
+
+def _key(topic: str) -> str:
+    return f"geppetto:events:{topic}"
+
+
+class RedisBus:
+    def __init__(self, url: str, *, retention: int, ttl: float) -> None:
+        self.url = url
+        self.retention = retention
+        self.ttl = max(1, int(ttl))
+        self._client: aioredis.Redis | None = None
+
+    def _redis(self) -> aioredis.Redis:
+        if self._client is None:
+            self._client = aioredis.Redis.from_url(self.url, max_connections=10_000)
+        return self._client
+
+    def _unreachable(self, exc: Exception) -> ConfigurationError:
+        return ConfigurationError(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
+
+    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+        key = _key(topic)
+        try:
+            async with self._redis().pipeline(transaction=True) as pipe:
+                pipe.xadd(key, {"d": json.dumps(data, default=str)}, maxlen=self.retention, approximate=True)
+                pipe.expire(key, self.ttl)
+                entry_id, _ = await pipe.execute()
+        except RedisError as exc:
+            raise self._unreachable(exc) from exc
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    async def last_id(self, topic: str) -> str:
+        try:
+            newest = await self._redis().xrevrange(_key(topic), count=1)
+        except RedisError as exc:
+            raise self._unreachable(exc) from exc
+        if not newest:
+            return START
+        entry_id = newest[0][0]
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    async def subscribe(self, topic: str, after: str = START) -> AsyncIterator[BusEvent]:
+        key = _key(topic)
+        cursor = _cursor(after)
+        client = self._redis()
+        while True:
+            try:
+                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=_BLOCK_MS)
+            except RedisError as exc:
+                raise self._unreachable(exc) from exc
+            for _stream, entries in batches or ():
+                for entry_id, fields in entries:
+                    cursor = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                    yield BusEvent(cursor, json.loads(fields[b"d"]))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def _cursor(after: str) -> str:
+    if after == START:
+        return "0-0"
+    head, _, tail = after.partition("-")
+    if not (head.isdigit() and (tail == "" or tail.isdigit())):
+        raise ValueError(f"event id {after!r} is not one this bus gave out; reconnect without an id")
+    return after
