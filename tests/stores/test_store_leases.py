@@ -46,7 +46,7 @@ async def test_one_lease_per_session_in_a_process(store_target: str) -> None:
 
 
 async def test_a_lease_held_by_another_process_is_freed_when_it_is_killed(store_target: str) -> None:
-    holder = subprocess.Popen(
+    holder = subprocess.Popen(  # noqa: ASYNC220  (a holder process the test kills)
         [sys.executable, "-c", HOLDER, store_target, "busy"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     store = open_store(store_target)

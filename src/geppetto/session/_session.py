@@ -198,8 +198,10 @@ class Session:
         return seed
 
     # -- inference ----------------------------------------------------------------------------
-    def start_inference(self) -> ExecutionHandle:
+    def start_inference(self, *, inference_id: str | None = None) -> ExecutionHandle:
         """Run the engine on a copy of the latest snapshot in a task and return its handle.
+
+        ``inference_id`` names the inference (a fresh id when None), e.g. one a server recorded first.
 
         Raises :class:`~geppetto.SessionBusyError` while another inference runs, and
         :class:`~geppetto.UsageError` when there is nothing to run.
@@ -211,7 +213,7 @@ class Session:
                 "the session has nothing to run: its latest turn is empty; call session.prompt(text) "
                 "or session.append(turn) with at least one block first"
             )
-        inference_id = new_id()
+        inference_id = inference_id or new_id()
         work = seed.clone()
         # Ids go on the working turn before the engine runs, so every event carries them.
         TURN_META_SESSION_ID.set(work.metadata, self.session_id)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import copy
 import importlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
-
+from .._asgi import ThreadedServer
 from ._app import DEFAULT_MAX_BODY, build_app
 from ._faults import Fault
 from ._model import Reply
@@ -27,8 +24,7 @@ class Simulator:
         self.app = build_app(self.state, max_body=max_body)
         self._host = host
         self._port = port
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: ThreadedServer | None = None
         self.url = ""
 
     @property
@@ -143,41 +139,18 @@ class Simulator:
 
     def start(self) -> None:
         """Start serving in a background thread; returns once the port accepts connections."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted sockets inherit this: without it Nagle + delayed ACKs add ~40 ms per request on loopback.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self._host, self._port))
-        port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            loop="asyncio",
-            http="h11",
-            backlog=2048,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="geppetto-sim"
-        )
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the simulator server did not start; see the log above for the cause")
-            time.sleep(0.005)
-        self.url = f"http://{self._host}:{port}"
+        self._server = ThreadedServer(self.app, self._host, self._port, name="geppetto-sim")
+        try:
+            self._server.start()
+        except RuntimeError:
+            raise RuntimeError("the simulator server did not start; see the log above for the cause") from None
+        self.url = self._server.url
 
     def stop(self) -> None:
         """Stop serving and wait for the server thread (stalled streams are cut short)."""
         self.state.closing = True
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._server.stop()
 
     def __enter__(self) -> Simulator:
         self.start()

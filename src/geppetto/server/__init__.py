@@ -1,0 +1,99 @@
+"""``geppetto serve``: sessions over HTTP for web front-ends, on one worker or many.
+
+``create_app(...)`` builds the Starlette app (mount it in your own, or let ``geppetto serve`` run it under
+uvicorn). The store is the truth (SQLite for one process, PostgreSQL for many), the bus carries the events
+(in-process, Redis Streams or NATS JetStream), and the store's per-session lease lets one inference run per
+session across all workers. See ``docs/server.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+try:
+    import ag_ui.core  # noqa: F401
+    import starlette  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(f"geppetto.server needs {exc.name}: pip install 'geppetto[server]'") from None
+
+from starlette.applications import Starlette
+
+from ..engine import Engine
+from ..events.bus import EventBus, open_bus
+from ..profiles import Profile
+from ..session.stores import SQLTurnStore, open_store
+from ..tools import ToolRegistry
+from ._app import DEFAULT_MAX_BODY, build_app
+from ._runner import RUN_FINISHED, RUN_STARTED, Runner
+
+__all__ = ["DEFAULT_MAX_BODY", "RUN_FINISHED", "RUN_STARTED", "Runner", "create_app"]
+
+
+def create_app(
+    profile: Profile | str | None = None,
+    *,
+    store: SQLTurnStore | str | None = None,
+    bus: EventBus | str | None = None,
+    api_key: str | None = None,
+    tools: ToolRegistry | None = None,
+    mcp: Sequence[Any] = (),
+    engine_for: Callable[[dict[str, Any]], Engine] | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+) -> Starlette:
+    """The ``geppetto serve`` app.
+
+    ``profile``: a :class:`~geppetto.profiles.Profile` or a profile name (None: the profiles file's default),
+    whose engine answers every session (a session's ``model`` and ``mode`` settings override it; a
+    simulator profile runs the bundled simulator in the worker). ``store``: a store or ``open_store`` target
+    (None: ``$GEPPETTO_STORE`` or the SQLite default). ``bus``: a bus or URL (None: in-process). ``tools``
+    and the profile's and ``mcp``'s MCP servers are offered to every session. ``engine_for(settings)``
+    replaces the profile's engine (tests, custom engines). ``api_key`` requires ``Authorization: Bearer``.
+    """
+    the_store = store if isinstance(store, SQLTurnStore) else open_store(store)
+    the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
+    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if engine_for is None:
+                runner.engine_for, runner.tools = await stack.enter_async_context(_profile_engines(profile, tools, mcp))
+            await runner.start_listening()
+            try:
+                yield
+            finally:
+                await runner.close()
+                await the_bus.close()
+                if not isinstance(store, SQLTurnStore):
+                    the_store.close()
+
+    app = build_app(runner, api_key=api_key, max_body=max_body, lifespan=lifespan)
+    app.state.runner = runner
+    return app
+
+
+def _unavailable(settings: dict[str, Any]) -> Engine:
+    raise RuntimeError("the app has not started: run it under an ASGI server (its lifespan opens the engine)")
+
+
+@contextlib.asynccontextmanager
+async def _profile_engines(
+    profile: Profile | str | None, tools: ToolRegistry | None, mcp: Sequence[Any]
+) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None]]:
+    """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile)."""
+    from ..cli._runtime import EngineSettings, choose_profile, mcp_tools, open_engine
+
+    chosen = profile if isinstance(profile, Profile) else choose_profile(EngineSettings(profile=profile))
+    async with mcp_tools([*(chosen.mcp_servers or []), *mcp], tools) as registry:
+        with open_engine(chosen, registry) as opened:
+            engines: dict[tuple[str | None, str | None], Engine] = {}
+
+            def engine_for(settings: dict[str, Any]) -> Engine:
+                key = (settings.get("model"), settings.get("mode"))
+                if key not in engines:
+                    engines[key] = opened.rebuild(model=key[0], mode=key[1]).engine if any(key) else opened.engine
+                return engines[key]
+
+            yield engine_for, registry

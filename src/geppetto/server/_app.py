@@ -1,0 +1,340 @@
+"""The Starlette app of ``geppetto serve``: the REST API, Server-Sent Events resumable by id, AG-UI and the
+Vercel AI SDK stream, JSON errors for every failure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from .._exceptions import ConfigurationError, GeppettoError, UsageError
+from ..events.bus import START, BusEvent, EventBus
+from ..session.stores import SQLTurnStore
+from ..turns import new_id, turn_to_dict
+from . import agui, vercel
+from ._openapi import openapi_document
+from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
+
+__all__ = ["DEFAULT_MAX_BODY", "build_app"]
+
+log = logging.getLogger("geppetto.server")
+
+DEFAULT_MAX_BODY = 1 << 20
+KEEPALIVE_SECONDS = 15.0
+SETTING_KEYS = ("model", "mode", "system")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+def error_response(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+async def read_json(request: Request, max_body: int) -> Any:
+    """The request's JSON body; 413 past ``max_body`` bytes (read no further), 400 when it is not JSON."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_body:
+        raise ApiError(413, f"the body is {declared} bytes; the limit is {max_body} bytes", "body_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_body:
+            raise ApiError(413, f"the body is over the limit of {max_body} bytes", "body_too_large")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"the body is not valid JSON ({exc}); send a JSON object", "malformed_json") from None
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the body must be a JSON object", "invalid_request")
+    return body
+
+
+def _settings(body: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(body) - {*SETTING_KEYS, "id"})
+    if unknown:
+        raise ApiError(
+            422, f"unknown field(s) {', '.join(unknown)}; a session takes {', '.join(SETTING_KEYS)}", "invalid_request"
+        )
+    for key in SETTING_KEYS:
+        if key in body and not isinstance(body[key], str):
+            raise ApiError(422, f"{key!r} must be a string", "invalid_request")
+    if body.get("mode") not in (None, "stateless", "chained", "conversation"):
+        raise ApiError(422, "'mode' must be stateless, chained or conversation", "invalid_request")
+    return {k: body[k] for k in SETTING_KEYS if body.get(k)}
+
+
+class Streams:
+    """Bus subscriptions read through a queue, so a keep-alive comment can be sent while no event comes
+    (the subscription is never cancelled mid-read) and a client that leaves stops its reader."""
+
+    def __init__(self, bus: EventBus) -> None:
+        self.bus = bus
+
+    async def events(self, topic: str, after: str) -> AsyncIterator[BusEvent | None]:
+        """The events after ``after``; None every :data:`KEEPALIVE_SECONDS` without one."""
+        queue: asyncio.Queue[BusEvent | BaseException] = asyncio.Queue(maxsize=1024)
+
+        async def read() -> None:
+            try:
+                async for event in self.bus.subscribe(topic, after):
+                    await queue.put(event)
+            except Exception as exc:
+                await queue.put(exc)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield None
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+
+def build_app(
+    runner: Runner,
+    *,
+    api_key: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    """The app over ``runner`` (its store and bus). ``api_key``: every ``/api`` and ``/ag-ui`` request
+    must carry ``Authorization: Bearer <api_key>``."""
+    store: SQLTurnStore = runner.store
+    streams = Streams(runner.bus)
+
+    def guarded(handler: Callable[[Request], Any], *, open_route: bool = False) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            if api_key and not open_route:
+                given = request.headers.get("authorization", "")
+                if given != f"Bearer {api_key}":
+                    return error_response(
+                        401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "unauthorized"
+                    )
+            try:
+                return await handler(request)  # type: ignore[no-any-return]
+            except ApiError as exc:
+                return error_response(exc.status, exc.message, exc.kind)
+            except NotFound as exc:
+                return error_response(404, str(exc), "not_found")
+            except Busy as exc:
+                return error_response(409, str(exc), "session_busy")
+            except UsageError as exc:
+                return error_response(409, str(exc), "conflict")
+            except GeppettoError as exc:
+                log.exception("request %s %s failed", request.method, request.url.path)
+                return error_response(503, str(exc), "unavailable")
+
+        return endpoint
+
+    # -- sessions ------------------------------------------------------------------------------
+    async def create_session(request: Request) -> Response:
+        body = _object(await read_json(request, max_body))
+        settings = _settings(body)
+        session_id = body.get("id") or new_id()
+        if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 200:
+            raise ApiError(422, "'id' must be a string of 1 to 200 characters", "invalid_request")
+        try:
+            runner.engine_for(settings)
+        except ConfigurationError as exc:
+            raise ApiError(422, str(exc), "invalid_settings") from None
+        await store.create_session(session_id, settings)
+        return JSONResponse({"id": session_id, "settings": settings}, status_code=201)
+
+    async def list_sessions(request: Request) -> Response:
+        infos = await store.session_infos(include_empty=True)
+        return JSONResponse({"sessions": [i.to_dict() for i in infos]})
+
+    async def get_session(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        settings = await runner.settings(session_id)
+        snapshots = await store.load_session(session_id)
+        inferences = await store.inferences(session_id)
+        running = [r.inference_id for r in inferences if r.status == "running"]
+        return JSONResponse(
+            {
+                "id": session_id,
+                "settings": settings,
+                "status": "running" if running else "idle",
+                "running_inference": running[-1] if running else None,
+                "last_event_id": await runner.bus.last_id(session_id),
+                "turns": [turn_to_dict(t) for t in snapshots],
+                "inferences": [r.to_dict() for r in inferences],
+            }
+        )
+
+    async def delete_session(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        await runner.settings(session_id)
+        lease = await store.try_lock(session_id)
+        if lease is None:
+            raise Busy(f"session {session_id} is running an inference; cancel it before deleting the session")
+        try:
+            await store.delete_session(session_id)
+        finally:
+            await lease.release()
+        return Response(status_code=204)
+
+    async def post_message(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        body = _object(await read_json(request, max_body))
+        text = body.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
+        started = await runner.start(session_id, text.strip())
+        return JSONResponse(
+            {
+                "inference_id": started.inference_id,
+                "after": started.after,
+                "events": f"/api/sessions/{session_id}/events?after={started.after}",
+            },
+            status_code=202,
+        )
+
+    async def cancel(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        inference_id = await runner.cancel(session_id)
+        return JSONResponse({"inference_id": inference_id, "cancelling": True}, status_code=202)
+
+    async def events(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        await runner.settings(session_id)
+        after = request.headers.get("last-event-id") or request.query_params.get("after") or START
+        until = request.query_params.get("until")
+        if until not in (None, "finished"):
+            raise ApiError(422, "'until' takes one value: finished", "invalid_request")
+        inference = request.query_params.get("inference_id")
+
+        async def body() -> AsyncIterator[str]:
+            try:
+                async for event in streams.events(session_id, after):
+                    if event is None:
+                        yield ": keep-alive\n\n"
+                        continue
+                    data = json.dumps(event.data, ensure_ascii=False, default=str)
+                    yield f"id: {event.id}\nevent: {event.data.get('type', 'event')}\ndata: {data}\n\n"
+                    if (
+                        until
+                        and event.data.get("type") == RUN_FINISHED
+                        and inference in (None, event.data.get("inference_id"))
+                    ):
+                        return
+            except ValueError as exc:  # a Last-Event-ID the bus never gave
+                yield f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+    # -- front-end protocols -------------------------------------------------------------------
+    async def protocol_start(session_id: str, prompt: str, seed: Any) -> Started:
+        await runner.ensure_session(session_id)
+        return await runner.start(session_id, prompt, seed=seed)
+
+    async def run_stream(started: Started) -> AsyncIterator[dict[str, Any]]:
+        """The bus events of one inference, from its start to its ``run_finished``."""
+        async for event in streams.events(started.session_id, started.after):
+            if event is None:
+                continue
+            if event.data.get("inference_id") != started.inference_id:
+                continue
+            yield event.data
+            if event.data.get("type") == RUN_FINISHED:
+                return
+
+    async def ag_ui(request: Request) -> Response:
+        body = await read_json(request, max_body)
+        try:
+            run = agui.parse_input(body)
+            prompt, seed = agui.prompt_and_seed(run)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            raise ApiError(422, f"not an AG-UI run input: {exc}", "invalid_request") from None
+        started = await protocol_start(run.thread_id, prompt, seed)
+        stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"))
+
+        async def out() -> AsyncIterator[str]:
+            async for event in run_stream(started):
+                if produced := stream.feed(event):
+                    yield stream.encode(produced)
+
+        return StreamingResponse(out(), media_type=stream.media_type, headers={"cache-control": "no-cache"})
+
+    async def vercel_chat(request: Request) -> Response:
+        body = await read_json(request, max_body)
+        try:
+            chat_id, prompt, seed = vercel.prompt_and_seed(body)
+        except ValueError as exc:
+            raise ApiError(422, str(exc), "invalid_request") from None
+        started = await protocol_start(chat_id, prompt, seed)
+        stream = vercel.VercelStream()
+
+        async def out() -> AsyncIterator[str]:
+            async for event in run_stream(started):
+                for chunk in stream.feed(event):
+                    yield vercel.sse(chunk)
+            yield vercel.DONE
+
+        return StreamingResponse(out(), media_type="text/event-stream", headers=vercel.HEADERS)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "worker": runner.worker})
+
+    routes = [
+        Route("/api/sessions", guarded(create_session), methods=["POST"]),
+        Route("/api/sessions", guarded(list_sessions), methods=["GET"]),
+        Route("/api/sessions/{session_id}", guarded(get_session), methods=["GET"]),
+        Route("/api/sessions/{session_id}", guarded(delete_session), methods=["DELETE"]),
+        Route("/api/sessions/{session_id}/messages", guarded(post_message), methods=["POST"]),
+        Route("/api/sessions/{session_id}/cancel", guarded(cancel), methods=["POST"]),
+        Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
+        Route("/api/chat", guarded(vercel_chat), methods=["POST"]),
+        Route("/ag-ui", guarded(ag_ui), methods=["POST"]),
+        Route("/openapi.json", guarded(openapi, open_route=True), methods=["GET"]),
+        Route("/healthz", guarded(health, open_route=True), methods=["GET"]),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):
+            if exc.status_code == 404:
+                return error_response(
+                    404, f"no route {request.method} {request.url.path}; see /openapi.json for the API", "not_found"
+                )
+            if exc.status_code == 405:
+                return error_response(
+                    405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json", "bad_method"
+                )
+            return error_response(exc.status_code, str(exc.detail), "http_error")
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error: {type(exc).__name__}; the server log has the details", "internal")
+
+    return Starlette(
+        routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error}, lifespan=lifespan
+    )

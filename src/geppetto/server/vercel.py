@@ -1,0 +1,140 @@
+"""The Vercel AI SDK UI message stream (what ``useChat`` reads): the request ``useChat`` sends in, the
+inference's geppetto events out as UI message chunks, as Server-Sent Events with the stream's header."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..turns import Block, Turn, new_id
+from ._runner import RUN_FINISHED, RUN_STARTED
+
+__all__ = ["HEADERS", "VercelStream", "prompt_and_seed"]
+
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def _text(message: dict[str, Any]) -> str:
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+    content = message.get("content")  # the older message shape
+    return content if isinstance(content, str) else ""
+
+
+def prompt_and_seed(body: Any) -> tuple[str, str, Turn | None]:
+    """The chat id, the prompt (the last user message's text parts) and the earlier messages as a turn
+    (used only for a chat the store does not know yet). ValueError naming what is wrong."""
+    if not isinstance(body, dict):
+        raise ValueError('the body must be a JSON object as useChat sends it: {"id": ..., "messages": [...]}')
+    chat_id, messages = body.get("id"), body.get("messages")
+    if not isinstance(chat_id, str) or not chat_id:
+        raise ValueError("'id' (the chat id) must be a non-empty string")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ValueError("'messages' must be a list of UI messages ({id, role, parts})")
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+    if last is None:
+        raise ValueError("'messages' has no user message; send the prompt as a message with role 'user'")
+    prompt = _text(messages[last]).strip()
+    if not prompt:
+        raise ValueError("the last user message has no text part; send some text")
+    blocks = []
+    for message in messages[:last]:
+        text, role = _text(message), message.get("role")
+        if text and role == "system":
+            blocks.append(Block.system(text))
+        elif text and role == "user":
+            blocks.append(Block.user(text))
+        elif text and role == "assistant":
+            blocks.append(Block.llm_text(text))
+    return chat_id, prompt, (Turn(blocks=blocks) if blocks else None)
+
+
+def sse(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+DONE = "data: [DONE]\n\n"
+
+
+class VercelStream:
+    """Turns the events of one inference (bus event dicts) into UI message chunks: ``start``, a step per
+    provider call, text and reasoning parts opened before their deltas and closed before a tool call, tool
+    input and output, ``finish`` (or ``error``)."""
+
+    def __init__(self, message_id: str | None = None) -> None:
+        self.message_id = message_id or new_id()
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._step = False
+
+    def _close(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if self._reasoning is not None:
+            out.append({"type": "reasoning-end", "id": self._reasoning})
+            self._reasoning = None
+        if self._text is not None:
+            out.append({"type": "text-end", "id": self._text})
+            self._text = None
+        return out
+
+    def _open_step(self) -> list[dict[str, Any]]:
+        if self._step:
+            return []
+        self._step = True
+        return [{"type": "start-step"}]
+
+    def _end_step(self) -> list[dict[str, Any]]:
+        out = self._close()
+        if self._step:
+            self._step = False
+            out.append({"type": "finish-step"})
+        return out
+
+    def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = event.get("type")
+        if kind == RUN_STARTED:
+            return [{"type": "start", "messageId": self.message_id}]
+        if kind == "start":
+            return self._open_step()
+        if kind == "text_delta" and event.get("delta"):
+            out = self._open_step()
+            if self._reasoning is not None:
+                out += self._close()
+            if self._text is None:
+                self._text = new_id()
+                out.append({"type": "text-start", "id": self._text})
+            return [*out, {"type": "text-delta", "id": self._text, "delta": str(event["delta"])}]
+        if kind == "reasoning_delta" and event.get("delta"):
+            out = self._open_step()
+            if self._text is not None:
+                out += self._close()
+            if self._reasoning is None:
+                self._reasoning = new_id()
+                out.append({"type": "reasoning-start", "id": self._reasoning})
+            return [*out, {"type": "reasoning-delta", "id": self._reasoning, "delta": str(event["delta"])}]
+        if kind == "tool_call":
+            args = event.get("args")
+            return [
+                *self._open_step(),
+                *self._close(),
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": str(event.get("call_id") or ""),
+                    "toolName": str(event.get("name") or ""),
+                    "input": args if args is not None else {},
+                },
+            ]
+        if kind == "tool_result":
+            call_id = str(event.get("call_id") or "")
+            if event.get("error"):
+                return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}]
+            return [{"type": "tool-output-available", "toolCallId": call_id, "output": event.get("result")}]
+        if kind == "final":
+            return self._end_step()
+        if kind == RUN_FINISHED:
+            out = self._end_step()
+            if event.get("status") == "completed":
+                return [*out, {"type": "finish"}]
+            return [*out, {"type": "error", "errorText": str(event.get("error") or "the inference failed")}]
+        return []
