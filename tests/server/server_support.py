@@ -5,11 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
 REDIS_URL = os.environ.get("GEPPETTO_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -79,3 +85,58 @@ def sim_profile(sim: Any, provider: str = "openai-responses", **settings: Any) -
 
     base = sim.openai_url if provider.startswith("openai") else sim.url
     return Profile(name="test", provider=provider, model="sim-1", base_url=base, simulator=True, **settings)
+
+
+class Worker:
+    """``geppetto serve`` in a subprocess on a free port; ``url`` once it answers ``/healthz``."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "geppetto", "serve", "--port", str(self.port), *args],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                output = self.proc.stdout.read() if self.proc.stdout else ""
+                raise AssertionError(f"geppetto serve exited with {self.proc.returncode}:\n{output}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError("geppetto serve did not answer /healthz within 30 s")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+
+def write_sim_profile(sim: Any, name: str = "simtest") -> None:
+    """A profiles file (in the test's config folder) with ``name`` pointing at ``sim``'s Responses API."""
+    folder = Path(os.environ["GEPPETTO_CONFIG_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "profiles.yaml").write_text(
+        f"profiles:\n  {name}:\n    provider: openai-responses\n    model: sim-1\n"
+        f"    base_url: {sim.openai_url}\n    simulator: true\n"
+    )

@@ -1,4 +1,4 @@
-"""The ``geppetto`` command: run, chat, inspect, simulate, demo, profiles, sessions."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, serve, demo, profiles, sessions."""
 
 from __future__ import annotations
 
@@ -184,6 +184,39 @@ def simulate(
         fail(f"cannot listen on {host}:{port}: {exc.strerror}")
     except KeyboardInterrupt:
         print("simulator stopped", file=sys.stderr)
+
+
+@app.command()
+def serve(
+    profile: ProfileOpt = None,
+    provider: ProviderOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    mode: ModeOpt = None,
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback unless --api-key is set).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
+    store: StoreOpt = None,
+    bus: Annotated[
+        str | None, typer.Option("--bus", help="Event bus: memory:// (default), redis://HOST:6379/0, nats://HOST:4222.")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes (more than 1 needs --bus redis or nats).")] = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="GEPPETTO_SERVER_KEY", help="Bearer token clients must send."),
+    ] = None,
+    with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
+    mcp: McpOpt = None,
+) -> None:
+    """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
+    try:
+        from ..server._serve import ServeOptions
+        from ..server._serve import serve as run_server
+    except ImportError as exc:
+        fail(str(exc))
+    options = ServeOptions(
+        profile, provider, model, base_url, mode, host, port, store, bus, workers, with_tools, list(mcp or ())
+    )
+    guarded(lambda: run_server(options, api_key))
 
 
 @app.command()

@@ -4,6 +4,7 @@ package's types and encoder)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from ag_ui.core import (
@@ -86,6 +87,11 @@ class AGUIStream:
         return self.encoder.get_content_type()
 
     def encode(self, events: list[BaseEvent]) -> str:
+        """The events as the client asked for them, each stamped with the time it was sent (Unix ms)."""
+        now = int(time.time() * 1000)
+        for event in events:
+            if event.timestamp is None:
+                event.timestamp = now
         return "".join(self.encoder.encode(e) for e in events)
 
     def _close(self) -> list[BaseEvent]:

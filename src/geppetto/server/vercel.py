@@ -50,6 +50,16 @@ def prompt_and_seed(body: Any) -> tuple[str, str, Turn | None]:
     return chat_id, prompt, (Turn(blocks=blocks) if blocks else None)
 
 
+def _value(result: Any) -> Any:
+    """A tool result as a value: tools' results reach the model as text, JSON text is decoded back."""
+    if isinstance(result, str):
+        try:
+            return json.loads(result)
+        except ValueError:
+            return result
+    return result
+
+
 def sse(chunk: dict[str, Any]) -> str:
     return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
@@ -129,7 +139,7 @@ class VercelStream:
             call_id = str(event.get("call_id") or "")
             if event.get("error"):
                 return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}]
-            return [{"type": "tool-output-available", "toolCallId": call_id, "output": event.get("result")}]
+            return [{"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}]
         if kind == "final":
             return self._end_step()
         if kind == RUN_FINISHED:

@@ -1,0 +1,109 @@
+"""``geppetto serve``: the app under uvicorn, one worker or many (each worker builds the app from the same
+settings, passed in an environment variable)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._exceptions import UsageError
+
+__all__ = ["CONFIG_VARIABLE", "ServeOptions", "app_from_env", "serve"]
+
+CONFIG_VARIABLE = "GEPPETTO_SERVE_CONFIG"
+KEY_VARIABLE = "GEPPETTO_SERVER_KEY"
+
+
+@dataclass
+class ServeOptions:
+    profile: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    mode: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    store: str | None = None
+    bus: str | None = None
+    workers: int = 1
+    with_tools: bool = False
+    mcp: list[str] = field(default_factory=list)
+    max_body: int | None = None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check(options: ServeOptions, api_key: str | None) -> None:
+    """Refuse settings that would serve unsafely or lose events, naming the fix."""
+    if not _loopback(options.host) and not api_key:
+        raise UsageError(
+            f"--host {options.host} is reachable from other machines: set an API key with --api-key or "
+            f"{KEY_VARIABLE} (clients then send 'Authorization: Bearer <key>')"
+        )
+    if options.workers < 1:
+        raise UsageError("--workers must be 1 or more")
+    if options.workers > 1 and (options.bus is None or options.bus.startswith("memory")):
+        raise UsageError(
+            f"--workers {options.workers} needs a bus the workers share, or a reader on one worker misses the "
+            "events of another: add --bus redis://127.0.0.1:6379/0 or --bus nats://127.0.0.1:4222"
+        )
+
+
+def app_from_env() -> Any:
+    """The app of one worker, from the settings ``geppetto serve`` put in :data:`CONFIG_VARIABLE`."""
+    from ..cli._demo_tools import demo_registry
+    from ..cli._runtime import EngineSettings, choose_profile
+    from . import DEFAULT_MAX_BODY, create_app
+
+    options = ServeOptions(**json.loads(os.environ[CONFIG_VARIABLE]))
+    profile = choose_profile(
+        EngineSettings(options.profile, options.provider, options.model, options.base_url, options.mode)
+    )
+    return create_app(
+        profile,
+        store=options.store,
+        bus=options.bus,
+        api_key=os.environ.get(KEY_VARIABLE) or None,
+        tools=demo_registry() if options.with_tools else None,
+        mcp=options.mcp,
+        max_body=options.max_body or DEFAULT_MAX_BODY,
+    )
+
+
+def serve(options: ServeOptions, api_key: str | None) -> None:
+    """Run until SIGINT/SIGTERM. Settings are checked (and the profile chosen) before anything listens."""
+    import uvicorn
+
+    from ..cli._runtime import EngineSettings, choose_profile
+
+    check(options, api_key)
+    choose_profile(EngineSettings(options.profile, options.provider, options.model, options.base_url, options.mode))
+    os.environ[CONFIG_VARIABLE] = json.dumps(asdict(options))
+    if api_key:
+        os.environ[KEY_VARIABLE] = api_key
+    where = f"http://{options.host}:{options.port}"
+    print(
+        f"geppetto serve on {where} ({options.workers} worker{'s' if options.workers > 1 else ''}, "
+        f"store {options.store or 'default SQLite'}, bus {options.bus or 'in-process'}); API at {where}/openapi.json",
+        flush=True,
+    )
+    uvicorn.run(
+        "geppetto.server._serve:app_from_env",
+        factory=True,
+        host=options.host,
+        port=options.port,
+        workers=options.workers if options.workers > 1 else None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
