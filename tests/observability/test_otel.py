@@ -271,3 +271,47 @@ def test_instrument_without_the_extra_names_it(tmp_path: Path) -> None:
         "ImportError: geppetto.observability needs the 'otel' extra (opentelemetry is not installed): "
         "pip install 'geppetto[otel]'"
     )
+
+
+def test_an_incoming_traceparent_in_geppetto_serve_becomes_the_parent(
+    otel: Otel, geppetto_sim: Simulator, tmp_path: Path
+) -> None:
+    pytest.importorskip("ag_ui", reason="the server extra is not installed")
+    import httpx
+
+    from geppetto.profiles import Profile
+    from geppetto.server import create_app
+
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    profile = Profile(name="t", provider="openai-responses", model="sim-1", base_url=geppetto_sim.openai_url)
+    app = create_app(profile.with_overrides(simulator=True), store=str(tmp_path / "s.db"))
+    from geppetto._asgi import ThreadedServer
+
+    server = ThreadedServer(app, lifespan="on")
+    server.start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            sid = client.post("/api/sessions", json={}).json()["id"]
+            headers = {"traceparent": f"00-{trace_id}-{span_id}-01"}
+            started = client.post(f"/api/sessions/{sid}/messages", json={"text": "Hello"}, headers=headers).json()
+            with client.stream(
+                "GET", f"/api/sessions/{sid}/events", params={"after": started["after"], "until": "finished"}
+            ) as response:
+                for _ in response.iter_lines():
+                    pass
+            untraced = client.post(f"/api/sessions/{sid}/messages", json={"text": "Again"}).json()
+            with client.stream(
+                "GET", f"/api/sessions/{sid}/events", params={"after": untraced["after"], "until": "finished"}
+            ) as response:
+                for _ in response.iter_lines():
+                    pass
+    finally:
+        server.stop()
+    runs = [s for s in otel.finished() if s.name == "invoke_agent geppetto"]
+    assert len(runs) == 2
+    traced = next(s for s in runs if s.attributes["geppetto.inference.id"] == started["inference_id"])
+    assert traced.parent is not None and traced.parent.is_remote
+    assert format(traced.context.trace_id, "032x") == trace_id
+    assert format(traced.parent.span_id, "016x") == span_id
+    other = next(s for s in runs if s.attributes["geppetto.inference.id"] == untraced["inference_id"])
+    assert other.parent is None, "without a traceparent the inference starts its own trace"

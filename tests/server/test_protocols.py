@@ -54,7 +54,8 @@ async def test_ag_ui_streams_pass_the_validator(url: str, texts: tuple[str, ...]
     result, problems = await validate(url, run_input(thread, *texts))
     assert problems == []
     assert result.event_count >= 4
-    session = httpx.get(f"{url}/api/sessions/{thread}").json()
+    async with httpx.AsyncClient() as client:
+        session = (await client.get(f"{url}/api/sessions/{thread}")).json()
     [turn] = session["turns"][-1:]
     if len(texts) == 3:  # earlier messages seeded the new thread
         assert [b["kind"] for b in session["turns"][0]["blocks"]] == ["user", "llm_text"]
@@ -62,18 +63,20 @@ async def test_ag_ui_streams_pass_the_validator(url: str, texts: tuple[str, ...]
 
 
 async def test_ag_ui_tool_calls_and_errors(url: str, geppetto_sim: Simulator) -> None:
-    with httpx.stream("POST", f"{url}/ag-ui", json=run_input("tools", "What is the weather in Paris?")) as response:
-        types = [e["data"]["type"] for e in sse_events(response.iter_lines())]
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(f"{url}/ag-ui", json=run_input("tools", "What is the weather in Paris?"))
+    types = [e["data"]["type"] for e in sse_events(response.text.splitlines())]
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     for kind in ("TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT"):
         assert kind in types
     geppetto_sim.fail_next(400)
-    result, problems = await validate(url, run_input("fails", "Hello"))
+    _, problems = await validate(url, run_input("fails", "Hello"))
     assert problems == []
-    with httpx.stream("POST", f"{url}/ag-ui", json=run_input("fails2", "Hello")) as response:
-        geppetto_sim.fail_next(400)
-        last = list(sse_events(response.iter_lines()))[-1]["data"]
-    assert last["type"] in ("RUN_ERROR", "RUN_FINISHED")
+    geppetto_sim.fail_next(400)
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{url}/ag-ui", json=run_input("fails2", "Hello"))
+    last = list(sse_events(response.text.splitlines()))[-1]["data"]
+    assert last["type"] == "RUN_ERROR" and last["code"] == "inference_failed" and "400" in last["message"]
 
 
 def _node_modules() -> Path:

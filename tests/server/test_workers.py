@@ -53,7 +53,7 @@ def test_prompt_on_one_worker_events_from_the_other(workers: list[Worker], geppe
         assert from_b == from_a, "both workers read the same log"
         ids = [e["id"] for e in from_b]
         assert len(ids) == len(set(ids)), "no event twice"
-        assert [e["event"] for e in from_b][0] == "run_started"
+        assert from_b[0]["event"] == "run_started"
         assert from_b[-1]["data"]["status"] == "completed"
         assert {e["data"]["inference_id"] for e in from_b} == {started.json()["inference_id"]}
     session = httpx.get(f"{b.url}/api/sessions/{sid}").json()

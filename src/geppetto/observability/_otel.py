@@ -15,14 +15,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
-from opentelemetry.propagate import inject
+from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..events import (
@@ -90,6 +90,7 @@ class Instrumentation:
         self._exporter = responses_metrics.add_exporter(_OtelResponsesExporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
         _session.RUN_HOOKS.append(self._run_span)
+        _session.INCOMING_HOOKS.append(self._incoming)
         _http.REQUEST_HOOKS.append(self._on_request)
 
     def uninstrument(self) -> None:
@@ -97,6 +98,8 @@ class Instrumentation:
         self._remove_sink()
         with contextlib.suppress(ValueError):
             _session.RUN_HOOKS.remove(self._run_span)
+        with contextlib.suppress(ValueError):
+            _session.INCOMING_HOOKS.remove(self._incoming)
         with contextlib.suppress(ValueError):
             _http.REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)
@@ -122,6 +125,20 @@ class Instrumentation:
                 span.set_attribute("error.type", type(exc).__name__)
                 span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
                 raise
+
+    # -- requests to geppetto serve ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def _incoming(self, headers: Mapping[str, str]) -> Iterator[None]:
+        """An incoming ``traceparent`` (and ``tracestate``) as the current context, so the inference the
+        request starts is a child of the caller's span."""
+        if "traceparent" not in headers:
+            yield
+            return
+        token = otel_context.attach(extract(headers))
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
 
     # -- provider requests ------------------------------------------------------------------------
     def _on_request(self, url: str, headers: dict[str, str], size: int) -> None:

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, EventBus
+from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
@@ -139,7 +140,10 @@ def build_app(
                         401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "unauthorized"
                     )
             try:
-                return await handler(request)  # type: ignore[no-any-return]
+                with contextlib.ExitStack() as hooks:
+                    for hook in INCOMING_HOOKS:
+                        hooks.enter_context(hook(request.headers))
+                    return await handler(request)  # type: ignore[no-any-return]
             except ApiError as exc:
                 return error_response(exc.status, exc.message, exc.kind)
             except NotFound as exc:

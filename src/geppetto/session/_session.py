@@ -7,7 +7,7 @@ import builtins
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
@@ -20,12 +20,17 @@ from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, n
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 
-__all__ = ["RUN_HOOKS", "ExecutionHandle", "Session"]
+__all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
 RunHook = Callable[[Turn], contextlib.AbstractContextManager[Any]]
 RUN_HOOKS: list[RunHook] = []
 """Context managers entered around every inference a session runs (given the working turn), e.g. the
 OpenTelemetry span of a ``Session.run``; an exception of the inference passes through them."""
+
+IncomingHook = Callable[[Mapping[str, str]], contextlib.AbstractContextManager[Any]]
+INCOMING_HOOKS: list[IncomingHook] = []
+"""Context managers a server enters while it handles a request (given the request's headers), so an
+inference it starts inherits their context: e.g. an incoming W3C ``traceparent`` as the parent span."""
 
 log = logging.getLogger("geppetto.session")
 
