@@ -35,6 +35,9 @@ POSTGRES = os.environ.get("GEPPETTO_BENCH_POSTGRES_URL", "postgresql://postgres@
 BUSES = {"memory": "memory://", "redis": "redis://127.0.0.1:6379/14", "nats": "nats://127.0.0.1:4222"}
 
 
+SERVE = [sys.executable, "-m", "geppetto", "serve", "--profile", "bench"]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,8 +68,7 @@ class Worker:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "geppetto", "serve", "--profile", "bench", "--port", str(self.port)]
-            + ["--store", store, "--bus", bus],
+            [*SERVE, "--port", str(self.port), "--store", store, "--bus", bus],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -197,7 +199,7 @@ def run_bus(kind: str, sim_url: str, sessions: int, prompts: int) -> list[Any]:
 
 
 def main() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # ~2 sockets per session here and in each worker
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=500)

@@ -106,4 +106,7 @@ def serve(options: ServeOptions, api_key: str | None) -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
+        # Clients hold event streams open for long; a short keep-alive closes their idle request
+        # connections just as they reuse them (a reset the client sees as a failed request).
+        timeout_keep_alive=75,
     )
