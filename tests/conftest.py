@@ -4,8 +4,10 @@ writes the user's own config, data or store."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,31 @@ def postgres_target() -> Iterator[str]:
     finally:
         with _admin() as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+_BLOCK = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Block())
+"""
+
+
+@pytest.fixture
+def without() -> Callable[[set[str], str], subprocess.CompletedProcess[str]]:
+    """``without(names, code)`` runs ``code`` in a fresh Python in which importing any of the top-level
+    packages ``names`` fails as if they were not installed (an extra left out)."""
+
+    def run(names: set[str], code: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _BLOCK.format(names=names) + code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    return run

@@ -8,12 +8,15 @@ import logging
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from _cli_helpers import geppetto
 
 import geppetto as gp
+
+Without = Callable[[set[str], str], subprocess.CompletedProcess[str]]
 
 
 def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
@@ -37,41 +40,20 @@ def test_shell_completion_is_offered(tmp_path: Path) -> None:
     assert "_GEPPETTO_COMPLETE" in out.stdout
 
 
-_BLOCK = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {names!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, Block())
-"""
-
-
-def _without(names: set[str], code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", _BLOCK.format(names=names) + code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def test_the_simulator_without_its_extra_is_one_line_naming_it() -> None:
-    out = _without({"starlette", "uvicorn"}, "import geppetto.simulator")
+def test_the_simulator_without_its_extra_is_one_line_naming_it(without: Without) -> None:
+    out = without({"starlette", "uvicorn"}, "import geppetto.simulator")
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert last == (
         "ImportError: geppetto.simulator needs the 'sim' extra (starlette is not installed): "
         "pip install 'geppetto[sim]'"
     )
-    core = _without({"starlette", "uvicorn", "typer", "rich"}, "import geppetto; print('ok')")
+    core = without({"starlette", "uvicorn", "typer", "rich"}, "import geppetto; print('ok')")
     assert (core.returncode, core.stdout) == (0, "ok\n")  # the library itself needs no extra
 
 
-def test_the_command_without_its_extra_is_one_line_naming_it() -> None:
-    out = _without({"typer"}, "from geppetto.cli import main; main()")
+def test_the_command_without_its_extra_is_one_line_naming_it(without: Without) -> None:
+    out = without({"typer"}, "from geppetto.cli import main; main()")
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr == "error: the geppetto command needs typer: pip install 'geppetto[cli]'\n"
 
