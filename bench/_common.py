@@ -71,6 +71,25 @@ def simulator_process(steps: int) -> Iterator[str]:
             proc.kill()
 
 
+def callgrind_instructions(*command: str) -> int:
+    """Instructions ``command`` executes under valgrind's callgrind (the same count whatever else the machine
+    does; hash seed fixed so dict and set layouts repeat)."""
+    import re
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        res = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *command],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+        )
+    found = re.search(r"Collected : (\d+)", res.stderr)
+    assert found is not None, res.stderr[-500:]
+    return int(found.group(1))
+
+
 def machine() -> str:
     """One line of machine facts for the results."""
     return f"python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}"

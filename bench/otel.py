@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import API_KEY, PROMPT, machine, median, simulator_process, table, weather
+from _common import API_KEY, PROMPT, callgrind_instructions, machine, median, simulator_process, table, weather
 
 STEPS = 5
 SESSIONS_PER_ROUND = 20
@@ -146,22 +146,7 @@ async def _one_request_runs(reply: str, mode: str, n: int) -> None:
 
 
 def _count(reply: str, mode: str, n: int) -> int:
-    import re
-
-    with tempfile.TemporaryDirectory() as tmp:
-        res = subprocess.run(
-            [
-                *("valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out"),
-                *(sys.executable, __file__, "--runs", reply, mode, str(n)),
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            check=True,
-        )
-    found = re.search(r"Collected : (\d+)", res.stderr)
-    assert found is not None, res.stderr[-500:]
-    return int(found.group(1))
+    return callgrind_instructions(sys.executable, __file__, "--runs", reply, mode, str(n))
 
 
 def count_instructions(n: int) -> None:

@@ -22,10 +22,7 @@ import asyncio
 import base64
 import gc
 import json
-import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +31,7 @@ from typing import Any, Literal
 
 import httpx
 import pydantic
+from _common import callgrind_instructions
 
 from geppetto import output_config
 from geppetto.output import STRUCTURED_OUTPUT, wire_schema
@@ -194,26 +192,7 @@ async def _child(path: str, provider: str, structured: bool, n: int, build_only:
 
 
 def _instructions(path: str, *args: str) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        res = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={tmp}/out",
-                sys.executable,
-                __file__,
-                "--child",
-                path,
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            check=True,
-        )
-    found = re.search(r"Collected : (\d+)", res.stderr)
-    assert found is not None, res.stderr[-500:]
-    return int(found.group(1))
+    return callgrind_instructions(sys.executable, __file__, "--child", path, *args)
 
 
 def count_instructions(n: int) -> None:
