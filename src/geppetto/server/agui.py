@@ -28,7 +28,8 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from ..turns import Block, Turn, new_id
+from ..turns import Turn, new_id
+from ._messages import split_messages
 from ._runner import RUN_FINISHED, RUN_STARTED
 
 __all__ = ["AGUIStream", "parse_input", "prompt_and_seed"]
@@ -50,26 +51,12 @@ def _text(content: Any) -> str:
 def prompt_and_seed(run: RunAgentInput) -> tuple[str, Turn | None]:
     """The prompt (the last user message) and, when the input carries earlier messages, a turn holding them
     (used only for a thread the store does not know yet)."""
-    messages = list(run.messages)
-    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
-    if last is None:
-        raise ValueError("the run input has no user message; send the prompt as a message with role 'user'")
-    prompt = _text(messages[last].content).strip()
-    if not prompt:
-        raise ValueError("the last user message is empty; send some text")
-    earlier = [m for m in messages[:last] if m.role in ("system", "developer", "user", "assistant")]
-    blocks = []
-    for message in earlier:
-        text = _text(message.content)
-        if not text:
-            continue
-        if message.role in ("system", "developer"):
-            blocks.append(Block.system(text))
-        elif message.role == "user":
-            blocks.append(Block.user(text))
-        else:
-            blocks.append(Block.llm_text(text))
-    return prompt, (Turn(blocks=blocks) if blocks else None)
+    pairs = [("system" if m.role == "developer" else m.role, _text(m.content)) for m in run.messages]
+    return split_messages(
+        pairs,
+        no_user="the run input has no user message; send the prompt as a message with role 'user'",
+        empty="the last user message is empty; send some text",
+    )
 
 
 class AGUIStream:

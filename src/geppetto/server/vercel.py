@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..turns import Block, Turn, new_id
+from ..turns import Turn, new_id
+from ._messages import split_messages
 from ._runner import RUN_FINISHED, RUN_STARTED
 
 __all__ = ["HEADERS", "VercelStream", "prompt_and_seed"]
@@ -32,22 +33,12 @@ def prompt_and_seed(body: Any) -> tuple[str, str, Turn | None]:
         raise ValueError("'id' (the chat id) must be a non-empty string")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise ValueError("'messages' must be a list of UI messages ({id, role, parts})")
-    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
-    if last is None:
-        raise ValueError("'messages' has no user message; send the prompt as a message with role 'user'")
-    prompt = _text(messages[last]).strip()
-    if not prompt:
-        raise ValueError("the last user message has no text part; send some text")
-    blocks = []
-    for message in messages[:last]:
-        text, role = _text(message), message.get("role")
-        if text and role == "system":
-            blocks.append(Block.system(text))
-        elif text and role == "user":
-            blocks.append(Block.user(text))
-        elif text and role == "assistant":
-            blocks.append(Block.llm_text(text))
-    return chat_id, prompt, (Turn(blocks=blocks) if blocks else None)
+    prompt, seed = split_messages(
+        [(str(m.get("role")), _text(m)) for m in messages],
+        no_user="'messages' has no user message; send the prompt as a message with role 'user'",
+        empty="the last user message has no text part; send some text",
+    )
+    return chat_id, prompt, seed
 
 
 def _value(result: Any) -> Any:
