@@ -257,8 +257,8 @@ def build_app(
 
     # -- front-end protocols -------------------------------------------------------------------
     async def protocol_start(session_id: str, prompt: str, seed: Any) -> Started:
-        await runner.ensure_session(session_id)
-        return await runner.start(session_id, prompt, seed=seed)
+        settings = await runner.ensure_session(session_id)
+        return await runner.start(session_id, prompt, seed=seed, settings=settings)
 
     async def run_stream(started: Started) -> AsyncIterator[dict[str, Any]]:
         """The bus events of one inference, from its start to its ``run_finished``."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._exceptions import InferenceCancelled
+from .._exceptions import InferenceCancelled, UsageError
 from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
@@ -94,8 +94,6 @@ class Runner:
                     after = event.id
                     if event.data.get("type") == CANCEL_REQUESTED:
                         self._cancel_here(str(event.data.get("session_id")), str(event.data.get("inference_id")))
-            except asyncio.CancelledError:
-                raise
             except Exception:  # the broker went away: try again shortly, from where we were
                 log.exception("the control topic of the event bus failed; listening again in 1 s")
                 await asyncio.sleep(1)
@@ -120,22 +118,25 @@ class Runner:
             raise NotFound(f"no session {session_id!r}; list them with GET /api/sessions or make one with POST")
         return settings
 
-    async def ensure_session(self, session_id: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The settings of ``session_id``, made with ``settings`` (or none) when it does not exist yet."""
+    async def ensure_session(self, session_id: str) -> dict[str, Any]:
+        """The settings of ``session_id``, made with the server's defaults when it does not exist yet."""
         found = await self.store.session_settings(session_id)
         if found is not None:
             return found
-        with contextlib.suppress(Exception):
-            await self.store.create_session(session_id, settings or {})
+        with contextlib.suppress(UsageError):  # another request made it meanwhile
+            await self.store.create_session(session_id, {})
         return await self.settings(session_id)
 
     # -- inferences ---------------------------------------------------------------------------
-    async def start(self, session_id: str, text: str, *, seed: Turn | None = None) -> Started:
+    async def start(
+        self, session_id: str, text: str, *, seed: Turn | None = None, settings: dict[str, Any] | None = None
+    ) -> Started:
         """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
 
         ``seed``, for a session with no snapshot yet, is saved first as its history (a front-end that
-        holds earlier messages)."""
-        settings = await self.settings(session_id)
+        holds earlier messages). ``settings``: the session's, when the caller has just read them."""
+        if settings is None:
+            settings = await self.settings(session_id)
         lease = await self.store.try_lock(session_id)
         if lease is None:
             raise Busy(
