@@ -86,15 +86,19 @@ class MemoryBus:
         position = _integer_cursor(after)
         while True:
             log = self._logs.get(topic, ())
-            fresh = [(n, d) for n, d in log if n > position] if log and log[-1][0] > position else []
-            for number, data in fresh:
-                position = number
-                yield BusEvent(str(number), data)
-            if not fresh:
+            newest = log[-1][0] if log else 0
+            if newest <= position:
                 changed = self._changed.get(topic)
                 if changed is None:
                     changed = self._changed[topic] = asyncio.Event()
                 await changed.wait()
+                continue
+            # Numbers run without gaps, so the unseen events are the last ``newest - position`` of the log
+            # (all of it when the reader fell behind the retention): read from the end, not the whole log.
+            unseen = min(newest - position, len(log))
+            for number, data in [log[i] for i in range(len(log) - unseen, len(log))]:
+                position = number
+                yield BusEvent(str(number), data)
 
     async def close(self) -> None:
         self._logs.clear()
