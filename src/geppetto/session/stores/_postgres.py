@@ -153,4 +153,4 @@ class PostgresTurnStore(SQLTurnStore):
             if self._lock_conn is not None:
                 self._lock_conn.close()
                 self._lock_conn = None
-                self._held().clear()
+                self._held.clear()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import threading
@@ -157,15 +158,14 @@ class SQLTurnStore:
     # -- one inference per session, across processes ------------------------------------------
     _held_lock = threading.Lock()
 
+    @functools.cached_property
     def _held(self) -> set[int]:
-        held: set[int] | None = self.__dict__.get("_held_keys")
-        if held is None:
-            held = self.__dict__["_held_keys"] = set()
-        return held
+        """The sessions this process holds a lease on (under ``_held_lock``)."""
+        return set()
 
     def _take_key(self, key: int) -> bool:
         with self._held_lock:
-            held = self._held()
+            held = self._held
             if key in held:  # the process-wide lock is reentrant; one holder per process is this set's job
                 return False
             if not self._try_lock_key(key):
@@ -175,8 +175,8 @@ class SQLTurnStore:
 
     def _release_key(self, key: int) -> None:
         with self._held_lock:
-            if key in self._held():
-                self._held().discard(key)
+            if key in self._held:
+                self._held.discard(key)
                 self._unlock_key(key)
 
     async def try_lock(self, session_id: str) -> SessionLease | None:

@@ -127,4 +127,4 @@ class SQLiteTurnStore(SQLTurnStore):
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
                 self._lock_fd = None
-                self._held().clear()
+                self._held.clear()
