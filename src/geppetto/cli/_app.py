@@ -213,9 +213,8 @@ def serve(
         from ..server._serve import serve as run_server
     except ImportError as exc:
         fail(str(exc))
-    options = ServeOptions(
-        profile, provider, model, base_url, mode, host, port, store, bus, workers, with_tools, list(mcp or ())
-    )
+    settings = EngineSettings(profile, provider, model, base_url, mode)
+    options = ServeOptions(settings, host, port, store, bus, workers, with_tools, list(mcp or ()))
     guarded(lambda: run_server(options, api_key))
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._exceptions import UsageError
+from ..cli._runtime import EngineSettings, choose_profile
 
 __all__ = ["CONFIG_VARIABLE", "ServeOptions", "app_from_env", "serve"]
 
@@ -19,11 +20,7 @@ KEY_VARIABLE = "GEPPETTO_SERVER_KEY"
 
 @dataclass
 class ServeOptions:
-    profile: str | None = None
-    provider: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    mode: str | None = None
+    engine: EngineSettings = field(default_factory=EngineSettings)
     host: str = "127.0.0.1"
     port: int = 8000
     store: str | None = None
@@ -62,15 +59,12 @@ def check(options: ServeOptions, api_key: str | None) -> None:
 def app_from_env() -> Any:
     """The app of one worker, from the settings ``geppetto serve`` put in :data:`CONFIG_VARIABLE`."""
     from ..cli._demo_tools import demo_registry
-    from ..cli._runtime import EngineSettings, choose_profile
     from . import DEFAULT_MAX_BODY, create_app
 
-    options = ServeOptions(**json.loads(os.environ[CONFIG_VARIABLE]))
-    profile = choose_profile(
-        EngineSettings(options.profile, options.provider, options.model, options.base_url, options.mode)
-    )
+    raw = json.loads(os.environ[CONFIG_VARIABLE])
+    options = ServeOptions(**{**raw, "engine": EngineSettings(**raw["engine"])})
     return create_app(
-        profile,
+        choose_profile(options.engine),
         store=options.store,
         bus=options.bus,
         api_key=os.environ.get(KEY_VARIABLE) or None,
@@ -84,10 +78,8 @@ def serve(options: ServeOptions, api_key: str | None) -> None:
     """Run until SIGINT/SIGTERM. Settings are checked (and the profile chosen) before anything listens."""
     import uvicorn
 
-    from ..cli._runtime import EngineSettings, choose_profile
-
     check(options, api_key)
-    choose_profile(EngineSettings(options.profile, options.provider, options.model, options.base_url, options.mode))
+    choose_profile(options.engine)
     os.environ[CONFIG_VARIABLE] = json.dumps(asdict(options))
     if api_key:
         os.environ[KEY_VARIABLE] = api_key
