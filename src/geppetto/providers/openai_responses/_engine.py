@@ -312,6 +312,9 @@ class ResponsesEngine(TransportOwner):
                 "responses.items": len(plan.items),
                 "responses.full": plan.full,
                 "responses.fallback": plan.fallback,
+                "responses.detail": plan.detail,
+                # the ids of a delta's blocks (a whole-Turn request sends every block before the response)
+                "responses.sent": None if plan.full else [b.id for b in plan.blocks],
             }
         )
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
