@@ -147,11 +147,21 @@ def chat(
 def inspect(
     file: Annotated[Path, typer.Argument(help="A turn file (YAML, or JSON for .json).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the blocks (full ids) and the plan as JSON.")] = False,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the Turn inspector as one self-contained HTML page.")
+    ] = None,
 ) -> None:
     """The Turn's blocks with their ids; marks the anchor and the blocks a chained request would send."""
     from ._inspect import render_turn, turn_report
 
     turn = guarded(lambda: load_turn(file))
+    if html is not None:
+        from ..web import session_report, standalone_html
+
+        page = standalone_html(session_report([turn]), title=f"geppetto inspect {file.name}")
+        guarded(lambda: html.write_text(page, encoding="utf-8"))
+        print(f"wrote the Turn inspector of {file} to {html}")
+        return
     if json_out:
         print(json.dumps(turn_report(turn), indent=2, ensure_ascii=False))
         return

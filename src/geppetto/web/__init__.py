@@ -1,0 +1,68 @@
+"""The web chat, Turn inspector and dashboard: static files inside the package (no build step, no CDN),
+served by ``geppetto serve`` at ``/``, and the same inspector as one self-contained page
+(``geppetto inspect FILE --html out.html``).
+
+The pages never put text from a model, a tool or a turn file into the DOM as HTML: everything is built
+with ``textContent`` and ``createElement`` (Markdown too), and the served pages carry a Content Security
+Policy that allows no inline script.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from ._report import dashboard, session_report, turn_report
+
+__all__ = [
+    "ASSETS",
+    "CONTENT_SECURITY_POLICY",
+    "asset",
+    "dashboard",
+    "session_report",
+    "standalone_html",
+    "turn_report",
+]
+
+ASSETS = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+"""The files of the web front-end and their media types."""
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""What the served pages may load: their own files only (no inline script, no other origin)."""
+
+
+@cache
+def asset(name: str) -> bytes:
+    """One of :data:`ASSETS`, read from the package once."""
+    if name not in ASSETS:
+        raise KeyError(name)
+    return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+def _json_for_script(data: Any) -> str:
+    # "<" never appears raw, so no "</script>" or "<!--" in the data can end the element early
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def standalone_html(report: dict[str, Any], *, title: str) -> str:
+    """The Turn inspector for ``report`` (:func:`session_report`) as one page: its style, script and data
+    inline, nothing loaded from anywhere."""
+    css = asset("app.css").decode()
+    js = asset("app.js").decode()
+    escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (
+        "<!doctype html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escaped_title}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
+        '<header class="top"><span class="brand">geppetto</span><span class="muted">Turn inspector</span></header>\n'
+        '<main id="main" tabindex="-1"></main>\n'
+        f'<script type="application/json" id="geppetto-report">{_json_for_script(report)}</script>\n'
+        f"<script>\n{js}</script>\n</body>\n</html>\n"
+    )

@@ -1,0 +1,386 @@
+"""What the Turn inspector and the dashboard show, as JSON: every block with its provenance, each request
+that was sent (mode, anchor, the blocks of its delta, input bytes against the stateless equivalent,
+fallback), the edits middleware made between snapshots, and the totals over many sessions.
+
+The source is what a store keeps: a session's snapshots and, when recorded, its event log (the
+Responses engine's ``final`` events carry the request's mode, anchor, fallback and sent block ids).
+A turn file alone has no event log: its requests are then read from the blocks' response tags, and the
+anchor each one could have used is worked out by the engine's own rules (marked ``inferred``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..turns import (
+    BLOCK_META_INFERENCE_ID,
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ARGS,
+    PAYLOAD_ERROR,
+    PAYLOAD_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    PAYLOAD_SUMMARY,
+    TURN_META_INFERENCE_ID,
+    TURN_META_PROVIDER,
+    Block,
+    BlockKind,
+    Turn,
+    result_text,
+)
+
+__all__ = [
+    "ChainedPlan",
+    "chained_plan",
+    "dashboard",
+    "describe",
+    "request_marks",
+    "session_report",
+    "turn_report",
+]
+
+REJECTION_FALLBACKS = frozenset({"previous_response_not_found", "conversation_not_found", "item_not_found"})
+"""Fallback reasons that follow a request the API refused (the engine resent the whole Turn and went on)."""
+
+
+@dataclass(frozen=True)
+class ChainedPlan:
+    """What a chained Responses request for this turn would do: the anchor (None: full resend), the
+    ids of the blocks it would send, and why there is no anchor when there is none."""
+
+    anchor: str | None
+    sent_ids: list[str]
+    reason: str = ""
+
+
+def chained_plan(turn: Turn) -> ChainedPlan:
+    """The anchor and the blocks after it, by the engine's own rules (find_best_anchor/blocks_after_response)."""
+    from ..providers.openai_responses import blocks_after_response
+    from ..providers.openai_responses._anchors import scan_anchors
+
+    scan = scan_anchors(turn)
+    anchor = scan.best()
+    if anchor is None:
+        return ChainedPlan(None, [b.id for b in turn.blocks], scan.reason())
+    return ChainedPlan(anchor, [b.id for b in blocks_after_response(turn, anchor)])
+
+
+def describe(block: Block) -> str:
+    """A block as one text: the text, a tool call as ``name(args)``, a result or its error."""
+    p = block.payload
+    if block.kind is BlockKind.TOOL_CALL:
+        return f"{p.get(PAYLOAD_NAME, '')}({json.dumps(p.get(PAYLOAD_ARGS), ensure_ascii=False)})"
+    if block.kind is BlockKind.TOOL_USE:
+        error = p.get(PAYLOAD_ERROR)
+        return f"error: {error}" if error is not None else result_text(p.get(PAYLOAD_RESULT))
+    if block.kind is BlockKind.REASONING and not block.text:
+        summary = p.get(PAYLOAD_SUMMARY)
+        if isinstance(summary, list):
+            summary = " ".join(str(part) for part in summary)
+        return str(summary) if summary else "(encrypted)"
+    return block.text
+
+
+def request_marks(turn: Turn, anchor: str | None, sent: Sequence[str]) -> list[str]:
+    """Per block: ``anchor`` (the last block of the anchor response), ``send`` (in the delta) or ``""``."""
+    ids = set(sent)
+    last_of_anchor = -1
+    if anchor is not None:
+        last_of_anchor = max(
+            (i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata) == anchor), default=-1
+        )
+    return ["anchor" if i == last_of_anchor else ("send" if b.id in ids else "") for i, b in enumerate(turn.blocks)]
+
+
+def _block_row(i: int, b: Block, mark: str = "") -> dict[str, Any]:
+    p = b.payload
+    row: dict[str, Any] = {
+        "index": i,
+        "kind": b.kind.value,
+        "role": b.role,
+        "id": b.id,
+        "turn_id": b.turn_id,
+        "inference_id": BLOCK_META_INFERENCE_ID.get(b.metadata),
+        "response_id": BLOCK_META_RESPONSE_ID.get(b.metadata),
+        "middleware": BLOCK_META_MIDDLEWARE.get(b.metadata),
+        "chained": mark or None,
+        "text": describe(b),
+    }
+    if b.kind in (BlockKind.TOOL_CALL, BlockKind.TOOL_USE):
+        row["call_id"] = p.get(PAYLOAD_ID)
+        row["name"] = p.get(PAYLOAD_NAME)
+        row["error"] = p.get(PAYLOAD_ERROR)
+    return row
+
+
+def turn_report(turn: Turn) -> dict[str, Any]:
+    """One Turn as JSON: full ids of every block, its mark, and the chained-request plan."""
+    plan = chained_plan(turn)
+    marks = request_marks(turn, plan.anchor, plan.sent_ids)
+    return {
+        "turn_id": turn.id,
+        "provider": TURN_META_PROVIDER.get(turn.metadata),
+        "blocks": [_block_row(i, b, mark) for i, (b, mark) in enumerate(zip(turn.blocks, marks, strict=True))],
+        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None},
+    }
+
+
+# -- requests ---------------------------------------------------------------------------------------
+def _input_bytes(blocks: Sequence[Block]) -> int:
+    """The bytes of ``blocks`` as a request's ``input`` array, compact JSON as the transport sends it."""
+    from ..providers.openai_responses._items import blocks_to_items
+
+    items = blocks_to_items(blocks, include_system=True)
+    return len(json.dumps(items, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _first_block_of(turn: Turn, response_id: str) -> int | None:
+    for i, b in enumerate(turn.blocks):
+        if BLOCK_META_RESPONSE_ID.get(b.metadata) == response_id:
+            return i
+    return None
+
+
+def _request(turn: Turn | None, final: dict[str, Any], inference_id: str, index: int) -> dict[str, Any]:
+    """One request from its ``final`` event and the snapshot its inference saved (None: it saved none)."""
+    meta = final.get("metadata") or {}
+    extra = meta.get("extra") or {}
+    response_id = str(extra.get("response_id") or "")
+    mode = extra.get("responses.mode") or "stateless"
+    anchor = extra.get("responses.anchor") or None
+    full = bool(extra.get("responses.full", True))
+    request: dict[str, Any] = {
+        "index": index,
+        "inference_id": inference_id,
+        "response_id": response_id or None,
+        "provider": meta.get("provider"),
+        "model": meta.get("model"),
+        "mode": mode,
+        "anchor": anchor,
+        "previous_response_id": anchor if mode == "chained" else None,
+        "conversation": anchor if mode == "conversation" else None,
+        "full": full,
+        "fallback": extra.get("responses.fallback") or None,
+        "fallback_detail": extra.get("responses.detail") or None,
+        "items": extra.get("responses.items"),
+        "usage": meta.get("usage"),
+        "stop_reason": meta.get("stop_reason"),
+        "inferred": False,
+        "sent": None,
+        "input_bytes": None,
+        "stateless_bytes": None,
+    }
+    if turn is None or not response_id:
+        return request
+    first = _first_block_of(turn, response_id)
+    if first is None:
+        return request
+    context = turn.blocks[:first]
+    recorded = extra.get("responses.sent")
+    if isinstance(recorded, list):
+        ids = {str(i) for i in recorded}
+        sent = [b for b in context if b.id in ids]
+    elif full:
+        sent = list(context)
+    else:  # an older log without the ids: the delta is what follows the anchor's blocks
+        last = max((i for i, b in enumerate(context) if BLOCK_META_RESPONSE_ID.get(b.metadata) == anchor), default=-1)
+        sent = context[last + 1 :]
+    request["sent"] = [b.id for b in sent]
+    request["context_blocks"] = len(context)
+    if meta.get("provider") in (None, "", "openai"):
+        request["input_bytes"] = _input_bytes(sent)
+        request["stateless_bytes"] = _input_bytes(context)
+    return request
+
+
+def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
+    """The requests a Turn's response tags show, with the anchor each could have used (engine rules)."""
+    from ..providers.openai_responses._anchors import blocks_after_response, scan_anchors
+
+    order: list[str] = []
+    for b in turn.blocks:
+        rid = BLOCK_META_RESPONSE_ID.get(b.metadata)
+        if rid and rid not in order:
+            order.append(rid)
+    requests = []
+    for index, rid in enumerate(order):
+        first = _first_block_of(turn, rid)
+        context = turn.blocks[: first or 0]
+        prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
+        anchor = scan_anchors(prefix).best()
+        sent = blocks_after_response(prefix, anchor) if anchor else list(context)
+        requests.append(
+            {
+                "index": index,
+                "inference_id": BLOCK_META_INFERENCE_ID.get(turn.blocks[first or 0].metadata),
+                "response_id": rid,
+                "mode": "chained" if anchor else "stateless",
+                "anchor": anchor,
+                "previous_response_id": anchor,
+                "conversation": None,
+                "full": anchor is None,
+                "fallback": None,
+                "inferred": True,
+                "sent": [b.id for b in sent],
+                "context_blocks": len(context),
+                "input_bytes": _input_bytes(sent),
+                "stateless_bytes": _input_bytes(context),
+            }
+        )
+    return requests
+
+
+# -- snapshots --------------------------------------------------------------------------------------
+def _content(b: Block) -> Any:
+    return (b.kind.value, b.role, b.payload)
+
+
+def snapshot_diff(before: Turn | None, after: Turn) -> list[dict[str, Any]]:
+    """What changed from one snapshot to the next, besides the blocks the new inference produced:
+    blocks inserted, edited (same id, other content), removed, or moved (their order changed)."""
+    inference = TURN_META_INFERENCE_ID.get(after.metadata)
+    old = {b.id: b for b in before.blocks} if before else {}
+    new_ids = {b.id for b in after.blocks}
+    changes: list[dict[str, Any]] = []
+    for i, b in enumerate(after.blocks):
+        prior = old.get(b.id)
+        if prior is None:
+            if before is not None and BLOCK_META_INFERENCE_ID.get(b.metadata) != inference:
+                changes.append({"op": "insert", "index": i, "id": b.id, "kind": b.kind.value, "after": describe(b)})
+        elif _content(prior) != _content(b):
+            changes.append(
+                {
+                    "op": "edit",
+                    "index": i,
+                    "id": b.id,
+                    "kind": b.kind.value,
+                    "before": describe(prior),
+                    "after": describe(b),
+                    "middleware": BLOCK_META_MIDDLEWARE.get(b.metadata),
+                }
+            )
+    for b in before.blocks if before else []:
+        if b.id not in new_ids:
+            changes.append({"op": "remove", "id": b.id, "kind": b.kind.value, "before": describe(b)})
+    kept_old = [b.id for b in (before.blocks if before else []) if b.id in new_ids]
+    kept_new = [b.id for b in after.blocks if b.id in old]
+    if kept_old != kept_new:
+        position = {bid: i for i, bid in enumerate(kept_old)}
+        moved = [bid for i, bid in enumerate(kept_new) if position[bid] != i]
+        changes.append({"op": "move", "ids": moved, "before": kept_old, "after": kept_new})
+    return changes
+
+
+def session_report(
+    snapshots: Sequence[Turn],
+    events: Sequence[Any] = (),
+    *,
+    session_id: str | None = None,
+    inferences: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """The inspector's JSON for a session: the last snapshot's blocks, every request, every snapshot's diff.
+
+    ``events`` are a store's recorded events (``RecordedEvent``); without them the requests are inferred
+    from the last snapshot's response tags."""
+    by_inference = {TURN_META_INFERENCE_ID.get(t.metadata): t for t in snapshots}
+    requests: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    for event in events:
+        data = event.event
+        if event.type == "final":
+            requests.append(_request(by_inference.get(event.inference_id), data, event.inference_id, len(requests)))
+        elif event.type == "error":
+            errors.append(
+                {
+                    "inference_id": event.inference_id,
+                    "message": data.get("message"),
+                    "error_type": data.get("error_type"),
+                }
+            )
+    last = snapshots[-1] if snapshots else Turn(blocks=[])
+    if not events and snapshots:
+        requests = _inferred_requests(last)
+    history = []
+    previous: Turn | None = None
+    for t in snapshots:
+        history.append(
+            {
+                "turn_id": t.id,
+                "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
+                "blocks": len(t.blocks),
+                "changes": snapshot_diff(previous, t),
+            }
+        )
+        previous = t
+    report = turn_report(last)
+    report.update(
+        {
+            "session_id": session_id,
+            "requests": requests,
+            "errors": errors,
+            "snapshots": history,
+            "inferences": list(inferences),
+            "totals": _totals(requests, errors),
+        }
+    )
+    return report
+
+
+def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    modes = Counter(r["mode"] for r in requests)
+    fallbacks = Counter(r["fallback"] for r in requests if r.get("fallback"))
+    sent = sum(r["input_bytes"] or 0 for r in requests if r.get("stateless_bytes") is not None)
+    stateless = sum(r["stateless_bytes"] or 0 for r in requests)
+    deltas = Counter(len(r["sent"]) for r in requests if r.get("sent") is not None and not r.get("full"))
+    rejections = Counter(e["error_type"] or "error" for e in errors)
+    rejections.update(code for code in fallbacks.elements() if code in REJECTION_FALLBACKS)
+    return {
+        "requests": len(requests),
+        "modes": dict(modes),
+        "chained": sum(1 for r in requests if not r.get("full")),
+        "stateless": sum(1 for r in requests if r.get("full") and not r.get("fallback")),
+        "fallbacks": sum(fallbacks.values()),
+        "fallback_reasons": dict(fallbacks),
+        "delta_blocks": {str(k): v for k, v in sorted(deltas.items())},
+        "input_bytes": sent,
+        "stateless_bytes": stateless,
+        "bytes_saved": stateless - sent,
+        "rejections": sum(rejections.values()),
+        "rejection_types": dict(rejections),
+    }
+
+
+def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The totals over many sessions' reports, and one row per session (for the plot)."""
+    merged: dict[str, Any] = {
+        "sessions": len(reports),
+        "requests": 0,
+        "chained": 0,
+        "stateless": 0,
+        "fallbacks": 0,
+        "input_bytes": 0,
+        "stateless_bytes": 0,
+        "bytes_saved": 0,
+        "rejections": 0,
+    }
+    counters: dict[str, Counter[str]] = {
+        k: Counter() for k in ("modes", "fallback_reasons", "delta_blocks", "rejection_types")
+    }
+    rows = []
+    for report in reports:
+        totals = report["totals"]
+        for key in ("requests", "chained", "stateless", "fallbacks", "input_bytes", "stateless_bytes", "bytes_saved"):
+            merged[key] += totals[key]
+        merged["rejections"] += totals["rejections"]
+        for key, counter in counters.items():
+            counter.update(totals[key])
+        rows.append({"session_id": report.get("session_id"), **totals})
+    merged.update({k: dict(v) for k, v in counters.items()})
+    merged["delta_blocks"] = dict(sorted(merged["delta_blocks"].items(), key=lambda kv: int(kv[0])))
+    merged["per_session"] = rows
+    return merged
