@@ -59,7 +59,9 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             if engine_for is None:
-                runner.engine_for, runner.tools = await stack.enter_async_context(_profile_engines(profile, tools, mcp))
+                runner.engine_for, runner.tools, runner.profile_name = await stack.enter_async_context(
+                    _profile_engines(profile, tools, mcp)
+                )
             await runner.start_listening()
             try:
                 yield
@@ -81,8 +83,8 @@ def _unavailable(settings: dict[str, Any]) -> Engine:
 @contextlib.asynccontextmanager
 async def _profile_engines(
     profile: Profile | str | None, tools: ToolRegistry | None, mcp: Sequence[Any]
-) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None]]:
-    """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile)."""
+) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None, str]]:
+    """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile), its tools and name."""
     from ..cli._runtime import EngineSettings, choose_profile, mcp_tools, open_engine
 
     chosen = profile if isinstance(profile, Profile) else choose_profile(EngineSettings(profile=profile))
@@ -96,4 +98,4 @@ async def _profile_engines(
                     engines[key] = opened.rebuild(model=key[0], mode=key[1]).engine if any(key) else opened.engine
                 return engines[key]
 
-            yield engine_for, registry
+            yield engine_for, registry, chosen.name

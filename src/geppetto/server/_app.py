@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import web
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, EventBus
 from ..session._session import INCOMING_HOOKS
@@ -32,6 +33,8 @@ log = logging.getLogger("geppetto.server")
 DEFAULT_MAX_BODY = 1 << 20
 KEEPALIVE_SECONDS = 15.0
 SETTING_KEYS = ("model", "mode", "system")
+DASHBOARD_SESSIONS = 200
+"""The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
 
 
 class ApiError(Exception):
@@ -305,6 +308,57 @@ def build_app(
 
         return StreamingResponse(out(), media_type="text/event-stream", headers=vercel.HEADERS)
 
+    # -- the web front-end and what it reads ------------------------------------------------------
+    async def page(request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        if name not in web.ASSETS:
+            raise ApiError(404, f"no file /ui/{name}; the web front-end has {', '.join(web.ASSETS)}", "not_found")
+        return Response(
+            web.asset(name),
+            media_type=web.ASSETS[name],
+            headers={
+                "content-security-policy": web.CONTENT_SECURITY_POLICY,
+                "x-content-type-options": "nosniff",
+                "cache-control": "no-cache",
+            },
+        )
+
+    async def info(request: Request) -> Response:
+        engine = runner.engine_for({})
+        return JSONResponse(
+            {
+                "profile": runner.profile_name or "custom",
+                "provider": getattr(engine, "provider", ""),
+                "model": getattr(engine, "model", ""),
+                "mode": getattr(engine, "mode", None),
+                "tools": runner.tools.names() if runner.tools else [],
+                "worker": runner.worker,
+            }
+        )
+
+    async def report(session_id: str) -> dict[str, Any]:
+        settings = await runner.settings(session_id)
+        snapshots = await store.load_session(session_id)
+        events = await store.load_events(session_id)
+        inferences = [r.to_dict() for r in await store.inferences(session_id)]
+        report = web.session_report(snapshots, events, session_id=session_id, inferences=inferences)
+        report["settings"] = settings
+        return report
+
+    async def inspect(request: Request) -> Response:
+        return JSONResponse(await report(request.path_params["session_id"]))
+
+    async def dashboard(request: Request) -> Response:
+        raw = request.query_params.get("limit", str(DASHBOARD_SESSIONS))
+        if not raw.isdigit() or int(raw) < 1:
+            raise ApiError(422, "'limit' must be a positive number of sessions", "invalid_request")
+        infos = await store.session_infos()
+        chosen = infos[-int(raw) :]
+        reports = [await report(i.session_id) for i in chosen]
+        summary = web.dashboard(reports)
+        summary["limited"] = len(chosen) < len(infos)
+        return JSONResponse(summary)
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -321,6 +375,11 @@ def build_app(
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/chat", guarded(vercel_chat), methods=["POST"]),
         Route("/ag-ui", guarded(ag_ui), methods=["POST"]),
+        Route("/api/sessions/{session_id}/inspect", guarded(inspect), methods=["GET"]),
+        Route("/api/dashboard", guarded(dashboard), methods=["GET"]),
+        Route("/api/info", guarded(info), methods=["GET"]),
+        Route("/", guarded(page, open_route=True), methods=["GET"]),
+        Route("/ui/{name}", guarded(page, open_route=True), methods=["GET"]),
         Route("/openapi.json", guarded(openapi, open_route=True), methods=["GET"]),
         Route("/healthz", guarded(health, open_route=True), methods=["GET"]),
     ]

@@ -127,6 +127,35 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {"200": _SSE, **_ERRORS},
                 },
             },
+            "/api/sessions/{session_id}/inspect": {
+                "parameters": [_SESSION_ID],
+                "get": {
+                    "summary": "The Turn inspector's report: blocks with provenance, every request (mode, anchor, "
+                    "delta block ids, input bytes vs the stateless equivalent, fallback), snapshot diffs",
+                    "responses": {"200": _json("The report", {"type": "object"}), **_ERRORS},
+                },
+            },
+            "/api/dashboard": {
+                "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+                "get": {
+                    "summary": "Chained / stateless / fallback counts, fallback reasons, delta sizes, bytes saved and "
+                    "API rejections over the most recent sessions (200 unless limit says otherwise)",
+                    "responses": {"200": _json("The totals and one row per session", {"type": "object"}), **_ERRORS},
+                },
+            },
+            "/api/info": {
+                "get": {
+                    "summary": "The server's profile, provider, model, mode and tools",
+                    "responses": {"200": _json("The server", {"type": "object"}), **_ERRORS},
+                }
+            },
+            "/": {
+                "get": {
+                    "summary": "The web chat, Turn inspector and dashboard (static files under /ui/)",
+                    "security": [],
+                    "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
+                }
+            },
             "/ag-ui": {
                 "post": {
                     "summary": "AG-UI: a RunAgentInput in, its event stream out (threadId is the session)",

@@ -76,6 +76,7 @@ class Runner:
         tools: ToolRegistry | None = None,
     ) -> None:
         self.store, self.bus, self.engine_for, self.tools = store, bus, engine_for, tools
+        self.profile_name = ""  # shown by GET /api/info
         self.worker = worker_name()
         self._running: dict[str, _Running] = {}
         self._tasks: set[asyncio.Task[Any]] = set()

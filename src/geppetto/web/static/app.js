@@ -1,0 +1,940 @@
+// geppetto web: chat, Turn inspector and dashboard over `geppetto serve`, or the inspector alone on a page
+// written by `geppetto inspect FILE --html`. No framework, no build step, nothing loaded from elsewhere.
+// Text from models, tools and turn files only ever reaches the DOM through text nodes: this file builds
+// every element with createElement and never assigns HTML.
+"use strict";
+(function () {
+  const $ = (selector, root) => (root || document).querySelector(selector);
+  const enc = encodeURIComponent;
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "dataset") Object.assign(node.dataset, value);
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    append(node, children);
+    return node;
+  }
+
+  function append(node, children) {
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const SVG = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+    return append(node, children);
+  }
+
+  // -- Markdown, as DOM nodes ------------------------------------------------------------------------
+  const SAFE_URL = /^(https?:\/\/|mailto:)/i;
+  const INLINE =
+    /(`+)([\s\S]*?[^`])\1(?!`)|\*\*(?=\S)([\s\S]*?\S)\*\*|(?<!\w)__(?=\S)([\s\S]*?\S)__(?!\w)|\*(?=[^\s*])([^*]*[^\s*])\*|(?<!\w)_(?=\S)([^_]*\S)_(?!\w)|\[([^\]\n]+)\]\(([^)\s]+)\)/g;
+
+  function inline(text) {
+    const out = [];
+    const pattern = new RegExp(INLINE.source, "g");
+    let last = 0;
+    let m;
+    while ((m = pattern.exec(text))) {
+      if (m.index > last) out.push(text.slice(last, m.index));
+      if (m[1]) out.push(el("code", {}, m[2]));
+      else if (m[3] || m[4]) out.push(el("strong", {}, inline(m[3] || m[4])));
+      else if (m[5] || m[6]) out.push(el("em", {}, inline(m[5] || m[6])));
+      else if (SAFE_URL.test(m[8])) out.push(el("a", { href: m[8], rel: "noopener noreferrer nofollow", target: "_blank" }, inline(m[7])));
+      else out.push(m[0]);
+      last = pattern.lastIndex;
+    }
+    if (last < text.length) out.push(text.slice(last));
+    return out;
+  }
+
+  const FENCE = /^\s*(```|~~~)\s*([\w+.-]*)\s*$/;
+  const HEADING = /^(#{1,6})\s+(.*)$/;
+  const BULLET = /^\s*[-*+]\s+(.*)$/;
+  const NUMBERED = /^\s*\d{1,9}[.)]\s+(.*)$/;
+  const QUOTE = /^\s*>\s?(.*)$/;
+
+  function markdown(source) {
+    const root = el("div", { class: "md" });
+    const lines = String(source).replace(/\r\n?/g, "\n").split("\n");
+    let i = 0;
+    const starts = (line) => FENCE.test(line) || HEADING.test(line) || BULLET.test(line) || NUMBERED.test(line) || QUOTE.test(line);
+    while (i < lines.length) {
+      const line = lines[i];
+      let m;
+      if ((m = line.match(FENCE))) {
+        const body = [];
+        i++;
+        while (i < lines.length && lines[i].trim() !== m[1]) body.push(lines[i++]);
+        i++;
+        const code = el("code", {}, body.join("\n"));
+        if (m[2]) code.dataset.lang = m[2];
+        root.append(el("pre", {}, code));
+      } else if (!line.trim()) {
+        i++;
+      } else if ((m = line.match(HEADING))) {
+        root.append(el(`h${Math.min(6, m[1].length + 2)}`, {}, inline(m[2])));
+        i++;
+      } else if (BULLET.test(line) || NUMBERED.test(line)) {
+        const pattern = BULLET.test(line) ? BULLET : NUMBERED;
+        const list = el(pattern === BULLET ? "ul" : "ol");
+        while (i < lines.length && (m = lines[i].match(pattern))) {
+          list.append(el("li", {}, inline(m[1])));
+          i++;
+        }
+        root.append(list);
+      } else if (QUOTE.test(line)) {
+        const quoted = [];
+        while (i < lines.length && (m = lines[i].match(QUOTE))) {
+          quoted.push(m[1]);
+          i++;
+        }
+        root.append(el("blockquote", {}, markdown(quoted.join("\n"))));
+      } else {
+        const p = el("p");
+        let first = true;
+        do {
+          if (!first) p.append(el("br"));
+          append(p, inline(lines[i]));
+          first = false;
+          i++;
+        } while (i < lines.length && lines[i].trim() && !starts(lines[i]));
+        root.append(p);
+      }
+    }
+    return root;
+  }
+
+  // -- formatting --------------------------------------------------------------------------------------
+  const short = (value, width) => (value ? String(value).slice(0, width || 8) : "");
+  function bytes(n) {
+    if (n === null || n === undefined) return "—";
+    if (n < 1024) return `${n} B`;
+    if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+    return `${(n / 1024 / 1024).toFixed(2)} MiB`;
+  }
+  const percent = (part, whole) => (whole ? `${Math.round((100 * part) / whole)} %` : "—");
+  function asText(value) {
+    if (typeof value !== "string") return JSON.stringify(value, null, 2);
+    if (!/^\s*[[{]/.test(value)) return value;
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2); // a tool's JSON result, indented
+    } catch (e) {
+      return value;
+    }
+  }
+  const idCell = (value, width) => (value ? el("code", { title: value }, short(value, width)) : "—");
+
+  // -- the server's API ------------------------------------------------------------------------------
+  const state = { key: "", info: null, running: null, stream: null, view: null, session: null };
+  try {
+    state.key = sessionStorage.getItem("geppetto.key") || "";
+  } catch (e) {
+    state.key = "";
+  }
+
+  function headers(extra) {
+    const all = Object.assign({}, extra || {});
+    if (state.key) all.authorization = `Bearer ${state.key}`;
+    return all;
+  }
+
+  async function failure(response) {
+    let message = "";
+    try {
+      const body = await response.json();
+      message = body && body.error && body.error.message;
+    } catch (e) {
+      message = "";
+    }
+    if (response.status === 401) askKey();
+    return new Error(message || `the server answered ${response.status} ${response.statusText}`);
+  }
+
+  async function api(path, options) {
+    const opts = options || {};
+    const init = { method: opts.method || "GET", headers: headers() };
+    if (opts.body !== undefined) {
+      init.headers["content-type"] = "application/json";
+      init.body = JSON.stringify(opts.body);
+    }
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (e) {
+      throw new Error(`the server did not answer (${e.message}); is geppetto serve still running?`);
+    }
+    if (!response.ok) throw await failure(response);
+    return response.status === 204 ? null : response.json();
+  }
+
+  // Server-Sent Events over fetch (EventSource cannot send the Authorization header).
+  async function* events(path, signal) {
+    const response = await fetch(path, { headers: headers({ accept: "text/event-stream" }), signal });
+    if (!response.ok) throw await failure(response);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value.replace(/\r\n?/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const chunk = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = { data: [] };
+        for (const line of chunk.split("\n")) {
+          if (!line || line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const name = colon < 0 ? line : line.slice(0, colon);
+          let field = colon < 0 ? "" : line.slice(colon + 1);
+          if (field.startsWith(" ")) field = field.slice(1);
+          if (name === "data") event.data.push(field);
+          else event[name] = field;
+        }
+        if (!event.data.length) continue;
+        let data = event.data.join("\n");
+        try {
+          data = JSON.parse(data);
+        } catch (e) {
+          /* not JSON: keep the text */
+        }
+        yield { id: event.id, event: event.event, data };
+      }
+    }
+  }
+
+  function askKey() {
+    const dialog = $("#key-dialog");
+    if (!dialog || !dialog.hidden) return;
+    dialog.hidden = false;
+    $("#api-key").focus();
+  }
+
+  // -- chat ------------------------------------------------------------------------------------------
+  function blockText(block) {
+    const payload = block.payload || {};
+    return typeof payload.text === "string" ? payload.text : "";
+  }
+
+  class ChatView {
+    constructor(log) {
+      this.log = log;
+      this.cards = new Map();
+      this.text = null;
+      this.reasoning = null;
+    }
+
+    scroll() {
+      this.log.scrollTop = this.log.scrollHeight;
+    }
+
+    add(node) {
+      this.log.append(node);
+      this.scroll();
+      return node;
+    }
+
+    user(text) {
+      this.end();
+      this.add(el("div", { class: "msg user" }, el("span", { class: "who" }, "You"), el("div", { class: "body plain" }, text)));
+    }
+
+    textDelta(delta) {
+      if (!this.text) {
+        this.reasoning = null;
+        const body = el("div", { class: "body" });
+        this.text = { source: "", body };
+        this.add(el("div", { class: "msg assistant" }, el("span", { class: "who" }, "Assistant"), body));
+      }
+      this.text.source += delta;
+      this.text.body.replaceChildren(markdown(this.text.source));
+      this.scroll();
+    }
+
+    reasoningDelta(delta) {
+      if (!this.reasoning) {
+        const body = el("div", { class: "plain" });
+        this.reasoning = { body };
+        this.add(el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), body));
+      }
+      this.reasoning.body.append(delta);
+    }
+
+    toolCall(callId, name, args) {
+      this.end();
+      const result = el("pre", { class: "result pending" }, "waiting for the result…");
+      const status = el("span", { class: "badge" }, "requested");
+      const card = el(
+        "section",
+        { class: "tool-card", "aria-label": `Tool call ${name || ""}`, dataset: { callId: callId || "" } },
+        el("h3", {}, "Tool ", el("code", {}, name || "?"), " ", status),
+        el("pre", { class: "args" }, args === null || args === undefined ? "" : asText(args)),
+        result,
+      );
+      this.cards.set(callId, { card, result, status });
+      this.add(card);
+    }
+
+    toolStarted(callId) {
+      const card = this.cards.get(callId);
+      if (card) card.status.textContent = "running";
+    }
+
+    toolResult(callId, name, result, error) {
+      if (!this.cards.has(callId)) this.toolCall(callId, name, null);
+      const card = this.cards.get(callId);
+      const failed = error !== null && error !== undefined;
+      card.result.className = failed ? "result failed" : "result";
+      card.result.textContent = failed ? `error: ${error}` : asText(result);
+      card.status.textContent = failed ? "failed" : "done";
+      card.card.classList.add(failed ? "failed" : "done");
+      this.scroll();
+    }
+
+    end() {
+      this.text = null;
+      this.reasoning = null;
+    }
+
+    error(message) {
+      this.end();
+      this.add(el("div", { class: "error", role: "alert" }, el("strong", {}, "Error: "), message));
+    }
+
+    note(message) {
+      this.end();
+      this.add(el("p", { class: "note" }, message));
+    }
+
+    history(blocks) {
+      for (const block of blocks) {
+        const p = block.payload || {};
+        if (block.kind === "user") this.user(blockText(block));
+        else if (block.kind === "llm_text") {
+          this.textDelta(blockText(block));
+        } else if (block.kind === "reasoning") {
+          const text = blockText(block) || (Array.isArray(p.summary) ? p.summary.join(" ") : String(p.summary || ""));
+          if (text) this.reasoningDelta(text);
+        } else if (block.kind === "tool_call") this.toolCall(p.id, p.name, p.args);
+        else if (block.kind === "tool_use") this.toolResult(p.id, p.name, p.result, p.error);
+        else if (block.kind === "system") {
+          this.end();
+          this.add(el("details", { class: "system" }, el("summary", {}, "System prompt"), el("div", { class: "plain" }, blockText(block))));
+        }
+      }
+      this.end();
+    }
+  }
+
+  function stopStream() {
+    if (state.stream) state.stream.abort();
+    state.stream = null;
+    state.running = null;
+  }
+
+  function setRunning(inferenceId) {
+    state.running = inferenceId;
+    const send = $("#send");
+    const cancel = $("#cancel");
+    const status = $("#status");
+    if (!send || !cancel) return;
+    const hadFocus = document.activeElement;
+    send.disabled = Boolean(inferenceId);
+    cancel.disabled = !inferenceId;
+    if (status) status.textContent = inferenceId ? "Answering… press Escape or Cancel to stop it." : "";
+    if (inferenceId && (hadFocus === send || hadFocus === document.body)) cancel.focus();
+    if (!inferenceId && (hadFocus === cancel || hadFocus === document.body)) $("#prompt").focus();
+  }
+
+  async function follow(sessionId, view, after, inferenceId, promptShown) {
+    const controller = new AbortController();
+    if (state.stream) state.stream.abort();
+    state.stream = controller;
+    setRunning(inferenceId);
+    let failed = false;
+    const path = `/api/sessions/${enc(sessionId)}/events?after=${enc(after)}&until=finished&inference_id=${enc(inferenceId)}`;
+    try {
+      for await (const event of events(path, controller.signal)) {
+        const d = event.data;
+        if (!d || typeof d !== "object" || (d.inference_id && d.inference_id !== inferenceId)) continue;
+        switch (event.event) {
+          case "run_started":
+            if (!promptShown) view.user(d.prompt || "");
+            break;
+          case "text_delta":
+            view.textDelta(d.delta || "");
+            break;
+          case "reasoning_delta":
+            view.reasoningDelta(d.delta || "");
+            break;
+          case "tool_call":
+            view.toolCall(d.call_id, d.name, d.args);
+            break;
+          case "tool_call_started":
+            view.toolStarted(d.call_id);
+            break;
+          case "tool_result":
+            view.toolResult(d.call_id, d.name, d.result, d.error);
+            break;
+          case "final":
+            view.end();
+            break;
+          case "error":
+            failed = true;
+            view.error(d.message || "the inference failed");
+            break;
+          case "run_finished":
+            if (d.status === "cancelled") view.note("Cancelled: the answer so far was not saved.");
+            else if (d.status === "failed" && !failed) view.error(d.error || "the inference failed");
+            break;
+          default:
+            break;
+        }
+      }
+    } catch (e) {
+      if (e.name !== "AbortError") view.error(`the event stream broke off (${e.message}); reload the page to see what was saved`);
+    } finally {
+      view.log.dataset.finished = String(Number(view.log.dataset.finished || 0) + 1); // runs seen to their end
+      if (state.stream === controller) {
+        state.stream = null;
+        setRunning(null);
+        refreshSessions(sessionId);
+      }
+    }
+  }
+
+  async function sendPrompt(sessionId) {
+    const prompt = $("#prompt");
+    const text = prompt.value.trim();
+    if (!text || state.running) return;
+    let started;
+    try {
+      started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body: { text } });
+    } catch (e) {
+      state.view.error(e.message);
+      return;
+    }
+    prompt.value = "";
+    state.view.user(text);
+    follow(sessionId, state.view, started.after, started.inference_id, true);
+  }
+
+  async function cancelRun(sessionId) {
+    if (!state.running) return;
+    try {
+      await api(`/api/sessions/${enc(sessionId)}/cancel`, { method: "POST", body: {} });
+      $("#status").textContent = "Cancelling…";
+    } catch (e) {
+      state.view.error(e.message);
+    }
+  }
+
+  function settingsLine(settings, info) {
+    const s = settings || {};
+    const parts = [`model ${s.model || (info && info.model) || "?"}`, `mode ${s.mode || (info && info.mode) || "profile default"}`];
+    if (s.system) parts.push("with a system prompt");
+    return el("p", { class: "muted" }, parts.join(" · "));
+  }
+
+  async function showChat(sessionId) {
+    stopStream();
+    setNav("chat");
+    const main = $("#main");
+    main.replaceChildren();
+    refreshSessions(sessionId);
+    if (!sessionId) {
+      main.append(el("h1", {}, "Chat"), el("p", { class: "muted" }, "Create a session or pick one from the list."));
+      return;
+    }
+    let session;
+    try {
+      session = await api(`/api/sessions/${enc(sessionId)}`);
+    } catch (e) {
+      main.append(el("h1", {}, "Chat"), el("div", { class: "error", role: "alert" }, e.message));
+      return;
+    }
+    const log = el("div", { id: "messages", class: "messages", role: "log", "aria-label": "Conversation", tabindex: "0" });
+    const prompt = el("textarea", { id: "prompt", rows: "3", placeholder: "Ask something (Enter sends, Shift+Enter starts a new line)" });
+    const form = el(
+      "form",
+      { id: "composer", class: "composer" },
+      el("label", { for: "prompt" }, "Message"),
+      prompt,
+      el(
+        "div",
+        { class: "buttons" },
+        el("button", { type: "submit", id: "send" }, "Send"),
+        el("button", { type: "button", id: "cancel", class: "secondary", disabled: true, onclick: () => cancelRun(sessionId) }, "Cancel"),
+      ),
+    );
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      sendPrompt(sessionId);
+    });
+    prompt.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    main.append(
+      el(
+        "div",
+        { class: "title" },
+        el("h1", {}, "Session ", el("code", {}, sessionId)),
+        el("a", { href: `#/inspect/${enc(sessionId)}`, id: "open-inspector" }, "Open the Turn inspector"),
+      ),
+      settingsLine(session.settings, state.info),
+      log,
+      el("p", { id: "status", class: "status", role: "status" }),
+      form,
+    );
+    const view = new ChatView(log);
+    state.view = view;
+    state.session = sessionId;
+    const last = session.turns[session.turns.length - 1];
+    if (last) view.history(last.blocks);
+    if (session.status === "running" && session.running_inference) {
+      follow(sessionId, view, "0", session.running_inference, false);
+    } else {
+      prompt.focus();
+    }
+  }
+
+  async function refreshSessions(current) {
+    const list = $("#session-list");
+    if (!list) return;
+    let data;
+    try {
+      data = await api("/api/sessions");
+    } catch (e) {
+      list.replaceChildren(el("li", { class: "error" }, e.message));
+      return;
+    }
+    list.replaceChildren(
+      ...data.sessions.map((s) => {
+        const label = s.first_prompt || s.session_id;
+        const here = s.session_id === current;
+        return el(
+          "li",
+          { class: here ? "current" : null },
+          el("a", { href: `#/chat/${enc(s.session_id)}`, "aria-current": here ? "page" : null, class: "session-link" }, label),
+          el("a", { href: `#/inspect/${enc(s.session_id)}`, class: "small", "aria-label": `Inspect: ${label}` }, "inspect"),
+        );
+      }),
+    );
+  }
+
+  async function createSession(event) {
+    event.preventDefault();
+    const error = $("#new-session-error");
+    error.hidden = true;
+    const body = {};
+    for (const key of ["model", "mode", "system"]) {
+      const value = $(`#new-${key}`).value.trim();
+      if (value) body[key] = value;
+    }
+    try {
+      const made = await api("/api/sessions", { method: "POST", body });
+      $("#new-system").value = "";
+      location.hash = `#/chat/${enc(made.id)}`;
+    } catch (e) {
+      error.textContent = e.message;
+      error.hidden = false;
+    }
+  }
+
+  // -- Turn inspector ------------------------------------------------------------------------------
+  function wordDiff(before, after) {
+    const a = String(before).split(/(\s+)/);
+    const b = String(after).split(/(\s+)/);
+    if (a.length * b.length > 250000) return [el("del", {}, before), " ", el("ins", {}, after)];
+    const n = a.length;
+    const m = b.length;
+    const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    const out = [];
+    let i = 0;
+    let j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && a[i] === b[j]) {
+        out.push(a[i]);
+        i++;
+        j++;
+      } else if (j < m && (i >= n || lcs[i][j + 1] >= lcs[i + 1][j])) out.push(el("ins", {}, b[j++]));
+      else out.push(el("del", {}, a[i++]));
+    }
+    return out;
+  }
+
+  function change(c) {
+    if (c.op === "edit") return el("li", {}, el("strong", {}, `edited ${c.kind} `), idCell(c.id), c.middleware ? ` by ${c.middleware}` : "", el("div", { class: "diff" }, wordDiff(c.before, c.after)));
+    if (c.op === "insert") return el("li", {}, el("strong", {}, `inserted ${c.kind} `), idCell(c.id), ` at #${c.index}: `, el("ins", {}, c.after));
+    if (c.op === "remove") return el("li", {}, el("strong", {}, `removed ${c.kind} `), idCell(c.id), ": ", el("del", {}, c.before));
+    return el("li", {}, el("strong", {}, "reordered "), `${c.ids.length} block(s) moved: `, c.ids.map((id) => [idCell(id), " "]));
+  }
+
+  function requestSummary(q, blocks) {
+    if (!q) return el("p", { class: "muted" }, "No request recorded for this session yet.");
+    const anchorText = q.previous_response_id
+      ? ["previous_response_id ", el("code", { class: "anchor-id" }, q.previous_response_id)]
+      : q.conversation
+        ? ["conversation ", el("code", { class: "anchor-id" }, q.conversation)]
+        : ["no anchor: the whole Turn was sent"];
+    const items = [
+      el("dt", {}, "Mode"),
+      el("dd", { class: "mode" }, q.mode + (q.inferred ? " (inferred from the blocks; no event log)" : "")),
+      el("dt", {}, "Anchor"),
+      el("dd", {}, anchorText),
+      el("dt", {}, "Blocks sent"),
+      el("dd", { class: "sent-count" }, q.sent ? `${q.sent.length} of ${q.context_blocks} in the Turn` : "unknown (no snapshot of this inference)"),
+      el("dt", {}, "Input bytes"),
+      el("dd", {}, q.input_bytes === null || q.input_bytes === undefined ? "—" : `${bytes(q.input_bytes)} sent; the stateless request would send ${bytes(q.stateless_bytes)} (saved ${percent(q.stateless_bytes - q.input_bytes, q.stateless_bytes)})`),
+    ];
+    if (q.fallback) items.push(el("dt", {}, "Fallback"), el("dd", { class: "fallback" }, q.fallback, q.fallback_detail ? `: ${q.fallback_detail}` : ""));
+    if (q.response_id) items.push(el("dt", {}, "Response"), el("dd", {}, el("code", {}, q.response_id)));
+    if (q.usage) items.push(el("dt", {}, "Tokens"), el("dd", {}, `${q.usage.input_tokens || 0} in, ${q.usage.output_tokens || 0} out, ${q.usage.cached_tokens || 0} cached`));
+    return el("dl", { class: "facts" }, items);
+  }
+
+  function renderInspector(main, report, backLink) {
+    main.replaceChildren();
+    const t = report.totals || {};
+    const title = report.session_id ? ["Turn inspector: ", el("code", {}, report.session_id)] : ["Turn inspector: turn ", el("code", {}, report.turn_id)];
+    main.append(el("div", { class: "title" }, el("h1", {}, title), backLink ? el("a", { href: backLink }, "Back to the chat") : null));
+    main.append(
+      el(
+        "p",
+        { class: "muted", id: "inspector-summary" },
+        `${report.blocks.length} blocks · ${report.requests.length} requests · ${t.chained || 0} chained, ${t.stateless || 0} stateless, ${t.fallbacks || 0} fallbacks · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless`,
+      ),
+    );
+
+    // requests
+    const detail = el("div", { id: "request-detail", "aria-live": "polite" });
+    const requestRows = [];
+    const blockRows = [];
+    function select(k) {
+      const q = report.requests[k];
+      requestRows.forEach((row, i) => {
+        row.classList.toggle("selected", i === k);
+        $("button", row).setAttribute("aria-pressed", String(i === k));
+      });
+      const sent = new Set((q && q.sent) || []);
+      let anchorIndex = -1;
+      if (q && q.anchor) report.blocks.forEach((b) => b.response_id === q.anchor && b.index < (q.context_blocks || Infinity) && (anchorIndex = b.index));
+      blockRows.forEach((row, i) => {
+        let mark = "";
+        if (q && q.context_blocks !== undefined && i >= q.context_blocks) mark = "later";
+        else if (i === anchorIndex) mark = "anchor";
+        else if (sent.has(report.blocks[i].id)) mark = "delta";
+        row.dataset.mark = mark;
+        row.cells[row.cells.length - 2].textContent = { delta: "sent", anchor: "anchor", later: "after" }[mark] || "";
+      });
+      detail.replaceChildren(el("h3", {}, q ? `Request ${k + 1}` : "Requests"), requestSummary(q, report.blocks));
+    }
+    const requestTable = el(
+      "table",
+      { id: "requests" },
+      el("caption", {}, "Each request sent to the model; choose one to highlight its delta in the Turn below."),
+      el("thead", {}, el("tr", {}, ["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el(
+        "tbody",
+        {},
+        report.requests.map((q, k) => {
+          const row = el(
+            "tr",
+            { dataset: { request: String(k), responseId: q.response_id || "", anchor: q.anchor || "" } },
+            el("td", {}, String(k + 1)),
+            el("td", {}, idCell(q.inference_id)),
+            el("td", {}, q.mode),
+            el("td", {}, idCell(q.anchor, 14)),
+            el("td", { class: "num" }, q.sent ? String(q.sent.length) : "?"),
+            el("td", { class: "num" }, bytes(q.input_bytes)),
+            el("td", { class: "num" }, bytes(q.stateless_bytes)),
+            el("td", {}, q.fallback || ""),
+            el("td", {}, el("button", { type: "button", class: "small", "aria-pressed": "false", "aria-label": `Show request ${k + 1}`, onclick: () => select(k) }, "Show")),
+          );
+          requestRows.push(row);
+          return row;
+        }),
+      ),
+    );
+    main.append(el("section", { "aria-labelledby": "requests-heading" }, el("h2", { id: "requests-heading" }, "Requests"), el("div", { class: "scroll" }, requestTable), detail));
+
+    // blocks
+    const blockTable = el(
+      "table",
+      { id: "blocks" },
+      el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; after = added after that request."),
+      el("thead", {}, el("tr", {}, ["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"].map((h) => el("th", { scope: "col" }, h)))),
+      el(
+        "tbody",
+        {},
+        report.blocks.map((b) => {
+          const row = el(
+            "tr",
+            { dataset: { blockId: b.id, kind: b.kind, mark: "" } },
+            el("td", {}, String(b.index)),
+            el("td", {}, b.kind),
+            el("td", {}, b.role || ""),
+            el("td", {}, idCell(b.id)),
+            el("td", {}, idCell(b.turn_id)),
+            el("td", {}, idCell(b.inference_id)),
+            el("td", {}, idCell(b.response_id, 14)),
+            el("td", { class: "mark" }, ""),
+            el("td", { class: "content" }, b.text.length > 400 ? `${b.text.slice(0, 399)}…` : b.text),
+          );
+          blockRows.push(row);
+          return row;
+        }),
+      ),
+    );
+    main.append(el("section", { "aria-labelledby": "blocks-heading" }, el("h2", { id: "blocks-heading" }, "Blocks"), el("div", { class: "scroll" }, blockTable)));
+
+    // edits between snapshots
+    const edited = (report.snapshots || []).map((s, k) => ({ s, k })).filter(({ s }) => s.changes.length);
+    main.append(
+      el(
+        "section",
+        { "aria-labelledby": "changes-heading", id: "changes" },
+        el("h2", { id: "changes-heading" }, "Changes between snapshots"),
+        edited.length
+          ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
+          : el("p", { class: "muted" }, "No middleware edited, inserted, removed or moved a block between snapshots."),
+      ),
+    );
+
+    // the next request
+    const next = report.chained || {};
+    main.append(
+      el(
+        "section",
+        { "aria-labelledby": "next-heading" },
+        el("h2", { id: "next-heading" }, "Next chained request"),
+        el("p", {}, next.anchor ? ["previous_response_id ", el("code", {}, next.anchor), `, sending ${next.sends.length} block(s)`] : `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`),
+      ),
+    );
+    select(report.requests.length - 1);
+  }
+
+  async function showInspector(sessionId) {
+    stopStream();
+    setNav(null);
+    refreshSessions(sessionId);
+    const main = $("#main");
+    main.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    try {
+      const report = await api(`/api/sessions/${enc(sessionId)}/inspect`);
+      renderInspector(main, report, `#/chat/${enc(sessionId)}`);
+    } catch (e) {
+      main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert" }, e.message));
+    }
+  }
+
+  // -- dashboard ---------------------------------------------------------------------------------------
+  function tile(label, value, id) {
+    return el("div", { class: "tile", id }, el("span", { class: "value" }, String(value)), el("span", { class: "label" }, label));
+  }
+
+  function countTable(id, caption, counts, heading) {
+    const rows = Object.entries(counts || {});
+    return el(
+      "table",
+      { id, class: "counts" },
+      el("caption", {}, caption),
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, heading), el("th", { scope: "col" }, "count"))),
+      el("tbody", {}, rows.length ? rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, String(v)))) : el("tr", {}, el("td", { colspan: "2" }, "none"))),
+    );
+  }
+
+  function plot(rows) {
+    const shown = rows.filter((r) => r.stateless_bytes > 0).slice(-24);
+    const width = 720;
+    const height = 240;
+    const left = 64;
+    const bottom = 28;
+    const max = Math.max(1, ...shown.map((r) => r.stateless_bytes));
+    const band = Math.min(64, (width - left - 8) / Math.max(1, shown.length));
+    const y = (v) => height - bottom - ((height - bottom - 12) * v) / max;
+    const bars = [];
+    shown.forEach((r, i) => {
+      const x = left + i * band + band * 0.1;
+      const w = band * 0.38;
+      bars.push(
+        svg("rect", { x, y: y(r.stateless_bytes), width: w, height: height - bottom - y(r.stateless_bytes), class: "bar-stateless" }, svg("title", {}, `${r.session_id}: stateless ${bytes(r.stateless_bytes)}`)),
+        svg("rect", { x: x + w, y: y(r.input_bytes), width: w, height: height - bottom - y(r.input_bytes), class: "bar-sent" }, svg("title", {}, `${r.session_id}: sent ${bytes(r.input_bytes)}`)),
+        svg("text", { x: x + w, y: height - bottom + 14, "text-anchor": "middle", class: "tick" }, String(i + 1)),
+      );
+    });
+    const axis = [0, 0.5, 1].map((f) => [
+      svg("line", { x1: left - 4, x2: width - 8, y1: y(max * f), y2: y(max * f), class: "grid" }),
+      svg("text", { x: left - 8, y: y(max * f) + 4, "text-anchor": "end", class: "tick" }, bytes(Math.round(max * f))),
+    ]);
+    return el(
+      "figure",
+      { id: "bytes-plot" },
+      svg(
+        "svg",
+        { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": "plot-title", class: "plot" },
+        svg("title", { id: "plot-title" }, "Input bytes per session: sent versus the stateless equivalent"),
+        axis,
+        bars,
+      ),
+      el("figcaption", {}, el("span", { class: "key key-stateless" }, "stateless equivalent"), " ", el("span", { class: "key key-sent" }, "sent"), ` · input bytes of the last ${shown.length} session(s) with requests, numbered as in the table below`),
+    );
+  }
+
+  async function showDashboard() {
+    stopStream();
+    setNav("dashboard");
+    refreshSessions(null);
+    const main = $("#main");
+    main.replaceChildren(el("h1", {}, "Dashboard"), el("p", { class: "muted" }, "Loading…"));
+    let d;
+    try {
+      d = await api("/api/dashboard");
+    } catch (e) {
+      main.replaceChildren(el("h1", {}, "Dashboard"), el("div", { class: "error", role: "alert" }, e.message));
+      return;
+    }
+    const sessions = d.per_session.filter((r) => r.requests > 0);
+    main.replaceChildren(
+      el("h1", {}, "Dashboard"),
+      el("p", { class: "muted" }, `Over ${d.sessions} session(s) in the store${d.limited ? ` (the ${d.sessions} most recent)` : ""}.`),
+      el(
+        "div",
+        { class: "tiles" },
+        tile("requests", d.requests, "tile-requests"),
+        tile("chained (delta only)", d.chained, "tile-chained"),
+        tile("stateless", d.stateless, "tile-stateless"),
+        tile("fallbacks", d.fallbacks, "tile-fallbacks"),
+        tile("input bytes saved", `${bytes(d.bytes_saved)} (${percent(d.bytes_saved, d.stateless_bytes)})`, "tile-saved"),
+        tile("API rejections", d.rejections, "tile-rejections"),
+      ),
+      el("section", { "aria-labelledby": "plot-heading" }, el("h2", { id: "plot-heading" }, "Bytes per session"), plot(sessions)),
+      el(
+        "section",
+        { "aria-labelledby": "counts-heading", class: "count-tables" },
+        el("h2", { id: "counts-heading" }, "Breakdown"),
+        countTable("fallback-reasons", "Fallback reasons", d.fallback_reasons, "reason"),
+        countTable("delta-sizes", "Delta sizes (blocks sent by chained requests)", d.delta_blocks, "blocks"),
+        countTable("rejections", "API rejections by type", d.rejection_types, "type"),
+        countTable("modes", "Requests by mode", d.modes, "mode"),
+      ),
+      el(
+        "section",
+        { "aria-labelledby": "sessions-table-heading" },
+        el("h2", { id: "sessions-table-heading" }, "Sessions"),
+        el(
+          "div",
+          { class: "scroll" },
+          el(
+            "table",
+            { id: "session-table" },
+            el("thead", {}, el("tr", {}, ["#", "session", "requests", "chained", "stateless", "fallbacks", "sent", "stateless bytes"].map((h) => el("th", { scope: "col" }, h)))),
+            el(
+              "tbody",
+              {},
+              sessions.map((r, i) =>
+                el(
+                  "tr",
+                  {},
+                  el("td", {}, String(i + 1)),
+                  el("td", {}, el("a", { href: `#/inspect/${enc(r.session_id)}` }, short(r.session_id, 12))),
+                  el("td", { class: "num" }, String(r.requests)),
+                  el("td", { class: "num" }, String(r.chained)),
+                  el("td", { class: "num" }, String(r.stateless)),
+                  el("td", { class: "num" }, String(r.fallbacks)),
+                  el("td", { class: "num" }, bytes(r.input_bytes)),
+                  el("td", { class: "num" }, bytes(r.stateless_bytes)),
+                ),
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+
+  // -- the app ---------------------------------------------------------------------------------------
+  function setNav(current) {
+    for (const [name, id] of [["chat", "nav-chat"], ["dashboard", "nav-dashboard"]]) {
+      const link = document.getElementById(id);
+      if (!link) continue;
+      if (name === current) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+  }
+
+  function route() {
+    const hash = location.hash || "#/";
+    if (!hash.startsWith("#/")) return;
+    let m;
+    if ((m = hash.match(/^#\/chat\/(.+)$/))) showChat(decodeURIComponent(m[1]));
+    else if ((m = hash.match(/^#\/inspect\/(.+)$/))) showInspector(decodeURIComponent(m[1]));
+    else if (hash === "#/dashboard") showDashboard();
+    else showChat(null);
+  }
+
+  async function loadInfo() {
+    try {
+      state.info = await api("/api/info");
+    } catch (e) {
+      state.info = null;
+      return;
+    }
+    const i = state.info;
+    $("#server-info").textContent = `profile ${i.profile} · ${i.provider} · ${i.model}${i.tools.length ? ` · tools: ${i.tools.join(", ")}` : ""}`;
+    $("#profile-line").textContent = `Profile ${i.profile} (${i.provider}); empty fields take its defaults.`;
+    $("#new-model").placeholder = i.model;
+  }
+
+  function start() {
+    const embedded = document.getElementById("geppetto-report");
+    if (embedded) {
+      renderInspector($("#main"), JSON.parse(embedded.textContent), null);
+      return;
+    }
+    $(".skip").addEventListener("click", (event) => {
+      event.preventDefault();
+      $("#main").focus();
+    });
+    $("#new-session").addEventListener("submit", createSession);
+    $("#key-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      state.key = $("#api-key").value.trim();
+      try {
+        sessionStorage.setItem("geppetto.key", state.key);
+      } catch (e) {
+        /* private mode: the key lasts as long as the page */
+      }
+      $("#key-dialog").hidden = true;
+      loadInfo();
+      route();
+    });
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && state.running && state.session) {
+        event.preventDefault();
+        cancelRun(state.session);
+      }
+    });
+    window.addEventListener("hashchange", route);
+    loadInfo();
+    route();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
