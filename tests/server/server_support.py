@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,9 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+
+NODE_DIR = Path(__file__).with_name("node")
+"""The front-end packages the tests use as independent clients (package.json, package-lock.json)."""
 
 REDIS_URL = os.environ.get("GEPPETTO_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 NATS_URL = os.environ.get("GEPPETTO_TEST_NATS_URL", "nats://127.0.0.1:4222")
@@ -140,3 +144,23 @@ def write_sim_profile(sim: Any, name: str = "simtest") -> None:
         f"profiles:\n  {name}:\n    provider: openai-responses\n    model: sim-1\n"
         f"    base_url: {sim.openai_url}\n    simulator: true\n"
     )
+
+
+def node_modules() -> Path:
+    """``NODE_DIR``'s packages, installed from its lock file on first use; a skip naming what is missing
+    when Node.js, npm or the registry is not there."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("Node.js and npm are not installed; these tests use front-end packages run by Node")
+    wanted = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+    if not all((NODE_DIR / "node_modules" / name / "package.json").is_file() for name in wanted):
+        done = subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+            cwd=NODE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"npm ci could not install {', '.join(wanted)} (no registry?): {done.stderr.strip()[-300:]}")
+    return NODE_DIR / "node_modules"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,13 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import running_app, sim_profile, sse_events
+from server_support import NODE_DIR, node_modules, running_app, sim_profile, sse_events
 
 from geppetto.cli._demo_tools import demo_registry
 from geppetto.server import create_app
 from geppetto.simulator import Simulator
-
-NODE_DIR = Path(__file__).with_name("node")
 
 
 @pytest.fixture
@@ -79,25 +76,8 @@ async def test_ag_ui_tool_calls_and_errors(url: str, geppetto_sim: Simulator) ->
     assert last["type"] == "RUN_ERROR" and last["code"] == "inference_failed" and "400" in last["message"]
 
 
-def _node_modules() -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("Node.js and npm are not installed; the Vercel stream is parsed by the ai package in Node")
-    if not (NODE_DIR / "node_modules" / "ai").is_dir():
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-            cwd=NODE_DIR,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"npm ci could not install the ai package (no registry?): {done.stderr.strip()[-300:]}")
-    return NODE_DIR / "node_modules"
-
-
 def node(script: str, *args: str) -> dict[str, Any]:
-    _node_modules()
+    node_modules()
     done = subprocess.run(
         ["node", str(NODE_DIR / script), *args],
         cwd=NODE_DIR,

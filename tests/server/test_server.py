@@ -226,6 +226,10 @@ def test_openapi_lists_every_route(server: httpx.Client) -> None:
         ("/api/sessions/{session_id}/events", "get"),
         ("/api/chat", "post"),
         ("/ag-ui", "post"),
+        ("/api/sessions/{session_id}/inspect", "get"),
+        ("/api/dashboard", "get"),
+        ("/api/info", "get"),
+        ("/", "get"),
     }
     documented = {(p, m) for p, ops in document["paths"].items() for m in ops if m != "parameters"}
     assert app_routes <= documented
