@@ -279,7 +279,9 @@
         "section",
         { class: "tool-card", "aria-label": `Tool call ${name || ""}`, dataset: { callId: callId || "" } },
         el("h3", {}, "Tool ", el("code", {}, name || "?"), " ", status),
+        el("div", { class: "label" }, "arguments"),
         el("pre", { class: "args" }, args === null || args === undefined ? "" : asText(args)),
+        el("div", { class: "label" }, "result"),
         result,
       );
       this.cards.set(callId, { card, result, status });
