@@ -324,7 +324,40 @@ def test_the_inspect_html_page_stands_alone(browser: Any, tmp_path: Path, geppet
         assert p.locator("#requests tbody tr").count() >= 2
         assert "<script>" in p.locator("#blocks").inner_text()
         assert p.evaluate("window.__pwned === undefined")
-        opened.shot("standalone")
+        opened.shot("page")
+        assert opened.errors == []
+    finally:
+        opened.close()
+
+
+def test_the_inspector_shows_middleware_edits_and_fallbacks(
+    browser: Any, tmp_path: Path, geppetto_sim: Simulator
+) -> None:
+    from test_web_report import edited_session_report
+
+    from geppetto.web import standalone_html
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
+        report = pool.submit(asyncio.run, edited_session_report(geppetto_sim, tmp_path / "s.db")).result()
+    out = tmp_path / "edited.html"
+    out.write_text(standalone_html(report, title="edited"), encoding="utf-8")
+    opened = Page(browser, "edits")
+    try:
+        p = opened.page
+        p.goto(out.as_uri())
+        rows = p.locator("#requests tbody tr")
+        assert rows.count() == 3
+        assert rows.nth(2).locator("td").nth(7).inner_text() == "fingerprint_mismatch"
+        assert "fingerprint_mismatch: no valid anchor" in p.locator("#request-detail .fallback").inner_text()
+        change = p.locator("#changes li")
+        assert change.count() == 1
+        assert "edited system" in change.inner_text() and "by system_prompt" in change.inner_text()
+        assert change.locator("del").all_inner_texts() == ["terse"]
+        assert change.locator("ins").all_inner_texts() == ["verbose"]
+        # the whole Turn was sent: every block before the response is in its delta, and none is an anchor
+        assert p.locator("#blocks tbody tr[data-mark='anchor']").count() == 0
+        assert p.locator("#blocks tbody tr[data-mark='delta']").count() == report["requests"][2]["context_blocks"]
+        opened.shot("page")
         assert opened.errors == []
     finally:
         opened.close()

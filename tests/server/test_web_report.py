@@ -24,6 +24,29 @@ from geppetto.web import dashboard, session_report, standalone_html
 from geppetto.web._report import snapshot_diff
 
 
+async def edited_session_report(sim: Simulator, path: Path) -> dict[str, Any]:
+    """The report of a session whose system prompt a middleware changes before the third prompt (so the
+    third request falls back to the whole Turn)."""
+    store = open_store(str(path))
+    system = ["be terse"]
+
+    def changing_system(next_handler: Any) -> Any:
+        async def handler(turn: Turn) -> Turn:
+            return await system_prompt(system[0])(next_handler)(turn)
+
+        return handler
+
+    async with sim.engine("openai-responses") as engine:
+        session = gp.Session(engine, store=store, session_id="s1", middlewares=[changing_system], record_events=True)
+        await session.run("Hello")
+        await session.run("Again")
+        system[0] = "be verbose"
+        await session.run("Third")
+    report = session_report(await store.load_session("s1"), await store.load_events("s1"), session_id="s1")
+    store.close()
+    return report
+
+
 def model_calls(sim: Simulator) -> list[dict[str, Any]]:
     return [r.body for r in sim.requests if r.method == "POST" and r.path.endswith("/responses")]
 
@@ -33,23 +56,7 @@ def input_bytes(body: dict[str, Any]) -> int:
 
 
 async def test_a_session_with_a_middleware_edit_and_a_fallback(geppetto_sim: Simulator, tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "s.db"))
-    system = ["be terse"]
-
-    def changing_system(next_handler: Any) -> Any:
-        async def handler(turn: Turn) -> Turn:
-            return await system_prompt(system[0])(next_handler)(turn)
-
-        return handler
-
-    async with geppetto_sim.engine("openai-responses") as engine:
-        session = gp.Session(engine, store=store, session_id="s1", middlewares=[changing_system], record_events=True)
-        await session.run("Hello")
-        await session.run("Again")
-        system[0] = "be verbose"
-        await session.run("Third")
-    report = session_report(await store.load_session("s1"), await store.load_events("s1"), session_id="s1")
-    store.close()
+    report = await edited_session_report(geppetto_sim, tmp_path / "s.db")
 
     sent = model_calls(geppetto_sim)
     requests = report["requests"]
