@@ -136,7 +136,7 @@
   const idCell = (value, width) => (value ? el("code", { title: value }, short(value, width)) : "—");
 
   // -- the server's API ------------------------------------------------------------------------------
-  const state = { key: "", info: null, running: null, stream: null, view: null, session: null };
+  const state = { key: "", info: null, running: null, sending: false, stream: null, view: null, session: null };
   try {
     state.key = sessionStorage.getItem("geppetto.key") || "";
   } catch (e) {
@@ -419,13 +419,16 @@
   async function sendPrompt(sessionId) {
     const prompt = $("#prompt");
     const text = prompt.value.trim();
-    if (!text || state.running) return;
+    if (!text || state.running || state.sending) return;
     let started;
+    state.sending = true; // a second Enter before the server answers sends nothing
     try {
       started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body: { text } });
     } catch (e) {
       state.view.error(e.message);
       return;
+    } finally {
+      state.sending = false;
     }
     prompt.value = "";
     state.view.user(text);
@@ -574,8 +577,8 @@
         out.push(a[i]);
         i++;
         j++;
-      } else if (j < m && (i >= n || lcs[i][j + 1] >= lcs[i + 1][j])) out.push(el("ins", {}, b[j++]));
-      else out.push(el("del", {}, a[i++]));
+      } else if (i < n && (j >= m || lcs[i + 1][j] >= lcs[i][j + 1])) out.push(el("del", {}, a[i++]));
+      else out.push(el("ins", {}, b[j++]));
     }
     return out;
   }
@@ -725,7 +728,7 @@
         "section",
         { "aria-labelledby": "next-heading" },
         el("h2", { id: "next-heading" }, "Next chained request"),
-        el("p", {}, next.anchor ? ["previous_response_id ", el("code", {}, next.anchor), `, sending ${next.sends.length} block(s)`] : `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`),
+        el("p", {}, next.anchor ? ["previous_response_id ", el("code", {}, next.anchor), `, then the blocks after it (${next.sends.length} now, and the next prompt)`] : `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`),
       ),
     );
     select(report.requests.length - 1);
