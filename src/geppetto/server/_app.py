@@ -336,17 +336,18 @@ def build_app(
             }
         )
 
-    async def report(session_id: str) -> dict[str, Any]:
-        settings = await runner.settings(session_id)
-        snapshots = await store.load_session(session_id)
-        events = await store.load_events(session_id)
-        inferences = [r.to_dict() for r in await store.inferences(session_id)]
-        report = web.session_report(snapshots, events, session_id=session_id, inferences=inferences)
-        report["settings"] = settings
-        return report
-
     async def inspect(request: Request) -> Response:
-        return JSONResponse(await report(request.path_params["session_id"]))
+        session_id = request.path_params["session_id"]
+        settings = await runner.settings(session_id)
+        inferences = [r.to_dict() for r in await store.inferences(session_id)]
+        report = web.session_report(
+            await store.load_session(session_id),
+            await store.load_events(session_id),
+            session_id=session_id,
+            inferences=inferences,
+        )
+        report["settings"] = settings
+        return JSONResponse(report)
 
     async def dashboard(request: Request) -> Response:
         raw = request.query_params.get("limit", str(DASHBOARD_SESSIONS))
@@ -354,8 +355,16 @@ def build_app(
             raise ApiError(422, "'limit' must be a positive number of sessions", "invalid_request")
         infos = await store.session_infos()
         chosen = infos[-int(raw) :]
-        reports = [await report(i.session_id) for i in chosen]
-        summary = web.dashboard(reports)
+        summary = web.dashboard(
+            [
+                web.session_totals(
+                    await store.load_session(i.session_id),
+                    await store.load_events(i.session_id),
+                    session_id=i.session_id,
+                )
+                for i in chosen
+            ]
+        )
         summary["limited"] = len(chosen) < len(infos)
         return JSONResponse(summary)
 

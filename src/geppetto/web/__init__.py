@@ -9,12 +9,13 @@ Policy that allows no inline script.
 
 from __future__ import annotations
 
+import html
 import json
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from ._report import dashboard, session_report, turn_report
+from ._report import dashboard, session_report, session_totals, turn_report
 
 __all__ = [
     "ASSETS",
@@ -22,6 +23,7 @@ __all__ = [
     "asset",
     "dashboard",
     "session_report",
+    "session_totals",
     "standalone_html",
     "turn_report",
 ]
@@ -55,12 +57,11 @@ def standalone_html(report: dict[str, Any], *, title: str) -> str:
     inline, nothing loaded from anywhere."""
     css = asset("app.css").decode()
     js = asset("app.js").decode()
-    escaped_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return (
         "<!doctype html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escaped_title}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
+        f"<title>{html.escape(title)}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
         '<header class="top"><span class="brand">geppetto</span><span class="muted">Turn inspector</span></header>\n'
         '<main id="main" tabindex="-1"></main>\n'
         f'<script type="application/json" id="geppetto-report">{_json_for_script(report)}</script>\n'

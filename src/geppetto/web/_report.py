@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._json import dumps
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -41,6 +42,7 @@ __all__ = [
     "describe",
     "request_marks",
     "session_report",
+    "session_totals",
     "turn_report",
 ]
 
@@ -86,14 +88,19 @@ def describe(block: Block) -> str:
     return block.text
 
 
+def _last_index(blocks: Sequence[Block], response_id: str | None) -> int:
+    """The index of the last block of ``response_id`` in ``blocks``; -1 when there is none."""
+    if response_id is not None:
+        for i in range(len(blocks) - 1, -1, -1):
+            if BLOCK_META_RESPONSE_ID.get(blocks[i].metadata) == response_id:
+                return i
+    return -1
+
+
 def request_marks(turn: Turn, anchor: str | None, sent: Sequence[str]) -> list[str]:
     """Per block: ``anchor`` (the last block of the anchor response), ``send`` (in the delta) or ``""``."""
     ids = set(sent)
-    last_of_anchor = -1
-    if anchor is not None:
-        last_of_anchor = max(
-            (i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata) == anchor), default=-1
-        )
+    last_of_anchor = _last_index(turn.blocks, anchor)
     return ["anchor" if i == last_of_anchor else ("send" if b.id in ids else "") for i, b in enumerate(turn.blocks)]
 
 
@@ -136,18 +143,38 @@ def _input_bytes(blocks: Sequence[Block]) -> int:
     from ..providers.openai_responses._items import blocks_to_items
 
     items = blocks_to_items(blocks, include_system=True)
-    return len(json.dumps(items, ensure_ascii=False, separators=(",", ":")).encode())
+    return len(dumps(items, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def _first_block_of(turn: Turn, response_id: str) -> int | None:
+def _first_blocks(turn: Turn) -> dict[str, int]:
+    """Each response id of the Turn and the index of its first block, in the order they first appear."""
+    first: dict[str, int] = {}
     for i, b in enumerate(turn.blocks):
-        if BLOCK_META_RESPONSE_ID.get(b.metadata) == response_id:
-            return i
-    return None
+        rid = BLOCK_META_RESPONSE_ID.get(b.metadata)
+        if rid:
+            first.setdefault(rid, i)
+    return first
 
 
-def _request(turn: Turn | None, final: dict[str, Any], inference_id: str, index: int) -> dict[str, Any]:
-    """One request from its ``final`` event and the snapshot its inference saved (None: it saved none)."""
+def _delta(context: Sequence[Block], sent: Sequence[Block], anchor: str | None, *, sizes: bool) -> dict[str, Any]:
+    """A request's blocks: the ids it sent, the Turn it was sent for (``context``), where its anchor ends,
+    and (``sizes``) the input bytes of both."""
+    fields: dict[str, Any] = {
+        "sent": [b.id for b in sent],
+        "context_blocks": len(context),
+        "anchor_index": _last_index(context, anchor),
+    }
+    if sizes:
+        fields["input_bytes"] = _input_bytes(sent)
+        fields["stateless_bytes"] = _input_bytes(context)
+    return fields
+
+
+def _request(
+    snapshot: tuple[Turn, dict[str, int]] | None, final: dict[str, Any], inference_id: str, index: int
+) -> dict[str, Any]:
+    """One request from its ``final`` event and the snapshot its inference saved, with the first block of
+    each of its responses (None: it saved none)."""
     meta = final.get("metadata") or {}
     extra = meta.get("extra") or {}
     response_id = str(extra.get("response_id") or "")
@@ -175,12 +202,10 @@ def _request(turn: Turn | None, final: dict[str, Any], inference_id: str, index:
         "input_bytes": None,
         "stateless_bytes": None,
     }
-    if turn is None or not response_id:
+    first = snapshot[1].get(response_id) if snapshot is not None else None
+    if snapshot is None or first is None:
         return request
-    first = _first_block_of(turn, response_id)
-    if first is None:
-        return request
-    context = turn.blocks[:first]
+    context = snapshot[0].blocks[:first]
     recorded = extra.get("responses.sent")
     if isinstance(recorded, list):
         ids = {str(i) for i in recorded}
@@ -188,13 +213,8 @@ def _request(turn: Turn | None, final: dict[str, Any], inference_id: str, index:
     elif full:
         sent = list(context)
     else:  # an older log without the ids: the delta is what follows the anchor's blocks
-        last = max((i for i, b in enumerate(context) if BLOCK_META_RESPONSE_ID.get(b.metadata) == anchor), default=-1)
-        sent = context[last + 1 :]
-    request["sent"] = [b.id for b in sent]
-    request["context_blocks"] = len(context)
-    if meta.get("provider") in (None, "", "openai"):
-        request["input_bytes"] = _input_bytes(sent)
-        request["stateless_bytes"] = _input_bytes(context)
+        sent = context[_last_index(context, anchor) + 1 :]
+    request.update(_delta(context, sent, anchor, sizes=meta.get("provider") in (None, "", "openai")))
     return request
 
 
@@ -202,22 +222,16 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     """The requests a Turn's response tags show, with the anchor each could have used (engine rules)."""
     from ..providers.openai_responses._anchors import blocks_after_response, scan_anchors
 
-    order: list[str] = []
-    for b in turn.blocks:
-        rid = BLOCK_META_RESPONSE_ID.get(b.metadata)
-        if rid and rid not in order:
-            order.append(rid)
     requests = []
-    for index, rid in enumerate(order):
-        first = _first_block_of(turn, rid)
-        context = turn.blocks[: first or 0]
+    for index, (rid, first) in enumerate(_first_blocks(turn).items()):
+        context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
         anchor = scan_anchors(prefix).best()
         sent = blocks_after_response(prefix, anchor) if anchor else list(context)
         requests.append(
             {
                 "index": index,
-                "inference_id": BLOCK_META_INFERENCE_ID.get(turn.blocks[first or 0].metadata),
+                "inference_id": BLOCK_META_INFERENCE_ID.get(turn.blocks[first].metadata),
                 "response_id": rid,
                 "mode": "chained" if anchor else "stateless",
                 "anchor": anchor,
@@ -226,10 +240,7 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
                 "full": anchor is None,
                 "fallback": None,
                 "inferred": True,
-                "sent": [b.id for b in sent],
-                "context_blocks": len(context),
-                "input_bytes": _input_bytes(sent),
-                "stateless_bytes": _input_bytes(context),
+                **_delta(context, sent, anchor, sizes=True),
             }
         )
     return requests
@@ -287,7 +298,44 @@ def session_report(
 
     ``events`` are a store's recorded events (``RecordedEvent``); without them the requests are inferred
     from the last snapshot's response tags."""
-    by_inference = {TURN_META_INFERENCE_ID.get(t.metadata): t for t in snapshots}
+    requests, errors = _requests(snapshots, events)
+    history = []
+    previous: Turn | None = None
+    for t in snapshots:
+        history.append(
+            {
+                "turn_id": t.id,
+                "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
+                "blocks": len(t.blocks),
+                "changes": snapshot_diff(previous, t),
+            }
+        )
+        previous = t
+    report = turn_report(snapshots[-1] if snapshots else Turn(blocks=[]))
+    report.update(
+        {
+            "session_id": session_id,
+            "requests": requests,
+            "errors": errors,
+            "snapshots": history,
+            "inferences": list(inferences),
+            "totals": _totals(requests, errors),
+        }
+    )
+    return report
+
+
+def session_totals(
+    snapshots: Sequence[Turn], events: Sequence[Any] = (), *, session_id: str | None = None
+) -> dict[str, Any]:
+    """What :func:`dashboard` needs of a session (its id and request totals), without the blocks and diffs
+    of :func:`session_report`."""
+    return {"session_id": session_id, "totals": _totals(*_requests(snapshots, events))}
+
+
+def _requests(snapshots: Sequence[Turn], events: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The session's requests (from the ``final`` events, else inferred from the last snapshot) and errors."""
+    by_inference = {TURN_META_INFERENCE_ID.get(t.metadata): (t, _first_blocks(t)) for t in snapshots}
     requests: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for event in events:
@@ -302,33 +350,9 @@ def session_report(
                     "error_type": data.get("error_type"),
                 }
             )
-    last = snapshots[-1] if snapshots else Turn(blocks=[])
     if not events and snapshots:
-        requests = _inferred_requests(last)
-    history = []
-    previous: Turn | None = None
-    for t in snapshots:
-        history.append(
-            {
-                "turn_id": t.id,
-                "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
-                "blocks": len(t.blocks),
-                "changes": snapshot_diff(previous, t),
-            }
-        )
-        previous = t
-    report = turn_report(last)
-    report.update(
-        {
-            "session_id": session_id,
-            "requests": requests,
-            "errors": errors,
-            "snapshots": history,
-            "inferences": list(inferences),
-            "totals": _totals(requests, errors),
-        }
-    )
-    return report
+        requests = _inferred_requests(snapshots[-1])
+    return requests, errors
 
 
 def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -356,7 +380,8 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
 
 
 def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The totals over many sessions' reports, and one row per session (for the plot)."""
+    """The totals over many sessions (:func:`session_totals` or :func:`session_report`), and one row per
+    session (for the plot)."""
     merged: dict[str, Any] = {
         "sessions": len(reports),
         "requests": 0,
