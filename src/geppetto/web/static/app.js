@@ -133,6 +133,7 @@
       return value;
     }
   }
+  const head = (headings) => el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h))));
   const idCell = (value, width) => (value ? el("code", { title: value }, short(value, width)) : "—");
 
   // -- the server's API ------------------------------------------------------------------------------
@@ -590,7 +591,7 @@
     return el("li", {}, el("strong", {}, "reordered "), `${c.ids.length} block(s) moved: `, c.ids.map((id) => [idCell(id), " "]));
   }
 
-  function requestSummary(q, blocks) {
+  function requestSummary(q) {
     if (!q) return el("p", { class: "muted" }, "No request recorded for this session yet.");
     const anchorText = q.previous_response_id
       ? ["previous_response_id ", el("code", { class: "anchor-id" }, q.previous_response_id)]
@@ -637,8 +638,7 @@
         $("button", row).setAttribute("aria-pressed", String(i === k));
       });
       const sent = new Set((q && q.sent) || []);
-      let anchorIndex = -1;
-      if (q && q.anchor) report.blocks.forEach((b) => b.response_id === q.anchor && b.index < (q.context_blocks || Infinity) && (anchorIndex = b.index));
+      const anchorIndex = q && q.anchor_index !== undefined ? q.anchor_index : -1;
       blockRows.forEach((row, i) => {
         let mark = "";
         if (q && q.context_blocks !== undefined && i >= q.context_blocks) mark = "later";
@@ -647,13 +647,13 @@
         row.dataset.mark = mark;
         row.cells[row.cells.length - 2].textContent = { delta: "sent", anchor: "anchor", later: "after" }[mark] || "";
       });
-      detail.replaceChildren(el("h3", {}, q ? `Request ${k + 1}` : "Requests"), requestSummary(q, report.blocks));
+      detail.replaceChildren(el("h3", {}, q ? `Request ${k + 1}` : "Requests"), requestSummary(q));
     }
     const requestTable = el(
       "table",
       { id: "requests" },
       el("caption", {}, "Each request sent to the model; choose one to highlight its delta in the Turn below."),
-      el("thead", {}, el("tr", {}, ["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", ""].map((h) => el("th", { scope: "col" }, h)))),
+      head(["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", ""]),
       el(
         "tbody",
         {},
@@ -683,7 +683,7 @@
       "table",
       { id: "blocks" },
       el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; after = added after that request."),
-      el("thead", {}, el("tr", {}, ["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"].map((h) => el("th", { scope: "col" }, h)))),
+      head(["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"]),
       el(
         "tbody",
         {},
@@ -759,7 +759,7 @@
       "table",
       { id, class: "counts" },
       el("caption", {}, caption),
-      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, heading), el("th", { scope: "col" }, "count"))),
+      head([heading, "count"]),
       el("tbody", {}, rows.length ? rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, String(v)))) : el("tr", {}, el("td", { colspan: "2" }, "none"))),
     );
   }
@@ -848,7 +848,7 @@
           el(
             "table",
             { id: "session-table" },
-            el("thead", {}, el("tr", {}, ["#", "session", "requests", "chained", "stateless", "fallbacks", "sent", "stateless bytes"].map((h) => el("th", { scope: "col" }, h)))),
+            head(["#", "session", "requests", "chained", "stateless", "fallbacks", "sent", "stateless bytes"]),
             el(
               "tbody",
               {},
