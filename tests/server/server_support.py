@@ -164,3 +164,42 @@ def node_modules() -> Path:
         if done.returncode != 0:
             pytest.skip(f"npm ci could not install {', '.join(wanted)} (no registry?): {done.stderr.strip()[-300:]}")
     return NODE_DIR / "node_modules"
+
+
+async def edited_session_report(sim: Any, path: Path) -> dict[str, Any]:
+    """The report of a session whose system prompt a middleware changes before the third prompt (so the
+    third request falls back to the whole Turn)."""
+    import geppetto as gp
+    from geppetto.middleware import system_prompt
+    from geppetto.session.stores import open_store
+    from geppetto.turns import Turn
+    from geppetto.web import session_report
+
+    store = open_store(str(path))
+    system = ["be terse"]
+
+    def changing_system(next_handler: Any) -> Any:
+        async def handler(turn: Turn) -> Turn:
+            return await system_prompt(system[0])(next_handler)(turn)
+
+        return handler
+
+    async with sim.engine("openai-responses") as engine:
+        session = gp.Session(engine, store=store, session_id="s1", middlewares=[changing_system], record_events=True)
+        await session.run("Hello")
+        await session.run("Again")
+        system[0] = "be verbose"
+        await session.run("Third")
+    report = session_report(await store.load_session("s1"), await store.load_events("s1"), session_id="s1")
+    store.close()
+    return report
+
+
+def model_calls(sim: Any) -> list[dict[str, Any]]:
+    """The bodies of the Responses requests the simulator received, in order."""
+    return [r.body for r in sim.requests if r.method == "POST" and r.path.endswith("/responses")]
+
+
+def input_bytes(body: dict[str, Any]) -> int:
+    """The bytes of a request body's ``input`` array as the transport sends it (compact JSON)."""
+    return len(json.dumps(body["input"], ensure_ascii=False, separators=(",", ":")).encode())

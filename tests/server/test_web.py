@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import os
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import node_modules, running_app, sim_profile
+from server_support import edited_session_report, input_bytes, model_calls, node_modules, running_app, sim_profile
 
 import geppetto as gp
 from geppetto.cli._demo_tools import demo_registry
@@ -118,14 +117,6 @@ def send(p: Any, text: str) -> None:
     expect(p.locator("#send")).to_be_enabled()
 
 
-def responses_requests(sim: Simulator) -> list[dict[str, Any]]:
-    return [r.body for r in sim.requests if r.method == "POST" and r.path.endswith("/responses")]
-
-
-def input_bytes(body: dict[str, Any]) -> int:
-    return len(json.dumps(body["input"], ensure_ascii=False, separators=(",", ":")).encode())
-
-
 def test_chat_with_tools_then_the_inspector_matches_the_simulator(
     served: str, page: Page, geppetto_sim: Simulator
 ) -> None:
@@ -159,7 +150,7 @@ def test_chat_with_tools_then_the_inspector_matches_the_simulator(
     # the inspector: every request, its anchor and delta as the simulator received them
     p.click("#open-inspector")
     p.locator("#requests tbody tr").first.wait_for()
-    sent = responses_requests(geppetto_sim)
+    sent = model_calls(geppetto_sim)
     rows = p.locator("#requests tbody tr")
     assert rows.count() == len(sent) == 5  # one per model call: 1 + 2 (tool call, answer) + 2
     for k, body in enumerate(sent):
@@ -198,7 +189,7 @@ def stalled(sim: Simulator, n: int) -> None:
     """Wait until the simulator has the ``n``-th model request (the stalled one): a cancel sent before
     the request leaves would leave the queued stall to the next prompt."""
     deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while len(responses_requests(sim)) < n:
+    while len(model_calls(sim)) < n:
         assert time.monotonic() < deadline, "the model request was never sent"
         time.sleep(0.02)
 
@@ -335,8 +326,6 @@ def test_the_inspect_html_page_stands_alone(browser: Any, tmp_path: Path, geppet
 def test_the_inspector_shows_middleware_edits_and_fallbacks(
     browser: Any, tmp_path: Path, geppetto_sim: Simulator
 ) -> None:
-    from test_web_report import edited_session_report
-
     from geppetto.web import standalone_html
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread

@@ -9,50 +9,17 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
-from server_support import running_app, sim_profile
+from server_support import edited_session_report, input_bytes, model_calls, running_app, sim_profile
 
 import geppetto as gp
-from geppetto.middleware import system_prompt
 from geppetto.server import create_app
 from geppetto.session.stores import open_store
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Block, Turn, save_turn
 from geppetto.web import dashboard, session_report, standalone_html
 from geppetto.web._report import snapshot_diff
-
-
-async def edited_session_report(sim: Simulator, path: Path) -> dict[str, Any]:
-    """The report of a session whose system prompt a middleware changes before the third prompt (so the
-    third request falls back to the whole Turn)."""
-    store = open_store(str(path))
-    system = ["be terse"]
-
-    def changing_system(next_handler: Any) -> Any:
-        async def handler(turn: Turn) -> Turn:
-            return await system_prompt(system[0])(next_handler)(turn)
-
-        return handler
-
-    async with sim.engine("openai-responses") as engine:
-        session = gp.Session(engine, store=store, session_id="s1", middlewares=[changing_system], record_events=True)
-        await session.run("Hello")
-        await session.run("Again")
-        system[0] = "be verbose"
-        await session.run("Third")
-    report = session_report(await store.load_session("s1"), await store.load_events("s1"), session_id="s1")
-    store.close()
-    return report
-
-
-def model_calls(sim: Simulator) -> list[dict[str, Any]]:
-    return [r.body for r in sim.requests if r.method == "POST" and r.path.endswith("/responses")]
-
-
-def input_bytes(body: dict[str, Any]) -> int:
-    return len(json.dumps(body["input"], ensure_ascii=False, separators=(",", ":")).encode())
 
 
 async def test_a_session_with_a_middleware_edit_and_a_fallback(geppetto_sim: Simulator, tmp_path: Path) -> None:
