@@ -1,30 +1,31 @@
-"""Anchor selection time on Turns of 10 to 100,000 blocks, fingerprint checks included (issue 9).
+"""Anchor-check cost per chained request: the incremental proof against a full pass (issues 9 and 20).
 
-Each Turn is a long tool loop tagged exactly as the engine tags it (``tag_blocks``: response id, block
+Turns are long tool loops tagged exactly as the engine tags them (``tag_blocks``: response id, block
 count and the prefix fingerprint at the end of every response): system, user, then (tool_call from a
-response, tool_use from the tool loop) pairs, each tool_use a 200-byte result. Timed, best of several
-runs:
+response, tool_use from the tool loop) pairs, each tool_use a 200-byte result.
 
-- ``select``: what a chained request does before it is sent: one pass that checks every response's
-  span and fingerprint (``scan_anchors``), picks the latest valid anchor and takes the blocks after it.
-  Blocks remember their wire form from the previous scan, as in a running session, where only the
-  blocks new since the last request are hashed from scratch;
-- ``cold select``: the same on a fresh clone, whose blocks remember nothing (a Turn just loaded);
-- ``edited``: the same after middleware edited the user message at the head of the Turn, so every
-  fingerprint check fails and there is no anchor (the worst case: nothing short-circuits).
+Part 1, by Turn size (100 to 100,000 blocks), best of several runs:
 
-- ``baseline``: the least any check of the Turn's content must do, one pass hashing each block's
-  (remembered) wire form and nothing else; it shows how much of the per-block growth is Python's
-  (memory and cache effects on larger heaps), not the algorithm's.
+- ``incremental``: what a chained request does now (``scan_anchors(..., incremental=True)``): one
+  response and its tool result are appended to a Turn whose first blocks an earlier request proved,
+  and only those new blocks are read; the time is the scan after the append;
+- ``full``: one pass over the whole Turn checking every response's span and fingerprint, each block's
+  wire form remembered (what every chained request did before: the "before" figure);
+- ``cold``: the full pass on a fresh clone that remembers nothing (a Turn just loaded);
+- ``edited``: the incremental scan after middleware edited the user message at the head, so the proof
+  no longer holds and the whole Turn is read, every fingerprint check fails, and no anchor is found.
 
-Per-block time at every size shows the growth: constant per block means linear. Run:
-`.venv/bin/python bench/anchors.py`. Prints a Markdown table and a last `SUMMARY:` line; exits non-zero
-only on an error (a wrong anchor), never on a missed target.
+Part 2, a 10,000-step session: every step appends a response and its tool result and runs the anchor
+check as the request before it would. The incremental check runs at every step (timed); the full pass
+is timed at every 500th step and its cumulative cost is the sum over all steps of the cost interpolated
+between those samples (running it at all 10,000 steps takes minutes).
+
+Run: `.venv/bin/python bench/anchors.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
+non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -35,8 +36,10 @@ from geppetto.providers.openai_responses import blocks_after_response
 from geppetto.providers.openai_responses._anchors import _absorb, scan_anchors, tag_blocks
 from geppetto.turns import Block, Turn
 
-SIZES = (10, 100, 1_000, 10_000, 100_000)
-TARGET_MS_100 = 1.0
+SIZES = (100, 1_000, 10_000, 100_000)
+SESSION_STEPS = 10_000
+SAMPLE_EVERY = 500
+TARGET_GROWTH = 1.2
 
 
 def build(n: int) -> tuple[Turn, str]:
@@ -47,108 +50,160 @@ def build(n: int) -> tuple[Turn, str]:
     hasher = scan_anchors(turn).hasher  # a running digest of the prefix, as the engine keeps it
     step = 0
     while len(turn.blocks) < n:
-        start = len(turn.blocks)
-        turn.append(Block.tool_call(f"call_{step}", "lookup", {"q": step}, item_id=f"fc_{step}"))
-        tag_blocks(turn, start, f"resp_{step}", prefix=hasher)
-        _absorb(hasher, turn.blocks[start], True)
-        turn.append(Block.tool_use(f"call_{step}", f"result {step:06d} " * 14))
+        step = respond(turn, step, hasher)
+        _absorb(hasher, turn.blocks[-2], True)
         _absorb(hasher, turn.blocks[-1], True)
-        step += 1
     return turn, f"resp_{step - 1}"
 
 
-def select(turn: Turn) -> tuple[str | None, int]:
-    """Anchor selection as a chained request runs it: one checked pass, then the delta after the anchor."""
-    anchor = scan_anchors(turn).best()
+def respond(turn: Turn, step: int, hasher: object = None) -> int:
+    """Append one response (a tool call, tagged) and its tool result; returns the next step number.
+    ``hasher`` is the running digest of the Turn before it (the last scan's, as the engine passes it)."""
+    start = len(turn.blocks)
+    turn.append(Block.tool_call(f"call_{step}", "lookup", {"q": step}, item_id=f"fc_{step}"))
+    tag_blocks(turn, start, f"resp_{step}", prefix=hasher)
+    turn.append(Block.tool_use(f"call_{step}", f"result {step:06d} " * 14))
+    return step + 1
+
+
+def select(turn: Turn, *, incremental: bool) -> tuple[str | None, int]:
+    """Anchor selection as a chained request runs it, then the delta after the anchor."""
+    anchor = scan_anchors(turn, incremental=incremental).best()
     return anchor, len(blocks_after_response(turn, anchor)) if anchor else len(turn.blocks)
 
 
-def baseline(turn: Turn) -> str:
-    """One pass hashing the wire form of every block: the floor under any content check."""
-    h = hashlib.sha256()
-    for block in turn.blocks:
-        _absorb(h, block, True)
-    return h.hexdigest()
-
-
-def best_of(fn: Callable[[Turn], object], repeat: int, turn: Turn, *, cold: bool = False) -> float:
-    """The best time of ``fn(turn)`` over ``repeat`` runs; ``cold`` runs it on a fresh clone each time
-    (untimed), whose blocks remember no wire form, as in a Turn just loaded."""
+def best_of(fn: Callable[[], object], repeat: int, before: Callable[[], object] | None = None) -> float:
+    """The best time of ``fn()`` over ``repeat`` runs, ``before()`` run untimed ahead of each."""
     best = float("inf")
     for _ in range(repeat):
-        arg = turn.clone() if cold else turn
+        if before is not None:
+            before()
         start = time.perf_counter()
-        fn(arg)
+        fn()
         best = min(best, time.perf_counter() - start)
     return best
 
 
-def main() -> int:
-    rows = []
-    per_block: dict[int, float] = {}
-    floor_per_block: dict[int, float] = {}
-    select_ms: dict[int, float] = {}
+def by_size() -> tuple[list[list[str]], dict[int, float], dict[int, float]] | None:
+    rows, incremental_ms, full_ms = [], {}, {}
     for n in SIZES:
         turn, expected = build(n)
-        blocks = len(turn.blocks)
-        anchor, delta = select(turn)
-        if anchor != expected or delta != 1:
-            print(f"ERROR: {blocks} blocks: anchor {anchor} with {delta} delta blocks, expected {expected}")
-            return 1
-        repeat = max(5, 20_000 // blocks)
-        seconds = best_of(select, repeat, turn)
-        cold_s = best_of(select, max(3, repeat // 4), turn, cold=True)
+        if select(turn, incremental=True) != (expected, 1):  # the first request proves the Turn
+            print(f"ERROR: {n} blocks: wrong anchor")
+            return None
+        held = [int(expected.split("_")[1]) + 1, scan_anchors(turn, incremental=True).hasher]
+
+        def grow(turn: Turn = turn, held: list[object] = held) -> None:
+            held[0] = respond(turn, held[0], held[1])  # type: ignore[arg-type]
+
+        def check(turn: Turn = turn, held: list[object] = held) -> None:
+            scan = scan_anchors(turn, incremental=True)  # as the engine runs it: its digest goes on to tag_blocks
+            held[1] = scan.hasher
+            blocks_after_response(turn, scan.best() or "")
+
+        inc = best_of(check, 30, grow)
+        scan = scan_anchors(turn, incremental=True)
+        if scan.rescanned or scan.best() != f"resp_{held[0] - 1}":  # type: ignore[operator]
+            print(f"ERROR: {n} blocks: the incremental check read the whole Turn or found the wrong anchor")
+            return None
+        repeat = max(3, 20_000 // n)
+        full = best_of(lambda turn=turn: select(turn, incremental=False), repeat)
+        cold = best_of(
+            lambda turn=turn: select(Turn(blocks=[b.copy() for b in turn.blocks]), incremental=False),
+            max(2, repeat // 4),
+        )
         edited = turn.clone()
-        edited.blocks[1] = Block.user("start, edited")
-        if select(edited)[0] is not None:
-            print(f"ERROR: {blocks} blocks: an edit before every anchor was not caught")
-            return 1
-        edited_s = best_of(select, repeat, edited)
-        floor = best_of(baseline, repeat, turn)
-        per_block[blocks] = seconds / blocks
-        floor_per_block[blocks] = floor / blocks
-        select_ms[blocks] = seconds * 1000
+
+        def edit(edited: Turn = edited) -> None:
+            edited.blocks[1].payload["text"] = f"start, edited {time.perf_counter()}"
+
+        edited_s = best_of(lambda edited=edited: select(edited, incremental=True), max(2, repeat // 2), edit)
+        if select(edited, incremental=True)[0] is not None:
+            print(f"ERROR: {n} blocks: an edit before every anchor was not caught")
+            return None
+        incremental_ms[n], full_ms[n] = inc * 1000, full * 1000
         rows.append(
             [
-                f"{blocks:,}",
-                f"{blocks // 2 - 1:,}",
-                f"{seconds * 1000:.3f}",
-                f"{seconds / blocks * 1e6:.2f}",
-                f"{cold_s * 1000:.3f}",
+                f"{n:,}",
+                f"{inc * 1e6:.1f}",
+                f"{full * 1000:.3f}",
+                f"{full / inc:,.0f}x",
+                f"{cold * 1000:.3f}",
                 f"{edited_s * 1000:.3f}",
-                f"{edited_s / blocks * 1e6:.2f}",
-                f"{floor / blocks * 1e6:.2f}",
             ]
         )
+    return rows, incremental_ms, full_ms
+
+
+def session() -> tuple[float, float, dict[int, tuple[float, float]]] | None:
+    """A 10,000-step session: cumulative seconds (incremental, full) and per-step figures at a few steps."""
+    turn = Turn()
+    turn.append(Block.system("You are a helpful assistant."))
+    turn.append(Block.user("start"))
+    hasher = scan_anchors(turn, incremental=True).hasher
+    per_step: list[float] = []
+    samples: dict[int, float] = {}
+    step = 0
+    for i in range(1, SESSION_STEPS + 1):
+        step = respond(turn, step, hasher)
+        start = time.perf_counter()
+        scan = scan_anchors(turn, incremental=True)
+        anchor = scan.best()
+        per_step.append(time.perf_counter() - start)
+        hasher = scan.hasher
+        if anchor != f"resp_{step - 1}":
+            print(f"ERROR: step {i}: anchor {anchor}")
+            return None
+        if i in (1, 100, 1_000) or i % SAMPLE_EVERY == 0:
+            samples[i] = best_of(lambda: scan_anchors(turn).best(), 2)
+    points = sorted(samples)
+    full_total = 0.0
+    for i in range(1, SESSION_STEPS + 1):
+        hi = next(p for p in points if p >= i)
+        lo = max((p for p in points if p <= i), default=hi)
+        share = 0.0 if hi == lo else (i - lo) / (hi - lo)
+        full_total += samples[lo] + (samples[hi] - samples[lo]) * share
+    window = {}
+    for at in (100, 1_000, 10_000):
+        chunk = sorted(per_step[max(0, at - 100) : at])
+        window[at] = (chunk[len(chunk) // 2] * 1e6, samples[at])
+    return sum(per_step), full_total, window
+
+
+def main() -> int:
+    sized = by_size()
+    if sized is None:
+        return 1
+    rows, incremental_ms, full_ms = sized
     print(
         table(
-            [
-                "blocks",
-                "responses",
-                "select ms",
-                "select us/block",
-                "cold select ms",
-                "edited ms (no anchor)",
-                "edited us/block",
-                "baseline us/block",
-            ],
+            ["blocks", "incremental us", "full ms (before)", "full / incremental", "cold full ms", "edited ms"],
             rows,
         )
     )
-    ms_100 = select_ms[100]
-    growth = per_block[100_000] / per_block[100]
-    growth_1k = per_block[100_000] / per_block[1_000]
-    floor_growth = floor_per_block[100_000] / floor_per_block[100]
-    verdict = "met" if ms_100 <= TARGET_MS_100 else f"missed by {ms_100 / TARGET_MS_100 - 1:.0%}"
+    result = session()
+    if result is None:
+        return 1
+    inc_total, full_total, window = result
     print()
     print(
-        f"Target <= {TARGET_MS_100} ms for 100 blocks: {verdict} ({ms_100:.3f} ms). Per-block time at 100,000 "
-        f"blocks / at 100 = {growth:.2f}, / at 1,000 = {growth_1k:.2f} (1.00 = linear); the hashing baseline "
-        f"grows {floor_growth:.2f}x over the same range."
+        table(
+            ["session step", "blocks", "incremental us (median of 100 steps)", "full ms (before)"],
+            [[f"{at:,}", f"{2 + 2 * at:,}", f"{inc:.1f}", f"{full * 1000:.3f}"] for at, (inc, full) in window.items()],
+        )
+    )
+    growth = incremental_ms[100_000] / incremental_ms[100]
+    full_growth = full_ms[100_000] / full_ms[100]
+    verdict = "met" if growth <= TARGET_GROWTH else f"missed ({growth:.2f})"
+    print()
+    print(
+        f"10,000-step session: anchor checks {inc_total:.3f} s cumulative incremental, {full_total:.1f} s with a "
+        f"full pass per request (estimated from every {SAMPLE_EVERY}th step), {full_total / inc_total:,.0f}x."
     )
     print(
-        f"SUMMARY: 100 blocks {ms_100:.3f} ms (target <= 1 ms, {verdict}); per-block cost 100k/100 = {growth:.2f}, "
-        f"100k/1k = {growth_1k:.2f} (1.00 = linear; hashing baseline 100k/100 = {floor_growth:.2f})"
+        f"SUMMARY: per-request anchor check 100 -> 100k blocks grows {growth:.2f}x incremental (target <= "
+        f"{TARGET_GROWTH}, {verdict}) vs {full_growth:,.0f}x for a full pass; 10,000-step session {inc_total:.2f} s "
+        f"vs {full_total:.1f} s"
     )
     return 0
 

@@ -103,7 +103,7 @@ class ScriptedEngine:
         return len(self._steps)
 
     async def run_inference(self, turn: Turn) -> Turn:
-        self.turns.append(turn.clone())
+        self.turns.append(turn.clone(keep_proof=False))
         if not self._steps:
             raise UsageError(
                 f"ScriptedEngine has no step left for call {len(self.turns)}; queue more with push() or in the constructor"

@@ -294,10 +294,10 @@ class Session:
             return
         try:
             if events is None:
-                await self.store.save_snapshot(self.session_id, out.clone())
+                await self.store.save_snapshot(self.session_id, out.clone(keep_proof=False))
             else:
                 assert isinstance(self.store, EventLogStore)
-                await self.store.save_snapshot(self.session_id, out.clone(), events=events)
+                await self.store.save_snapshot(self.session_id, out.clone(keep_proof=False), events=events)
         except StoreError as exc:
             raise StoreError(
                 f"{exc} (the inference completed and its output is session.latest; save it again once the "

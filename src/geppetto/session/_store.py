@@ -79,7 +79,7 @@ class MemoryTurnStore:
         self._events: dict[str, list[RecordedEvent]] = {}
 
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
-        self._sessions.setdefault(session_id, []).append(turn.clone())
+        self._sessions.setdefault(session_id, []).append(turn.clone(keep_proof=False))
         if events:
             await self.save_events(session_id, TURN_META_INFERENCE_ID.get(turn.metadata) or "", events)
 
@@ -90,7 +90,7 @@ class MemoryTurnStore:
         return [e for e in self._events.get(session_id, []) if inference_id in (None, e.inference_id)]
 
     async def load_session(self, session_id: str) -> list[Turn]:
-        return [t.clone() for t in self._sessions.get(session_id, [])]
+        return [t.clone(keep_proof=False) for t in self._sessions.get(session_id, [])]
 
     async def list_sessions(self) -> list[str]:
         return list(self._sessions)

@@ -80,6 +80,10 @@ def copy_json(value: Any) -> Any:
         return [copy_json(v) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if isinstance(value, dict):  # a watched payload's dicts and lists copy as plain ones
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
     return copy.deepcopy(value)
 
 
@@ -94,6 +98,7 @@ class KeyFamily(enum.Enum):
 class _FamilyMap(dict[str, Any]):
     """A plain dict of JSON values that knows which key family it holds."""
 
+    __slots__ = ()
     family: ClassVar[KeyFamily]
 
     def __repr__(self) -> str:
@@ -103,17 +108,23 @@ class _FamilyMap(dict[str, Any]):
 class TurnMetadata(_FamilyMap):
     """Turn-level metadata: correlation ids, usage, provider facts."""
 
+    __slots__ = ()
+
     family = KeyFamily.TURN_METADATA
 
 
 class TurnData(_FamilyMap):
     """Turn-level data: configuration that travels with the turn (tool config, conversation state)."""
 
+    __slots__ = ()
+
     family = KeyFamily.TURN_DATA
 
 
 class BlockMetadata(_FamilyMap):
     """Block-level metadata: provenance stamps (inference id, response id, middleware)."""
+
+    __slots__ = ("_seal",)  # set once the block is sealed (see _watch)
 
     family = KeyFamily.BLOCK_METADATA
 
@@ -164,13 +175,13 @@ def _json_problem(value: Any, path: str) -> str | None:
         except UnicodeEncodeError:
             return f"{path} holds a lone surrogate character, which no UTF-8 file can hold"
         return None
-    if type(value) is list:
+    if isinstance(value, list):
         for i, item in enumerate(value):
             p = _json_problem(item, f"{path}[{i}]")
             if p:
                 return p
         return None
-    if type(value) is dict:
+    if isinstance(value, dict):
         for k, item in value.items():
             if isinstance(k, Unreadable):
                 return f"{path} has a key that {k.problem}"

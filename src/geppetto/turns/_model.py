@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._keys import BlockMetadata, TurnData, TurnMetadata, copy_json
+from ._watch import BlockList, Seal, Watch, watch_metadata, watched
 
 __all__ = [
     "PAYLOAD_ARGS",
@@ -33,6 +34,8 @@ __all__ = [
     "Turn",
     "copy_json",
     "new_id",
+    "seal_block",
+    "seal_of",
 ]
 
 PAYLOAD_TEXT = "text"
@@ -80,7 +83,7 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-@dataclass(eq=True)
+@dataclass(eq=False)
 class Block:
     """One element of a conversation.
 
@@ -161,6 +164,20 @@ class Block:
                 payload[key] = value
         return cls(BlockKind.REASONING, payload)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Block):
+            return NotImplemented
+        return (
+            self.kind == other.kind
+            and self.role == other.role
+            and self.id == other.id
+            and self.turn_id == other.turn_id
+            and self.payload == other.payload
+            and self.metadata == other.metadata
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
     # -- helpers ------------------------------------------------------------------------------
     @property
     def text(self) -> str:
@@ -195,7 +212,11 @@ class Turn:
             self.metadata = TurnMetadata(self.metadata)
         if type(self.data) is not TurnData:
             self.data = TurnData(self.data)
-        self.blocks = list(self.blocks)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "blocks":
+            value = BlockList(value)  # the Turn's own list, which remembers edits (see _watch)
+        object.__setattr__(self, name, value)
 
     def append(self, block: Block) -> Block:
         """Append ``block``, giving it this turn's id if it has no ``turn_id`` yet. Returns the block."""
@@ -215,15 +236,102 @@ class Turn:
         self.blocks.insert(index, block)
         return block
 
-    def clone(self) -> Turn:
-        """A copy whose blocks, payloads and maps can be edited without touching this turn."""
-        return Turn(
-            blocks=[b.copy() for b in self.blocks],
+    def clone(self, *, keep_proof: bool = True) -> Turn:
+        """A copy whose blocks, payloads and maps can be edited without touching this turn.
+
+        What a reader proved about this turn's first blocks (the Responses engine's anchor check) holds
+        for the copy too: those blocks are copied sealed, and the proof comes along (see ``_watch``), so
+        the next request on the copy reads only its new blocks. ``keep_proof=False`` makes plain copies
+        (a snapshot to store, which is never sent again as it is).
+        """
+        turn = Turn(
             id=self.id,
             metadata=TurnMetadata(copy_json(dict(self.metadata))),
             data=TurnData(copy_json(dict(self.data))),
         )
+        blocks = self.blocks
+        watch = blocks.watch if isinstance(blocks, BlockList) else None
+        state = watch.state if watch is not None else None
+        copied = turn.blocks
+        if (
+            not keep_proof
+            or watch is None
+            or watch.dirty
+            or blocks.low < watch.k
+            or watch.k > len(blocks)
+            or not hasattr(state, "copy")
+        ):  # type: ignore[attr-defined]
+            copied.extend(b.copy() for b in blocks)
+            return turn
+        k = watch.k
+        new = copied.watch = Watch(state.copy(), k)  # type: ignore[attr-defined,union-attr]
+        copied.extend(_sealed_copy(b, new) for b in blocks[:k])
+        copied.extend(b.copy() for b in blocks[k:])
+        return turn
 
     def find(self, kind: BlockKind) -> list[Block]:
         """The blocks of one kind, in order."""
         return [b for b in self.blocks if b.kind is kind]
+
+
+class _SealedBlock(Block):
+    """A block a reader sealed (its class switched in place): a change of kind, role, payload or
+    metadata is reported to its :class:`~geppetto.turns._watch.Seal`."""
+
+    __hash__ = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        seal = seal_of(self)
+        if seal is not None and name in _SEALED_FIELDS:
+            if name == "payload":
+                value = watched(value, seal)
+            elif name == "metadata":
+                value = watch_metadata(value if type(value) is BlockMetadata else BlockMetadata(value), seal)
+            elif name == "kind":
+                value = BlockKind(value)
+            if value is not self.__dict__.get(name):
+                seal.touch()
+        object.__setattr__(self, name, value)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # copies and pickles are plain blocks
+        return (Block, (self.kind, self.payload, self.role, self.id, self.turn_id, dict(self.metadata)))
+
+
+_SealedBlock.__qualname__ = _SealedBlock.__name__ = "Block"
+_SEALED_FIELDS = frozenset({"kind", "role", "payload", "metadata"})
+
+
+def seal_of(block: Block) -> Seal | None:
+    """The seal of a sealed block (its payload holds it), else None."""
+    if type(block) is not _SealedBlock:
+        return None
+    seal: Seal | None = getattr(block.__dict__.get("payload"), "_seal", None)
+    return seal
+
+
+def seal_block(block: Block, watch: Watch, *, payload: Any = None) -> Seal:
+    """Seal ``block`` for ``watch`` (once; a block already sealed is held by one more watch): its payload
+    becomes watched copies of its dicts and lists, its metadata a watched map, its class one that
+    reports changes. ``payload`` is what to copy as the payload instead of the block's own. Returns its
+    seal."""
+    seal = seal_of(block)
+    if seal is not None:
+        seal.hold(watch)
+        return seal
+    seal = Seal(watch)
+    d = block.__dict__
+    d["payload"] = watched(block.payload if payload is None else payload, seal)
+    d["metadata"] = watch_metadata(block.metadata, seal)
+    block.__class__ = _SealedBlock
+    return seal
+
+
+def _sealed_copy(block: Block, watch: Watch) -> Block:
+    """A sealed copy of ``block`` for ``watch`` (its payload copied once, straight into watched
+    containers), remembering the same wire form."""
+    copy = Block(block.kind, {}, block.role, block.id, block.turn_id, BlockMetadata(copy_json(dict(block.metadata))))
+    seal = seal_block(copy, watch, payload=block.payload)
+    old = seal_of(block)
+    if old is not None:
+        seal.key, seal.wire = old.key, old.wire
+    return copy

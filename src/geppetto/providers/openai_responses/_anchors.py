@@ -12,6 +12,7 @@ once into one running sha256, and a digest is taken only where a response's run 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
@@ -24,8 +25,9 @@ from geppetto.turns import (
     Block,
     Turn,
     block_meta_key,
-    copy_json,
 )
+from geppetto.turns._model import seal_block, seal_of
+from geppetto.turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
 from ._items import RESPONSE_BLOCKS, block_identity
 from ._state import ConversationState, get_state
@@ -62,6 +64,7 @@ REASON_TEXT = {
 _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _RID, _FP = str(BLOCK_META_RESPONSE_ID), str(BLOCK_META_PREFIX_FINGERPRINT)
 _COUNT, _REFUSED = str(RESPONSE_BLOCKS), str(ANCHOR_REFUSED)
+watch_metadata_keys(_RID, _FP, _COUNT, _REFUSED)  # what a sealed block's proof depends on besides its wire form
 
 
 def chain_seed(state: ConversationState | None, mode: str | None = None) -> str:
@@ -81,60 +84,25 @@ def seal(seed: str, digest: str) -> str:
     return hashlib.sha256(f"{seed}\n{digest}".encode()).hexdigest() if seed else digest
 
 
-_MEMO = "_geppetto_wire"
-"""Where a block remembers its wire form (in its instance ``__dict__``, outside its fields)."""
-
-
 def _wire(block: Block, include_system: bool) -> bytes | None:
     """The canonical wire form of ``block`` as it goes into fingerprints, None when it is never sent.
 
-    It is a function of the block's kind, role and payload alone, and a scan hashes every block of the
-    Turn on every request, so the block keeps the bytes with a snapshot of what they were made from and
-    they are reused while :func:`_same` finds the block unchanged: edits in place, new payload values,
-    another role or kind all make them again.
-    """
-    memo = block.__dict__.get(_MEMO)
-    if (
-        memo is not None
-        and memo[0] is include_system
-        and memo[1] is block.kind
-        and memo[2] == block.role
-        and _same(memo[3], block.payload)
-    ):
-        wire: bytes | None = memo[4]
+    A sealed block remembers it (in its seal, until a change of the block forgets it); any other block
+    makes it again."""
+    held = seal_of(block)
+    if held is not None and not held.loose:
+        if held.key is include_system:
+            wire: bytes | None = held.wire
+            return wire
+        held.wire = wire = _fresh_wire(block, include_system)
+        held.key = include_system
         return wire
+    return _fresh_wire(block, include_system)
+
+
+def _fresh_wire(block: Block, include_system: bool) -> bytes | None:
     identity = block_identity(block, include_system=include_system)
-    wire = None if identity is None else (_CANON(identity) + "\n").encode()
-    block.__dict__[_MEMO] = (include_system, block.kind, block.role, copy_json(block.payload), wire)
-    return wire
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON text: same types (``1``, ``1.0`` and ``True`` differ), same dict key order. The
-    snapshot shares its strings with the payload (``copy_json`` copies containers only), so most values
-    are the very same object."""
-    kind = type(a)
-    if kind is not type(b):
-        return False
-    if kind is dict:
-        if len(a) != len(b):
-            return False
-        other = iter(b.items())
-        for ka, va in a.items():
-            kb, vb = next(other)
-            if ka != kb or (va is not vb and not _same(va, vb)):
-                return False
-        return True
-    if kind is list:
-        if len(a) != len(b):
-            return False
-        other = iter(b)
-        for va in a:
-            vb = next(other)
-            if va is not vb and not _same(va, vb):
-                return False
-        return True
-    return bool(a == b)
+    return None if identity is None else (_CANON(identity) + "\n").encode()
 
 
 def _absorb(h: Any, block: Block, include_system: bool) -> None:
@@ -156,7 +124,7 @@ def prefix_fingerprint(blocks: Iterable[Block], *, include_system: bool = True, 
     return seal(seed, prefix_hasher(blocks, include_system=include_system).hexdigest())
 
 
-@dataclass
+@dataclass(slots=True)
 class _Span:
     first: int
     last: int
@@ -180,29 +148,53 @@ class _Span:
 
 
 @dataclass
+class _Proof:
+    """What a scan found about blocks ``[0, k)`` of one Turn (``k`` is its watch's), kept for the next
+    scan: the running digest after them, every response's span, the latest valid anchor and the latest
+    response, and the blocks that cannot be watched (``loose``: index and wire form)."""
+
+    seed: str
+    include_system: bool
+    hasher: Any = field(default_factory=hashlib.sha256)
+    spans: dict[str, _Span] = field(default_factory=dict)
+    best: str | None = None
+    latest: str | None = None
+    loose: list[tuple[int, bytes | None]] = field(default_factory=list)
+
+    def copy(self) -> _Proof:
+        """The proof for a copy of the Turn (``Turn.clone``)."""
+        spans = {rid: dataclasses.replace(span) for rid, span in self.spans.items()}
+        return _Proof(
+            self.seed, self.include_system, self.hasher.copy(), spans, self.best, self.latest, list(self.loose)
+        )
+
+
+@dataclass
 class AnchorScan:
-    """What one pass found: per response id its span and checks; ``hasher`` covers the whole Turn."""
+    """What one pass found: per response id its span and checks; ``hasher`` covers the whole Turn.
+
+    ``rescanned`` is True when the pass read the whole Turn, False when an earlier proof of its first
+    blocks held and only the blocks after them were read (``hashed`` counts the blocks read)."""
 
     spans: dict[str, _Span]
     hasher: Any = field(default=None, repr=False)
+    best_id: str | None = None
+    latest_id: str | None = None
+    rescanned: bool = True
+    hashed: int = 0
 
     def valid(self, response_id: str) -> bool:
         span = self.spans.get(response_id)
         return span is not None and span.problem() is None
 
     def best(self) -> str | None:
-        best_id, best_last = None, -1
-        for rid, span in self.spans.items():
-            if span.last > best_last and span.problem() is None:
-                best_id, best_last = rid, span.last
-        return best_id
+        return self.best_id
 
     def reason_code(self) -> str:
         """Why the latest response is not an anchor: a code from ``REASON_TEXT`` ("" with no responses)."""
-        if not self.spans:
+        if self.latest_id is None:
             return ""
-        latest = max(self.spans.values(), key=lambda s: s.last)
-        return latest.problem() or ""
+        return self.spans[self.latest_id].problem() or ""
 
     def reason(self) -> str:
         """Why there is no anchor, naming each response, for logs."""
@@ -216,17 +208,68 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def scan_anchors(turn: Turn, *, include_system: bool = True, seed: str | None = None) -> AnchorScan:
-    """One O(n) pass: spans, completeness and fingerprint of every response. ``seed`` defaults to the
-    one the Turn's ``ConversationState`` implies (``chain_seed``)."""
+def scan_anchors(
+    turn: Turn, *, include_system: bool = True, seed: str | None = None, incremental: bool = False
+) -> AnchorScan:
+    """Spans, completeness and fingerprint of every response. ``seed`` defaults to the one the Turn's
+    ``ConversationState`` implies (``chain_seed``).
+
+    One O(n) pass; with ``incremental`` (the engine's chained and conversation requests) the blocks
+    are sealed (``geppetto.turns._watch``) and what was proven is kept with the Turn, so the next scan
+    reads only the blocks after the proven ones, O(new blocks), unless a change touched the proven
+    blocks (an edit, insertion, removal or reorder before the end of the proof; a response id seen
+    again; another seed): then it reads the whole Turn again.
+    """
     if seed is None:
         seed = chain_seed(get_state(turn))
-    spans: dict[str, _Span] = {}
-    h = hashlib.sha256()
     blocks = turn.blocks
+    if not incremental or not isinstance(blocks, BlockList):
+        proof = _Proof(seed, include_system)
+        done = _advance(blocks, 0, proof, None)
+        return _result(proof, done, rescanned=True, hashed=len(blocks))
+    watch = blocks.watch
+    if watch is None:
+        watch = blocks.watch = Watch()
+    proof, start = watch.state, watch.k
     n = len(blocks)
-    for i, block in enumerate(blocks):
-        wire = _wire(block, include_system)
+    fresh = not (
+        isinstance(proof, _Proof)
+        and not watch.dirty
+        and start <= blocks.low
+        and start <= n
+        and proof.seed == seed
+        and proof.include_system is include_system
+        and all(_fresh_wire(blocks[i], include_system) == wire for i, wire in proof.loose)
+    )
+    watch.dirty = False
+    done = None if fresh else _advance(blocks, start, proof, watch)
+    if done is None:
+        proof, start = _Proof(seed, include_system), 0
+        done = _advance(blocks, 0, proof, watch)
+        assert done is not None
+    watch.state, watch.k, blocks.low = proof, n, NO_EDIT
+    return _result(proof, done, rescanned=start == 0, hashed=n - start)
+
+
+def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None) -> list[str] | None:
+    """Read ``blocks[start:]`` into ``proof`` (sealing them for ``watch``). Returns the ids of the spans
+    this pass made or changed; None when a block belongs to a response seen before ``start`` (the
+    proof cannot be extended: read the whole Turn)."""
+    spans, h, include_system = proof.spans, proof.hasher, proof.include_system
+    seed = proof.seed
+    touched: list[str] = []
+    n = len(blocks)
+    for i in range(start, n):
+        block = blocks[i]
+        if watch is not None:
+            sealed = seal_block(block, watch)
+            if sealed.loose:
+                wire = _fresh_wire(block, include_system)
+                proof.loose.append((i, wire))
+            else:
+                wire = _wire(block, include_system)
+        else:
+            wire = _wire(block, include_system)
         if wire is not None:
             h.update(wire)
         meta = block.metadata
@@ -236,6 +279,9 @@ def scan_anchors(turn: Turn, *, include_system: bool = True, seed: str | None = 
         span = spans.get(rid)
         if span is None:
             span = spans[rid] = _Span(i, i)
+            touched.append(rid)
+        elif span.first < start:
+            return None
         else:
             span.contiguous = span.contiguous and span.last == i - 1
             span.last = i
@@ -250,7 +296,17 @@ def scan_anchors(turn: Turn, *, include_system: bool = True, seed: str | None = 
             and isinstance(recorded, str)
             and recorded == seal(seed, h.copy().hexdigest())
         )
-    return AnchorScan(spans, h)
+    for rid in touched:
+        span = spans[rid]
+        if proof.latest is None or span.last > spans[proof.latest].last:
+            proof.latest = rid
+        if span.problem() is None and (proof.best is None or span.last > spans[proof.best].last):
+            proof.best = rid
+    return touched
+
+
+def _result(proof: _Proof, touched: list[str] | None, *, rescanned: bool, hashed: int) -> AnchorScan:
+    return AnchorScan(proof.spans, proof.hasher.copy(), proof.best, proof.latest, rescanned, hashed)
 
 
 def find_best_anchor(turn: Turn, *, include_system: bool = True) -> str | None:

@@ -77,7 +77,7 @@ def plan_full(turn: Turn, *, include_system: bool, fallback: str = "", detail: s
 
 def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics) -> AnchorScan:
     start = time.perf_counter()
-    scan = scan_anchors(turn, include_system=include_system, seed=seed)
+    scan = scan_anchors(turn, include_system=include_system, seed=seed, incremental=True)
     metrics.anchor_time(time.perf_counter() - start)
     return scan
 
