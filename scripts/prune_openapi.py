@@ -15,7 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOTS = ["CreateResponse", "CreateConversationBody", "UpdateConversationBody", "CreateChatCompletionRequest"]
+ROOTS = [
+    "CreateResponse",
+    "CreateConversationBody",
+    "UpdateConversationBody",
+    "CreateChatCompletionRequest",
+    "CompactResponseMethodPublicBody",
+]
 CONVERSATION_ITEMS_BODY = "CreateConversationItemsBody"
 _DROP = frozenset({"description", "example", "examples", "x-oaiMeta", "x-oaiTypeLabel", "x-stainless-const", "title"})
 PREFIX = "#/components/schemas/"

@@ -25,6 +25,8 @@ def schema_for(path: str) -> str | None:
     path = path.strip("/")
     if path == "responses":
         return "CreateResponse"
+    if path == "responses/compact":
+        return "CompactResponseMethodPublicBody"
     if path == "conversations":
         return "CreateConversationBody"
     if path.startswith("conversations/") and path.endswith("/items"):

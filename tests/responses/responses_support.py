@@ -17,7 +17,11 @@ WEATHER_TOOL = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 
-SCHEMAS = {"/v1/responses": "CreateResponse", "/v1/conversations": "CreateConversationBody"}
+SCHEMAS = {
+    "/v1/responses": "CreateResponse",
+    "/v1/responses/compact": "CompactResponseMethodPublicBody",
+    "/v1/conversations": "CreateConversationBody",
+}
 
 
 def assert_valid_requests(sim: Simulator) -> None:

@@ -1,5 +1,6 @@
 """Property: whatever middleware does between calls, the server's effective context equals the Turn's wire
-form after every call, and no request is rejected (chained and conversation modes, against the simulator).
+form after every call, and no request is rejected (chained and conversation modes, against the simulator);
+history compactions (OpenAI's /responses/compact and a model's summary) are among the edits.
 
 Scripted replies include multi-block outputs (reasoning + message, text + tool call, parallel tool calls),
 and middleware may drop a response's last block (with the result of a dropped tool call)."""
@@ -14,11 +15,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from responses_support import assert_valid_requests, engine, normalize, wire_before_last_response
 
+from geppetto.middleware.compaction import compact, summarize_with
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
+from geppetto.testing import ScriptedEngine
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
 
-ACTIONS = ("append", "insert", "remove", "reorder", "edit", "system", "drop_last")
+ACTIONS = ("append", "insert", "remove", "reorder", "edit", "system", "drop_last", "compact", "summarize")
 REPLIES = ("text", "tool", "reasoning_text", "text_and_tool", "parallel_tools")
 EDITABLE = (BlockKind.USER, BlockKind.LLM_TEXT, BlockKind.SYSTEM)
 RID = str(BLOCK_META_RESPONSE_ID)
@@ -99,6 +102,12 @@ async def _scenario(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]
         assert normalize(sim.context_items(rid)) == wire
         for call in pending_tool_calls(turn):
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
+        if action == "compact":  # OpenAI's /responses/compact: kept user messages and a compaction item
+            await compact(turn, eng.compact, keep_last=1 + pick % 3)
+        elif action == "summarize":  # a model's summary as one user block
+            await compact(
+                turn, summarize_with(ScriptedEngine([Block.llm_text(f"summary {step}")])), keep_last=1 + pick % 3
+            )
         _apply(turn, action, pick, step)
     assert_valid_requests(sim)
 

@@ -226,6 +226,7 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
 
     routes = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
+        r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),
         r("/v1/responses/{response_id}", "openai", _openai.get_response, ["GET"]),
         r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),

@@ -1,4 +1,4 @@
-"""OpenAI Responses API: create (stream and not), retrieve, delete, input items (§1, §2)."""
+"""OpenAI Responses API: create (stream and not), retrieve, delete, input items, compact (§1, §2)."""
 
 from __future__ import annotations
 
@@ -267,3 +267,35 @@ async def list_input_items(call: Call) -> ASGIApp:
     with call.state.lock:
         stored = _stored_or_404(call.state, call.request.path_params["response_id"])
         return JSONResponse(paginate(call, copy.deepcopy(stored.input)))
+
+
+async def compact_response(call: Call) -> ASGIApp:
+    """POST /v1/responses/compact: the context (``input``, after ``previous_response_id`` when given)
+    compacted into the spec's ``response.compaction`` object: the user messages as they were, then one
+    ``compaction`` item whose ``encrypted_content`` holds the rest (sealed: the simulator reads it back
+    when a later request replays the item, and the scripted model sees it as a summary message)."""
+    body = call.obj()
+    validate("CompactResponseMethodPublicBody", body)
+    state = call.state
+    prev, _, _ = _selectors(call, body)
+    with state.lock:
+        context = (chain_items(state, prev) if prev else []) + normalize_input(state, body.get("input"))
+        check_context(state, context)
+    kept = [copy.deepcopy(i) for i in context if i.get("type") == "message" and i.get("role") == "user"]
+    folded = [i for i in context if not (i.get("type") == "message" and i.get("role") == "user")]
+    summary = " ".join(f"{m.role}: {m.text}" for m in to_msgs(folded) if m.text)
+    item_id = new_id("cmp_")
+    blob = state.seal("openai", item_id, f"Summary of {len(folded)} earlier items. {summary}"[:4000])
+    output = [*kept, {"type": "compaction", "id": item_id, "encrypted_content": blob}]
+    with state.lock:
+        state.items[item_id] = output[-1]
+    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+    return JSONResponse(
+        {
+            "id": new_id("resp_"),
+            "object": "response.compaction",
+            "output": output,
+            "created_at": state.now(),
+            "usage": usage(input_tokens(context, instructions), output),
+        }
+    )

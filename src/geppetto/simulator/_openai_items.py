@@ -62,6 +62,9 @@ def normalize_item(state: SimState, raw: Any, index: int) -> dict[str, Any]:
             )
     elif kind == "reasoning":
         _check_reasoning(state, item, where)
+    elif kind == "compaction":
+        _check_compaction(state, item, where)
+        return item
     item.setdefault("status", "completed")
     if not item.get("id"):
         item["id"] = new_id(_ID_PREFIX.get(kind, "item_"))
@@ -80,6 +83,23 @@ def _check_reasoning(state: SimState, item: dict[str, Any], where: str) -> None:
     payload = state.unseal("openai", str(blob))
     if payload is None or payload.get("id") != item_id:
         raise _bad(f"The encrypted content for item {item_id} could not be verified.", code="invalid_encrypted_content")
+
+
+def _check_compaction(state: SimState, item: dict[str, Any], where: str) -> None:
+    blob = item.get("encrypted_content")
+    if not isinstance(blob, str) or not blob:
+        raise _bad(
+            f"Missing required parameter: '{where}.encrypted_content'.",
+            f"{where}.encrypted_content",
+            code="missing_required_parameter",
+        )
+    payload = state.unseal("openai", blob)
+    if payload is None:
+        raise _bad(
+            "The encrypted content of the compaction item could not be verified.", code="invalid_encrypted_content"
+        )
+    item.setdefault("id", payload.get("id"))
+    item["summary"] = payload.get("t", "")  # what the scripted model reads; never sent back
 
 
 def normalize_input(state: SimState, value: Any) -> list[dict[str, Any]]:
@@ -164,6 +184,8 @@ def to_msgs(items: list[dict[str, Any]], instructions: str | None = None) -> lis
         elif kind == "function_call_output":
             out = item.get("output")
             msgs.append(Msg("result", out if isinstance(out, str) else _text_of(out), call_id=str(item.get("call_id"))))
+        elif kind == "compaction":
+            msgs.append(Msg("user", str(item.get("summary") or "")))
     return msgs
 
 

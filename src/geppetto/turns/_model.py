@@ -249,22 +249,13 @@ class Turn:
             metadata=TurnMetadata(copy_json(dict(self.metadata))),
             data=TurnData(copy_json(dict(self.data))),
         )
-        blocks = self.blocks
-        watch = blocks.watch if isinstance(blocks, BlockList) else None
-        state = watch.state if watch is not None else None
-        copied = turn.blocks
-        if (
-            not keep_proof
-            or watch is None
-            or watch.dirty
-            or blocks.low < watch.k
-            or watch.k > len(blocks)
-            or not hasattr(state, "copy")
-        ):  # type: ignore[attr-defined]
+        blocks, copied = self.blocks, turn.blocks
+        watch = _holding_watch(blocks) if keep_proof else None
+        if watch is None or not isinstance(copied, BlockList):
             copied.extend(b.copy() for b in blocks)
             return turn
         k = watch.k
-        new = copied.watch = Watch(state.copy(), k)  # type: ignore[attr-defined,union-attr]
+        new = copied.watch = Watch(watch.state.copy(), k)
         copied.extend(_sealed_copy(b, new) for b in blocks[:k])
         copied.extend(b.copy() for b in blocks[k:])
         return turn
@@ -272,6 +263,16 @@ class Turn:
     def find(self, kind: BlockKind) -> list[Block]:
         """The blocks of one kind, in order."""
         return [b for b in self.blocks if b.kind is kind]
+
+
+def _holding_watch(blocks: list[Block]) -> Watch | None:
+    """The watch on ``blocks`` whose proof still holds (nothing it proved changed), else None."""
+    if not isinstance(blocks, BlockList):
+        return None
+    watch = blocks.watch
+    if watch is None or watch.dirty or blocks.low < watch.k or watch.k > len(blocks):
+        return None
+    return watch if hasattr(watch.state, "copy") else None
 
 
 class _SealedBlock(Block):

@@ -31,17 +31,19 @@ from geppetto.turns import (
     TURN_META_PROVIDER,
     TURN_META_STOP_REASON,
     TURN_META_USAGE,
+    Block,
     BlockKind,
     Turn,
 )
 
 from ._anchors import tag_blocks
+from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_chained, plan_conversation, plan_full
 from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
-from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
+from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 
 __all__ = ["ResponsesEngine"]
@@ -145,6 +147,29 @@ class ResponsesEngine(TransportOwner):
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
         return Api(self._transport, self._headers)
+
+    async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
+        """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
+        the API keeps, and its opaque ``compaction`` item as an ``other`` block that this engine replays
+        as it came). A compactor for :func:`geppetto.middleware.compaction.compaction`; other engines
+        cannot read the ``compaction`` item, so use it on Responses sessions only."""
+        body = {"model": self.model, "input": blocks_to_items(blocks, include_system=not self.instructions_mode)}
+        result = await self._api().post("/responses/compact", body)
+        output = result.get("output") if isinstance(result, dict) else None
+        if not isinstance(output, list):
+            raise ProviderError(
+                "POST /responses/compact answered without an output list; nothing was compacted",
+                provider=self.provider,
+            )
+        out: list[Block] = []
+        for item in output:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "message" and item.get("role") == "user":
+                out.append(Block.user(message_text(item)))
+            elif (block := item_to_block(item)) is not None:
+                out.append(block)
+        return out
 
     # -- request body -----------------------------------------------------------------------------
     def is_reasoning_model(self) -> bool:

@@ -57,6 +57,7 @@ REPLAYABLE_ITEM_TYPES = frozenset(
         "image_generation_call",
         "mcp_call",
         "mcp_list_tools",
+        "compaction",
     }
 )
 """Unmodelled output items the server completes itself; they are replayed as they came."""

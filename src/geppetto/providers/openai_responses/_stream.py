@@ -37,7 +37,7 @@ _ALIASES = {"response.reasoning.delta": "response.reasoning_text.delta"}
 _TERMINAL = ("response.completed", "response.incomplete")
 
 
-def _message_text(item: dict[str, Any]) -> str:
+def message_text(item: dict[str, Any]) -> str:
     parts = []
     for part in item.get("content") or []:
         if isinstance(part, dict):
@@ -62,7 +62,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
             summary=summary,
         )
     if kind == "message":
-        return Block.llm_text(_message_text(item), item_id=item.get("id"))
+        return Block.llm_text(message_text(item), item_id=item.get("id"))
     if kind == "function_call":
         if item.get("status") == "incomplete":
             return None
