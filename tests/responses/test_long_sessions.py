@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from responses_support import assert_valid_requests, engine, normalize, wire_before_last_response
+from responses_support import assert_valid_requests, engine, normalize, settle, wire_before_last_response
 
 import geppetto as gp
 from geppetto.engine import Handler
@@ -19,7 +19,7 @@ from geppetto.providers.openai_responses import ResponsesEngine, _plan
 from geppetto.providers.openai_responses._anchors import AnchorScan
 from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
-from geppetto.turns import PAYLOAD_ID, Block, BlockKind, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
 
 
 @gp.tool
@@ -204,3 +204,71 @@ async def test_tokens_trigger_compaction_and_tool_pairs_survive() -> None:
     transcript = answers.turns[0].blocks[1].text
     assert "assistant called f(" in transcript and json.dumps({"q": "y" * 400}) in transcript
     assert PAYLOAD_ID not in out.blocks[0].payload
+
+
+async def test_validation_reads_each_link_once_and_a_drifted_server_makes_the_next_request_whole(
+    geppetto_sim: Simulator,
+) -> None:
+    sim = geppetto_sim
+    metrics = ResponsesMetrics()
+    eng = engine(sim, mode="chained", metrics=metrics, validate_every=1)
+    turn = Turn()
+    turn.append(Block.system("be brief"))
+    reads = []
+    for i in range(4):
+        turn.append(Block.user(f"q{i}"))
+        sim.queue(Reply(text=f"a{i}"))
+        turn = await eng.run_inference(turn)
+        reads.append(sum(1 for r in sim.requests if r.method == "GET"))
+    assert metrics.counters["validation:match"] == 4 and metrics.counters["validation:mismatch"] == 0
+    # each validation reads only the link the request added: the response and its input items
+    assert [b - a for a, b in zip([0, *reads], reads, strict=False)] == [2, 2, 2, 2]
+
+    last = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
+    settle(sim, last)
+    sim.state.responses[last].output[0]["content"][0]["text"] = "something else"  # the server's copy drifted
+    result = await eng.validate(turn)
+    assert result.matches is False and "differs from the Turn" in result.detail and "something else" in result.detail
+    assert metrics.counters["validation:mismatch"] == 1
+    turn.append(Block.user("q4"))
+    sim.queue(Reply(text="a4"))
+    sent = len(sim.requests)
+    turn = await eng.run_inference(turn)
+    post = [r for r in sim.requests[sent:] if r.path == "/v1/responses"]
+    assert len(post) == 1 and "previous_response_id" not in post[0].body  # a new chain, accepted
+    assert metrics.counters["fallback:not_anchorable"] == 1
+    assert_valid_requests(sim)
+
+
+async def test_validation_in_conversation_mode(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    metrics = ResponsesMetrics()
+    eng = engine(sim, mode="conversation", metrics=metrics)
+    turn = Turn()
+    turn.append(Block.user("q0"))
+    for i in range(3):
+        sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": f"c{i}"})]), Reply(text=f"a{i}"))
+        turn = await eng.run_inference(turn)
+        turn.append(Block.tool_use(turn.blocks[-1].payload[PAYLOAD_ID], f"r{i}"))
+        turn = await eng.run_inference(turn)
+        turn.append(Block.user(f"q{i + 1}"))
+    assert (await eng.validate(turn)).matches is True
+    conversation = next(iter(sim.state.conversations.values()))
+    del conversation.items[1]  # the server lost an item
+    result = await eng.validate(turn)
+    assert result.matches is False and metrics.counters["validation:mismatch"] == 1
+    sim.queue(Reply(text="fine"))
+    before = len(sim.state.conversations)
+    turn = await eng.run_inference(turn)
+    assert len(sim.state.conversations) == before + 1  # the Turn went into a new conversation
+    rid, wire = wire_before_last_response(turn)
+    assert normalize(sim.context_items(rid)) == wire
+
+
+async def test_nothing_to_validate_without_server_state(geppetto_sim: Simulator) -> None:
+    eng = engine(geppetto_sim, mode="stateless")
+    turn = Turn()
+    turn.append(Block.user("hi"))
+    assert (await eng.validate(turn)).matches is None
+    with pytest.raises(gp.ConfigurationError, match="validate_every"):
+        engine(geppetto_sim, validate_every=0)

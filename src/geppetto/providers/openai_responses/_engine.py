@@ -45,6 +45,7 @@ from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
 from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
 from ._tools import EngineTools, check_reasoning, check_tool_choice
+from ._validate import ValidatedLinks, Validation, validate_server_context
 
 __all__ = ["ResponsesEngine"]
 
@@ -69,7 +70,9 @@ class ResponsesEngine(TransportOwner):
     tools it offers are added. ``tool_choice``: ``"auto"``, ``"none"``, ``"required"``, a tool name or
     a Responses ``tool_choice`` dict; None takes the turn's ``ToolConfig`` choice. ``reasoning_effort``
     is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
-    :data:`~geppetto.providers.openai_responses.metrics`.
+    :data:`~geppetto.providers.openai_responses.metrics`. ``validate_every=N`` compares the server's
+    stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
+    chain's new links or the conversation's items).
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -105,7 +108,10 @@ class ResponsesEngine(TransportOwner):
         retry: RetryPolicy | None = None,
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
+        validate_every: int | None = None,
     ) -> None:
+        if validate_every is not None and validate_every < 1:
+            raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
         if mode is not None and mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if not store and mode in ("chained", "conversation"):
@@ -138,6 +144,9 @@ class ResponsesEngine(TransportOwner):
         self._output: tuple[Turn, StructuredOutputConfig | None] | None = None
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
+        self.validate_every = validate_every
+        self._since_validation = 0
+        self._validated = ValidatedLinks()
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -284,7 +293,33 @@ class ResponsesEngine(TransportOwner):
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
         self._record(turn, start, plan, streams[-1], mode)
+        if self.validate_every and mode != "stateless":
+            self._since_validation += 1
+            if self._since_validation >= self.validate_every:
+                self._since_validation = 0
+                try:
+                    await self.validate(turn, reread=False)
+                except (ProviderError, httpx.HTTPError) as exc:  # the answer stands; the next check tries again
+                    log.warning("responses: validation with the server failed: %s", exc)
+                    self.metrics.validation("error")
         return turn
+
+    async def validate(self, turn: Turn, *, reread: bool = True) -> Validation:
+        """Read the context the server holds at the Turn's anchor and compare it with the Turn (see
+        ``_validate``); on a mismatch the next request sends the whole Turn. ``validate_every=N`` runs
+        it after every N chained or conversation requests with ``reread=False``: links of a chain that
+        an earlier check matched are not read again. Called on demand it reads the whole chain."""
+        state = get_state(turn)
+        return await validate_server_context(
+            self._api(),
+            turn,
+            state,
+            self._mode_for(state),
+            include_system=not self.instructions_mode,
+            metrics=self.metrics,
+            links=self._validated,
+            reread=reread,
+        )
 
     def _record(self, turn: Turn, start: int, plan: Plan, stream: StreamState, mode: str) -> None:
         response = stream.response

@@ -9,11 +9,13 @@
 - ``delta_items``: input items of requests that sent only what the server has not seen;
   ``full_items``: input items of requests that sent the whole Turn (first requests, fallbacks,
   stateless mode, the seed of a new conversation included);
-- ``anchor_seconds``: time spent selecting the anchor.
+- ``anchor_seconds``: time spent selecting the anchor;
+- ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``).
 
 When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
 ``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
-``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``.
+``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``,
+``geppetto_responses_validations_total{result}``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
         "Whole-Turn resends in chained/conversation mode",
         "counter",
         "reason",
+    ),
+    "validations": (
+        "geppetto_responses_validations",
+        "Comparisons of the server's stored context with the Turn, by result",
+        "counter",
+        "result",
     ),
     "delta": ("geppetto_responses_delta_items", "Input items of delta requests", "histogram", ""),
     "full": ("geppetto_responses_full_items", "Input items of whole-Turn requests", "histogram", ""),
@@ -148,6 +156,13 @@ class ResponsesMetrics:
             self.counters[f"fallback:{code}"] += 1
         for exporter in self._exporters:
             exporter.count("fallbacks", {"reason": code})
+
+    def validation(self, result: str) -> None:
+        """Count one validation with the server: ``match``, ``mismatch`` or ``error``."""
+        with self._lock:
+            self.counters[f"validation:{result}"] += 1
+        for exporter in self._exporters:
+            exporter.count("validations", {"result": result})
 
     def anchor_time(self, seconds: float) -> None:
         """Record how long anchor selection took."""

@@ -1,0 +1,181 @@
+"""Validation with the server (opt-in): read the context the server holds and compare it with the Turn.
+
+Chained: the anchor's chain is walked back (``GET /responses/{id}`` for each response's output and
+``previous_response_id``, ``GET /responses/{id}/input_items?order=asc`` for its own input; provider-apis
+§2.7 leaves open whether a chained response lists only its own input, and the simulator does), up to
+a response an earlier validation already matched (periodic checks: each link is read once), the
+Turn's ``base``, or the chain's start. Conversation: ``GET /conversations/{id}/items?order=asc``. Both sides are compared
+in what the model reads (role and text of messages, call ids, names and parsed arguments, outputs,
+reasoning and other items by id), up to the end of the anchor's blocks.
+
+A mismatch is logged, counted (``validation:mismatch``) and the blocks of every response in the Turn
+are marked ``openai.not_anchorable@v1``, so the next request sends the whole Turn and a new chain (or
+conversation) starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
+
+from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
+from ._items import blocks_to_items
+from ._metrics import ResponsesMetrics
+from ._send import Api
+from ._state import ConversationState
+
+__all__ = ["Validation", "validate_server_context", "visible"]
+
+log = logging.getLogger("geppetto.providers.openai_responses")
+
+_RID = str(BLOCK_META_RESPONSE_ID)
+_PAGE = 100
+MISMATCH = "the server's stored context differs from the Turn (validation)"
+
+
+@dataclass
+class Validation:
+    """What a validation found: ``matches`` is None when there was nothing to compare (stateless, or no
+    anchor: the next request sends the whole Turn anyway); ``requests`` counts the reads it made."""
+
+    response_id: str | None
+    matches: bool | None
+    detail: str = ""
+    requests: int = 0
+    server: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
+    turn: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text") or p.get("refusal") or "") for p in content or [] if isinstance(p, dict))
+
+
+def _args(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return raw
+
+
+def visible(item: dict[str, Any]) -> tuple[Any, ...]:
+    """An input or stored item reduced to what the model reads (server ids, statuses and content shapes
+    dropped; reasoning, references and items geppetto does not model count by id)."""
+    kind = item.get("type") or ("message" if "role" in item else "item_reference")
+    if kind == "message":
+        return ("message", item.get("role"), _text(item.get("content")))
+    if kind == "function_call":
+        return ("function_call", item.get("call_id"), item.get("name"), _args(item.get("arguments")))
+    if kind == "function_call_output":
+        return ("function_call_output", item.get("call_id"), _text(item.get("output")))
+    if kind in ("reasoning", "item_reference"):
+        return ("reasoning", item.get("id"))
+    return (kind, item.get("id"))
+
+
+async def _list(api: Api, path: str) -> tuple[list[dict[str, Any]], int]:
+    items: list[dict[str, Any]] = []
+    after: str | None = None
+    reads = 0
+    while True:
+        params: dict[str, Any] = {"order": "asc", "limit": _PAGE}
+        if after:
+            params["after"] = after
+        page = await api.get(path, params)
+        reads += 1
+        data = page.get("data") if isinstance(page, dict) else None
+        items.extend(i for i in data or [] if isinstance(i, dict))
+        if not (isinstance(page, dict) and page.get("has_more") and page.get("last_id")):
+            return items, reads
+        after = str(page["last_id"])
+
+
+class ValidatedLinks:
+    """Responses an earlier validation matched, with the number of context items up to their end
+    (bounded: the oldest are forgotten)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._links: OrderedDict[str, int] = OrderedDict()
+        self._size = size
+
+    def get(self, response_id: str) -> int | None:
+        return self._links.get(response_id)
+
+    def add(self, response_id: str, count: int) -> None:
+        self._links[response_id] = count
+        self._links.move_to_end(response_id)
+        while len(self._links) > self._size:
+            self._links.popitem(last=False)
+
+
+async def validate_server_context(
+    api: Api,
+    turn: Turn,
+    state: ConversationState | None,
+    mode: str,
+    *,
+    include_system: bool,
+    metrics: ResponsesMetrics,
+    links: ValidatedLinks,
+    reread: bool = True,
+) -> Validation:
+    """Compare the server's context at the Turn's anchor with the Turn (see the module text)."""
+    if mode == "stateless":
+        return Validation(None, None, "stateless: the server holds no context")
+    scan = scan_anchors(turn, include_system=include_system, seed=chain_seed(state, mode), incremental=True)
+    anchor = scan.best() if mode == "chained" else (state.previous_response_id if state else None)
+    if not anchor or not scan.valid(anchor):
+        return Validation(None, None, "no anchor: the next request sends the whole Turn")
+    end = scan.spans[anchor].last
+    mine = [visible(i) for i in blocks_to_items(turn.blocks[: end + 1], include_system=include_system)]
+    base = state.base if state else None
+    reads = 0
+    if mode == "conversation":
+        cid = state.conversation_id if state else None
+        stored, reads = await _list(api, f"/conversations/{cid}/items")
+        theirs = [visible(i) for i in stored]
+        if base:  # the conversation holds context from before the Turn: compare the Turn's part
+            theirs = theirs[len(theirs) - len(mine) :] if len(theirs) >= len(mine) else theirs
+    else:
+        links_walked: list[list[dict[str, Any]]] = []
+        known = 0
+        rid: str | None = anchor
+        while rid and rid != base:
+            count = None if reread else links.get(rid)
+            if count is not None:
+                known = count
+                break
+            response = await api.get(f"/responses/{rid}")
+            own, n = await _list(api, f"/responses/{rid}/input_items")
+            reads += 1 + n
+            links_walked.append(own + [o for o in response.get("output") or [] if isinstance(o, dict)])
+            prev = response.get("previous_response_id")
+            rid = str(prev) if prev else None
+        theirs = [visible(i) for link in reversed(links_walked) for i in link]
+        mine = mine[known:]
+    result = Validation(anchor, theirs == mine, requests=reads, server=theirs, turn=mine)
+    if result.matches:
+        if mode == "chained":
+            links.add(anchor, known + len(mine))
+        metrics.validation("match")
+        return result
+    diverge = next(
+        (i for i, (a, b) in enumerate(zip(theirs, mine, strict=False)) if a != b), min(len(theirs), len(mine))
+    )
+    result.detail = (
+        f"{MISMATCH}: at item {diverge} the server holds "
+        f"{theirs[diverge] if diverge < len(theirs) else 'nothing'} and the Turn "
+        f"{mine[diverge] if diverge < len(mine) else 'nothing'}; the next request sends the whole Turn"
+    )
+    log.warning("responses: %s (response %s)", result.detail, anchor)
+    metrics.validation("mismatch")
+    for block in turn.blocks:  # no response of this chain is trusted again: the next request starts a new one
+        if block.metadata.get(_RID):
+            ANCHOR_REFUSED.set(block.metadata, MISMATCH)
+    return result
