@@ -21,20 +21,25 @@ is timed at every 500th step and its cumulative cost is the sum over all steps o
 between those samples (running it at all 10,000 steps takes minutes).
 
 Run: `.venv/bin/python bench/anchors.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
-non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target.
+non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target. With
+``--memory`` it prints only the bytes per block that what the scans keep adds to a 10,002-block session
+(it also runs on older checkouts, through ``PYTHONPATH``, to compare).
 """
 
 from __future__ import annotations
 
+import gc
+import inspect
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 
 from _common import table
 
 from geppetto.providers.openai_responses import blocks_after_response
 from geppetto.providers.openai_responses._anchors import _absorb, scan_anchors, tag_blocks
-from geppetto.turns import Block, Turn
+from geppetto.turns import Block, Turn, copy_json
 
 SIZES = (100, 1_000, 10_000, 100_000)
 SESSION_STEPS = 10_000
@@ -170,7 +175,41 @@ def session() -> tuple[float, float, dict[int, tuple[float, float]]] | None:
     return sum(per_step), full_total, window
 
 
+def memory(steps: int = 5_000) -> float:
+    """Bytes per block that what the scans keep adds to a session's Turn: a Turn built and scanned request
+    by request, against a plain copy of the same blocks. Runs on older checkouts too (``PYTHONPATH``),
+    whose scan has no ``incremental`` switch."""
+    incremental = "incremental" in inspect.signature(scan_anchors).parameters
+
+    def scan(turn: Turn) -> object:
+        return scan_anchors(turn, incremental=True) if incremental else scan_anchors(turn)
+
+    gc.collect()
+    tracemalloc.start()
+    turn = Turn()
+    turn.append(Block.system("You are a helpful assistant."))
+    turn.append(Block.user("start"))
+    hasher = scan(turn).hasher  # type: ignore[attr-defined]
+    step = 0
+    for _ in range(steps):
+        step = respond(turn, step, hasher)
+        hasher = scan(turn).hasher  # type: ignore[attr-defined]
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    gc.collect()
+    tracemalloc.start()
+    plain = [Block(b.kind, copy_json(b.payload), b.role, b.id, b.turn_id, dict(b.metadata)) for b in turn.blocks]
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del plain
+    return (kept - base) / len(turn.blocks)
+
+
 def main() -> int:
+    if "--memory" in sys.argv:
+        print(f"SUMMARY: what the anchor scans keep: {memory():.0f} bytes per block (10,002-block session)")
+        return 0
     sized = by_size()
     if sized is None:
         return 1
