@@ -250,8 +250,8 @@ class Turn:
             data=TurnData(copy_json(dict(self.data))),
         )
         blocks, copied = self.blocks, turn.blocks
-        watch = _holding_watch(blocks) if keep_proof else None
-        if watch is None or not isinstance(copied, BlockList):
+        watch = blocks.held() if keep_proof and isinstance(blocks, BlockList) else None
+        if watch is None or not hasattr(watch.state, "copy") or not isinstance(copied, BlockList):
             copied.extend(b.copy() for b in blocks)
             return turn
         k = watch.k
@@ -263,16 +263,6 @@ class Turn:
     def find(self, kind: BlockKind) -> list[Block]:
         """The blocks of one kind, in order."""
         return [b for b in self.blocks if b.kind is kind]
-
-
-def _holding_watch(blocks: list[Block]) -> Watch | None:
-    """The watch on ``blocks`` whose proof still holds (nothing it proved changed), else None."""
-    if not isinstance(blocks, BlockList):
-        return None
-    watch = blocks.watch
-    if watch is None or watch.dirty or blocks.low < watch.k or watch.k > len(blocks):
-        return None
-    return watch if hasattr(watch.state, "copy") else None
 
 
 class _SealedBlock(Block):

@@ -139,7 +139,27 @@ def _touch(container: Any) -> Seal | None:
     return seal
 
 
-class WatchedDict(dict[str, Any]):
+class _WritesThroughSetitem(dict[str, Any]):
+    """``setdefault``, ``update`` and ``|=`` of a watched map, each write going through its
+    ``__setitem__`` (the C methods of ``dict`` would bypass it)."""
+
+    __slots__ = ()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
+        self.update(other)
+        return self
+
+
+class WatchedDict(_WritesThroughSetitem):
     """A dict in a sealed block's payload: every change is reported to the block's seal."""
 
     __slots__ = ("_seal",)
@@ -154,19 +174,6 @@ class WatchedDict(dict[str, Any]):
     def __delitem__(self, key: str) -> None:
         dict.__delitem__(self, key)
         _touch(self)
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other: Any) -> WatchedDict:  # type: ignore[override,misc]
-        self.update(other)
-        return self
 
     def pop(self, key: str, *default: Any) -> Any:
         had = key in self
@@ -252,7 +259,7 @@ class WatchedList(list[Any]):
         return (list, (list(self),))
 
 
-class WatchedMetadata(BlockMetadata):
+class WatchedMetadata(_WritesThroughSetitem, BlockMetadata):
     """A sealed block's metadata (the same map, its class switched): a change of a registered key is
     reported to the block's seal."""
 
@@ -284,19 +291,6 @@ class WatchedMetadata(BlockMetadata):
         _touch(self)
         return dict.popitem(self)
 
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other: Any) -> WatchedMetadata:  # type: ignore[override,misc]
-        self.update(other)
-        return self
-
     def clear(self) -> None:
         if any(k in _WATCHED_KEYS for k in self):
             _touch(self)
@@ -322,6 +316,14 @@ class BlockList(list[Any]):
         list.__init__(self, blocks)
         self.low = NO_EDIT
         self.watch: Watch | None = None
+
+    def held(self) -> Watch | None:
+        """The watch whose proof of the first ``k`` blocks still holds (no change marked it dirty, no list
+        change reached below ``k``), else None."""
+        watch = self.watch
+        if watch is None or watch.dirty or self.low < watch.k or watch.k > len(self):
+            return None
+        return watch
 
     def _at(self, index: Any) -> None:
         n = len(self)

@@ -225,51 +225,38 @@ def scan_anchors(
     blocks = turn.blocks
     if not incremental or not isinstance(blocks, BlockList):
         proof = _Proof(seed, include_system)
-        done = _advance(blocks, 0, proof, None)
-        return _result(proof, done, rescanned=True, hashed=len(blocks))
-    watch = blocks.watch
-    if watch is None:
-        watch = blocks.watch = Watch()
-    proof, start = watch.state, watch.k
-    n = len(blocks)
-    fresh = not (
-        isinstance(proof, _Proof)
-        and not watch.dirty
-        and start <= blocks.low
-        and start <= n
+        _advance(blocks, 0, proof, None)
+        return _result(proof, rescanned=True, hashed=len(blocks))
+    held = blocks.held()
+    watch = blocks.watch = blocks.watch or Watch()
+    proof, start, n = watch.state, watch.k, len(blocks)
+    watch.dirty = False
+    if not (
+        held is not None
+        and isinstance(proof, _Proof)
         and proof.seed == seed
         and proof.include_system is include_system
         and all(_fresh_wire(blocks[i], include_system) == wire for i, wire in proof.loose)
-    )
-    watch.dirty = False
-    done = None if fresh else _advance(blocks, start, proof, watch)
-    if done is None:
+        and _advance(blocks, start, proof, watch)
+    ):
         proof, start = _Proof(seed, include_system), 0
-        done = _advance(blocks, 0, proof, watch)
-        assert done is not None
+        _advance(blocks, 0, proof, watch)
     watch.state, watch.k, blocks.low = proof, n, NO_EDIT
-    return _result(proof, done, rescanned=start == 0, hashed=n - start)
+    return _result(proof, rescanned=start == 0, hashed=n - start)
 
 
-def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None) -> list[str] | None:
-    """Read ``blocks[start:]`` into ``proof`` (sealing them for ``watch``). Returns the ids of the spans
-    this pass made or changed; None when a block belongs to a response seen before ``start`` (the
-    proof cannot be extended: read the whole Turn)."""
-    spans, h, include_system = proof.spans, proof.hasher, proof.include_system
-    seed = proof.seed
+def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None) -> bool:
+    """Read ``blocks[start:]`` into ``proof`` (sealing them for ``watch``). False when a block belongs to
+    a response seen before ``start``: the proof cannot be extended, read the whole Turn."""
+    spans, h, include_system, seed = proof.spans, proof.hasher, proof.include_system, proof.seed
     touched: list[str] = []
     n = len(blocks)
     for i in range(start, n):
         block = blocks[i]
-        if watch is not None:
-            sealed = seal_block(block, watch)
-            if sealed.loose:
-                wire = _fresh_wire(block, include_system)
-                proof.loose.append((i, wire))
-            else:
-                wire = _wire(block, include_system)
-        else:
-            wire = _wire(block, include_system)
+        loose = watch is not None and seal_block(block, watch).loose
+        wire = _wire(block, include_system)
+        if loose:
+            proof.loose.append((i, wire))  # re-checked on every scan
         if wire is not None:
             h.update(wire)
         meta = block.metadata
@@ -281,7 +268,7 @@ def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None
             span = spans[rid] = _Span(i, i)
             touched.append(rid)
         elif span.first < start:
-            return None
+            return False
         else:
             span.contiguous = span.contiguous and span.last == i - 1
             span.last = i
@@ -302,10 +289,10 @@ def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None
             proof.latest = rid
         if span.problem() is None and (proof.best is None or span.last > spans[proof.best].last):
             proof.best = rid
-    return touched
+    return True
 
 
-def _result(proof: _Proof, touched: list[str] | None, *, rescanned: bool, hashed: int) -> AnchorScan:
+def _result(proof: _Proof, *, rescanned: bool, hashed: int) -> AnchorScan:
     return AnchorScan(proof.spans, proof.hasher.copy(), proof.best, proof.latest, rescanned, hashed)
 
 
