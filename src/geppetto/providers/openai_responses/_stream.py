@@ -37,12 +37,15 @@ _ALIASES = {"response.reasoning.delta": "response.reasoning_text.delta"}
 _TERMINAL = ("response.completed", "response.incomplete")
 
 
+def content_text(content: Any) -> str:
+    """The text of an item's ``content`` (or an output's): a string as it is, else its parts' text or refusal."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text") or p.get("refusal") or "") for p in content or [] if isinstance(p, dict))
+
+
 def message_text(item: dict[str, Any]) -> str:
-    parts = []
-    for part in item.get("content") or []:
-        if isinstance(part, dict):
-            parts.append(str(part.get("text") or part.get("refusal") or ""))
-    return "".join(parts)
+    return content_text(item.get("content"))
 
 
 def item_to_block(item: dict[str, Any]) -> Block | None:

@@ -15,12 +15,12 @@ conversation) starts.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from geppetto._json import parse_json
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 
 from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
@@ -28,6 +28,7 @@ from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._send import Api
 from ._state import ConversationState
+from ._stream import content_text
 
 __all__ = ["Validation", "validate_server_context", "visible"]
 
@@ -51,15 +52,9 @@ class Validation:
     turn: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(str(p.get("text") or p.get("refusal") or "") for p in content or [] if isinstance(p, dict))
-
-
 def _args(raw: Any) -> Any:
     try:
-        return json.loads(raw) if isinstance(raw, str) else raw
+        return parse_json(raw) if isinstance(raw, str) else raw
     except ValueError:
         return raw
 
@@ -69,11 +64,11 @@ def visible(item: dict[str, Any]) -> tuple[Any, ...]:
     dropped; reasoning, references and items geppetto does not model count by id)."""
     kind = item.get("type") or ("message" if "role" in item else "item_reference")
     if kind == "message":
-        return ("message", item.get("role"), _text(item.get("content")))
+        return ("message", item.get("role"), content_text(item.get("content")))
     if kind == "function_call":
         return ("function_call", item.get("call_id"), item.get("name"), _args(item.get("arguments")))
     if kind == "function_call_output":
-        return ("function_call_output", item.get("call_id"), _text(item.get("output")))
+        return ("function_call_output", item.get("call_id"), content_text(item.get("output")))
     if kind in ("reasoning", "item_reference"):
         return ("reasoning", item.get("id"))
     return (kind, item.get("id"))
