@@ -73,14 +73,12 @@ def with_sinks(*sinks: EventSink) -> Iterator[None]:
 def publish(event: Event) -> None:
     """Hand ``event`` to every sink in context, then to the global ones. A sink that raises is logged and
     skipped."""
-    sinks = _SINKS.get()
-    if _GLOBAL:
-        sinks = (*sinks, *_GLOBAL)
-    for sink in sinks:
-        try:
-            sink(event)
-        except Exception:
-            log.exception("event sink %r failed on a %s event; the inference goes on", sink, event.type)
+    for sinks in (_SINKS.get(), _GLOBAL):
+        for sink in sinks:
+            try:
+                sink(event)
+            except Exception:
+                log.exception("event sink %r failed on a %s event; the inference goes on", sink, event.type)
 
 
 Subscriber = Callable[[Event], Awaitable[None]]

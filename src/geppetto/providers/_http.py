@@ -548,15 +548,14 @@ class HttpTransport:
             all_headers.setdefault("content-type", "application/json")
         if stream:
             all_headers.setdefault("accept", "text/event-stream")
+        url = self.url(path)
         for hook in REQUEST_HOOKS:
-            hook(self.url(path), all_headers, len(content) if content is not None else 0)
+            hook(url, all_headers, len(content) if content is not None else 0)
         attempt = 0
         while True:
             broken: httpx.TransportError | None = None
             async with self._slot():
-                request = client.build_request(
-                    method, self.url(path), content=content, params=params, headers=all_headers
-                )
+                request = client.build_request(method, url, content=content, params=params, headers=all_headers)
                 try:
                     response = await client.send(request, stream=stream)
                 except httpx.TransportError as exc:
