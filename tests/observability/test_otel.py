@@ -196,6 +196,38 @@ async def test_uninstrument_stops_the_spans(geppetto_sim: Simulator) -> None:
     assert o.finished() == []
 
 
+async def test_instrumenting_again_counts_on_in_the_same_meter(geppetto_sim: Simulator) -> None:
+    # A meter keeps the first callback of an observable counter: the second instrumentation must feed it.
+    o = Otel()
+    async with geppetto_sim.engine("openai-responses", retry=FAST) as engine:
+        await Session(engine).run("Hello")
+        o.inst.uninstrument()
+        await Session(engine).run("Not counted")
+        again = instrument(o.tracer_provider, o.meter_provider)
+        try:
+            await Session(engine).run("Hello again")
+        finally:
+            again.uninstrument()
+    (requests,) = o.points("geppetto.responses.requests")
+    assert requests.value == 2
+    (tokens, *_) = o.points("gen_ai.client.token.usage")
+    assert tokens.count == 2
+
+
+async def test_events_of_a_subclass_go_where_their_base_goes(otel: Otel) -> None:
+    from geppetto.events import EventMetadata, EventToolCallStarted, EventToolResult, publish
+
+    class Started(EventToolCallStarted):
+        pass
+
+    meta = EventMetadata(inference_id="inf-1")
+    publish(Started(meta, call_id="c1", name="lookup"))
+    publish(EventToolResult(meta, call_id="c1", name="lookup", result="ok"))
+    (span,) = otel.finished()
+    assert span.name == "execute_tool lookup" and span.end_time >= span.start_time
+    assert span.attributes["gen_ai.tool.type"] == "function"  # started by the subclass event, not made at the end
+
+
 class _Receiver(http.server.BaseHTTPRequestHandler):
     bodies: ClassVar[list[bytes]] = []
 

@@ -13,15 +13,20 @@ has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
+import threading
 import time
-from collections.abc import Iterator, Mapping
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
+from opentelemetry.metrics import Observation
 from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -56,10 +61,6 @@ _RESPONSES_EXTRA = {
 }
 
 
-def _key(meta: Any) -> tuple[str, str]:
-    return (meta.inference_id or meta.turn_id, meta.provider)
-
-
 class Instrumentation:
     """The installed instrumentation; :meth:`uninstrument` removes it."""
 
@@ -82,12 +83,17 @@ class Instrumentation:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
         )
-        self._calls: dict[tuple[str, str], tuple[Any, Any, float]] = {}  # open chat spans, context tokens, start
+        self._calls: dict[tuple[str, str], _Call] = {}  # open provider calls by (inference, provider)
         self._tools: dict[str, Any] = {}  # open tool spans by call id
+        # Attribute dicts that repeat from call to call, made once (the SDK copies what it keeps).
+        self._call_attributes: dict[tuple[str, str], dict[str, Any]] = {}
+        self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._server_attributes: dict[str, dict[str, Any]] = {}
+        self._handlers: dict[type, Any] = {}
         from ..providers.openai_responses._metrics import metrics as responses_metrics
 
         self._responses_metrics = responses_metrics
-        self._exporter = responses_metrics.add_exporter(_OtelResponsesExporter(meter))
+        self._exporter = responses_metrics.add_exporter(_responses_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
         _session.RUN_HOOKS.append(self._run_span)
         _session.INCOMING_HOOKS.append(self._incoming)
@@ -105,8 +111,7 @@ class Instrumentation:
         self._responses_metrics.remove_exporter(self._exporter)
 
     # -- Session.run ------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _run_span(self, turn: Turn) -> Iterator[None]:
+    def _run_span(self, turn: Turn) -> _RunSpan:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": "geppetto",
@@ -116,15 +121,11 @@ class Instrumentation:
         }
         if self.capture_content:
             attributes["gen_ai.input.messages"] = _messages(turn)
-        with self.tracer.start_as_current_span(
-            "invoke_agent geppetto", kind=SpanKind.INTERNAL, attributes=attributes, end_on_exit=True
-        ) as span:
-            try:
-                yield
-            except BaseException as exc:
-                span.set_attribute("error.type", type(exc).__name__)
-                span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
-                raise
+        context = otel_context.get_current()
+        span = self.tracer.start_span(
+            "invoke_agent geppetto", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        return _RunSpan(span, trace.set_span_in_context(span, context))
 
     # -- requests to geppetto serve ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -142,89 +143,96 @@ class Instrumentation:
 
     # -- provider requests ------------------------------------------------------------------------
     def _on_request(self, url: str, headers: dict[str, str], size: int) -> None:
-        span = trace.get_current_span()
-        if span.is_recording():
-            parts = urlsplit(url)
-            attributes: dict[str, Any] = {"server.address": parts.hostname or "", "http.request.body.size": size}
-            if parts.port:
-                attributes["server.port"] = parts.port
-            span.set_attributes(attributes)
+        call = _CURRENT_CALL.get()
+        if call is not None:  # kept for the span's one set_attributes when the call ends
+            server = self._server_attributes.get(url)
+            if server is None:
+                server = self._server_attributes[url] = _server(url)
+            call.request = {**server, "http.request.body.size": size}
         if self.propagate:
             inject(headers)
 
     # -- events -----------------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
-        if isinstance(event, EventStart):
-            self._start_call(event)
-        elif isinstance(event, EventFinal):
-            self._end_call(event, None)
-        elif isinstance(event, EventError | EventInterrupt):
-            self._end_call(event, event)
-        elif isinstance(event, EventToolCallStarted):
-            self._tools[event.call_id] = self.tracer.start_span(
-                f"execute_tool {event.name}",
-                kind=SpanKind.INTERNAL,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": event.name,
-                    "gen_ai.tool.call.id": event.call_id,
-                    "gen_ai.tool.type": "function",
-                },
-            )
-        elif isinstance(event, EventToolResult):
-            self._end_tool(event)
+        handler = self._handlers.get(event.__class__, _UNSEEN)
+        if handler is _UNSEEN:
+            handler = self._handlers[event.__class__] = self._handler_for(event.__class__)
+        if handler is not None:
+            handler(event)
+
+    def _handler_for(self, cls: type) -> Any:
+        """The method an event class goes to (its nearest handled base), or None: text deltas and the
+        other events no span or metric reads."""
+        for base in cls.__mro__:
+            if base is EventStart:
+                return self._start_call
+            if base is EventFinal:
+                return self._end_call
+            if base is EventError or base is EventInterrupt:
+                return self._fail_call
+            if base is EventToolCallStarted:
+                return self._start_tool
+            if base is EventToolResult:
+                return self._end_tool
+        return None
+
+    def _attributes(self, meta: Any) -> dict[str, Any]:
+        """The attributes every span and metric point of a call shares (one dict per provider and model)."""
+        key = (meta.provider, meta.model)
+        found = self._call_attributes.get(key)
+        if found is None:
+            found = self._call_attributes[key] = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": PROVIDER_NAMES.get(meta.provider, meta.provider),
+                "gen_ai.request.model": meta.model,
+            }
+        return found
 
     def _start_call(self, event: EventStart) -> None:
         meta = event.metadata
-        provider = PROVIDER_NAMES.get(meta.provider, meta.provider)
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": meta.model,
-        }
-        span = self.tracer.start_span(f"chat {meta.model}", kind=SpanKind.CLIENT, attributes=attributes)
-        # Current while the request runs, so the transport's hook sees it (body size, traceparent).
-        token = otel_context.attach(trace.set_span_in_context(span))
-        old = self._calls.pop(_key(meta), None)
+        # The context passed in, here and below, saves the SDK reading the current one three times a span.
+        context = otel_context.get_current()
+        span = self.tracer.start_span(
+            f"chat {meta.model}", context=context, kind=SpanKind.CLIENT, attributes=self._attributes(meta)
+        )
+        call = _Call(span, time.monotonic())
+        # Current while the request runs, so the transport's hook, and spans other instrumentation makes
+        # for the request, see it (body size, traceparent).
+        call.token = otel_context.attach(trace.set_span_in_context(span, context))
+        call.mine = _CURRENT_CALL.set(call)
+        key = (meta.inference_id or meta.turn_id, meta.provider)
+        old = self._calls.get(key)
         if old is not None:  # a call that never finished (cancelled without an event): close it
-            old[0].end()
-        self._calls[_key(meta)] = (span, token, time.monotonic())
+            old.span.end()
+        self._calls[key] = call
 
-    def _end_call(self, event: Event, failure: Event | None) -> None:
+    def _close(self, event: Event) -> _Call | None:
         meta = event.metadata
-        found = self._calls.pop(_key(meta), None)
-        if found is None:
-            return
-        span, token, started = found
-        with contextlib.suppress(ValueError):  # detached in another context: nothing to restore
-            otel_context.detach(token)
-        provider = PROVIDER_NAMES.get(meta.provider, meta.provider)
-        common = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": meta.model,
-        }
-        if failure is None:
-            assert isinstance(event, EventFinal)
-            self._finish(span, event, common)
-        else:
-            kind = getattr(failure, "error_type", "") or ("cancelled" if isinstance(failure, EventInterrupt) else "")
-            message = getattr(failure, "message", "") or getattr(failure, "reason", "")
-            span.set_attribute("error.type", kind or "error")
-            span.set_status(Status(StatusCode.ERROR, str(message)[:500]))
-            common["error.type"] = kind or "error"
-        self.duration.record(time.monotonic() - started, common)
-        span.end()
+        call = self._calls.pop((meta.inference_id or meta.turn_id, meta.provider), None)
+        if call is not None:
+            try:  # (try, not contextlib.suppress: this runs for every call)
+                _CURRENT_CALL.reset(call.mine)
+                otel_context.detach(call.token)  # after the reset, so both or neither
+            except ValueError:  # ended in another context: nothing to restore
+                pass
+        return call
 
-    def _finish(self, span: Any, event: EventFinal, common: dict[str, Any]) -> None:
+    def _end_call(self, event: EventFinal) -> None:
+        call = self._close(event)
+        if call is None:
+            return
         meta = event.metadata
         extra = meta.extra
+        common = self._attributes(meta)
         response_model = str(extra.get("response_model") or meta.model)
-        attributes: dict[str, Any] = {"gen_ai.response.model": response_model}
+        # One set_attributes call for everything learnt during the call: the SDK takes the span's lock
+        # and checks the attributes once per call.
+        attributes: dict[str, Any] = call.request or {}
+        attributes["gen_ai.response.model"] = response_model
         if extra.get("response_id"):
             attributes["gen_ai.response.id"] = str(extra["response_id"])
         if meta.stop_reason:
-            attributes["gen_ai.response.finish_reasons"] = [meta.stop_reason]
+            attributes["gen_ai.response.finish_reasons"] = (meta.stop_reason,)
         usage = meta.usage
         if usage is not None:
             attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
@@ -233,18 +241,62 @@ class Instrumentation:
                 attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
             if usage.reasoning_tokens:
                 attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-            measured = {**common, "gen_ai.response.model": response_model}
-            self.token_usage.record(usage.input_tokens, {**measured, "gen_ai.token.type": "input"})
-            self.token_usage.record(usage.output_tokens, {**measured, "gen_ai.token.type": "output"})
-        for key, name in _RESPONSES_EXTRA.items():
-            value = extra.get(key)
-            if value is not None and value != "":
-                attributes[name] = value
+            inputs, outputs = self._token_dicts(meta, common, response_model)
+            self.token_usage.record(usage.input_tokens, inputs)
+            self.token_usage.record(usage.output_tokens, outputs)
+        if "responses.mode" in extra:
+            for key, name in _RESPONSES_EXTRA.items():
+                value = extra.get(key)
+                if value is not None and value != "":
+                    attributes[name] = value
         if self.capture_content:
             attributes["gen_ai.output.messages"] = json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
             )
-        span.set_attributes(attributes)  # one call: each set_attribute takes the span's lock
+        span = call.span
+        span.set_attributes(attributes)
+        self.duration.record(time.monotonic() - call.started, common)
+        span.end()
+
+    def _token_dicts(
+        self, meta: Any, common: dict[str, Any], response_model: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        key = (meta.provider, meta.model, response_model)
+        found = self._token_attributes.get(key)
+        if found is None:
+            measured = {**common, "gen_ai.response.model": response_model}
+            found = self._token_attributes[key] = (
+                {**measured, "gen_ai.token.type": "input"},
+                {**measured, "gen_ai.token.type": "output"},
+            )
+        return found
+
+    def _fail_call(self, event: EventError | EventInterrupt) -> None:
+        call = self._close(event)
+        if call is None:
+            return
+        kind = getattr(event, "error_type", "") or ("cancelled" if isinstance(event, EventInterrupt) else "")
+        message = getattr(event, "message", "") or getattr(event, "reason", "")
+        span = call.span
+        span.set_attributes({**(call.request or {}), "error.type": kind or "error"})
+        span.set_status(Status(StatusCode.ERROR, str(message)[:500]))
+        self.duration.record(
+            time.monotonic() - call.started, {**self._attributes(event.metadata), "error.type": kind or "error"}
+        )
+        span.end()
+
+    def _start_tool(self, event: EventToolCallStarted) -> None:
+        self._tools[event.call_id] = self.tracer.start_span(
+            f"execute_tool {event.name}",
+            context=otel_context.get_current(),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": event.name,
+                "gen_ai.tool.call.id": event.call_id,
+                "gen_ai.tool.type": "function",
+            },
+        )
 
     def _end_tool(self, event: EventToolResult) -> None:
         span = self._tools.pop(event.call_id, None)
@@ -258,9 +310,59 @@ class Instrumentation:
                 },
             )
         if event.error is not None:
-            span.set_attribute("error.type", "tool_error")
+            span.set_attributes({"error.type": "tool_error"})
             span.set_status(Status(StatusCode.ERROR, event.error[:500]))
         span.end()
+
+
+class _RunSpan:
+    """The ``invoke_agent`` span of one session inference, current while it runs (a plain context manager:
+    a generator-based one costs several more calls a run)."""
+
+    __slots__ = ("context", "span", "token")
+
+    def __init__(self, span: Any, context: Any) -> None:
+        self.span = span
+        self.context = context
+        self.token: Any = None
+
+    def __enter__(self) -> None:
+        self.token = otel_context.attach(self.context)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        span = self.span
+        if exc is not None:
+            span.set_attributes({"error.type": type(exc).__name__})
+            span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+        otel_context.detach(self.token)  # logs, never raises, if the run ended in another context
+        span.end()
+
+
+class _Call:
+    """A provider call in flight: its span, when it started, what its request said, and the context
+    tokens that made the span current."""
+
+    __slots__ = ("mine", "request", "span", "started", "token")
+
+    def __init__(self, span: Any, started: float) -> None:
+        self.span = span
+        self.started = started
+        self.request: dict[str, Any] | None = None
+        self.token: Any = None
+        self.mine: Any = None
+
+
+_CURRENT_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("geppetto_otel_call", default=None)
+_UNSEEN = object()
+
+
+def _server(url: str) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of a request URL."""
+    parts = urlsplit(url)
+    out: dict[str, Any] = {"server.address": parts.hostname or ""}
+    if parts.port:
+        out["server.port"] = parts.port
+    return out
 
 
 def _messages(turn: Turn) -> str:
@@ -272,26 +374,54 @@ def _messages(turn: Turn) -> str:
     return json.dumps(out)
 
 
+def _responses_exporter(meter: Any) -> _OtelResponsesExporter:
+    """The exporter of ``meter``: one per meter for the life of the process, since a meter keeps the first
+    callback of an observable counter, so instrumenting again must count on in the same totals."""
+    found = _RESPONSES_EXPORTERS.get(meter)
+    if found is None:
+        found = _RESPONSES_EXPORTERS[meter] = _OtelResponsesExporter(meter)
+    return found
+
+
 class _OtelResponsesExporter:
-    """The Responses engine's metrics (defined once in ``_metrics.METRICS``) as OpenTelemetry instruments."""
+    """The Responses engine's metrics (defined once in ``_metrics.METRICS``) as OpenTelemetry instruments.
+
+    Counters are observable counters: a request adds one to a count kept here, and the SDK reads the
+    totals when it collects, so a request costs no SDK call for them. Histograms are recorded as they come.
+    """
 
     def __init__(self, meter: Any) -> None:
         from ..providers.openai_responses._metrics import METRICS
 
-        self.instruments: dict[str, Any] = {}
+        self.histograms: dict[str, Any] = {}
+        self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
+        self._lock = threading.Lock()
         for key, (name, description, kind, _label) in METRICS.items():
             if key == "anchor":  # a timing of geppetto's own, for its benchmarks: Prometheus only
                 continue
             otel_name = name.replace("geppetto_responses_", "geppetto.responses.")
             if kind == "counter":
-                self.instruments[key] = meter.create_counter(otel_name, description=description)
+                self._counts[key] = Counter()
+                meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)
             else:
-                self.instruments[key] = meter.create_histogram(otel_name, description=description)
+                self.histograms[key] = meter.create_histogram(otel_name, description=description)
+
+    def _reader(self, key: str) -> Callable[[Any], Iterable[Observation]]:
+        def read(options: Any) -> Iterable[Observation]:
+            with self._lock:
+                totals = list(self._counts[key].items())
+            return [Observation(value, dict(labels)) for labels, value in totals]
+
+        return read
 
     def count(self, key: str, labels: dict[str, str]) -> None:
-        self.instruments[key].add(1, labels)
+        with self._lock:
+            self._counts[key][tuple(labels.items())] += 1
 
     def observe(self, key: str, value: float) -> None:
-        instrument = self.instruments.get(key)
+        instrument = self.histograms.get(key)
         if instrument is not None:
             instrument.record(value)
+
+
+_RESPONSES_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelResponsesExporter] = weakref.WeakKeyDictionary()
