@@ -71,9 +71,9 @@ def simulator_process(steps: int) -> Iterator[str]:
             proc.kill()
 
 
-def callgrind_instructions(*command: str) -> int:
+def callgrind_instructions(*command: str, env: dict[str, str] | None = None) -> int:
     """Instructions ``command`` executes under valgrind's callgrind (the same count whatever else the machine
-    does; hash seed fixed so dict and set layouts repeat)."""
+    does; hash seed fixed so dict and set layouts repeat); ``env`` replaces the environment."""
     import re
     import tempfile
 
@@ -82,7 +82,7 @@ def callgrind_instructions(*command: str) -> int:
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", *command],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONHASHSEED": "0"},
+            env={**(os.environ if env is None else env), "PYTHONHASHSEED": "0"},
             check=True,
         )
     found = re.search(r"Collected : (\d+)", res.stderr)

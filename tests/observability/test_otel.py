@@ -214,6 +214,26 @@ async def test_instrumenting_again_counts_on_in_the_same_meter(geppetto_sim: Sim
     assert tokens.count == 2
 
 
+async def test_a_sampled_out_run_makes_no_spans_but_its_metrics(geppetto_sim: Simulator) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    o = Otel()
+    o.tracer_provider = TracerProvider(sampler=ALWAYS_OFF)
+    o.tracer_provider.add_span_processor(SimpleSpanProcessor(o.spans))
+    o.inst.uninstrument()
+    o.inst = instrument(o.tracer_provider, o.meter_provider)
+    try:
+        async with geppetto_sim.engine("openai-responses", retry=FAST) as engine:
+            await Session(engine).run("Hello")
+    finally:
+        o.inst.uninstrument()
+    assert o.finished() == []
+    tokens = {p.attributes["gen_ai.token.type"]: p for p in o.points("gen_ai.client.token.usage")}
+    assert tokens["input"].sum > 0 and tokens["output"].count == 1
+    (duration,) = o.points("gen_ai.client.operation.duration")
+    assert duration.count == 1
+
+
 async def test_events_of_a_subclass_go_where_their_base_goes(otel: Otel) -> None:
     from geppetto.events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 

@@ -222,12 +222,24 @@ class Instrumentation:
         if call is None:
             return
         meta = event.metadata
-        extra = meta.extra
         common = self._attributes(meta)
-        response_model = str(extra.get("response_model") or meta.model)
-        # One set_attributes call for everything learnt during the call: the SDK takes the span's lock
-        # and checks the attributes once per call.
-        attributes: dict[str, Any] = call.request or {}
+        response_model = str(meta.extra.get("response_model") or meta.model)
+        span = call.span
+        if span.is_recording():  # a span the sampler dropped gets no attributes: nothing would keep them
+            span.set_attributes(self._final_attributes(event, call.request or {}, response_model))
+        usage = meta.usage
+        if usage is not None:
+            inputs, outputs = self._token_dicts(meta, common, response_model)
+            self.token_usage.record(usage.input_tokens, inputs)
+            self.token_usage.record(usage.output_tokens, outputs)
+        self.duration.record(time.monotonic() - call.started, common)
+        span.end()
+
+    def _final_attributes(self, event: EventFinal, attributes: dict[str, Any], response_model: str) -> dict[str, Any]:
+        """Everything learnt during the call, added to ``attributes`` (the request's), for one
+        set_attributes call: the SDK takes the span's lock and checks the attributes once per call."""
+        meta = event.metadata
+        extra = meta.extra
         attributes["gen_ai.response.model"] = response_model
         if extra.get("response_id"):
             attributes["gen_ai.response.id"] = str(extra["response_id"])
@@ -241,9 +253,6 @@ class Instrumentation:
                 attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
             if usage.reasoning_tokens:
                 attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-            inputs, outputs = self._token_dicts(meta, common, response_model)
-            self.token_usage.record(usage.input_tokens, inputs)
-            self.token_usage.record(usage.output_tokens, outputs)
         if "responses.mode" in extra:
             for key, name in _RESPONSES_EXTRA.items():
                 value = extra.get(key)
@@ -253,10 +262,7 @@ class Instrumentation:
             attributes["gen_ai.output.messages"] = json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": event.text}]}]
             )
-        span = call.span
-        span.set_attributes(attributes)
-        self.duration.record(time.monotonic() - call.started, common)
-        span.end()
+        return attributes
 
     def _token_dicts(
         self, meta: Any, common: dict[str, Any], response_model: str
