@@ -234,6 +234,26 @@ async def test_a_sampled_out_run_makes_no_spans_but_its_metrics(geppetto_sim: Si
     assert duration.count == 1
 
 
+async def test_request_attributes_are_kept_per_host_not_per_url(otel: Otel) -> None:
+    from geppetto.events import EventFinal, EventMetadata, EventStart, publish
+    from geppetto.providers import _http
+
+    meta = EventMetadata(inference_id="inf-2", provider="openai", model="m")
+    for n in range(3):  # paths that carry ids, as a chain's validation reads do
+        publish(EventStart(meta))
+        for hook in _http.REQUEST_HOOKS:
+            hook(f"https://api.example.test:8443/v1/responses/resp_{n}/input_items", {}, 10 + n)
+        publish(EventFinal(meta))
+    spans = otel.finished()
+    assert [(s.attributes["server.port"], s.attributes["http.request.body.size"]) for s in spans] == [
+        (8443, 10),
+        (8443, 11),
+        (8443, 12),
+    ]
+    assert {s.attributes["server.address"] for s in spans} == {"api.example.test"}
+    assert len(otel.inst._server_attributes) == 1
+
+
 async def test_events_of_a_subclass_go_where_their_base_goes(otel: Otel) -> None:
     from geppetto.events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 

@@ -88,7 +88,7 @@ class Instrumentation:
         # Attribute dicts that repeat from call to call, made once (the SDK copies what it keeps).
         self._call_attributes: dict[tuple[str, str], dict[str, Any]] = {}
         self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
-        self._server_attributes: dict[str, dict[str, Any]] = {}
+        self._server_attributes: dict[str, dict[str, Any]] = {}  # by host:port
         self._handlers: dict[type, Any] = {}
         from ..providers.openai_responses._metrics import metrics as responses_metrics
 
@@ -145,9 +145,10 @@ class Instrumentation:
     def _on_request(self, url: str, headers: dict[str, str], size: int) -> None:
         call = _CURRENT_CALL.get()
         if call is not None:  # kept for the span's one set_attributes when the call ends
-            server = self._server_attributes.get(url)
+            origin = url.split("/", 3)[2]  # by host, not URL: paths hold response and conversation ids
+            server = self._server_attributes.get(origin)
             if server is None:
-                server = self._server_attributes[url] = _server(url)
+                server = self._server_attributes[origin] = _server(url)
             call.request = {**server, "http.request.body.size": size}
         if self.propagate:
             inject(headers)
@@ -281,14 +282,12 @@ class Instrumentation:
         call = self._close(event)
         if call is None:
             return
-        kind = getattr(event, "error_type", "") or ("cancelled" if isinstance(event, EventInterrupt) else "")
+        kind = getattr(event, "error_type", "") or ("cancelled" if isinstance(event, EventInterrupt) else "error")
         message = getattr(event, "message", "") or getattr(event, "reason", "")
         span = call.span
-        span.set_attributes({**(call.request or {}), "error.type": kind or "error"})
+        span.set_attributes({**(call.request or {}), "error.type": kind})
         span.set_status(Status(StatusCode.ERROR, str(message)[:500]))
-        self.duration.record(
-            time.monotonic() - call.started, {**self._attributes(event.metadata), "error.type": kind or "error"}
-        )
+        self.duration.record(time.monotonic() - call.started, {**self._attributes(event.metadata), "error.type": kind})
         span.end()
 
     def _start_tool(self, event: EventToolCallStarted) -> None:
