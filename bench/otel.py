@@ -6,11 +6,12 @@ the span processor docs/observability.md sets up (a `BatchSpanProcessor`) handin
 that drops it, and no meter provider (the API's no-op one); "traces+metrics": the same and an SDK meter
 provider with an in-memory reader, so metric points are really aggregated; "traces, 1 in 10 sampled": traces
 with the SDK's `ParentBased(TraceIdRatioBased(0.1))` sampler (one session run in ten, at random, keeps its
-spans), the usual way to bound tracing's cost; "off": the same process with
-instrumentation removed; rounds alternate between them. "not installed": a child process in which every
-`opentelemetry` import fails, so geppetto runs as on a machine without the extra. CPU is time.process_time
-of the client process (its threads included, so the batch processor's export thread counts); medians of
-the rounds.
+spans), the usual way to bound tracing's cost; "off": installed, not instrumented; "not installed": every
+`opentelemetry` import fails, so geppetto runs as on a machine without the extra. Each mode runs in a
+process of its own (one mode's spans, queues and export threads never weigh on another's rounds), and the
+parent runs their rounds in turn, one process at a time, so the machine's drift falls on every mode alike.
+CPU is time.process_time of the mode's process (its threads included, so the batch processor's export
+thread counts); medians of the rounds.
 
 Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30).
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import os
 import subprocess
 import sys
@@ -93,12 +93,14 @@ def _session_loop(engine: Any) -> Any:
     return one
 
 
-async def _rounds(url: str, rounds: int, modes: list[str]) -> dict[str, list[float]]:
+async def _worker(url: str, mode: str) -> None:
+    """One mode's process: instrument, warm up, then run a round for each line the parent sends and print
+    its CPU per step."""
     from geppetto.providers.openai_responses import ResponsesEngine
 
     engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, mode="chained")
     session = _session_loop(engine)
-    installers = {mode: _instrumentation(mode) for mode in modes}
+    _instrumentation(mode)()
 
     async def one_round() -> float:
         steps = 0
@@ -108,21 +110,41 @@ async def _rounds(url: str, rounds: int, modes: list[str]) -> dict[str, list[flo
         return (time.process_time() - start_cpu) / steps
 
     await one_round()  # warm up: connections, caches
-    out: dict[str, list[float]] = {m: [] for m in modes}
-    for _ in range(rounds):
-        for mode in modes:
-            handle = installers[mode]()
-            gc.collect()
-            out[mode].append(await one_round())
-            if handle is not None:
-                handle.uninstrument()
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        gc.collect()
+        print(await one_round(), flush=True)
     await engine.aclose()
+
+
+def _rounds(url: str, rounds: int) -> dict[str, list[float]]:
+    """Each mode in its own process (so one mode's spans, queues and threads never weigh on another's
+    rounds); the parent runs their rounds in turn, one at a time, so the machine's drift falls on all."""
+    modes = [*MODES, "not installed"]
+    out: dict[str, list[float]] = {m: [] for m in modes}
+    with _without_opentelemetry() as blocked, contextlib.ExitStack() as stack:
+        workers = {}
+        for mode in modes:
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--worker", url, mode],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=blocked if mode == "not installed" else None,
+            )
+            stack.callback(proc.wait, 30)
+            stack.callback(proc.stdin.close)  # type: ignore[union-attr]
+            workers[mode] = proc
+        for mode, proc in workers.items():
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            if line.strip() != "ready":
+                raise RuntimeError(f"the {mode!r} worker did not start (exit {proc.wait()})")
+        for _ in range(rounds):
+            for mode, proc in workers.items():
+                proc.stdin.write("go\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+                out[mode].append(float(proc.stdout.readline()))  # type: ignore[union-attr]
     return out
-
-
-def _child(url: str, rounds: int) -> None:
-    result = asyncio.run(_rounds(url, rounds, ["not installed"]))
-    print(json.dumps(result))
 
 
 @contextlib.contextmanager
@@ -138,14 +160,6 @@ def _without_opentelemetry() -> Iterator[dict[str, str]]:
             "sys.meta_path.insert(0, _Block())\n"
         )
         yield {**os.environ, "PYTHONPATH": os.pathsep.join([tmp, str(Path(__file__).parent)])}
-
-
-def _not_installed(url: str, rounds: int) -> list[float]:
-    with _without_opentelemetry() as env:
-        res = subprocess.run(
-            [sys.executable, __file__, "--child", url, str(rounds)], capture_output=True, text=True, env=env, check=True
-        )
-    return list(json.loads(res.stdout.strip().splitlines()[-1])["not installed"])
 
 
 # -- instructions ---------------------------------------------------------------------------------
@@ -183,14 +197,13 @@ def main() -> None:
     if sys.argv[1:2] == ["--instructions"]:
         count_instructions(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
         return
-    if sys.argv[1:2] == ["--child"]:
-        _child(sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1:2] == ["--worker"]:
+        asyncio.run(_worker(sys.argv[2], sys.argv[3]))
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     print(machine())
     with simulator_process(STEPS) as url:
-        measured = asyncio.run(_rounds(url, rounds, list(MODES)))
-        measured["not installed"] = _not_installed(url, rounds)
+        measured = _rounds(url, rounds)
     base = median(measured["not installed"])
     off = median(measured["off"])
     rows = [
