@@ -3,16 +3,19 @@
 A session runs a 5-step tool loop (ResponsesEngine, chained mode) against the scripted simulator in a
 separate process. "traces": `geppetto.observability.instrument()` with the OTel SDK's tracer provider and
 the span processor docs/observability.md sets up (a `BatchSpanProcessor`) handing every span to an exporter
-that drops it, and no meter provider (the API's no-op one); "traces+metrics": the same and an SDK meter
-provider with an in-memory reader, so metric points are really aggregated; "traces, 1 in 10 sampled": traces
-with the SDK's `ParentBased(TraceIdRatioBased(0.1))` sampler (one session run in ten, at random, keeps its
-spans), the usual way to bound tracing's cost; "geppetto alone": instrumented with a tracer whose spans
-say they record and do nothing (geppetto's own share of "traces", without the SDK's); "off": installed, not instrumented; "not installed": every
-`opentelemetry` import fails, so geppetto runs as on a machine without the extra. Each mode runs in a
-process of its own (one mode's spans, queues and export threads never weigh on another's rounds), and the
-parent runs their rounds in turn, one process at a time, so the machine's drift falls on every mode alike.
-CPU is time.process_time of the mode's process (its threads included, so the batch processor's export
-thread counts); medians of the rounds.
+that drops it, and the global meter provider, never set (what a traces-only setup has); "traces+metrics":
+the same and an SDK meter provider with an in-memory reader, so metric points are really aggregated;
+"traces, 1 in 10 sampled": traces with the SDK's `ParentBased(TraceIdRatioBased(0.1))` sampler (one session
+run in ten, at random, keeps its spans), the usual way to bound tracing's cost; "geppetto alone":
+instrumented with a tracer whose spans say they record and do nothing (geppetto's own share of "traces",
+without the SDK's); "off": installed, not instrumented; "not installed": every `opentelemetry` import
+fails, so geppetto runs as on a machine without the extra.
+
+Each mode runs in processes of its own (one mode's spans, queues and export threads never weigh on
+another's rounds; four per mode, taking its rounds in turn, since one process's memory layout moves its
+speed by a percent or two), and the parent runs the rounds one at a time, every mode in turn, so the
+machine's drift falls on every mode alike. CPU is time.process_time of the mode's process (its threads
+included, so the batch processor's export thread counts); medians of the rounds.
 
 Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30).
 
@@ -41,6 +44,7 @@ from _common import API_KEY, PROMPT, callgrind_instructions, machine, median, si
 
 STEPS = 5
 SESSIONS_PER_ROUND = 20
+PROCESSES_PER_MODE = 4
 MODES = ("off", "traces", "traces+metrics", "traces, 1 in 10 sampled", "geppetto alone")
 
 
@@ -161,29 +165,33 @@ async def _worker(url: str, mode: str) -> None:
 
 
 def _rounds(url: str, rounds: int) -> dict[str, list[float]]:
-    """Each mode in its own process (so one mode's spans, queues and threads never weigh on another's
-    rounds); the parent runs their rounds in turn, one at a time, so the machine's drift falls on all."""
+    """Each mode in processes of its own (so one mode's spans, queues and threads never weigh on another's
+    rounds), PROCESSES_PER_MODE of them taking the mode's rounds in turn (a process's memory layout, hash
+    seed included, moves its speed by a percent or two); the parent runs one round at a time, every mode
+    in turn, so the machine's drift falls on all."""
     modes = [*MODES, "not installed"]
     out: dict[str, list[float]] = {m: [] for m in modes}
     with _without_opentelemetry() as blocked, contextlib.ExitStack() as stack:
-        workers = {}
+        workers: dict[str, list[subprocess.Popen[str]]] = {m: [] for m in modes}
         for mode in modes:
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--worker", url, mode],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env=blocked if mode == "not installed" else None,
-            )
-            stack.callback(proc.wait, 30)
-            stack.callback(proc.stdin.close)  # type: ignore[union-attr]
-            workers[mode] = proc
-        for mode, proc in workers.items():
-            line = proc.stdout.readline()  # type: ignore[union-attr]
-            if line.strip() != "ready":
-                raise RuntimeError(f"the {mode!r} worker did not start (exit {proc.wait()})")
-        for _ in range(rounds):
-            for mode, proc in workers.items():
+            for _ in range(PROCESSES_PER_MODE):
+                proc = subprocess.Popen(
+                    [sys.executable, __file__, "--worker", url, mode],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env=blocked if mode == "not installed" else None,
+                )
+                stack.callback(proc.wait, 30)
+                stack.callback(proc.stdin.close)  # type: ignore[union-attr]
+                workers[mode].append(proc)
+        for mode, procs in workers.items():
+            for proc in procs:
+                if proc.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+                    raise RuntimeError(f"a {mode!r} worker did not start (exit {proc.wait()})")
+        for i in range(rounds):
+            for mode, procs in workers.items():
+                proc = procs[i % len(procs)]
                 proc.stdin.write("go\n")  # type: ignore[union-attr]
                 proc.stdin.flush()  # type: ignore[union-attr]
                 out[mode].append(float(proc.stdout.readline()))  # type: ignore[union-attr]
