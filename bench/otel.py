@@ -19,6 +19,12 @@ included, so the batch processor's export thread counts); medians of the rounds.
 
 Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30).
 
+`--peers` (run with the benchmark venv, `sh bench/setup.sh`: `bench/.venv/bin/python bench/otel.py --peers`)
+adds pydantic-ai on the same loop (an Agent with OpenAIResponsesModel, as in bench/overhead.py) without
+instrumentation and with its own OpenTelemetry instrumentation on the same tracer provider: "content off"
+(`include_content=False`, what geppetto records by default) and its defaults (prompts and answers on its
+spans), so the cost of tracing is seen beside a peer's, in percent of each one's step and in microseconds.
+
 `--instructions [N]` counts the client's instructions instead (valgrind's callgrind: the same count
 whatever else the machine does, where the CPU time above moves by tens of percent between runs on a shared
 machine): the same loop against the same simulator process, N sessions (default 40) minus none, per step.
@@ -46,6 +52,23 @@ STEPS = 5
 SESSIONS_PER_ROUND = 20
 PROCESSES_PER_MODE = 4
 MODES = ("off", "traces", "traces+metrics", "traces, 1 in 10 sampled", "geppetto alone")
+PEER_MODES = ("pydantic-ai off", "pydantic-ai traces, content off", "pydantic-ai traces, its defaults")
+
+
+def _sdk_tracer_provider(sampled: bool = False) -> Any:
+    """The OTel SDK's tracer provider as docs/observability.md sets it up (a `BatchSpanProcessor`), handing
+    every span to an exporter that drops it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.1)) if sampled else None)
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return provider
 
 
 def _instrumentation(mode: str) -> Any:
@@ -55,24 +78,15 @@ def _instrumentation(mode: str) -> Any:
     from opentelemetry import metrics, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     from geppetto.observability import instrument
-
-    class Drop(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
 
     if mode == "no-op providers":
         tracer_provider: Any = trace.NoOpTracerProvider()
     elif mode == "geppetto alone":
         tracer_provider = _null_tracer_provider()
     else:
-        sampled = mode == "traces, 1 in 10 sampled"
-        tracer_provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.1)) if sampled else None)
-        tracer_provider.add_span_processor(BatchSpanProcessor(Drop()))
+        tracer_provider = _sdk_tracer_provider(sampled=mode == "traces, 1 in 10 sampled")
     if mode == "traces+metrics":
         meter_provider: Any = MeterProvider(metric_readers=[InMemoryMetricReader()])
     elif mode in ("no-op providers", "geppetto alone"):
@@ -140,14 +154,52 @@ def _session_loop(engine: Any) -> Any:
     return one
 
 
-async def _worker(url: str, mode: str) -> None:
-    """One mode's process: instrument, warm up, then run a round for each line the parent sends and print
-    its CPU per step."""
+def _pydantic_ai_loop(url: str, mode: str) -> Any:
+    """A coroutine function running one pydantic-ai agent run of the same loop, instrumented as ``mode``
+    says (on the same tracer provider as geppetto's "traces", the global meter provider); returns its steps."""
+    from pydantic_ai import Agent, InstrumentationSettings
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    capabilities: list[Any] = []
+    if mode != "pydantic-ai off":
+        settings = InstrumentationSettings(
+            tracer_provider=_sdk_tracer_provider(), include_content=mode.endswith("its defaults")
+        )
+        capabilities.append(Instrumentation(settings=settings))
+    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=url, api_key=API_KEY))
+    agent: Any = Agent(model, capabilities=capabilities)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        return weather(city)
+
+    async def one() -> int:
+        result = await agent.run(PROMPT)
+        steps = sum(1 for m in result.all_messages() if m.kind == "response")
+        assert steps == STEPS, f"expected a {STEPS}-step loop, got {steps} steps"
+        return steps
+
+    return one
+
+
+def _loop(url: str, mode: str) -> tuple[Any, Any]:
+    """The loop ``mode`` runs, instrumented as it says, and the geppetto engine to close after (or None)."""
+    if mode in PEER_MODES:
+        return _pydantic_ai_loop(url, mode), None
     from geppetto.providers.openai_responses import ResponsesEngine
 
     engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, mode="chained")
-    session = _session_loop(engine)
     _instrumentation(mode)()
+    return _session_loop(engine), engine
+
+
+async def _worker(url: str, mode: str) -> None:
+    """One mode's process: instrument, warm up, then run a round for each line the parent sends and print
+    its CPU per step."""
+    session, engine = _loop(url, mode)
 
     async def one_round() -> float:
         steps = 0
@@ -161,15 +213,15 @@ async def _worker(url: str, mode: str) -> None:
     for _ in sys.stdin:
         gc.collect()
         print(await one_round(), flush=True)
-    await engine.aclose()
+    if engine is not None:
+        await engine.aclose()
 
 
-def _rounds(url: str, rounds: int) -> dict[str, list[float]]:
+def _rounds(url: str, rounds: int, modes: list[str]) -> dict[str, list[float]]:
     """Each mode in processes of its own (so one mode's spans, queues and threads never weigh on another's
     rounds), PROCESSES_PER_MODE of them taking the mode's rounds in turn (a process's memory layout, hash
     seed included, moves its speed by a percent or two); the parent runs one round at a time, every mode
     in turn, so the machine's drift falls on all."""
-    modes = [*MODES, "not installed"]
     out: dict[str, list[float]] = {m: [] for m in modes}
     with _without_opentelemetry() as blocked, contextlib.ExitStack() as stack:
         workers: dict[str, list[subprocess.Popen[str]]] = {m: [] for m in modes}
@@ -217,18 +269,15 @@ def _without_opentelemetry() -> Iterator[dict[str, str]]:
 
 
 async def _counted_runs(url: str, mode: str, n: int) -> None:
-    from geppetto.providers.openai_responses import ResponsesEngine
-
-    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, mode="chained")
-    _instrumentation(mode)()
-    session = _session_loop(engine)
+    session, engine = _loop(url, mode)
     for _ in range(3 + n):  # three to warm up, counted in every run alike
         await session()
-    await engine.aclose()
+    if engine is not None:
+        await engine.aclose()
 
 
-def count_instructions(n: int) -> None:
-    modes = ("not installed", "off", "no-op providers", *MODES[1:])
+def count_instructions(n: int, peers: bool) -> None:
+    modes = ["not installed", "off", "no-op providers", *MODES[1:], *(PEER_MODES if peers else ())]
     with simulator_process(STEPS) as url, _without_opentelemetry() as blocked:
 
         def count(mode: str, runs: int) -> int:
@@ -237,32 +286,56 @@ def count_instructions(n: int) -> None:
 
         per_step = {mode: (count(mode, n) - count(mode, 0)) / (n * STEPS) for mode in modes}
     print(f"client instructions per model step, {STEPS}-step tool loop (callgrind, {n} sessions)")
-    rows = [[mode, f"{c / 1e3:,.0f}k", f"{c / per_step['off'] - 1:+.1%}"] for mode, c in per_step.items()]
-    print(table(["instrumentation", "instructions per step", "vs off"], rows))
+    rows = [[mode, f"{c / 1e3:,.0f}k", f"{c / per_step[_off_of(mode)] - 1:+.1%}"] for mode, c in per_step.items()]
+    print(table(["instrumentation", "instructions per step", "vs its off"], rows))
+
+
+def _off_of(mode: str) -> str:
+    """The uninstrumented mode ``mode`` is compared with: geppetto's or the peer's."""
+    return PEER_MODES[0] if mode in PEER_MODES else "off"
+
+
+def _peers(args: list[str]) -> bool:
+    """Whether ``--peers`` was asked for (and pydantic-ai is there to run)."""
+    if "--peers" not in args:
+        return False
+    try:
+        import pydantic_ai  # noqa: F401
+    except ImportError:
+        sys.exit("--peers needs pydantic-ai: run with the benchmark venv (sh bench/setup.sh), bench/.venv/bin/python")
+    return True
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--count"]:
         asyncio.run(_counted_runs(sys.argv[2], sys.argv[3], int(sys.argv[4])))
         return
-    if sys.argv[1:2] == ["--instructions"]:
-        count_instructions(int(sys.argv[2]) if len(sys.argv) > 2 else 40)
+    args = [a for a in sys.argv[1:] if a != "--peers"]
+    if args[:1] == ["--instructions"]:
+        count_instructions(int(args[1]) if len(args) > 1 else 40, _peers(sys.argv))
         return
     if sys.argv[1:2] == ["--worker"]:
         asyncio.run(_worker(sys.argv[2], sys.argv[3]))
         return
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    peers = _peers(sys.argv)
+    rounds = int(args[0]) if args else 30
+    modes = [*MODES, "not installed", *(PEER_MODES if peers else ())]
     print(machine())
     with simulator_process(STEPS) as url:
-        measured = _rounds(url, rounds)
+        measured = _rounds(url, rounds, modes)
     base = median(measured["not installed"])
     off = median(measured["off"])
     rows = [
-        [mode, f"{median(v) * 1e6:.0f} us", f"{median(v) / off - 1:+.1%}", f"{median(v) / base:.3f}x"]
+        [
+            mode,
+            f"{median(v) * 1e6:.0f} us",
+            f"{median(v) / median(measured[_off_of(mode)]) - 1:+.1%}",
+            f"{median(v) / base:.3f}x",
+        ]
         for mode, v in measured.items()
     ]
     print(f"client CPU per model step, {STEPS}-step tool loop, {SESSIONS_PER_ROUND} sessions x {rounds} rounds")
-    print(table(["instrumentation", "CPU per step", "vs off", "vs not installed"], rows))
+    print(table(["instrumentation", "CPU per step", "vs its off", "vs not installed"], rows))
     traces = median(measured["traces"]) / off - 1
     both = median(measured["traces+metrics"]) / off - 1
     sampled = median(measured["traces, 1 in 10 sampled"]) / off - 1
@@ -272,6 +345,15 @@ def main() -> None:
         f"{alone:+.1%}, the SDK's work the rest; tracing and metrics {both:+.1%}, tracing 1 in 10 sampled "
         f"{sampled:+.1%}; off vs not installed {off / base - 1:+.1%}"
     )
+    if peers:
+        ours = median(measured["traces"]) - off
+        peer_off = median(measured["pydantic-ai off"])
+        for mode in PEER_MODES[1:]:
+            added = median(measured[mode]) - peer_off
+            print(
+                f"SUMMARY {mode} adds {added / peer_off:+.1%} to its CPU per step ({added * 1e6:.0f} us); "
+                f"geppetto's traces add {traces:+.1%} ({ours * 1e6:.0f} us)"
+            )
 
 
 if __name__ == "__main__":
