@@ -14,7 +14,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 PROMPT = "Check the weather in five cities, one call at a time."
@@ -25,6 +25,29 @@ API_KEY = "sk-test"
 def weather(city: str) -> str:
     """The benchmark tool body: cheap and deterministic, so the loop measures the client."""
     return f"{city}: 18C, light rain"
+
+
+def pydantic_ai_loop(url: str, **agent_options: Any) -> Callable[[], Awaitable[int]]:
+    """A coroutine function running the benchmark loop once on pydantic-ai (in the benchmark venv only): an
+    Agent with OpenAIResponsesModel against ``url`` and the `get_weather` tool, ``agent_options`` passed to
+    the Agent; returns the run's model steps."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=url, api_key=API_KEY))
+    agent: Agent[None, str] = Agent(model, **agent_options)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        return weather(city)
+
+    async def run() -> int:
+        result = await agent.run(PROMPT)
+        return sum(1 for m in result.all_messages() if m.kind == "response")
+
+    return run
 
 
 def _scripted_decide(steps: int) -> Any:

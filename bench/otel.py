@@ -46,7 +46,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import API_KEY, PROMPT, callgrind_instructions, machine, median, simulator_process, table, weather
+from _common import (
+    API_KEY,
+    PROMPT,
+    callgrind_instructions,
+    machine,
+    median,
+    pydantic_ai_loop,
+    simulator_process,
+    table,
+    weather,
+)
 
 STEPS = 5
 SESSIONS_PER_ROUND = 20
@@ -147,53 +157,45 @@ def _session_loop(engine: Any) -> Any:
 
     async def one() -> int:
         turn = await gp.Session(engine, tools=registry).run(PROMPT)
-        steps = sum(1 for b in turn.blocks if b.kind in (gp.BlockKind.LLM_TEXT, gp.BlockKind.TOOL_CALL))
-        assert steps == STEPS, f"expected a {STEPS}-step loop, got {steps} steps"
-        return steps
+        return sum(1 for b in turn.blocks if b.kind in (gp.BlockKind.LLM_TEXT, gp.BlockKind.TOOL_CALL))
 
     return one
 
 
 def _pydantic_ai_loop(url: str, mode: str) -> Any:
-    """A coroutine function running one pydantic-ai agent run of the same loop, instrumented as ``mode``
-    says (on the same tracer provider as geppetto's "traces", the global meter provider); returns its steps."""
-    from pydantic_ai import Agent, InstrumentationSettings
+    """pydantic-ai's run of the same loop, instrumented as ``mode`` says (on the same tracer provider as
+    geppetto's "traces", the global meter provider)."""
+    from pydantic_ai import InstrumentationSettings
     from pydantic_ai.capabilities import Instrumentation
-    from pydantic_ai.models.openai import OpenAIResponsesModel
-    from pydantic_ai.providers.openai import OpenAIProvider
 
     capabilities: list[Any] = []
-    if mode != "pydantic-ai off":
+    if mode != PEER_MODES[0]:
         settings = InstrumentationSettings(
             tracer_provider=_sdk_tracer_provider(), include_content=mode.endswith("its defaults")
         )
         capabilities.append(Instrumentation(settings=settings))
-    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=url, api_key=API_KEY))
-    agent: Any = Agent(model, capabilities=capabilities)
-
-    @agent.tool_plain
-    def get_weather(city: str) -> str:
-        """Get the current weather for a city."""
-        return weather(city)
-
-    async def one() -> int:
-        result = await agent.run(PROMPT)
-        steps = sum(1 for m in result.all_messages() if m.kind == "response")
-        assert steps == STEPS, f"expected a {STEPS}-step loop, got {steps} steps"
-        return steps
-
-    return one
+    return pydantic_ai_loop(url, capabilities=capabilities)
 
 
 def _loop(url: str, mode: str) -> tuple[Any, Any]:
-    """The loop ``mode`` runs, instrumented as it says, and the geppetto engine to close after (or None)."""
+    """A coroutine function running the loop once as ``mode`` says (geppetto or pydantic-ai, instrumented or
+    not) and returning its model steps, checked; and the geppetto engine to close after (or None)."""
+    engine = None
     if mode in PEER_MODES:
-        return _pydantic_ai_loop(url, mode), None
-    from geppetto.providers.openai_responses import ResponsesEngine
+        run = _pydantic_ai_loop(url, mode)
+    else:
+        from geppetto.providers.openai_responses import ResponsesEngine
 
-    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, mode="chained")
-    _instrumentation(mode)()
-    return _session_loop(engine), engine
+        engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, mode="chained")
+        _instrumentation(mode)()
+        run = _session_loop(engine)
+
+    async def checked() -> int:
+        steps: int = await run()
+        assert steps == STEPS, f"expected a {STEPS}-step loop, got {steps} steps"
+        return steps
+
+    return checked, engine
 
 
 async def _worker(url: str, mode: str) -> None:
@@ -347,7 +349,7 @@ def main() -> None:
     )
     if peers:
         ours = median(measured["traces"]) - off
-        peer_off = median(measured["pydantic-ai off"])
+        peer_off = median(measured[PEER_MODES[0]])
         for mode in PEER_MODES[1:]:
             added = median(measured[mode]) - peer_off
             print(

@@ -23,7 +23,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-from _common import API_KEY, INSTRUCTIONS, PROMPT, machine, median, simulator_process, table, weather
+from _common import (
+    API_KEY,
+    INSTRUCTIONS,
+    PROMPT,
+    machine,
+    median,
+    pydantic_ai_loop,
+    simulator_process,
+    table,
+    weather,
+)
 
 STEPS = 5
 Driver = Callable[[], Awaitable[int]]
@@ -108,23 +118,7 @@ async def make_agents(url: str) -> Driver:
 
 
 async def make_pydantic_ai(url: str) -> Driver:
-    from pydantic_ai import Agent
-    from pydantic_ai.models.openai import OpenAIResponsesModel
-    from pydantic_ai.providers.openai import OpenAIProvider
-
-    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=url, api_key=API_KEY))
-    agent: Agent[None, str] = Agent(model, instructions=INSTRUCTIONS)
-
-    @agent.tool_plain
-    def get_weather(city: str) -> str:
-        """Get the current weather for a city."""
-        return weather(city)
-
-    async def run() -> int:
-        result = await agent.run(PROMPT)
-        return sum(1 for m in result.all_messages() if m.kind == "response")
-
-    return run
+    return pydantic_ai_loop(url, instructions=INSTRUCTIONS)
 
 
 async def make_openai_sdk(url: str) -> Driver:
