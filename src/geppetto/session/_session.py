@@ -17,6 +17,9 @@ from ..middleware import Middleware, structured_output, tool_loop, with_middlewa
 from ..output import STRUCTURED_OUTPUT, output_config
 from ..tools import Tool, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
+from ..turns._cow import Frozen, LazyBlockList, freeze
+from ..turns._keys import TurnData, TurnMetadata, copy_json
+from ..turns._watch import BlockList, Watch
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 
@@ -85,6 +88,99 @@ def _retrieve(task: asyncio.Task[Turn]) -> None:
         task.exception()
 
 
+class _Entry:
+    """One snapshot of a session's history: its id, maps and frozen blocks (see ``geppetto.turns._cow``),
+    and the Turn object itself while it is the latest (what ``prompt``/``run`` returned)."""
+
+    __slots__ = ("data", "frozen", "id", "live", "metadata")
+
+    def __init__(self, turn: Turn, frozen: Frozen | None = None) -> None:
+        self.id = turn.id
+        self.live: Turn | None = turn
+        self.frozen = frozen
+        self.metadata: dict[str, Any] | None = None
+        self.data: dict[str, Any] | None = None
+
+    def settle(self, base: Frozen | None) -> Frozen:
+        """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
+        turn = self.live
+        assert turn is not None
+        self.frozen = freeze(turn.blocks, base)
+        self.id = turn.id
+        self.metadata = copy_json(dict(turn.metadata))
+        self.data = copy_json(dict(turn.data))
+        return self.frozen
+
+    def turn(self) -> Turn:
+        if self.live is not None:
+            return self.live
+        assert self.frozen is not None and self.metadata is not None and self.data is not None
+        return Turn(
+            self.frozen.lazy(),
+            self.id,
+            TurnMetadata(copy_json(self.metadata)),
+            TurnData(copy_json(self.data)),
+        )
+
+
+class History(Sequence[Turn]):
+    """A session's snapshots, oldest first: the latest is the Turn object the session returned; an
+    older one is rebuilt on each read from the blocks it shares with the others (an isolated copy)."""
+
+    def __init__(self, entries: Sequence[_Entry]) -> None:
+        self._entries = tuple(entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(e.turn() for e in self._entries[index])
+        return self._entries[index].turn()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"History({len(self)} snapshots)"
+
+
+def _carried(turn: Turn) -> Watch | None:
+    """A copy of the proof a reader keeps with ``turn``'s blocks, for a Turn derived from it."""
+    watch = turn.blocks.held() if hasattr(turn.blocks, "held") else None
+    if watch is None or not hasattr(watch.state, "copy"):
+        return None
+    return Watch(watch.state.copy(), watch.k)
+
+
+def _unproven(out: Turn, origin: Frozen | None) -> list[int] | None:
+    """The positions of ``out`` that may hold blocks this inference made or changed, when its blocks are
+    still the list the session derived from ``origin`` (None: look at every block)."""
+    blocks = out.blocks
+    if origin is None or not isinstance(blocks, LazyBlockList) or blocks.origin is not origin:
+        return None
+    n = len(blocks)
+    k = min(blocks.moved, len(origin.blocks), n)
+    found = {i for i in blocks.touched if i < k}
+    found.update(i for i in origin.patches if i < k)
+    found.update(range(min(origin.keep, k), n))  # the seed's own new blocks, and everything after k
+    return sorted(found)
+
+
+def _derive(turn: Turn, frozen: Frozen, turn_id: str) -> Turn:
+    """A Turn with ``turn``'s maps (copied) over ``frozen``'s blocks (shared until read)."""
+    return Turn(
+        frozen.lazy(_carried(turn)),
+        turn_id,
+        TurnMetadata(copy_json(dict(turn.metadata))),
+        TurnData(copy_json(dict(turn.data))),
+    )
+
+
 class Session:
     """A conversation with one engine: ``session_id``, an append-only ``history`` of turn snapshots and
     at most one running inference.
@@ -132,7 +228,9 @@ class Session:
         """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
         self.engine: Engine
         self.use(checked)
-        self._history: list[Turn] = []
+        self._history: list[_Entry] = []
+        self._since = 0  # blocks the history added since the last snapshot that keeps its whole list
+        self._known: set[str] = set()  # ids of the blocks earlier snapshots hold
         self._handle: ExecutionHandle | None = None
 
     @staticmethod
@@ -159,27 +257,77 @@ class Session:
 
     @classmethod
     async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
-        """A session continuing ``session_id`` from the snapshots ``store`` holds (raises
-        :class:`~geppetto.UsageError` when it holds none)."""
-        snapshots = await store.load_session(session_id)
-        if not snapshots:
+        """A session continuing ``session_id`` from the latest snapshot ``store`` holds (raises
+        :class:`~geppetto.UsageError` when it holds none). Only that snapshot is read: the restored
+        session's :attr:`history` starts there, and older snapshots stay in the store
+        (``store.load_snapshots``)."""
+        load_latest = getattr(store, "load_latest", None)
+        if load_latest is not None:
+            latest = await load_latest(session_id)
+        else:
+            snapshots = await store.load_session(session_id)
+            latest = snapshots[-1] if snapshots else None
+        if latest is None:
             raise UsageError(
                 f"the store holds no snapshots for session {session_id!r}; list them with store.list_sessions()"
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
-        session._history.extend(snapshots)
+        session._adopt(latest)
         return session
+
+    def _push(self, turn: Turn) -> None:
+        """Add ``turn`` as the latest snapshot (the one before it was settled by the caller). The snapshot
+        before that one keeps its whole block list only as a checkpoint of the history (when the blocks
+        added since the last one add up to its size); otherwise it is rebuilt from its parent on demand."""
+        if self._history:
+            self._history[-1].live = None
+        if len(self._history) >= 2:
+            older = self._history[-2].frozen
+            if older is not None and older.parent is not None:
+                if self._since >= len(older.blocks):
+                    self._since = 0
+                else:
+                    older.drop()
+        self._history.append(_Entry(turn))
+
+    def _adopt(self, turn: Turn) -> None:
+        self._settle_latest()
+        self._push(turn)
+
+    def _settle_latest(self) -> Frozen | None:
+        """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
+        (or, for a Turn from outside, block by block against the snapshot before it)."""
+        if not self._history:
+            return None
+        entry = self._history[-1]
+        turn = entry.live
+        if turn is None:
+            return entry.frozen
+        blocks = turn.blocks
+        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
+            base: Frozen | None = blocks.origin
+        else:
+            base = self._history[-2].frozen if len(self._history) > 1 else None
+        before = entry.frozen
+        frozen = entry.settle(base)
+        if frozen is not before and frozen is not base:
+            self._since += frozen.delta
+            self._known.update(b.id for b in frozen.tail)
+            self._known.update(b.id for b in frozen.patches.values())
+        return frozen
 
     # -- history ------------------------------------------------------------------------------
     @property
-    def history(self) -> tuple[Turn, ...]:
-        """Every snapshot, oldest first. Append-only: seeds from :meth:`prompt`/:meth:`append` and the
-        output of each completed inference."""
-        return tuple(self._history)
+    def history(self) -> History:
+        """Every snapshot, oldest first (since the restore, for a restored session). Append-only: seeds
+        from :meth:`prompt`/:meth:`append` and the output of each completed inference. The latest is
+        the Turn object itself; older ones are isolated copies rebuilt on each read, sharing their
+        unchanged blocks in memory."""
+        return History(self._history)
 
     @property
     def latest(self) -> Turn | None:
-        return self._history[-1] if self._history else None
+        return self._history[-1].live if self._history else None
 
     @property
     def running(self) -> bool:
@@ -188,18 +336,20 @@ class Session:
     def append(self, turn: Turn) -> Turn:
         """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot."""
         self._check_idle("append a turn")
-        self._history.append(turn)
+        self._adopt(turn)
         return turn
 
     def prompt(self, text: str, images: builtins.list[dict[str, Any]] | None = None) -> Turn:
-        """Start the next turn (the seeds' Policy A): clone the latest snapshot, give it a fresh
-        ``Turn.id``, append a user block and add it to the history. Returns that seed."""
+        """Start the next turn (the seeds' Policy A): copy the latest snapshot (its blocks shared until
+        read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
+        the history. Returns that seed."""
         self._check_idle("prompt")
-        seed = self.latest.clone() if self.latest is not None else Turn()
-        seed.id = new_id()
+        frozen = self._settle_latest()
+        latest = self.latest
+        seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
         seed.append(Block.user(text, images))
-        self._history.append(seed)
+        self._push(seed)
         return seed
 
     # -- inference ----------------------------------------------------------------------------
@@ -219,11 +369,13 @@ class Session:
                 "or session.append(turn) with at least one block first"
             )
         inference_id = inference_id or new_id()
-        work = seed.clone()
+        frozen = self._settle_latest()
+        assert frozen is not None
+        work = _derive(seed, frozen, seed.id)
         # Ids go on the working turn before the engine runs, so every event carries them.
         TURN_META_SESSION_ID.set(work.metadata, self.session_id)
         TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
-        prior = {b.id for b in seed.blocks if b.turn_id and b.turn_id != seed.id}
+        prior = self._known
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -254,6 +406,7 @@ class Session:
         return await self.start_inference().wait()
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
+        origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
         recorded: list[TimedEvent] | None = [] if self.record_events else None
         sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
         with with_sinks(*sinks), contextlib.ExitStack() as hooks:
@@ -270,7 +423,9 @@ class Session:
                 raise
         if out.id != work.id:  # an engine that built a new turn still answers for this one
             out.id = work.id
-        stamp_inference(out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior)
+        stamp_inference(
+            out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
+        )
         await self._complete(out, recorded)
         return out
 
@@ -278,7 +433,15 @@ class Session:
         """Save ``out`` and add it to the history. Once the engine has answered, the inference completes:
         a cancel that arrives while the store is writing waits for the write and is then ignored, so the
         history, the store and the caller agree."""
-        save = asyncio.ensure_future(self._save(out, events))
+        self._settle_latest()
+        self._push(out)
+        frozen = self._settle_latest()
+        assert frozen is not None
+        # The output's own list becomes one over the frozen versions it was just compared with, so the
+        # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
+        blocks = out.blocks
+        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
+        save = asyncio.ensure_future(self._save(out, frozen, events))
         try:
             await asyncio.shield(save)
         except asyncio.CancelledError:
@@ -286,18 +449,19 @@ class Session:
             if task is not None:
                 task.uncancel()
             await save
-        finally:
-            self._history.append(out)
 
-    async def _save(self, out: Turn, events: list[TimedEvent] | None) -> None:
+    async def _save(self, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:
         if self.store is None:
             return
+        snapshot = Turn(
+            frozen.lazy(), out.id, TurnMetadata(copy_json(dict(out.metadata))), TurnData(copy_json(dict(out.data)))
+        )
         try:
             if events is None:
-                await self.store.save_snapshot(self.session_id, out.clone(keep_proof=False))
+                await self.store.save_snapshot(self.session_id, snapshot)
             else:
                 assert isinstance(self.store, EventLogStore)
-                await self.store.save_snapshot(self.session_id, out.clone(keep_proof=False), events=events)
+                await self.store.save_snapshot(self.session_id, snapshot, events=events)
         except StoreError as exc:
             raise StoreError(
                 f"{exc} (the inference completed and its output is session.latest; save it again once the "

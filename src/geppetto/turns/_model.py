@@ -214,7 +214,7 @@ class Turn:
             self.data = TurnData(self.data)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "blocks":
+        if name == "blocks" and not getattr(value, "adopt", False):
             value = BlockList(value)  # the Turn's own list, which remembers edits (see _watch)
         object.__setattr__(self, name, value)
 
@@ -251,6 +251,10 @@ class Turn:
         )
         blocks, copied = self.blocks, turn.blocks
         watch = blocks.held() if keep_proof and isinstance(blocks, BlockList) else None
+        if getattr(blocks, "adopt", False):  # a copy-on-write list: share its versions, copy nothing yet
+            carried = Watch(watch.state.copy(), watch.k) if watch is not None and hasattr(watch.state, "copy") else None
+            turn.blocks = blocks.shared_copy(carried)  # type: ignore[attr-defined]
+            return turn
         if watch is None or not hasattr(watch.state, "copy") or not isinstance(copied, BlockList):
             copied.extend(b.copy() for b in blocks)
             return turn

@@ -310,7 +310,8 @@ def watch_metadata(metadata: BlockMetadata, seal: Seal) -> WatchedMetadata:
 class BlockList(list[Any]):
     """``Turn.blocks``: a list that remembers the lowest index a change other than an append touched."""
 
-    __slots__ = ("low", "watch")
+    # ``moved``, ``origin`` and ``touched`` are a LazyBlockList's (geppetto.turns._cow): one layout for both.
+    __slots__ = ("low", "moved", "origin", "touched", "watch")
 
     def __init__(self, blocks: Iterable[Any] = ()) -> None:
         list.__init__(self, blocks)

@@ -1,0 +1,307 @@
+"""Copy on write for the snapshots of a long conversation.
+
+A block that a snapshot holds is kept once as a :class:`FrozenBlock`: a private version that nothing
+outside this module ever edits. Snapshots are lists of frozen versions (:class:`Frozen`), and the Turns
+handed out over them hold a :class:`LazyBlockList`: its entries stay the shared frozen versions until
+something reads one, and a read puts a private copy in its place. So deriving the next Turn from a
+snapshot costs a copy of a list of pointers, not of every block; editing a Turn's blocks never changes
+another Turn or a snapshot (the isolation ``Turn.clone()`` promises); and freezing a Turn again costs what
+was read or added since (``freeze``), which is what a session and a store need to save only what changed.
+
+A lazy list stays exact under every list operation: a read, a search, a comparison, an iteration or a
+sort copies what it reads first; a structural change (insert, delete, reorder) is remembered by the
+:class:`~geppetto.turns._watch.BlockList` it extends (``low``), so :func:`freeze` looks again at every
+entry from there on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, SupportsIndex
+
+from ._keys import BlockMetadata, copy_json
+from ._model import Block, seal_block, seal_of
+from ._watch import NO_EDIT, BlockList, Watch
+
+__all__ = ["Frozen", "FrozenBlock", "LazyBlockList", "freeze", "freeze_block", "frozen_from", "thaw"]
+
+
+class FrozenBlock(Block):
+    """A block version shared by snapshots. Only this module makes them, and it never hands one out:
+    whoever reads it gets a copy (:func:`thaw`). ``wire``/``key``: a wire form a reader remembered for
+    it; ``stored``: where a store keeps it (its own marker and the version's row number)."""
+
+    # No slots: the class of a Block is switched in place, so the layout stays Block's; ``wire``, ``key``
+    # and ``stored`` live in the instance dict.
+
+
+def freeze_block(block: Block) -> FrozenBlock:
+    """A frozen copy of ``block`` (a frozen block is its own frozen copy)."""
+    if type(block) is FrozenBlock:
+        return block
+    copy = Block(
+        block.kind, copy_json(block.payload), block.role, block.id, block.turn_id,
+        BlockMetadata(copy_json(dict(block.metadata))),
+    )  # fmt: skip
+    d = copy.__dict__
+    seal = seal_of(block)
+    d["key"], d["wire"] = (seal.key, seal.wire) if seal is not None else (None, None)
+    d["stored"] = None
+    copy.__class__ = FrozenBlock
+    return copy  # type: ignore[return-value]
+
+
+def frozen_from(block: Block) -> FrozenBlock:
+    """``block`` itself, made frozen: for a block just built from stored data that nobody else holds."""
+    d = block.__dict__
+    d["key"] = d["wire"] = d["stored"] = None
+    block.__class__ = FrozenBlock
+    return block  # type: ignore[return-value]
+
+
+def thaw(frozen: FrozenBlock, watch: Watch | None = None) -> Block:
+    """A private, editable copy of ``frozen``; sealed for ``watch`` (with the remembered wire form) when
+    the copy sits where a reader's proof covers it."""
+    d = frozen.__dict__
+    copy = Block(
+        d["kind"], copy_json(d["payload"]), d["role"], d["id"], d["turn_id"], BlockMetadata(copy_json(d["metadata"]))
+    )
+    if watch is not None:
+        seal = seal_block(copy, watch)
+        seal.key, seal.wire = d.get("key"), d.get("wire")
+    return copy
+
+
+class LazyBlockList(BlockList):
+    """A Turn's blocks whose entries may still be shared frozen versions: any read copies the entries it
+    reads first (see the module's docstring). ``origin``: the frozen list it was made from; ``moved``:
+    the lowest index a change other than an append touched since then (``low`` is a reader's and is
+    reset by it); ``touched``: the indices a read copied (those below ``moved`` are where they were)."""
+
+    __slots__ = ()
+    adopt = True
+    """A Turn takes this list as its own as it is (any other list it copies into a BlockList)."""
+
+    def __init__(self, blocks: Any = (), origin: Frozen | None = None) -> None:
+        BlockList.__init__(self, blocks)
+        self.origin = origin
+        self.moved = NO_EDIT
+        self.touched: set[int] = set()
+
+    # -- remembering structural changes ------------------------------------------------------------
+    def _at(self, index: Any) -> None:
+        BlockList._at(self, index)
+        self.moved = min(self.moved, self.low)
+
+    def clear(self) -> None:
+        self.moved = 0
+        BlockList.clear(self)
+
+    def reverse(self) -> None:
+        self.moved = 0
+        BlockList.reverse(self)
+
+    # -- copying on read -------------------------------------------------------------------------
+    def _read(self, i: int) -> Block:
+        item = list.__getitem__(self, i)
+        if type(item) is FrozenBlock:
+            watch = self.watch
+            item = thaw(item, watch if watch is not None and i < watch.k else None)
+            list.__setitem__(self, i, item)
+            self.touched.add(i)
+        return item  # type: ignore[no-any-return]
+
+    def _read_all(self) -> None:
+        for i in range(len(self)):
+            self._read(i)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            for i in range(*index.indices(len(self))):
+                self._read(i)
+            return list.__getitem__(self, index)
+        i = index.__index__()
+        return self._read(i + len(self) if i < 0 else i)
+
+    def __iter__(self) -> Iterator[Block]:
+        i = 0
+        while i < len(self):
+            yield self._read(i)
+            i += 1
+
+    def __reversed__(self) -> Iterator[Block]:
+        i = len(self) - 1
+        while i >= 0:
+            if i < len(self):
+                yield self._read(i)
+            i -= 1
+
+    def __contains__(self, value: object) -> bool:
+        return any(b is value or b == value for b in self)
+
+    def index(self, value: Any, *args: Any) -> int:
+        self._read_all()
+        return list.index(self, value, *args)
+
+    def count(self, value: Any) -> int:
+        self._read_all()
+        return list.count(self, value)
+
+    def remove(self, value: Any) -> None:
+        self._read_all()
+        BlockList.remove(self, value)
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        if self:
+            i = index.__index__()
+            self._read(i + len(self) if i < 0 else i)
+        return BlockList.pop(self, index)
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self._read_all()
+        self.moved = 0
+        BlockList.sort(self, *args, **kwargs)
+
+    def copy(self) -> list[Any]:
+        self._read_all()
+        return list.copy(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._read_all()
+        if isinstance(other, LazyBlockList):
+            other._read_all()
+        return list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Any) -> list[Any]:
+        return self.copy() + list(other)
+
+    def __mul__(self, n: SupportsIndex) -> list[Any]:
+        return self.copy() * n
+
+    __rmul__ = __mul__
+
+    def __imul__(self, n: SupportsIndex) -> LazyBlockList:
+        self._read_all()
+        if n.__index__() <= 0:
+            self.moved = 0
+        BlockList.__imul__(self, n)
+        return self
+
+    def __repr__(self) -> str:
+        return repr(self.copy())
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        return (list, (list(self),))
+
+    def shared_copy(self, watch: Watch | None = None) -> LazyBlockList:
+        """An isolated copy that shares every version it can (``Turn.clone`` of a Turn holding this list)."""
+        return freeze(self, self.origin).lazy(watch)
+
+    # -- for freeze ------------------------------------------------------------------------------
+    def raw(self, i: int) -> Block:
+        """Entry ``i`` as it is (a frozen version or a private copy): for :func:`freeze` only."""
+        return list.__getitem__(self, i)  # type: ignore[no-any-return]
+
+
+class Frozen:
+    """A snapshot's blocks: ``blocks``, the frozen versions in order, and how they differ from
+    ``parent`` (the snapshot they were derived from): ``blocks[:keep]`` are the parent's except at the
+    positions in ``patches``, and ``tail`` follows them. A snapshot deep in a history may drop its whole
+    list (:meth:`drop`) and rebuild it from its parent on demand."""
+
+    __slots__ = ("_blocks", "keep", "parent", "patches", "tail")
+
+    def __init__(
+        self,
+        blocks: list[FrozenBlock],
+        parent: Frozen | None = None,
+        keep: int = 0,
+        patches: dict[int, FrozenBlock] | None = None,
+    ) -> None:
+        self._blocks: list[FrozenBlock] | None = blocks
+        self.parent = parent
+        self.keep = keep if parent is not None else 0
+        self.patches = patches or {}
+        self.tail = blocks[self.keep :]
+
+    @property
+    def delta(self) -> int:
+        """How many entries this snapshot holds that its parent does not hold at the same place."""
+        return len(self.tail) + len(self.patches)
+
+    @property
+    def blocks(self) -> list[FrozenBlock]:
+        if self._blocks is not None:
+            return self._blocks
+        chain: list[Frozen] = []
+        node: Frozen | None = self
+        while node is not None and node._blocks is None:
+            chain.append(node)
+            node = node.parent
+        out = list(node._blocks) if node is not None and node._blocks is not None else []
+        for step in reversed(chain):
+            del out[step.keep :]
+            for i, block in step.patches.items():
+                out[i] = block
+            out.extend(step.tail)
+        return out
+
+    def drop(self) -> None:
+        """Forget the whole list (it is rebuilt from the parent's when asked for); a root keeps it."""
+        if self.parent is not None:
+            self._blocks = None
+
+    def lazy(self, watch: Watch | None = None) -> LazyBlockList:
+        """A Turn's block list over these versions (nothing copied until read)."""
+        out = LazyBlockList(self.blocks, self)
+        out.watch = watch
+        return out
+
+
+def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
+    """``blocks`` as frozen versions, sharing with ``base`` what provably did not change.
+
+    For a :class:`LazyBlockList` made from ``base``, the cost is what was read or added since: entries
+    still frozen are ``base``'s own, entries read are compared with the version they were copied from,
+    and only the entries from the first structural change on are looked at one by one. Any other list
+    is compared with ``base`` position by position."""
+    n = len(blocks)
+    if base is None:
+        return Frozen([freeze_block(_raw(blocks, i)) for i in range(n)])
+    old = base.blocks
+    patches: dict[int, FrozenBlock] = {}
+    if type(blocks) is LazyBlockList and blocks.origin is base:
+        k = min(blocks.moved, len(old), n)
+        out = old[:k]
+        for i in sorted(blocks.touched):
+            if i < k:
+                item = _raw(blocks, i)
+                if type(item) is not FrozenBlock and item != old[i]:
+                    out[i] = patches[i] = freeze_block(item)
+        keep = k
+    else:
+        out, k = [], 0
+    for i in range(k, n):
+        item = _raw(blocks, i)
+        if type(item) is FrozenBlock:
+            out.append(item)
+        elif i < len(old) and item == old[i]:
+            out.append(old[i])
+        else:
+            out.append(freeze_block(item))
+    if k == 0:  # compared one by one: what matched at the start is the parent's
+        keep, limit = 0, min(len(old), n)
+        while keep < limit and out[keep] is old[keep]:
+            keep += 1
+    if keep == len(old) == n and not patches:
+        return base  # nothing changed: the same snapshot
+    return Frozen(out, base, keep, patches)
+
+
+def _raw(blocks: list[Block], i: int) -> Block:
+    return list.__getitem__(blocks, i)
