@@ -249,8 +249,12 @@ async def test_newer_schema_is_refused_and_untouched(store_target: str) -> None:
 async def test_unknown_block_kinds_read_back_as_other(store_target: str) -> None:
     with open_store(store_target) as store:
         await store.save_snapshot("s", sample_turn())
-    [(document,)] = query(store_target, "SELECT document FROM snapshots")
-    query(store_target, "UPDATE snapshots SET document = ?", (document.replace('"kind": "user"', '"kind": "video"'),))
+    [block] = [b for (b,) in query(store_target, "SELECT block FROM block_versions") if '"kind": "user"' in b]
+    query(
+        store_target,
+        "UPDATE block_versions SET block = ? WHERE block = ?",
+        (block.replace('"user"', '"video"', 1), block),
+    )
     with open_store(store_target) as store:
         [turn] = await store.load_session("s")
     assert turn.blocks[1].kind is gp.BlockKind.OTHER and turn.blocks[1].payload["original_kind"] == "video"
@@ -291,7 +295,7 @@ async def test_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         await store.save_snapshot("old", sample_turn(8), events=_events("z"))
         assert len(await store.load_session("old")) == 2
         assert [e.type for e in await store.load_events("old")] == ["text_delta", "final"]
-    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [(1,), (2,), (3,)]
+    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [(1,), (2,), (3,), (4,)]
 
 
 def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ..engine import Engine, Handler
 from ..turns import Block, Turn
+from ..turns._cow import block_ids, new_blocks
 
 __all__ = ["Middleware", "MiddlewareEngine", "new_blocks_not_in", "snapshot_block_ids", "with_middleware"]
 
@@ -35,9 +36,9 @@ def with_middleware(engine: Engine, *middlewares: Middleware) -> Engine:
 
 def snapshot_block_ids(turn: Turn) -> set[str]:
     """The ids of the blocks in ``turn`` now."""
-    return {b.id for b in turn.blocks}
+    return block_ids(turn.blocks)
 
 
 def new_blocks_not_in(turn: Turn, ids: set[str]) -> list[Block]:
     """The blocks of ``turn`` whose ids are not in ``ids``, in turn order (the blocks themselves, not copies)."""
-    return [b for b in turn.blocks if b.id not in ids]
+    return new_blocks(turn.blocks, ids)

@@ -9,6 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..events import Event
 from ..turns import TURN_META_INFERENCE_ID, Turn
+from ..turns._cow import Frozen, LazyBlockList, freeze
+from ..turns._keys import TurnData, TurnMetadata, copy_json
 
 __all__ = ["EventLogStore", "MemoryTurnStore", "RecordedEvent", "TurnStore", "event_json"]
 
@@ -75,11 +77,18 @@ class MemoryTurnStore:
     """An :class:`EventLogStore` in a dict: for tests and short-lived processes. Stores and returns copies."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, list[Turn]] = {}
+        # Per snapshot: its id, metadata, data and frozen blocks (unchanged blocks shared between snapshots).
+        self._sessions: dict[str, list[tuple[str, dict[str, Any], dict[str, Any], Frozen]]] = {}
         self._events: dict[str, list[RecordedEvent]] = {}
 
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
-        self._sessions.setdefault(session_id, []).append(turn.clone(keep_proof=False))
+        held = self._sessions.setdefault(session_id, [])
+        blocks = turn.blocks
+        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
+            frozen = freeze(blocks, blocks.origin)
+        else:
+            frozen = freeze(blocks, held[-1][3] if held else None)
+        held.append((turn.id, copy_json(dict(turn.metadata)), copy_json(dict(turn.data)), frozen))
         if events:
             await self.save_events(session_id, TURN_META_INFERENCE_ID.get(turn.metadata) or "", events)
 
@@ -90,7 +99,22 @@ class MemoryTurnStore:
         return [e for e in self._events.get(session_id, []) if inference_id in (None, e.inference_id)]
 
     async def load_session(self, session_id: str) -> list[Turn]:
-        return [t.clone(keep_proof=False) for t in self._sessions.get(session_id, [])]
+        return [_turn(*held) for held in self._sessions.get(session_id, [])]
+
+    async def load_latest(self, session_id: str) -> Turn | None:
+        held = self._sessions.get(session_id)
+        return _turn(*held[-1]) if held else None
+
+    async def load_snapshot(self, session_id: str, seq: int) -> Turn | None:
+        held = self._sessions.get(session_id, [])
+        return _turn(*held[seq - 1]) if 1 <= seq <= len(held) else None
+
+    async def latest_seq(self, session_id: str) -> int:
+        return len(self._sessions.get(session_id, []))
 
     async def list_sessions(self) -> list[str]:
         return list(self._sessions)
+
+
+def _turn(turn_id: str, metadata: dict[str, Any], data: dict[str, Any], frozen: Frozen) -> Turn:
+    return Turn(frozen.lazy(), turn_id, TurnMetadata(copy_json(metadata)), TurnData(copy_json(data)))

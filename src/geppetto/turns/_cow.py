@@ -23,7 +23,17 @@ from ._keys import BlockMetadata, copy_json
 from ._model import Block, seal_block, seal_of
 from ._watch import NO_EDIT, BlockList, Watch
 
-__all__ = ["Frozen", "FrozenBlock", "LazyBlockList", "freeze", "freeze_block", "frozen_from", "thaw"]
+__all__ = [
+    "Frozen",
+    "FrozenBlock",
+    "LazyBlockList",
+    "block_ids",
+    "freeze",
+    "freeze_block",
+    "frozen_from",
+    "new_blocks",
+    "thaw",
+]
 
 
 class FrozenBlock(Block):
@@ -261,6 +271,16 @@ class Frozen:
         out = LazyBlockList(self.blocks, self)
         out.watch = watch
         return out
+
+
+def block_ids(blocks: list[Block]) -> set[str]:
+    """The ids of ``blocks``, read without copying any (ids never change what a block holds)."""
+    return {b.id for b in list.__iter__(blocks)}
+
+
+def new_blocks(blocks: list[Block], ids: set[str]) -> list[Block]:
+    """The blocks of ``blocks`` whose id is not in ``ids``, in order; only those are read (copied)."""
+    return [blocks[i] for i, b in enumerate(list.__iter__(blocks)) if b.id not in ids]
 
 
 def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:

@@ -52,6 +52,8 @@ from ._model import Block, BlockKind, Turn, new_id
 __all__ = [
     "FORMAT",
     "MAX_TURN_FILE_BYTES",
+    "block_from_json",
+    "block_to_json",
     "dumps_json",
     "dumps_yaml",
     "load_turn",
@@ -596,3 +598,37 @@ def _fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# -- one block at a time (the session stores keep each block version as its own JSON text) ------------
+def block_to_json(block: Block) -> str:
+    """JSON text of one block, in the form it has inside a turn document (see :func:`turn_to_dict`)."""
+    source = f"block {block.id}"
+    if not block.id:
+        raise TurnFormatError("cannot be serialized: the block's id is empty; give it one", source=source)
+    doc = {
+        "id": block.id,
+        "turn_id": block.turn_id,
+        "kind": block.kind.value,
+        "role": block.role,
+        "payload": block.payload,
+        "metadata": dict(block.metadata),
+    }
+    try:
+        check_json_value(doc, what="block")
+    except MetadataTypeError as exc:
+        raise TurnFormatError(f"cannot be serialized: {exc}", source=source) from exc
+    except RecursionError:
+        raise TurnFormatError(f"cannot be serialized: {_TOO_DEEP}", source=source) from None
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def block_from_json(text: str | bytes, *, source: str, index: int = 0, strict: bool = False) -> Block:
+    """A block from :func:`block_to_json`'s text; with ``strict=False`` (the default) an unknown kind reads
+    as ``other``, as :func:`turn_from_dict` does."""
+    try:
+        raw = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise TurnFormatError(f"a stored block is not valid JSON ({exc})", source=source) from None
+    plain = not _SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace"))
+    return _block(raw, source, index, strict, plain)

@@ -1,12 +1,26 @@
 """Numbered schema migrations for the SQL turn stores, applied in order on open.
 
 Version N means the same tables and columns in every dialect; only the DDL spelling differs (PostgreSQL
-stores JSON columns as ``jsonb`` and numbers sessions with an identity column).
+stores JSON columns as ``jsonb`` and numbers sessions with an identity column). A step is a statement, or
+:data:`STORE_BLOCKS_ONCE`, the name of the data migration the store runs in Python at that point.
 """
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_BLOCKS_ONCE"]
+
+STORE_BLOCKS_ONCE = "-- geppetto: rewrite every snapshot as block versions and spans (see _sql.migrate_to_spans)"
+"""Version 4's data step: each snapshot's blocks become versions stored once and spans of positions."""
+
+# Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
+# hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
+# holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
+# ``blocks`` becomes a view with the columns it had, so provenance queries keep working.
+_V4_COMMON = [
+    "CREATE UNIQUE INDEX sessions_created_seq ON sessions (created_seq)",
+    "ALTER TABLE sessions ADD COLUMN first_prompt TEXT",
+    "ALTER TABLE snapshots ADD COLUMN length INTEGER",
+]
 
 # Each entry is one migration; its number is its index + 1. Never edit a released entry: append a new one.
 SQLITE: list[list[str]] = [
@@ -64,6 +78,37 @@ SQLITE: list[list[str]] = [
             PRIMARY KEY (session_id, inference_id))""",
         "CREATE INDEX inferences_running ON inferences (session_id, status)",
     ],
+    [
+        *_V4_COMMON,
+        """CREATE TABLE block_versions (
+            sk INTEGER NOT NULL,
+            vid INTEGER NOT NULL,
+            inference_id TEXT,
+            response_id TEXT,
+            block TEXT NOT NULL,
+            PRIMARY KEY (sk, vid)) WITHOUT ROWID""",
+        """CREATE TABLE spans (
+            sk INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            from_seq INTEGER NOT NULL,
+            to_seq INTEGER,
+            vid INTEGER NOT NULL,
+            PRIMARY KEY (sk, position, from_seq)) WITHOUT ROWID""",
+        "CREATE INDEX spans_open ON spans (sk, to_seq)",
+        "CREATE INDEX block_versions_inference ON block_versions (inference_id)",
+        STORE_BLOCKS_ONCE,
+        "DROP TABLE blocks",
+        """CREATE VIEW blocks AS
+            SELECT s.id AS session_id, n.seq AS snapshot_seq, p.position AS position,
+                   json_extract(v.block, '$.id') AS block_id, json_extract(v.block, '$.kind') AS kind,
+                   json_extract(v.block, '$.role') AS role, json_extract(v.block, '$.turn_id') AS turn_id,
+                   v.inference_id AS inference_id, v.response_id AS response_id,
+                   json_extract(v.block, '$.payload') AS payload, json_extract(v.block, '$.metadata') AS metadata
+            FROM spans p
+            JOIN sessions s ON s.created_seq = p.sk
+            JOIN snapshots n ON n.session_id = s.id AND n.seq >= p.from_seq AND (p.to_seq IS NULL OR n.seq <= p.to_seq)
+            JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
+    ],
 ]
 
 POSTGRES: list[list[str]] = [
@@ -119,6 +164,37 @@ POSTGRES: list[list[str]] = [
             error TEXT,
             PRIMARY KEY (session_id, inference_id))""",
         "CREATE INDEX inferences_running ON inferences (session_id, status)",
+    ],
+    [
+        *_V4_COMMON,
+        """CREATE TABLE block_versions (
+            sk BIGINT NOT NULL,
+            vid INTEGER NOT NULL,
+            inference_id TEXT,
+            response_id TEXT,
+            block TEXT NOT NULL,
+            PRIMARY KEY (sk, vid))""",
+        """CREATE TABLE spans (
+            sk BIGINT NOT NULL,
+            position INTEGER NOT NULL,
+            from_seq INTEGER NOT NULL,
+            to_seq INTEGER,
+            vid INTEGER NOT NULL,
+            PRIMARY KEY (sk, position, from_seq))""",
+        "CREATE INDEX spans_open ON spans (sk, to_seq)",
+        "CREATE INDEX block_versions_inference ON block_versions (inference_id)",
+        STORE_BLOCKS_ONCE,
+        "DROP TABLE blocks",
+        """CREATE VIEW blocks AS
+            SELECT s.id AS session_id, n.seq AS snapshot_seq, p.position AS position,
+                   v.block::jsonb ->> 'id' AS block_id, v.block::jsonb ->> 'kind' AS kind,
+                   v.block::jsonb ->> 'role' AS role, v.block::jsonb ->> 'turn_id' AS turn_id,
+                   v.inference_id AS inference_id, v.response_id AS response_id,
+                   v.block::jsonb -> 'payload' AS payload, v.block::jsonb -> 'metadata' AS metadata
+            FROM spans p
+            JOIN sessions s ON s.created_seq = p.sk
+            JOIN snapshots n ON n.session_id = s.id AND n.seq >= p.from_seq AND (p.to_seq IS NULL OR n.seq <= p.to_seq)
+            JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
     ],
 ]
 

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ..._exceptions import StoreError, UsageError
-from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Turn, dumps_json
+from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Block, Turn, dumps_json
 from ...turns import loads_json as turn_from_json
+from ...turns._cow import Frozen, FrozenBlock, LazyBlockList, freeze, frozen_from
+from ...turns._serde import block_from_json, block_to_json
 from .._store import RecordedEvent, TimedEvent, event_json
-from ._schema import MIGRATIONS, SCHEMA_VERSION
+from ._schema import MIGRATIONS, SCHEMA_VERSION, STORE_BLOCKS_ONCE
 
 __all__ = ["InferenceRecord", "SQLTurnStore", "SessionInfo", "SessionLease", "SnapshotInfo"]
 
@@ -99,24 +101,43 @@ class SessionInfo:
         }
 
 
-def block_rows(session_id: str, seq: int, turn: Turn) -> list[tuple[Any, ...]]:
-    """One provenance row per block of ``turn``, in order."""
-    return [
-        (
-            session_id,
-            seq,
-            i,
-            b.id,
-            b.kind.value,
-            b.role,
-            b.turn_id,
-            BLOCK_META_INFERENCE_ID.get(b.metadata),
-            BLOCK_META_RESPONSE_ID.get(b.metadata),
-            json.dumps(b.payload),
-            json.dumps(dict(b.metadata)),
-        )
-        for i, b in enumerate(turn.blocks)
-    ]
+@dataclass
+class _Tip:
+    """What a store knows of a session's latest snapshot, as this process last wrote or read it."""
+
+    sk: int
+    seq: int
+    frozen: Frozen
+
+
+class _Plan:
+    """The rows one save writes: the positions whose span ends, and the (position, block) pairs whose
+    span begins (each block a version stored already, or to store)."""
+
+    def __init__(self, close: list[int], open_: list[tuple[int, FrozenBlock]]) -> None:
+        self.close, self.open = close, open_
+
+
+def _diff(new: Frozen, old: Frozen) -> _Plan | None:
+    """The spans that differ between ``old`` and ``new`` (a snapshot derived from it), reading only what
+    the derivation says may have changed; None when ``new`` does not descend from ``old`` closely."""
+    keep = len(new.blocks)
+    patched: set[int] = set()
+    node: Frozen | None = new
+    for _ in range(64):
+        if node is None or node is old:
+            break
+        keep = min(keep, node.keep)
+        patched.update(node.patches)
+        node = node.parent
+    if node is not old:
+        return None
+    nb, ob = new.blocks, old.blocks
+    keep = min(keep, len(ob))
+    changed = [i for i in sorted(patched) if i < keep and nb[i] is not ob[i]]
+    changed += [i for i in range(keep, len(nb)) if i >= len(ob) or nb[i] is not ob[i]]
+    close = [i for i in changed if i < len(ob)] + list(range(max(len(nb), keep), len(ob)))
+    return _Plan(close, [(i, nb[i]) for i in changed])
 
 
 class SQLTurnStore:
@@ -215,8 +236,68 @@ class SQLTurnStore:
                 )
             for number in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[self.dialect][number - 1]:
-                    self._exec(conn, statement)
+                    if statement == STORE_BLOCKS_ONCE:
+                        self._store_blocks_once(conn)
+                    else:
+                        self._exec(conn, statement)
                 self._exec(conn, "INSERT INTO geppetto_schema (version) VALUES (?)", (number,))
+
+    def _store_blocks_once(self, conn: Any) -> None:
+        """Migration 4's data step: every snapshot's blocks (its document) become block versions, each
+        stored once per session, and spans of the snapshots that hold them; the documents keep the Turn's
+        own fields. Blocks are kept as the JSON they were written as, kinds this version does not know
+        included."""
+        sessions = self._rows(
+            conn,
+            "SELECT s.id, s.created_seq FROM sessions s WHERE EXISTS (SELECT 1 FROM snapshots WHERE session_id = s.id)",
+        )
+        inference_key, response_key = str(BLOCK_META_INFERENCE_ID), str(BLOCK_META_RESPONSE_ID)
+        for session_id, sk in sessions:
+            versions: dict[str, int] = {}
+            held: dict[int, int] = {}  # position -> version the open span holds
+            first: str | None = None
+            snapshots = self._rows(
+                conn, "SELECT seq, document FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
+            )
+            for seq, document in snapshots:
+                doc = json.loads(document)
+                raws = doc.get("blocks") or []
+                close, spans, new = [], [], []
+                for position, raw in enumerate(raws):
+                    text = json.dumps(raw, ensure_ascii=False)
+                    vid = versions.get(text)
+                    if vid is None:
+                        vid = versions[text] = len(versions) + 1
+                        meta = raw.get("metadata") or {}
+                        ids = [meta.get(k) for k in (inference_key, response_key)]
+                        new.append((sk, vid, *(v if isinstance(v, str) else None for v in ids), text))
+                    if held.get(position) == vid:
+                        continue
+                    if position in held:
+                        close.append((seq - 1, sk, position))
+                    held[position] = vid
+                    spans.append((sk, position, seq, vid))
+                for position in [p for p in held if p >= len(raws)]:
+                    close.append((seq - 1, sk, position))
+                    del held[position]
+                if first is None:
+                    users = (r for r in raws if isinstance(r, dict) and r.get("kind") == "user")
+                    first = str(((next(users, None) or {}).get("payload") or {}).get("text") or "")
+                if close:
+                    self._exec_many(
+                        conn, "UPDATE spans SET to_seq = ? WHERE sk = ? AND position = ? AND to_seq IS NULL", close
+                    )
+                if new:
+                    self._exec_many(conn, "INSERT INTO block_versions VALUES (?, ?, ?, ?, ?)", new)
+                if spans:
+                    self._exec_many(conn, "INSERT INTO spans (sk, position, from_seq, vid) VALUES (?, ?, ?, ?)", spans)
+                doc["blocks"] = []
+                self._exec(
+                    conn,
+                    "UPDATE snapshots SET document = ?, length = ? WHERE session_id = ? AND seq = ?",
+                    (json.dumps(doc, ensure_ascii=False), len(raws), session_id, seq),
+                )
+            self._exec(conn, "UPDATE sessions SET first_prompt = ? WHERE id = ?", (first or "", session_id))
 
     def _call(self, fn: Callable[..., R], *args: Any) -> R:
         try:
@@ -236,24 +317,122 @@ class SQLTurnStore:
             self._exec(conn, self.lock_session, (session_id,))
 
     # -- operations (each runs in a worker thread) ----------------------------------------------
-    def _save(self, conn: Any, session_id: str, turn: Turn, document: str, events: list[tuple[Any, ...]] | None) -> int:
+    @functools.cached_property
+    def _tips(self) -> dict[str, _Tip]:
+        return {}
+
+    @functools.cached_property
+    def _marker(self) -> object:
+        """What a frozen block records as the store that keeps it (see ``FrozenBlock.stored``)."""
+        return object()
+
+    def _vid(self, block: FrozenBlock, sk: int) -> int | None:
+        stored = block.__dict__.get("stored")
+        if stored is not None and stored[0] is self._marker and stored[1] == sk:
+            return int(stored[2])
+        return None
+
+    def _sk(self, conn: Any, session_id: str) -> int:
+        return int(self._rows(conn, "SELECT created_seq FROM sessions WHERE id = ?", (session_id,))[0][0])
+
+    def _open_spans(self, conn: Any, sk: int) -> dict[int, tuple[int, str]]:
+        rows = self._rows(
+            conn,
+            "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+            "WHERE p.sk = ? AND p.to_seq IS NULL",
+            (sk,),
+        )
+        return {int(pos): (int(vid), block) for pos, vid, block in rows}
+
+    def _plan_by_content(self, conn: Any, sk: int, frozen: Frozen) -> _Plan:
+        """The spans that differ from the stored latest snapshot, comparing every block's JSON text."""
+        stored = self._open_spans(conn, sk)
+        blocks = frozen.blocks
+        close, open_ = [], []
+        for i, block in enumerate(blocks):
+            held = stored.get(i)
+            if held is not None and (self._vid(block, sk) == held[0] or block_to_json(block) == held[1]):
+                block.__dict__["stored"] = (self._marker, sk, held[0])
+                continue
+            if held is not None:
+                close.append(i)
+            open_.append((i, block))
+        close += [i for i in stored if i >= len(blocks)]
+        return _Plan(close, open_)
+
+    def _save(
+        self,
+        conn: Any,
+        session_id: str,
+        turn: Turn,
+        frozen: Frozen,
+        document: str,
+        events: list[tuple[Any, ...]] | None,
+    ) -> _Tip:
         with self._transaction(conn):
             self._ensure_session(conn, session_id)
             seq = self._rows(
                 conn, "SELECT coalesce(max(seq), 0) + 1 FROM snapshots WHERE session_id = ?", (session_id,)
             )
             number = int(seq[0][0])
+            tip = self._tips.get(session_id)
+            plan = _diff(frozen, tip.frozen) if tip is not None and tip.seq == number - 1 else None
+            sk = tip.sk if tip is not None else self._sk(conn, session_id)
+            if plan is None:
+                plan = self._plan_by_content(conn, sk, frozen)
             self._exec(
                 conn,
-                "INSERT INTO snapshots (session_id, seq, turn_id, document, inference_id, saved_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, number, turn.id, document, TURN_META_INFERENCE_ID.get(turn.metadata), time.time()),
+                "INSERT INTO snapshots (session_id, seq, turn_id, document, inference_id, saved_at, length) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    number,
+                    turn.id,
+                    document,
+                    TURN_META_INFERENCE_ID.get(turn.metadata),
+                    time.time(),
+                    len(frozen.blocks),
+                ),
             )
-            insert_blocks = "INSERT INTO blocks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            self._exec_many(conn, insert_blocks, block_rows(session_id, number, turn))
+            if plan.close:
+                self._exec_many(
+                    conn,
+                    "UPDATE spans SET to_seq = ? WHERE sk = ? AND position = ? AND to_seq IS NULL",
+                    [(number - 1, sk, i) for i in plan.close],
+                )
+            new_versions: list[tuple[Any, ...]] = []
+            spans: list[tuple[Any, ...]] = []
+            pending: dict[int, tuple[FrozenBlock, int]] = {}
+            next_vid: int | None = None
+            for position, block in plan.open:
+                vid = self._vid(block, sk)
+                if vid is None and id(block) in pending:
+                    vid = pending[id(block)][1]
+                if vid is None:
+                    if next_vid is None:
+                        rows = self._rows(conn, "SELECT coalesce(max(vid), 0) FROM block_versions WHERE sk = ?", (sk,))
+                        next_vid = int(rows[0][0])
+                    next_vid += 1
+                    vid = next_vid
+                    pending[id(block)] = (block, vid)
+                    new_versions.append(_version_row(sk, vid, block))
+                spans.append((sk, position, number, vid))
+            if new_versions:
+                self._exec_many(conn, "INSERT INTO block_versions VALUES (?, ?, ?, ?, ?)", new_versions)
+            if spans:
+                self._exec_many(conn, "INSERT INTO spans (sk, position, from_seq, vid) VALUES (?, ?, ?, ?)", spans)
+            if number == 1:
+                self._exec(
+                    conn,
+                    "UPDATE sessions SET first_prompt = ? WHERE id = ?",
+                    (_first_prompt(frozen.blocks), session_id),
+                )
             if events:
                 self._insert_events(conn, events)
-            return number
+        # Only once the transaction committed do the blocks count as stored.
+        for block, vid in pending.values():
+            block.__dict__["stored"] = (self._marker, sk, vid)
+        return _Tip(sk, number, frozen)
 
     def _insert_events(self, conn: Any, events: list[tuple[Any, ...]]) -> None:
         statement = "INSERT INTO events (session_id, inference_id, seq, at, type, event) VALUES (?, ?, ?, ?, ?, ?)"
@@ -267,10 +446,25 @@ class SQLTurnStore:
     # -- the TurnStore interface ----------------------------------------------------------------
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
         """Append ``turn`` as the newest snapshot of ``session_id``, with the events of the inference that
-        produced it when given; all in one transaction, so all of it or nothing."""
+        produced it when given; all in one transaction, so all of it or nothing. Only blocks that are new
+        or changed since the snapshot before are written (see docs/persistence.md)."""
         inference_id = TURN_META_INFERENCE_ID.get(turn.metadata) or ""
         rows = _event_rows(session_id, inference_id, events) if events else None
-        await self._run(self._save, session_id, turn, dumps_json(turn), rows)
+        blocks = turn.blocks
+        tip = self._tips.get(session_id)
+        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
+            frozen = freeze(blocks, blocks.origin)
+        else:  # a Turn from elsewhere: compared with what this store last held, block by block
+            frozen = freeze(blocks, tip.frozen if tip is not None else None)
+        document = dumps_json(Turn(id=turn.id, metadata=turn.metadata, data=turn.data))
+        self._remember(session_id, await self._run(self._save, session_id, turn, frozen, document, rows))
+
+    def _remember(self, session_id: str, tip: _Tip) -> None:
+        tips = self._tips
+        tips.pop(session_id, None)
+        tips[session_id] = tip
+        if len(tips) > _TIPS:
+            del tips[next(iter(tips))]
 
     async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
         """Record the event log of an inference that produced no snapshot (it failed or was cancelled)."""
@@ -279,12 +473,103 @@ class SQLTurnStore:
 
     async def load_session(self, session_id: str) -> list[Turn]:
         """The snapshots of ``session_id``, oldest first (empty when unknown). A block kind this version does
-        not know (written by a newer geppetto) reads back as ``other`` with its kind kept in the payload."""
-        docs = await self._run(
-            self._rows, "SELECT document FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
+        not know (written by a newer geppetto) reads back as ``other`` with its kind kept in the payload.
+        Snapshots share the versions of their unchanged blocks (copied when read)."""
+        return await self._run(self._load_all, session_id)
+
+    async def load_latest(self, session_id: str) -> Turn | None:
+        """The latest snapshot of ``session_id`` (None when it has none): one snapshot read, whatever the
+        length of the history."""
+        return await self._run(self._load_one, session_id, None)
+
+    async def load_snapshot(self, session_id: str, seq: int) -> Turn | None:
+        """Snapshot number ``seq`` (1 is the first) of ``session_id``, None when there is no such one."""
+        return await self._run(self._load_one, session_id, seq)
+
+    async def latest_seq(self, session_id: str) -> int:
+        """The number of the latest snapshot of ``session_id`` (0 when it has none)."""
+        rows = await self._run(
+            self._rows, "SELECT coalesce(max(seq), 0) FROM snapshots WHERE session_id = ?", (session_id,)
         )
-        source = f"{self.location} session {session_id}"
-        return [turn_from_json(d, source=source, strict=False) for (d,) in docs]
+        return int(rows[0][0])
+
+    def _source(self, session_id: str) -> str:
+        return f"{self.location} session {session_id}"
+
+    def _frozen(self, sk: int, vid: int, text: str, source: str) -> FrozenBlock:
+        block = frozen_from(block_from_json(text, source=source))
+        block.__dict__["stored"] = (self._marker, sk, vid)
+        return block
+
+    def _turn(self, document: str, frozen: Frozen, source: str) -> Turn:
+        turn = turn_from_json(document, source=source, strict=False)
+        turn.blocks = frozen.lazy()
+        return turn
+
+    def _load_one(self, conn: Any, session_id: str, seq: int | None) -> Turn | None:
+        where = "" if seq is None else " AND n.seq = ?"
+        params: tuple[Any, ...] = (session_id,) if seq is None else (session_id, seq)
+        head = self._rows(
+            conn,
+            "SELECT n.seq, n.document, n.length, s.created_seq FROM snapshots n JOIN sessions s ON s.id = n.session_id "
+            f"WHERE n.session_id = ?{where} ORDER BY n.seq DESC LIMIT 1",
+            params,
+        )
+        if not head:
+            return None
+        number, document, length, sk = int(head[0][0]), head[0][1], head[0][2], int(head[0][3])
+        if seq is None:
+            spans = self._rows(
+                conn,
+                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+                "WHERE p.sk = ? AND p.to_seq IS NULL ORDER BY p.position",
+                (sk,),
+            )
+        else:
+            spans = self._rows(
+                conn,
+                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+                "WHERE p.sk = ? AND p.from_seq <= ? AND (p.to_seq IS NULL OR p.to_seq >= ?) ORDER BY p.position",
+                (sk, number, number),
+            )
+        source = self._source(session_id)
+        if [int(r[0]) for r in spans] != list(range(length if length is not None else len(spans))):
+            raise StoreError(
+                f"session store {self.location}: snapshot {number} of session {session_id!r} is missing blocks "
+                "(its spans do not cover its positions); the store was changed outside geppetto"
+            )
+        frozen = Frozen([self._frozen(sk, int(vid), text, source) for _pos, vid, text in spans])
+        if seq is None:
+            self._remember(session_id, _Tip(sk, number, frozen))
+        return self._turn(document, frozen, source)
+
+    def _load_all(self, conn: Any, session_id: str) -> list[Turn]:
+        snaps = self._rows(
+            conn, "SELECT seq, document, length FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        if not snaps:
+            return []
+        sk = self._sk(conn, session_id)
+        source = self._source(session_id)
+        versions = {
+            int(vid): self._frozen(sk, int(vid), text, source)
+            for vid, text in self._rows(conn, "SELECT vid, block FROM block_versions WHERE sk = ?", (sk,))
+        }
+        opens: dict[int, list[tuple[int, int]]] = {}
+        for position, from_seq, vid in self._rows(
+            conn, "SELECT position, from_seq, vid FROM spans WHERE sk = ?", (sk,)
+        ):
+            opens.setdefault(int(from_seq), []).append((int(position), int(vid)))
+        current: list[FrozenBlock] = []
+        out: list[Turn] = []
+        for number, document, length in snaps:
+            for position, vid in opens.get(int(number), ()):
+                if position >= len(current):
+                    current.extend([versions[vid]] * (position + 1 - len(current)))
+                current[position] = versions[vid]
+            del current[length:]
+            out.append(self._turn(document, Frozen(list(current)), source))
+        return out
 
     async def list_sessions(self) -> list[str]:
         """Every session id with a snapshot, in the order first saved."""
@@ -316,29 +601,33 @@ class SQLTurnStore:
         rows = await self._run(
             self._rows,
             f"""SELECT s.id, count(n.seq), coalesce(max(n.saved_at), max(s.created_at)),
-                      (SELECT count(*) FROM blocks b WHERE b.session_id = s.id
-                       AND b.snapshot_seq = (SELECT max(seq) FROM snapshots WHERE session_id = s.id)),
-                      (SELECT b.payload FROM blocks b WHERE b.session_id = s.id AND b.kind = 'user'
-                       ORDER BY b.snapshot_seq, b.position LIMIT 1),
+                      (SELECT length FROM snapshots WHERE session_id = s.id ORDER BY seq DESC LIMIT 1),
+                      s.first_prompt,
                       (SELECT document FROM snapshots WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
                FROM sessions s {join} snapshots n ON n.session_id = s.id
-               GROUP BY s.id, s.created_seq ORDER BY s.created_seq""",
+               GROUP BY s.id, s.created_seq, s.first_prompt ORDER BY s.created_seq""",
         )
         return [
-            SessionInfo(sid, int(count), updated, int(blocks), str(_payload(first).get("text", "")), *_engine_of(doc))
+            SessionInfo(sid, int(count), updated, int(blocks or 0), first or "", *_engine_of(doc))
             for sid, count, updated, blocks, first, doc in rows
         ]
 
-    async def snapshot_infos(self, session_id: str) -> list[SnapshotInfo]:
-        """One line per snapshot of ``session_id``, oldest first (empty when unknown)."""
-        rows = await self._run(
-            self._rows,
-            """SELECT n.seq, n.turn_id, n.inference_id, n.saved_at,
-                      (SELECT count(*) FROM blocks b WHERE b.session_id = n.session_id AND b.snapshot_seq = n.seq)
-               FROM snapshots n WHERE n.session_id = ? ORDER BY n.seq""",
-            (session_id,),
-        )
-        return [SnapshotInfo(int(s), t, i, a, int(c)) for s, t, i, a, c in rows]
+    async def snapshot_infos(
+        self, session_id: str, *, before: int | None = None, limit: int | None = None
+    ) -> list[SnapshotInfo]:
+        """One line per snapshot of ``session_id``, oldest first (empty when unknown); with ``limit``, the
+        last ``limit`` snapshots before number ``before`` (before the end when None): a page of history."""
+        statement = "SELECT seq, turn_id, inference_id, saved_at, length FROM snapshots WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if before is not None:
+            statement += " AND seq < ?"
+            params.append(before)
+        statement += " ORDER BY seq DESC"
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit)
+        rows = await self._run(self._rows, statement, params)
+        return [SnapshotInfo(int(s), t, i, a, int(c or 0)) for s, t, i, a, c in reversed(rows)]
 
     async def load_events(self, session_id: str, inference_id: str | None = None) -> list[RecordedEvent]:
         """The recorded events of ``session_id`` (of one inference when given), in the order published."""
@@ -360,9 +649,15 @@ class SQLTurnStore:
 
         def delete(conn: Any) -> int:
             with self._transaction(conn):
-                tables = ("events", "blocks", "snapshots", "inferences")
-                for table, column in ((t, "session_id") for t in tables):
-                    self._exec(conn, f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+                for table in ("spans", "block_versions"):
+                    self._exec(
+                        conn,
+                        f"DELETE FROM {table} WHERE sk IN (SELECT created_seq FROM sessions WHERE id = ?)",
+                        (session_id,),
+                    )
+                for table in ("events", "snapshots", "inferences"):
+                    self._exec(conn, f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+                self._tips.pop(session_id, None)
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
                 return int(cursor.rowcount)
 
@@ -438,6 +733,27 @@ class SQLTurnStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_TIPS = 256
+"""How many sessions' latest snapshots a store remembers (the most recently saved or read)."""
+
+
+def _version_row(sk: int, vid: int, block: Block) -> tuple[Any, ...]:
+    return (
+        sk,
+        vid,
+        BLOCK_META_INFERENCE_ID.get(block.metadata),
+        BLOCK_META_RESPONSE_ID.get(block.metadata),
+        block_to_json(block),
+    )
+
+
+def _first_prompt(blocks: Sequence[Block]) -> str:
+    for block in blocks:
+        if block.kind.value == "user":
+            return block.text
+    return ""
 
 
 def _event_rows(session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> list[tuple[Any, ...]]:
