@@ -29,7 +29,7 @@ from .events import (
     with_sinks,
 )
 from .turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from .turns._cow import block_ids, new_blocks
+from .turns._cow import added, mark
 
 __all__ = ["FunctionEngine", "ScriptedEngine"]
 
@@ -64,7 +64,7 @@ class FunctionEngine:
 
     async def run_inference(self, turn: Turn) -> Turn:
         self.calls += 1
-        before = block_ids(turn.blocks)
+        before = mark(turn.blocks)
         announced: set[str] = set()
 
         def note(event: Event) -> None:
@@ -76,7 +76,7 @@ class FunctionEngine:
             if inspect.isawaitable(result):
                 result = await result
         out: Turn = turn if result is None else result
-        _publish_tool_calls(metadata_for(out, PROVIDER), new_blocks(out.blocks, before), announced)
+        _publish_tool_calls(metadata_for(out, PROVIDER), added(out.blocks, before), announced)
         return out
 
 

@@ -283,7 +283,7 @@ class Session:
             self._history[-1].live = None
         if len(self._history) >= 2:
             older = self._history[-2].frozen
-            if older is not None and older.parent is not None:
+            if older is not None and older.parent is not None and older.whole:
                 if self._since >= len(older.blocks):
                     self._since = 0
                 else:

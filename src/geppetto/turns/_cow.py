@@ -261,6 +261,11 @@ class Frozen:
             out.extend(step.tail)
         return out
 
+    @property
+    def whole(self) -> bool:
+        """Whether this snapshot still keeps its whole list."""
+        return self._blocks is not None
+
     def drop(self) -> None:
         """Forget the whole list (it is rebuilt from the parent's when asked for); a root keeps it."""
         if self.parent is not None:
@@ -281,6 +286,35 @@ def block_ids(blocks: list[Block]) -> set[str]:
 def new_blocks(blocks: list[Block], ids: set[str]) -> list[Block]:
     """The blocks of ``blocks`` whose id is not in ``ids``, in order; only those are read (copied)."""
     return [blocks[i] for i, b in enumerate(list.__iter__(blocks)) if b.id not in ids]
+
+
+class Mark:
+    """Where a list of blocks stood (see :func:`mark` and :func:`added`)."""
+
+    __slots__ = ("blocks", "moved", "n", "raw")
+
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks, self.n = blocks, len(blocks)
+        self.moved = blocks.moved if type(blocks) is LazyBlockList else None
+        self.raw = list.copy(blocks)  # the entries as they were (pointers only)
+
+
+def mark(blocks: list[Block]) -> Mark:
+    """Remember ``blocks`` as they are now, to ask later which blocks were :func:`added`."""
+    return Mark(blocks)
+
+
+def added(blocks: list[Block], since: Mark) -> list[Block]:
+    """The blocks of ``blocks`` that were not there at ``since`` (by id), in order. When ``blocks`` is the
+    same copy-on-write list and nothing but appends changed it, that is its tail: nothing else is read."""
+    if (
+        blocks is since.blocks
+        and type(blocks) is LazyBlockList
+        and blocks.moved == since.moved
+        and len(blocks) >= since.n
+    ):
+        return list(blocks[since.n :])
+    return new_blocks(blocks, {b.id for b in since.raw})
 
 
 def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:

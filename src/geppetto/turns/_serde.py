@@ -54,6 +54,7 @@ __all__ = [
     "MAX_TURN_FILE_BYTES",
     "block_from_json",
     "block_to_json",
+    "blocks_from_json",
     "dumps_json",
     "dumps_yaml",
     "load_turn",
@@ -621,6 +622,21 @@ def block_to_json(block: Block) -> str:
     except RecursionError:
         raise TurnFormatError(f"cannot be serialized: {_TOO_DEEP}", source=source) from None
     return json.dumps(doc, ensure_ascii=False)
+
+
+def blocks_from_json(texts: list[str], *, source: str, strict: bool = False) -> list[Block]:
+    """Blocks from :func:`block_to_json` texts, read in one pass (see :func:`block_from_json`)."""
+    joined = "[" + ",".join(texts) + "]"
+    try:
+        raws = json.loads(joined, parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # find the block at fault, and say so
+        for i, text in enumerate(texts):
+            block_from_json(text, source=source, index=i, strict=strict)
+        raise
+    if len(raws) != len(texts):
+        raise TurnFormatError("a stored block is not one JSON value", source=source)
+    plain = not _SURROGATE_ESCAPE.search(joined)
+    return [_block(raw, source, i, strict, plain) for i, raw in enumerate(raws)]
 
 
 def block_from_json(text: str | bytes, *, source: str, index: int = 0, strict: bool = False) -> Block:

@@ -21,7 +21,7 @@ from ..._exceptions import StoreError, UsageError
 from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Block, Turn, dumps_json
 from ...turns import loads_json as turn_from_json
 from ...turns._cow import Frozen, FrozenBlock, LazyBlockList, freeze, frozen_from
-from ...turns._serde import block_from_json, block_to_json
+from ...turns._serde import block_to_json, blocks_from_json
 from .._store import RecordedEvent, TimedEvent, event_json
 from ._schema import MIGRATIONS, SCHEMA_VERSION, STORE_BLOCKS_ONCE
 
@@ -496,10 +496,14 @@ class SQLTurnStore:
     def _source(self, session_id: str) -> str:
         return f"{self.location} session {session_id}"
 
-    def _frozen(self, sk: int, vid: int, text: str, source: str) -> FrozenBlock:
-        block = frozen_from(block_from_json(text, source=source))
-        block.__dict__["stored"] = (self._marker, sk, vid)
-        return block
+    def _frozen_all(self, sk: int, rows: list[tuple[int, str]], source: str) -> list[FrozenBlock]:
+        """Frozen blocks from stored versions (``(vid, text)`` rows), each knowing where it is stored."""
+        out = []
+        for (vid, _text), block in zip(rows, blocks_from_json([t for _v, t in rows], source=source), strict=True):
+            frozen = frozen_from(block)
+            frozen.__dict__["stored"] = (self._marker, sk, vid)
+            out.append(frozen)
+        return out
 
     def _turn(self, document: str, frozen: Frozen, source: str) -> Turn:
         turn = turn_from_json(document, source=source, strict=False)
@@ -538,7 +542,7 @@ class SQLTurnStore:
                 f"session store {self.location}: snapshot {number} of session {session_id!r} is missing blocks "
                 "(its spans do not cover its positions); the store was changed outside geppetto"
             )
-        frozen = Frozen([self._frozen(sk, int(vid), text, source) for _pos, vid, text in spans])
+        frozen = Frozen(self._frozen_all(sk, [(int(vid), text) for _pos, vid, text in spans], source))
         if seq is None:
             self._remember(session_id, _Tip(sk, number, frozen))
         return self._turn(document, frozen, source)
@@ -551,10 +555,11 @@ class SQLTurnStore:
             return []
         sk = self._sk(conn, session_id)
         source = self._source(session_id)
-        versions = {
-            int(vid): self._frozen(sk, int(vid), text, source)
+        rows = [
+            (int(vid), text)
             for vid, text in self._rows(conn, "SELECT vid, block FROM block_versions WHERE sk = ?", (sk,))
-        }
+        ]
+        versions = dict(zip((vid for vid, _text in rows), self._frozen_all(sk, rows, source), strict=True))
         opens: dict[int, list[tuple[int, int]]] = {}
         for position, from_seq, vid in self._rows(
             conn, "SELECT position, from_seq, vid FROM spans WHERE sk = ?", (sk,)
