@@ -61,7 +61,8 @@ def test_a_prompt_streams_its_events_and_saves_the_turn(server: httpx.Client) ->
     session = server.get(f"/api/sessions/{sid}").json()
     assert session["status"] == "idle"
     assert session["settings"] == {"system": "You are terse."}
-    [turn] = session["turns"]
+    turn = session["latest"]
+    assert session["snapshot_count"] == 1
     kinds = [b["kind"] for b in turn["blocks"]]
     assert kinds[:2] == ["system", "user"] and kinds[-1] == "llm_text"
     assert turn["blocks"][-1]["payload"]["text"] == text
@@ -71,7 +72,7 @@ def test_a_prompt_streams_its_events_and_saves_the_turn(server: httpx.Client) ->
 
     second = prompt(server, sid, "And again")
     assert events_of(server, sid, second["after"])[-1]["data"]["status"] == "completed"
-    assert len(server.get(f"/api/sessions/{sid}").json()["turns"]) == 2
+    assert len(server.get(f"/api/sessions/{sid}").json()["snapshots"]) == 2
     listed = {s["session_id"]: s for s in server.get("/api/sessions").json()["sessions"]}
     assert listed[sid]["snapshots"] == 2
 
@@ -134,7 +135,7 @@ def test_a_client_that_leaves_mid_stream_does_not_stop_the_inference(
         next(sse_events(response.iter_lines()))  # run_started, then the client leaves
     events = events_of(server, sid, started["after"])
     assert events[-1]["data"]["status"] == "completed"
-    assert len(server.get(f"/api/sessions/{sid}").json()["turns"]) == 1
+    assert len(server.get(f"/api/sessions/{sid}").json()["snapshots"]) == 1
 
 
 def test_a_provider_error_is_a_failed_inference_and_the_session_goes_on(

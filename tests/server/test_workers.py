@@ -57,7 +57,7 @@ def test_prompt_on_one_worker_events_from_the_other(workers: list[Worker], geppe
         assert from_b[-1]["data"]["status"] == "completed"
         assert {e["data"]["inference_id"] for e in from_b} == {started.json()["inference_id"]}
     session = httpx.get(f"{b.url}/api/sessions/{sid}").json()
-    assert len(session["turns"]) == 3 and session["status"] == "idle"
+    assert session["snapshot_count"] == 3 and session["status"] == "idle"
     # chained on the store's state: the third request sent only what the simulator had not seen
     assert geppetto_sim.requests[-1].body.get("previous_response_id")
 
@@ -104,4 +104,4 @@ def test_a_worker_killed_mid_inference_leaves_the_session_usable(
     assert statuses[-1]["inference_id"] == retry.json()["inference_id"] and statuses[-1]["status"] == "completed"
     session = httpx.get(f"{b.url}/api/sessions/{sid}").json()
     assert [i["status"] for i in session["inferences"]] == ["completed", "failed", "completed"]
-    assert len(session["turns"]) == 2, "the killed inference saved nothing; the others did"
+    assert session["snapshot_count"] == 2, "the killed inference saved nothing; the others did"

@@ -20,7 +20,7 @@ from .. import web
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, EventBus
 from ..session._session import INCOMING_HOOKS
-from ..session.stores import SQLTurnStore
+from ..session.stores import SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
 from ._openapi import openapi_document
@@ -33,6 +33,9 @@ log = logging.getLogger("geppetto.server")
 DEFAULT_MAX_BODY = 1 << 20
 KEEPALIVE_SECONDS = 15.0
 SETTING_KEYS = ("model", "mode", "system")
+SNAPSHOT_PAGE = 50
+"""Snapshot summaries (and inferences) a session's GET returns; older pages come from its ``older_snapshots``."""
+MAX_SNAPSHOT_PAGE = 1000
 DASHBOARD_SESSIONS = 200
 """The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
 
@@ -122,6 +125,31 @@ class Streams:
                 await reader
 
 
+def _snapshot_info(info: SnapshotInfo) -> dict[str, Any]:
+    return {
+        "seq": info.seq,
+        "turn_id": info.turn_id,
+        "inference_id": info.inference_id,
+        "saved_at": info.saved_at,
+        "blocks": info.blocks,
+    }
+
+
+def _older(session_id: str, page: list[SnapshotInfo]) -> str | None:
+    """The route of the page before ``page`` (None when it starts at the first snapshot)."""
+    if not page or page[0].seq <= 1:
+        return None
+    return f"/api/sessions/{session_id}/snapshots?before={page[0].seq}&limit={len(page)}"
+
+
+def _number(raw: str | None, name: str) -> int | None:
+    if raw is None:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ApiError(422, f"{name!r} must be a positive whole number", "invalid_request")
+    return int(raw)
+
+
 def build_app(
     runner: Runner,
     *,
@@ -182,9 +210,10 @@ def build_app(
     async def get_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         settings = await runner.settings(session_id)
-        snapshots = await store.load_session(session_id)
-        inferences = await store.inferences(session_id)
-        running = [r.inference_id for r in inferences if r.status == "running"]
+        latest = await store.load_latest(session_id)
+        page = await store.snapshot_infos(session_id, limit=SNAPSHOT_PAGE)
+        inferences = await store.inferences(session_id, limit=SNAPSHOT_PAGE)
+        running = [r.inference_id for r in await store.inferences(session_id, status="running")]
         return JSONResponse(
             {
                 "id": session_id,
@@ -192,10 +221,32 @@ def build_app(
                 "status": "running" if running else "idle",
                 "running_inference": running[-1] if running else None,
                 "last_event_id": await runner.bus.last_id(session_id),
-                "turns": [turn_to_dict(t) for t in snapshots],
+                "latest": turn_to_dict(latest) if latest is not None else None,
+                "snapshot_count": page[-1].seq if page else 0,
+                "snapshots": [_snapshot_info(i) for i in page],
+                "older_snapshots": _older(session_id, page),
                 "inferences": [r.to_dict() for r in inferences],
             }
         )
+
+    async def list_snapshots(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        await runner.settings(session_id)
+        before = _number(request.query_params.get("before"), "before")
+        limit = min(_number(request.query_params.get("limit"), "limit") or SNAPSHOT_PAGE, MAX_SNAPSHOT_PAGE)
+        page = await store.snapshot_infos(session_id, before=before, limit=limit)
+        return JSONResponse({"snapshots": [_snapshot_info(i) for i in page], "older": _older(session_id, page)})
+
+    async def get_snapshot(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        await runner.settings(session_id)
+        seq = _number(request.path_params["seq"], "seq")
+        turn = await store.load_snapshot(session_id, seq or 0)
+        if turn is None:
+            raise ApiError(
+                404, f"session {session_id} has no snapshot {seq}; list them with GET .../snapshots", "not_found"
+            )
+        return JSONResponse({"seq": seq, "turn": turn_to_dict(turn)})
 
     async def delete_session(request: Request) -> Response:
         session_id = request.path_params["session_id"]
@@ -382,6 +433,8 @@ def build_app(
         Route("/api/sessions/{session_id}/messages", guarded(post_message), methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
+        Route("/api/sessions/{session_id}/snapshots", guarded(list_snapshots), methods=["GET"]),
+        Route("/api/sessions/{session_id}/snapshots/{seq}", guarded(get_snapshot), methods=["GET"]),
         Route("/api/chat", guarded(vercel_chat), methods=["POST"]),
         Route("/ag-ui", guarded(ag_ui), methods=["POST"]),
         Route("/api/sessions/{session_id}/inspect", guarded(inspect), methods=["GET"]),

@@ -70,7 +70,8 @@ def openapi_document() -> dict[str, Any]:
             "/api/sessions/{session_id}": {
                 "parameters": [_SESSION_ID],
                 "get": {
-                    "summary": "A session: settings, status, turns with block provenance, inferences",
+                    "summary": "A session: settings, status, its latest Turn (blocks with provenance), the count "
+                    "and last page of its snapshots (older pages at older_snapshots), its last inferences",
                     "responses": {"200": _json("The session", {"type": "object"}), **_ERRORS},
                 },
                 "delete": {"summary": "Delete a session", "responses": {"204": {"description": "Deleted"}, **_ERRORS}},
@@ -125,6 +126,28 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "The session's events as Server-Sent Events, resumable with Last-Event-ID",
                     "responses": {"200": _SSE, **_ERRORS},
+                },
+            },
+            "/api/sessions/{session_id}/snapshots": {
+                "parameters": [
+                    _SESSION_ID,
+                    {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                ],
+                "get": {
+                    "summary": "A page of snapshot summaries (seq, turn_id, inference_id, saved_at, blocks), the "
+                    "last `limit` before `before`, oldest first; `older` is the route of the page before",
+                    "responses": {"200": _json("A page of snapshots", {"type": "object"}), **_ERRORS},
+                },
+            },
+            "/api/sessions/{session_id}/snapshots/{seq}": {
+                "parameters": [
+                    _SESSION_ID,
+                    {"name": "seq", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}},
+                ],
+                "get": {
+                    "summary": "One snapshot's Turn, exactly as it was saved",
+                    "responses": {"200": _json("The snapshot", {"type": "object"}), **_ERRORS},
                 },
             },
             "/api/sessions/{session_id}/inspect": {

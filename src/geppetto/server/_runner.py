@@ -58,6 +58,19 @@ class _Running:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+@dataclass
+class _Hot:
+    """A session this worker ran last: the store's snapshot number it holds, and the settings it was made with."""
+
+    seq: int
+    settings: dict[str, Any]
+    session: Session
+
+
+HOT_SESSIONS = 256
+"""How many sessions a worker keeps in memory after their inference (the most recently run)."""
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -79,6 +92,7 @@ class Runner:
         self.profile_name = ""  # shown by GET /api/info
         self.worker = worker_name()
         self._running: dict[str, _Running] = {}
+        self._hot: dict[str, _Hot] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control: asyncio.Task[None] | None = None
 
@@ -146,7 +160,7 @@ class Runner:
             )
         try:
             await self._settle_stale(session_id)
-            if seed is not None and not await self.store.load_session(session_id):
+            if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
             inference_id = new_id()
             after = await self.bus.last_id(session_id)
@@ -199,6 +213,7 @@ class Runner:
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
+        session: Session | None = None
         try:
             session = await self._session(session_id, settings, sink)
             session.prompt(text)
@@ -207,6 +222,7 @@ class Runner:
                 running.handle.cancel()
             out = await running.handle.wait()
             status, turn_id = "completed", out.id
+            await self._keep_hot(session_id, settings, session)
         except InferenceCancelled:
             status, error = "cancelled", "cancelled by a request"
         except asyncio.CancelledError:
@@ -252,6 +268,13 @@ class Runner:
             await lease.release()
 
     async def _session(self, session_id: str, settings: dict[str, Any], sink: Callable[[Event], None]) -> Session:
+        """The session, kept hot in this worker since its last inference here when the store holds nothing
+        newer (another worker may have run it since); else restored from its latest snapshot alone."""
+        seq = await self.store.latest_seq(session_id)
+        hot = self._hot.pop(session_id, None)
+        if hot is not None and hot.seq == seq and hot.settings == settings:
+            hot.session.sinks = (sink,)
+            return hot.session
         middlewares: list[Middleware] = []
         if settings.get("system"):
             middlewares.append(system_prompt(str(settings["system"])))
@@ -264,9 +287,17 @@ class Runner:
             sinks=[sink],
             record_events=True,
         )
-        for snapshot in await self.store.load_session(session_id):
-            session.append(snapshot)
+        if seq:
+            latest = await self.store.load_latest(session_id)
+            if latest is not None:
+                session.append(latest)
         return session
+
+    async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:
+        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest."""
+        self._hot[session_id] = _Hot(await self.store.latest_seq(session_id), settings, session)
+        if len(self._hot) > HOT_SESSIONS:
+            del self._hot[next(iter(self._hot))]
 
     async def cancel(self, session_id: str) -> str:
         """Ask the running inference of ``session_id`` to stop, wherever it runs; its id (NotFound when

@@ -717,8 +717,11 @@ class SQLTurnStore:
             (status, time.time(), error, session_id, inference_id),
         )
 
-    async def inferences(self, session_id: str, *, status: str | None = None) -> list[InferenceRecord]:
-        """The inferences recorded for ``session_id`` (only those with ``status`` when given), oldest first."""
+    async def inferences(
+        self, session_id: str, *, status: str | None = None, limit: int | None = None
+    ) -> list[InferenceRecord]:
+        """The inferences recorded for ``session_id`` (only those with ``status`` when given), oldest first;
+        with ``limit``, the last ``limit`` of them."""
         statement = (
             "SELECT session_id, inference_id, status, worker, prompt, started_at, ended_at, error "
             "FROM inferences WHERE session_id = ?"
@@ -727,8 +730,12 @@ class SQLTurnStore:
         if status is not None:
             statement += " AND status = ?"
             params.append(status)
-        rows = await self._run(self._rows, statement + " ORDER BY started_at, inference_id", params)
-        return [InferenceRecord(*row) for row in rows]
+        if limit is None:
+            rows = await self._run(self._rows, statement + " ORDER BY started_at, inference_id", params)
+            return [InferenceRecord(*row) for row in rows]
+        params.append(limit)
+        rows = await self._run(self._rows, statement + " ORDER BY started_at DESC, inference_id DESC LIMIT ?", params)
+        return [InferenceRecord(*row) for row in reversed(rows)]
 
     def close(self) -> None:
         """Release the connection(s); the store reopens on next use."""

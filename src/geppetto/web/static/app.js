@@ -509,7 +509,7 @@
     const view = new ChatView(log);
     state.view = view;
     state.session = sessionId;
-    const last = session.turns[session.turns.length - 1];
+    const last = session.latest;
     if (last) view.history(last.blocks);
     if (session.status === "running" && session.running_inference) {
       follow(sessionId, view, "0", session.running_inference, false);
