@@ -248,17 +248,6 @@ class Runner:
         try:
             await pumping
             await self.store.end_inference(session_id, running.inference_id, status, error)
-            finished: dict[str, Any] = {
-                "type": RUN_FINISHED,
-                "session_id": session_id,
-                "inference_id": running.inference_id,
-                "status": status,
-            }
-            if error is not None:
-                finished["error"] = error
-            if turn_id is not None:
-                finished["turn_id"] = turn_id
-            await self.bus.publish(session_id, finished)
         except Exception:
             log.exception("could not record the end of inference %s", running.inference_id)
         finally:
@@ -266,6 +255,22 @@ class Runner:
                 del self._running[session_id]
             running.done.set()
             await lease.release()
+        # The session is free before its readers hear that the run finished, so a client that prompts again
+        # on run_finished (on any worker) is never told the session is busy.
+        finished: dict[str, Any] = {
+            "type": RUN_FINISHED,
+            "session_id": session_id,
+            "inference_id": running.inference_id,
+            "status": status,
+        }
+        if error is not None:
+            finished["error"] = error
+        if turn_id is not None:
+            finished["turn_id"] = turn_id
+        try:
+            await self.bus.publish(session_id, finished)
+        except Exception:
+            log.exception("could not publish the end of inference %s", running.inference_id)
 
     async def _session(self, session_id: str, settings: dict[str, Any], sink: Callable[[Event], None]) -> Session:
         """The session, kept hot in this worker since its last inference here when the store holds nothing
