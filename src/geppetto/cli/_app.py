@@ -216,6 +216,14 @@ def serve(
     ] = None,
     with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
     mcp: McpOpt = None,
+    sweep_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between sweeps that settle inferences of a worker that is gone and stop those whose "
+            "lease this worker lost (0: never).",
+        ),
+    ] = 10.0,
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
@@ -224,7 +232,9 @@ def serve(
     except ImportError as exc:
         fail(str(exc))
     settings = EngineSettings(profile, provider, model, base_url, mode)
-    options = ServeOptions(settings, host, port, store, bus, workers, with_tools, list(mcp or ()))
+    options = ServeOptions(
+        settings, host, port, store, bus, workers, with_tools, list(mcp or ()), sweep_interval=sweep_interval
+    )
     guarded(lambda: run_server(options, api_key))
 
 

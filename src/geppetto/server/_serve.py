@@ -11,6 +11,7 @@ from typing import Any
 
 from .._exceptions import UsageError
 from ..cli._runtime import EngineSettings, choose_profile
+from ._runner import SWEEP_INTERVAL
 
 __all__ = ["CONFIG_VARIABLE", "ServeOptions", "app_from_env", "serve"]
 
@@ -29,6 +30,7 @@ class ServeOptions:
     with_tools: bool = False
     mcp: list[str] = field(default_factory=list)
     max_body: int | None = None
+    sweep_interval: float = SWEEP_INTERVAL
 
 
 def _loopback(host: str) -> bool:
@@ -71,6 +73,7 @@ def app_from_env() -> Any:
         tools=demo_registry() if options.with_tools else None,
         mcp=options.mcp,
         max_body=options.max_body or DEFAULT_MAX_BODY,
+        sweep_interval=options.sweep_interval,
     )
 
 
