@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import Worker, bus_url, running_app, sim_profile, sse_events, write_sim_profile
+from server_support import Worker, bus_url, running_app, sim_profile, sse_events
 
 from geppetto.server import create_app
 from geppetto.session.stores import SQLTurnStore, open_store
@@ -85,12 +85,13 @@ def test_a_worker_keeps_its_session_hot_and_reads_what_another_wrote(
 
 
 @pytest.fixture
-def two_workers(postgres_target: str, geppetto_sim: Simulator) -> Iterator[tuple[Worker, Worker]]:
-    write_sim_profile(geppetto_sim)
-    args = ["--profile", "simtest", "--store", postgres_target, "--bus", bus_url("redis")]
-    first = Worker(*args)
+def two_workers(postgres_target: str) -> Iterator[tuple[Worker, Worker]]:
+    """Two server processes on one PostgreSQL store and one Redis bus, with an engine that answers at once
+    (the subject is the server and the store; the simulator's own cost grows with the context)."""
+    args = [str(Path(__file__).with_name("answering_worker.py")), postgres_target, bus_url("redis")]
+    first = Worker(*args, script=True)
     try:
-        second = Worker(*args)
+        second = Worker(*args, script=True)
         try:
             yield first, second
         finally:
@@ -119,6 +120,7 @@ def test_a_long_session_alternating_between_two_workers_keeps_every_snapshot_and
         f"prompt {i}" for i in range(LONG_PROMPTS)
     ]
     assert [blk["payload"]["text"] for blk in blocks if blk["kind"] == "llm_text"] == answers
+    assert answers == [f"You asked: prompt {i}" for i in range(LONG_PROMPTS)]
     # Every snapshot: its length, and its blocks are the latest's first ones (nothing was edited).
     lengths = query(postgres_target, "SELECT seq, length FROM snapshots WHERE session_id = ? ORDER BY seq", (sid,))
     per_prompt = len(blocks) // LONG_PROMPTS
