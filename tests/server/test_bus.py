@@ -9,7 +9,7 @@ import pytest
 from server_support import bus_url
 
 from geppetto import ConfigurationError
-from geppetto.events.bus import START, BusEvent, EventBus, MemoryBus, open_bus
+from geppetto.events.bus import START, BusEvent, BusUnavailable, EventBus, MemoryBus, open_bus
 
 
 async def take(events: AsyncIterator[BusEvent], n: int) -> list[BusEvent]:
@@ -91,6 +91,6 @@ def test_unknown_bus_url_names_the_choices() -> None:
 
 async def test_unreachable_broker_names_itself() -> None:
     bus = open_bus("redis://127.0.0.1:1/0")
-    with pytest.raises(ConfigurationError, match="check that Redis runs there"):
+    with pytest.raises(BusUnavailable, match="check that Redis runs there"):
         await bus.publish("t", {})
     await bus.close()

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ..._exceptions import ConfigurationError
+from ..._exceptions import ConfigurationError, GeppettoError
 
-__all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "EventBus", "MemoryBus", "open_bus"]
+__all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "BusUnavailable", "EventBus", "MemoryBus", "open_bus"]
 
 START = "0"
 """The cursor before the first event of every topic."""
@@ -28,6 +28,11 @@ DEFAULT_RETENTION = 10_000
 
 DEFAULT_TTL = 24 * 3600
 """Seconds a broker keeps a topic's events after its last publish."""
+
+
+class BusUnavailable(GeppettoError):
+    """The broker could not be reached or failed (down, restarting, unreachable): a passing condition, not a
+    wrong setting. The message names the broker and what to check."""
 
 
 class BusEvent(NamedTuple):
@@ -118,7 +123,7 @@ def open_bus(url: str | None = None, *, retention: int = DEFAULT_RETENTION, ttl:
     """The bus for ``url``: ``None``/``memory://``, ``redis://host:6379/0`` or ``nats://host:4222``.
 
     Nothing connects until first use. A missing client library is a :class:`~geppetto.ConfigurationError`
-    naming the extra to install."""
+    naming the extra to install; a broker that cannot be reached or fails is :class:`BusUnavailable`."""
     if url is None or url in ("memory", "memory://"):
         return MemoryBus(retention)
     if url.startswith(("redis://", "rediss://", "unix://")):

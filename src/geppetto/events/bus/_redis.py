@@ -1,5 +1,10 @@
 """The Redis Streams event bus: one stream per topic (``geppetto:events:<topic>``), trimmed to the retention
-and expiring ``ttl`` seconds after its last event; ids are the stream's own entry ids."""
+and expiring ``ttl`` seconds after its last event; ids are the stream's own entry ids.
+
+A subscription waits for new events in ``XREAD BLOCK``, ``block`` seconds at a time. The connection's socket
+timeout is always longer than that wait (``block`` + 10 s unless the URL sets ``socket_timeout``, and then
+the wait is cut to half of it): a read that times out while Redis is still blocking is an error, and with
+redis-py's default (5 s, the old wait) every idle subscription ended in "Timeout reading"."""
 
 from __future__ import annotations
 
@@ -10,12 +15,14 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ..._exceptions import ConfigurationError
-from . import START, BusEvent
+from . import START, BusEvent, BusUnavailable
 
-__all__ = ["RedisBus"]
+__all__ = ["DEFAULT_BLOCK", "RedisBus"]
 
-_BLOCK_MS = 5_000
+DEFAULT_BLOCK = 5.0
+"""Seconds one ``XREAD`` waits for new events before it is sent again."""
+_SOCKET_MARGIN = 10.0
+"""Seconds the socket timeout exceeds the wait by: time for Redis to answer once the wait ends."""
 _BATCH = 256
 
 
@@ -24,19 +31,28 @@ def _key(topic: str) -> str:
 
 
 class RedisBus:
-    def __init__(self, url: str, *, retention: int, ttl: float) -> None:
+    def __init__(self, url: str, *, retention: int, ttl: float, block: float = DEFAULT_BLOCK) -> None:
         self.url = url
         self.retention = retention
         self.ttl = max(1, int(ttl))
+        self.block = block
+        self._block_ms = max(1, int(block * 1000))
         self._client: aioredis.Redis | None = None
 
     def _redis(self) -> aioredis.Redis:
         if self._client is None:
-            self._client = aioredis.Redis.from_url(self.url, max_connections=10_000)
+            # The URL's own options (?socket_timeout=) win over these keywords.
+            client = aioredis.Redis.from_url(
+                self.url, max_connections=10_000, socket_timeout=self.block + _SOCKET_MARGIN
+            )
+            timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+            wait = self.block if not timeout else min(self.block, float(timeout) / 2)
+            self._block_ms = max(1, int(wait * 1000))
+            self._client = client
         return self._client
 
-    def _unreachable(self, exc: Exception) -> ConfigurationError:
-        return ConfigurationError(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
+    def _unreachable(self, exc: Exception) -> BusUnavailable:
+        return BusUnavailable(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
 
     async def publish(self, topic: str, data: dict[str, Any]) -> str:
         key = _key(topic)
@@ -65,7 +81,7 @@ class RedisBus:
         client = self._redis()
         while True:
             try:
-                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=_BLOCK_MS)
+                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=self._block_ms)
             except RedisError as exc:
                 raise self._unreachable(exc) from exc
             for _stream, entries in batches or ():
