@@ -4,6 +4,7 @@ tests' own (``brokers.py``), skipped with the reason when redis-server or nats-s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,6 +26,17 @@ def redis_broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 @pytest.fixture
+def nats_broker(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker("nats", tmp_path / "nats")
+    broker.folder.mkdir()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.kill()
+
+
+@pytest.fixture
 async def redis_bus(redis_broker: Broker) -> AsyncIterator[EventBus]:
     bus = open_bus(redis_broker.url)
     yield bus
@@ -34,6 +46,18 @@ async def redis_bus(redis_broker: Broker) -> AsyncIterator[EventBus]:
 async def next_event(reader: AsyncIterator[BusEvent], within: float) -> BusEvent:
     async with asyncio.timeout(within):
         return await anext(reader)
+
+
+async def publish_when_back(bus: EventBus, topic: str, data: dict[str, object], within: float) -> str:
+    """Publish, trying again while the broker is still away, for up to ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await bus.publish(topic, data)
+        except BusUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 # -- an idle Redis subscription stays open ------------------------------------------------------------
@@ -72,5 +96,27 @@ async def test_a_broker_that_is_down_is_unavailable_not_a_bad_setting(redis_brok
         with pytest.raises(BusUnavailable, match="check that Redis runs there") as caught:
             await bus.publish("t", {})
         assert not isinstance(caught.value, ValueError), "a broker outage is not a wrong request (409)"
+    finally:
+        await bus.close()
+
+
+# -- NATS comes back ----------------------------------------------------------------------------------
+async def test_nats_down_longer_than_the_old_reconnect_budget_recovers_without_a_restart(
+    nats_broker: Broker,
+) -> None:
+    # The client gave up after 3 reconnect attempts 2 s apart and stayed closed (cached) for good.
+    bus = open_bus(nats_broker.url)
+    try:
+        first = await bus.publish("t", {"n": 1})
+        nats_broker.kill()
+        await asyncio.sleep(9)
+        with pytest.raises(BusUnavailable):
+            await bus.publish("t", {"n": 2})
+        nats_broker.start()
+        second = await publish_when_back(bus, "t", {"n": 2}, within=20)
+        assert int(second) > int(first)
+        reader = bus.subscribe("t")
+        assert [(await next_event(reader, 10)).data for _ in range(2)] == [{"n": 1}, {"n": 2}]
+        await reader.aclose()  # type: ignore[attr-defined]
     finally:
         await bus.close()
