@@ -48,6 +48,16 @@ async def test_resume_after_a_cursor_loses_and_repeats_nothing(bus: EventBus, to
     assert [e.data["n"] for e in got] == [4, 5, 6, 7, 8, 9]
 
 
+async def test_a_publish_retried_with_its_key_is_appended_once(bus: EventBus, topic: str) -> None:
+    first = await bus.publish(topic, {"n": 1}, key=topic + "-1")
+    assert await bus.publish(topic, {"n": 1}, key=topic + "-1") == first, "the retry answers with the first id"
+    second = await bus.publish(topic, {"n": 2}, key=topic + "-2")
+    unkeyed = [await bus.publish(topic, {"n": 3}), await bus.publish(topic, {"n": 3})]
+    got = await take(bus.subscribe(topic), 4)
+    assert [e.data["n"] for e in got] == [1, 2, 3, 3]
+    assert [e.id for e in got] == [first, second, *unkeyed]
+
+
 async def test_topics_are_separate(bus: EventBus, topic: str) -> None:
     await bus.publish(topic + "-a", {"to": "a"})
     await bus.publish(topic + "-b", {"to": "b"})

@@ -3,7 +3,8 @@
 A bus keeps, per topic (a session id), an ordered and bounded log of JSON events. ``publish`` appends one
 and returns its id; ``subscribe(topic, after)`` yields every retained event after the id ``after`` (``"0"``:
 from the start of what is retained), then new ones as they are published, so a reader that reconnects with
-the last id it saw loses and repeats nothing. Ids are opaque strings that increase within a topic.
+the last id it saw loses and repeats nothing. Ids are opaque strings that increase within a topic. A
+publish given a ``key`` can be retried after an error without appending the event twice.
 
 ``open_bus(url)``: ``None`` or ``memory://`` (one process), ``redis://`` (Redis Streams, extra ``redis``),
 ``nats://`` (NATS JetStream, extra ``nats``).
@@ -46,8 +47,12 @@ class EventBus(Protocol):
 
     url: str
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
-        """Append ``data`` (JSON-able) to ``topic``'s log; returns its id."""
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        """Append ``data`` (JSON-able) to ``topic``'s log; returns its id.
+
+        ``key``, an id unique to this event, makes a retry safe: when ``topic``'s newest event was published
+        with the same key (a publish that reached the broker although its answer was lost), it is not
+        appended again and its id is returned."""
         ...
 
     async def last_id(self, topic: str) -> str:
@@ -70,9 +75,13 @@ class MemoryBus:
         self.retention = retention
         self._logs: dict[str, deque[tuple[int, dict[str, Any]]]] = {}
         self._next: dict[str, int] = {}
+        self._keys: dict[str, str | None] = {}  # the key of each topic's newest event
         self._changed: dict[str, asyncio.Event] = {}
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        if key is not None and self._keys.get(topic) == key:
+            return str(self._next[topic])
+        self._keys[topic] = key
         number = self._next.get(topic, 0) + 1
         self._next[topic] = number
         log = self._logs.get(topic)
@@ -107,6 +116,7 @@ class MemoryBus:
 
     async def close(self) -> None:
         self._logs.clear()
+        self._keys.clear()
 
 
 def _integer_cursor(after: str) -> int:

@@ -105,10 +105,15 @@ class NatsBus:
     async def _error(self, exc: Exception) -> None:
         log.debug("the NATS event bus %s: %s", self.url, exc or type(exc).__name__)
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
         js = await self._jetstream()
+        # JetStream drops a message whose Nats-Msg-Id it saw within the stream's duplicate window (2 min)
+        # and acknowledges it with the first one's sequence.
+        headers = {"Nats-Msg-Id": key} if key else None
         try:
-            ack = await js.publish(_subject(topic), json.dumps(data, default=str).encode(), stream=STREAM)
+            ack = await js.publish(
+                _subject(topic), json.dumps(data, default=str).encode(), stream=STREAM, headers=headers
+            )
         except (NatsError, TimeoutError) as exc:
             raise self._unreachable(exc) from exc
         return str(ack.seq)

@@ -4,7 +4,10 @@ and expiring ``ttl`` seconds after its last event; ids are the stream's own entr
 A subscription waits for new events in ``XREAD BLOCK``, ``block`` seconds at a time. The connection's socket
 timeout is always longer than that wait (``block`` + 10 s unless the URL sets ``socket_timeout``, and then
 the wait is cut to half of it): a read that times out while Redis is still blocking is an error, and with
-redis-py's default (5 s, the old wait) every idle subscription ended in "Timeout reading"."""
+redis-py's default (5 s, the old wait) every idle subscription ended in "Timeout reading".
+
+A publish with a ``key`` stores it beside the event and appends nothing when the stream's newest entry has
+that key: a publish whose answer was lost in a broken connection is retried without a duplicate."""
 
 from __future__ import annotations
 
@@ -25,6 +28,26 @@ _SOCKET_MARGIN = 10.0
 """Seconds the socket timeout exceeds the wait by: time for Redis to answer once the wait ends."""
 _BATCH = 256
 
+_APPEND = """
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if ARGV[2] ~= '' and newest then
+  local fields = newest[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'k' and fields[i + 1] == ARGV[2] then return newest[1] end
+  end
+end
+local id
+if ARGV[2] ~= '' then
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'd', ARGV[1], 'k', ARGV[2])
+else
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'd', ARGV[1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return id
+"""
+"""Append an event (field ``d``, and its key in ``k``) unless the stream's newest entry has the same key;
+trim to the retention, renew the expiry. One script, so the check and the append are one step."""
+
 
 def _key(topic: str) -> str:
     return f"geppetto:events:{topic}"
@@ -38,6 +61,7 @@ class RedisBus:
         self.block = block
         self._block_ms = max(1, int(block * 1000))
         self._client: aioredis.Redis | None = None
+        self._append: Any = None
 
     def _redis(self) -> aioredis.Redis:
         if self._client is None:
@@ -54,13 +78,14 @@ class RedisBus:
     def _unreachable(self, exc: Exception) -> BusUnavailable:
         return BusUnavailable(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
-        key = _key(topic)
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        client = self._redis()
+        if self._append is None:
+            self._append = client.register_script(_APPEND)
         try:
-            async with self._redis().pipeline(transaction=True) as pipe:
-                pipe.xadd(key, {"d": json.dumps(data, default=str)}, maxlen=self.retention, approximate=True)
-                pipe.expire(key, self.ttl)
-                entry_id, _ = await pipe.execute()
+            entry_id = await self._append(
+                keys=[_key(topic)], args=[json.dumps(data, default=str), key or "", self.retention, self.ttl]
+            )
         except RedisError as exc:
             raise self._unreachable(exc) from exc
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
