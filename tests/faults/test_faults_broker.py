@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from brokers import Broker
 
+from geppetto.events import EventFinal, EventStart, EventTextDelta, metadata_for, publish
 from geppetto.events.bus import BusEvent, BusUnavailable, EventBus, open_bus
+from geppetto.server._metrics import server_metrics
+from geppetto.server._publish import EVENTS_MISSING
+from geppetto.server._runner import Runner, Started
+from geppetto.session.stores import open_store
+from geppetto.testing import FunctionEngine
+from geppetto.turns import Block, Turn
+
+pytest.importorskip("starlette")
 
 
 @pytest.fixture
@@ -120,3 +130,144 @@ async def test_nats_down_longer_than_the_old_reconnect_budget_recovers_without_a
         await reader.aclose()  # type: ignore[attr-defined]
     finally:
         await bus.close()
+
+
+# -- events published while the broker is down --------------------------------------------------------
+def delta_engine(count: int, at: dict[int, Callable[[], None]]) -> FunctionEngine:
+    """An engine that streams ``count`` text deltas ("0 ", "1 ", ...), calling ``at[i]`` before delta ``i``
+    and then giving the worker's publishing a moment to run (and fail)."""
+
+    async def stream(turn: Turn) -> Turn:
+        meta = metadata_for(turn, "testing")
+        publish(EventStart(meta))
+        for i in range(count):
+            if i in at:
+                at[i]()
+                await asyncio.sleep(1.0)
+            publish(EventTextDelta(meta, f"{i} "))
+            await asyncio.sleep(0)
+        publish(EventFinal(meta, ""))
+        turn.append(Block.llm_text(" ".join(str(i) for i in range(count))))
+        return turn
+
+    return FunctionEngine(stream)
+
+
+async def run_to_the_end(runner: Runner, session_id: str, prompt: str) -> Started:
+    await runner.store.create_session(session_id, {})
+    started = await runner.start(session_id, prompt)
+    async with asyncio.timeout(60):
+        await runner._running[session_id].done.wait()
+    return started
+
+
+async def read_inference(bus: EventBus, session_id: str, started: Started, within: float) -> list[dict[str, Any]]:
+    """The bus's events of ``started``'s inference, up to its ``run_finished``."""
+    out: list[dict[str, Any]] = []
+    reader = bus.subscribe(session_id, started.after)
+    async with asyncio.timeout(within):
+        async for event in reader:
+            if event.data.get("inference_id") == started.inference_id:
+                out.append(event.data)
+                if event.data["type"] == "run_finished":
+                    break
+    await reader.aclose()  # type: ignore[attr-defined]
+    return out
+
+
+async def test_events_published_while_redis_is_down_reach_a_resuming_reader(
+    redis_broker: Broker, tmp_path: Path
+) -> None:
+    # The reported case: Redis killed at delta 30 and back at delta 70; a reader resuming with its last id
+    # missed the 40 deltas between and still got run_finished: completed.
+    bus = open_bus(redis_broker.url)
+    store = open_store(tmp_path / "store.db")
+    engine = delta_engine(100, {30: redis_broker.kill, 70: redis_broker.start})
+    runner = Runner(store, bus, lambda settings: engine)
+    try:
+        started = await run_to_the_end(runner, "s1", "count")
+        events = await read_inference(bus, "s1", started, within=30)
+    finally:
+        await runner.close()
+        await bus.close()
+        store.close()
+    deltas = [e["delta"] for e in events if e["type"] == "text_delta"]
+    assert deltas == [f"{i} " for i in range(100)], "every delta, in order"
+    assert [e["type"] for e in events if e["type"] != "text_delta"] == ["run_started", "start", "final", "run_finished"]
+    assert events[-1]["status"] == "completed"
+    assert server_metrics.snapshot().get("publish_failures:redis", 0) >= 1
+
+
+async def test_a_full_outbox_tells_the_reader_what_is_missing_and_where_to_read_it(
+    redis_broker: Broker, tmp_path: Path
+) -> None:
+    bus = open_bus(redis_broker.url)
+    store = open_store(tmp_path / "store.db")
+    engine = delta_engine(100, {30: redis_broker.kill, 70: redis_broker.start})
+    runner = Runner(store, bus, lambda settings: engine)
+    runner.publisher.limit = 20
+    dropped = server_metrics.snapshot().get("events_dropped:outbox_full", 0)
+    try:
+        started = await run_to_the_end(runner, "s1", "count")
+        events = await read_inference(bus, "s1", started, within=30)
+    finally:
+        await runner.close()
+        await bus.close()
+        store.close()
+    types = [e["type"] for e in events]
+    missing = [e for e in events if e["type"] == EVENTS_MISSING]
+    assert len(missing) == 1, types
+    notice = missing[0]
+    assert notice["inference_id"] == started.inference_id and notice["log"] == "/api/sessions/s1/inspect"
+    deltas = [int(e["delta"]) for e in events if e["type"] == "text_delta"]
+    # the gap is where the notice stands, and the notice counts exactly what is not there
+    before = [int(e["delta"]) for e in events[: types.index(EVENTS_MISSING)] if e["type"] == "text_delta"]
+    after = deltas[len(before) :]
+    assert before == list(range(len(before))) and after == list(range(100 - len(after), 100))
+    assert notice["count"] == (100 - len(deltas)) + (0 if "final" in types else 1) > 1
+    assert types[0] == "run_started" and events[-1]["type"] == "run_finished" and events[-1]["status"] == "completed"
+    assert server_metrics.snapshot()["events_dropped:outbox_full"] - dropped == notice["count"]
+    # what the notice points at holds the whole inference
+    recorded = await open_store(tmp_path / "store.db").load_events("s1", started.inference_id)
+    assert sum(1 for e in recorded if e.type == "text_delta") == 100
+
+
+async def test_a_cancel_from_another_worker_arrives_after_nats_was_down(nats_broker: Broker, tmp_path: Path) -> None:
+    # Down longer than the old reconnect budget (3 attempts 2 s apart), after which the control topic of
+    # every worker stayed dead until a restart.
+    store = open_store(tmp_path / "store.db")
+    here, there = open_bus(nats_broker.url), open_bus(nats_broker.url)
+    never = asyncio.Event()
+
+    async def hang(turn: Turn) -> Turn:
+        await never.wait()
+        return turn
+
+    engine = FunctionEngine(hang)
+    running, other = Runner(store, here, lambda s: engine), Runner(store, there, lambda s: engine)
+    try:
+        await running.start_listening()
+        await store.create_session("s1", {})
+        started = await running.start("s1", "wait")
+        nats_broker.kill()
+        await asyncio.sleep(9)
+        nats_broker.start()
+        deadline = time.monotonic() + 20
+        while True:  # the other worker's cancel fails (503) until its own client is back
+            try:
+                assert await other.cancel("s1") == started.inference_id
+                break
+            except BusUnavailable:
+                assert time.monotonic() < deadline, "the other worker never reached NATS again"
+                await asyncio.sleep(0.5)
+        async with asyncio.timeout(20):
+            await running._running["s1"].done.wait()
+        [record] = await store.inferences("s1")
+        assert record.status == "cancelled"
+    finally:
+        never.set()
+        await running.close()
+        await other.close()
+        await here.close()
+        await there.close()
+        store.close()

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from .. import web
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
-from ..events.bus import START, BusEvent, EventBus
+from ..events.bus import START, BusEvent, BusUnavailable, EventBus
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
 from ..turns import new_id, turn_to_dict
@@ -255,6 +255,9 @@ def build_app(
                         return
             except ValueError as exc:  # a Last-Event-ID the bus never gave
                 yield f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n"
+            except BusUnavailable as exc:  # the broker went away: the client reconnects with Last-Event-ID
+                log.warning("the event stream of session %s ended: %s", session_id, exc)
+                yield f"event: error\ndata: {json.dumps({'message': str(exc), 'type': 'bus_unavailable'})}\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 

@@ -21,6 +21,8 @@ from ..session import ExecutionHandle, Session
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolRegistry
 from ..turns import Turn, new_id
+from ._metrics import server_metrics
+from ._publish import Publisher
 
 __all__ = ["CONTROL_TOPIC", "RUN_FINISHED", "RUN_STARTED", "Busy", "NotFound", "Runner", "Started"]
 
@@ -31,6 +33,8 @@ RUN_FINISHED = "run_finished"
 CANCEL_REQUESTED = "cancel_requested"
 CONTROL_TOPIC = "geppetto-control"
 """The bus topic every worker listens on for cancels of inferences another worker runs."""
+_LISTEN_FIRST_DELAY, _LISTEN_MAX_DELAY = 0.5, 10.0
+"""Seconds before following the control topic again after it failed: doubling from the first to the most."""
 
 
 class NotFound(LookupError):
@@ -81,6 +85,7 @@ class Runner:
         self._running: dict[str, _Running] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control: asyncio.Task[None] | None = None
+        self.publisher = Publisher(bus)  # a session's events, in order, retried while the broker is away
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
@@ -89,15 +94,23 @@ class Runner:
         self._control = asyncio.get_running_loop().create_task(self._listen(after))
 
     async def _listen(self, after: str) -> None:
+        delay = _LISTEN_FIRST_DELAY
         while True:
             try:
                 async for event in self.bus.subscribe(CONTROL_TOPIC, after):
-                    after = event.id
+                    after, delay = event.id, _LISTEN_FIRST_DELAY
                     if event.data.get("type") == CANCEL_REQUESTED:
                         self._cancel_here(str(event.data.get("session_id")), str(event.data.get("inference_id")))
-            except Exception:  # the broker went away: try again shortly, from where we were
-                log.exception("the control topic of the event bus failed; listening again in 1 s")
-                await asyncio.sleep(1)
+            except Exception as exc:  # the broker went away: try again, from where we were, with backoff
+                server_metrics.count("control_failures", self.bus.url.partition(":")[0])
+                log.warning(
+                    "the control topic of the event bus failed (%s); cancels from other workers wait until it "
+                    "is followed again, in %.1f s",
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _LISTEN_MAX_DELAY)
 
     async def close(self, grace: float = 30.0) -> None:
         """Let running inferences finish (up to ``grace`` seconds, then cancel them), stop listening."""
@@ -107,6 +120,7 @@ class Runner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.publisher.close(grace)
         if self._control is not None:
             self._control.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -152,7 +166,7 @@ class Runner:
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
             running = self._running[session_id] = _Running(inference_id)
-            await self.bus.publish(
+            await self.publisher.publish(
                 session_id,
                 {"type": RUN_STARTED, "session_id": session_id, "inference_id": inference_id, "prompt": text},
             )
@@ -170,7 +184,7 @@ class Runner:
         for record in await self.store.inferences(session_id, status="running"):
             reason = f"the worker running it ({record.worker}) stopped before it ended"
             await self.store.end_inference(session_id, record.inference_id, "failed", reason)
-            await self.bus.publish(
+            await self.publisher.publish(
                 session_id,
                 {
                     "type": RUN_FINISHED,
@@ -192,10 +206,7 @@ class Runner:
         async def pump() -> None:
             while (item := await queue.get()) is not None:
                 item["inference_id"] = running.inference_id
-                try:
-                    await self.bus.publish(session_id, item)
-                except Exception:
-                    log.exception("could not publish an event of inference %s", running.inference_id)
+                await self.publisher.publish(session_id, item)
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
@@ -215,6 +226,7 @@ class Runner:
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             log.warning("inference %s of session %s failed: %s", running.inference_id, session_id, error)
+            server_metrics.count("inferences_failed", type(exc).__name__)
         finally:
             queue.put_nowait(None)
             await asyncio.shield(self._finish(session_id, running, lease, pumping, status, error, turn_id))
@@ -242,7 +254,7 @@ class Runner:
                 finished["error"] = error
             if turn_id is not None:
                 finished["turn_id"] = turn_id
-            await self.bus.publish(session_id, finished)
+            await self.publisher.publish(session_id, finished)
         except Exception:
             log.exception("could not record the end of inference %s", running.inference_id)
         finally:
