@@ -89,26 +89,33 @@ class Runner:
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
-        """Follow the control topic (cancels sent to any worker)."""
-        after = await self.bus.last_id(CONTROL_TOPIC)
-        self._control = asyncio.get_running_loop().create_task(self._listen(after))
+        """Follow the control topic (cancels sent to any worker), from now on; a broker that does not answer
+        yet is tried again with backoff (the worker starts anyway)."""
+        self._control = asyncio.get_running_loop().create_task(self._listen(None))
 
-    async def _listen(self, after: str) -> None:
-        delay = _LISTEN_FIRST_DELAY
+    async def _listen(self, after: str | None) -> None:
+        delay, failed = _LISTEN_FIRST_DELAY, False
         while True:
             try:
+                if after is None:
+                    after = await self.bus.last_id(CONTROL_TOPIC)
+                if failed:
+                    log.warning("the control topic of the event bus is followed again")
+                    delay, failed = _LISTEN_FIRST_DELAY, False
                 async for event in self.bus.subscribe(CONTROL_TOPIC, after):
-                    after, delay = event.id, _LISTEN_FIRST_DELAY
+                    after = event.id
                     if event.data.get("type") == CANCEL_REQUESTED:
                         self._cancel_here(str(event.data.get("session_id")), str(event.data.get("inference_id")))
             except Exception as exc:  # the broker went away: try again, from where we were, with backoff
                 server_metrics.count("control_failures", self.bus.url.partition(":")[0])
-                log.warning(
+                log.log(
+                    logging.DEBUG if failed else logging.WARNING,
                     "the control topic of the event bus failed (%s); cancels from other workers wait until it "
-                    "is followed again, in %.1f s",
+                    "is followed again (next try in %.1f s)",
                     exc,
                     delay,
                 )
+                failed = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _LISTEN_MAX_DELAY)
 
