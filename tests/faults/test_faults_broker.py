@@ -199,7 +199,7 @@ async def test_events_published_while_redis_is_down_reach_a_resuming_reader(
 
 
 async def test_a_full_outbox_tells_the_reader_what_is_missing_and_where_to_read_it(
-    redis_broker: Broker, tmp_path: Path
+    redis_broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     bus = open_bus(redis_broker.url)
     store = open_store(tmp_path / "store.db")
@@ -227,6 +227,7 @@ async def test_a_full_outbox_tells_the_reader_what_is_missing_and_where_to_read_
     assert notice["count"] == (100 - len(deltas)) + (0 if "final" in types else 1) > 1
     assert types[0] == "run_started" and events[-1]["type"] == "run_finished" and events[-1]["status"] == "completed"
     assert server_metrics.snapshot()["events_dropped:outbox_full"] - dropped == notice["count"]
+    assert any(r.levelname == "ERROR" and "outbox of session s1 is full" in r.getMessage() for r in caplog.records)
     # what the notice points at holds the whole inference
     recorded = await open_store(tmp_path / "store.db").load_events("s1", started.inference_id)
     assert sum(1 for e in recorded if e.type == "text_delta") == 100
@@ -271,3 +272,35 @@ async def test_a_cancel_from_another_worker_arrives_after_nats_was_down(nats_bro
         await here.close()
         await there.close()
         store.close()
+
+
+def test_an_idle_event_stream_on_redis_stays_open_with_keep_alive_comments(
+    redis_broker: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The reported case over HTTP: an idle /events ended after 5 s with "error: Timeout reading".
+    import httpx
+
+    from geppetto._asgi import ThreadedServer
+    from geppetto.server import _app, create_app
+
+    monkeypatch.setattr(_app, "KEEPALIVE_SECONDS", 1.0)
+    engine = FunctionEngine(lambda turn: turn.append(Block.llm_text("hi")) and None)
+    app = create_app(store=str(tmp_path / "store.db"), bus=redis_broker.url, engine_for=lambda s: engine)
+    server = ThreadedServer(app, lifespan="on", name="geppetto-idle-stream")
+    server.start()
+    try:
+        sid = httpx.post(server.url + "/api/sessions", json={}).json()["id"]
+        lines: list[str] = []
+        with httpx.stream("GET", f"{server.url}/api/sessions/{sid}/events", timeout=30) as response:
+            began, posted = time.monotonic(), None
+            for line in response.iter_lines():
+                lines.append(line)
+                if line.startswith("event: "):
+                    break
+                if posted is None and time.monotonic() - began > 7.5:  # idle longer than the old limit
+                    posted = httpx.post(f"{server.url}/api/sessions/{sid}/messages", json={"text": "Hello"})
+                    assert posted.status_code == 202
+        assert lines[-1] == "event: run_started", lines
+        assert lines.count(": keep-alive") >= 6
+    finally:
+        server.stop()
