@@ -31,7 +31,7 @@ from ..events.bus import DEFAULT_RETENTION, EventBus
 from ..turns import new_id
 from ._metrics import server_metrics
 
-__all__ = ["EVENTS_MISSING", "Publisher"]
+__all__ = ["EVENTS_MISSING", "Publisher", "missing_notice", "missing_payload"]
 
 log = logging.getLogger("geppetto.server")
 
@@ -51,6 +51,11 @@ def missing_notice(topic: str, inference_id: str, count: int) -> dict[str, Any]:
         "reason": "the event bus was unavailable and this worker's outbox was full",
         "log": f"/api/sessions/{topic}/inspect",
     }
+
+
+def missing_payload(event: dict[str, Any]) -> dict[str, Any]:
+    """What the protocol streams pass on of an :data:`EVENTS_MISSING` event."""
+    return {k: event[k] for k in ("inference_id", "count", "reason", "log") if k in event}
 
 
 @dataclass(eq=False)
