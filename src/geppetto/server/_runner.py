@@ -89,9 +89,14 @@ class Runner:
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
-        """Follow the control topic (cancels sent to any worker), from now on; a broker that does not answer
-        yet is tried again with backoff (the worker starts anyway)."""
-        self._control = asyncio.get_running_loop().create_task(self._listen(None))
+        """Follow the control topic (cancels sent to any worker) from now on. A broker that does not answer
+        yet is tried again with backoff: the worker starts anyway."""
+        after: str | None
+        try:
+            after = await self.bus.last_id(CONTROL_TOPIC)
+        except Exception:  # logged and counted by the listener, which asks again
+            after = None
+        self._control = asyncio.get_running_loop().create_task(self._listen(after))
 
     async def _listen(self, after: str | None) -> None:
         delay, failed = _LISTEN_FIRST_DELAY, False
