@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("ag_ui")
 
-from geppetto.server import agui, vercel  # noqa: E402
-from geppetto.server._publish import missing_notice  # noqa: E402
+from geppetto.server import agui, vercel
+from geppetto.server._publish import missing_notice
 
 NOTICE = {**missing_notice("s1", "inf-1", 7), "type": "events_missing"}
 WANTED = {"inference_id": "inf-1", "count": 7, "log": "/api/sessions/s1/inspect"}
