@@ -224,6 +224,12 @@ def serve(
             "lease this worker lost (0: never).",
         ),
     ] = 10.0,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="Least severe log records shown: debug, info, warning, error.")
+    ] = "warning",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="Log records on stderr as text, or json (one object a line).")
+    ] = "text",
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
@@ -233,7 +239,17 @@ def serve(
         fail(str(exc))
     settings = EngineSettings(profile, provider, model, base_url, mode)
     options = ServeOptions(
-        settings, host, port, store, bus, workers, with_tools, list(mcp or ()), sweep_interval=sweep_interval
+        settings,
+        host,
+        port,
+        store,
+        bus,
+        workers,
+        with_tools,
+        list(mcp or ()),
+        sweep_interval=sweep_interval,
+        log_level=log_level.lower(),
+        log_format=log_format.lower(),
     )
     guarded(lambda: run_server(options, api_key))
 

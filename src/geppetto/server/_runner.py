@@ -21,6 +21,8 @@ from ..session import ExecutionHandle, Session
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
+from ._metrics import server_metrics
+from ._publish import Publisher
 
 __all__ = ["CONTROL_TOPIC", "RUN_FINISHED", "RUN_STARTED", "Busy", "NotFound", "Runner", "Started"]
 
@@ -33,6 +35,9 @@ CONTROL_TOPIC = "geppetto-control"
 """The bus topic every worker listens on for cancels of inferences another worker runs."""
 SWEEP_INTERVAL = 10.0
 """Seconds between two sweeps of a worker (its lease check, stale inferences settled)."""
+
+_LISTEN_FIRST_DELAY, _LISTEN_MAX_DELAY = 0.5, 10.0
+"""Seconds before following the control topic again after it failed: doubling from the first to the most."""
 
 
 class NotFound(LookupError):
@@ -108,25 +113,46 @@ class Runner:
         self._sweeper: asyncio.Task[None] | None = None
         self._stale_seen: dict[str, str] = {}  # session -> its running inference found without a lease
         self._unrecorded: dict[tuple[str, str], tuple[str, str | None]] = {}  # ends the store did not take
+        self.publisher = Publisher(bus)  # a session's events, in order, retried while the broker is away
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
-        """Follow the control topic (cancels sent to any worker)."""
-        after = await self.bus.last_id(CONTROL_TOPIC)
+        """Follow the control topic (cancels sent to any worker) from now on. A broker that does not answer
+        yet is tried again with backoff: the worker starts anyway."""
+        after: str | None
+        try:
+            after = await self.bus.last_id(CONTROL_TOPIC)
+        except Exception:  # logged and counted by the listener, which asks again
+            after = None
         self._control = asyncio.get_running_loop().create_task(self._listen(after))
         if self.sweep_interval > 0:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep_every())
 
-    async def _listen(self, after: str) -> None:
+    async def _listen(self, after: str | None) -> None:
+        delay, failed = _LISTEN_FIRST_DELAY, False
         while True:
             try:
+                if after is None:
+                    after = await self.bus.last_id(CONTROL_TOPIC)
+                if failed:
+                    log.warning("the control topic of the event bus is followed again")
+                    delay, failed = _LISTEN_FIRST_DELAY, False
                 async for event in self.bus.subscribe(CONTROL_TOPIC, after):
                     after = event.id
                     if event.data.get("type") == CANCEL_REQUESTED:
                         self._cancel_here(str(event.data.get("session_id")), str(event.data.get("inference_id")))
-            except Exception:  # the broker went away: try again shortly, from where we were
-                log.exception("the control topic of the event bus failed; listening again in 1 s")
-                await asyncio.sleep(1)
+            except Exception as exc:  # the broker went away: try again, from where we were, with backoff
+                server_metrics.count("control_failures", self.bus.url.partition(":")[0])
+                log.log(
+                    logging.DEBUG if failed else logging.WARNING,
+                    "the control topic of the event bus failed (%s); cancels from other workers wait until it "
+                    "is followed again (next try in %.1f s)",
+                    exc,
+                    delay,
+                )
+                failed = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _LISTEN_MAX_DELAY)
 
     async def close(self, grace: float = 30.0) -> None:
         """Let running inferences finish (up to ``grace`` seconds, then cancel them), stop listening."""
@@ -136,6 +162,7 @@ class Runner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.publisher.close(grace)
         if self._control is not None:
             self._control.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -185,7 +212,7 @@ class Runner:
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
             running = self._running[session_id] = _Running(inference_id, lease=lease)
-            await self.bus.publish(
+            await self.publisher.publish(
                 session_id,
                 {"type": RUN_STARTED, "session_id": session_id, "inference_id": inference_id, "prompt": text},
             )
@@ -206,7 +233,7 @@ class Runner:
     async def _settle(self, session_id: str, inference_id: str, worker: str | None) -> None:
         reason = f"the worker running it ({worker}) stopped before it ended"
         await self.store.end_inference(session_id, inference_id, "failed", reason)
-        await self.bus.publish(
+        await self.publisher.publish(
             session_id,
             {
                 "type": RUN_FINISHED,
@@ -270,10 +297,7 @@ class Runner:
         async def pump() -> None:
             while (item := await queue.get()) is not None:
                 item["inference_id"] = running.inference_id
-                try:
-                    await self.bus.publish(session_id, item)
-                except Exception:
-                    log.exception("could not publish an event of inference %s", running.inference_id)
+                await self.publisher.publish(session_id, item)
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
@@ -315,6 +339,7 @@ class Runner:
                 )
             else:
                 log.warning("inference %s of session %s failed: %s", running.inference_id, session_id, error)
+            server_metrics.count("inferences_failed", type(exc).__name__)
         finally:
             queue.put_nowait(None)
             await asyncio.shield(self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved))
@@ -357,14 +382,14 @@ class Runner:
         try:
             if unsaved is not None:
                 try:
-                    await self.bus.publish(
+                    await self.publisher.publish(
                         session_id,
                         {**finished, "error": f"{error}, and so does the turn field", "turn": turn_to_dict(unsaved)},
                     )
                     return
                 except Exception:  # too big for the bus, say: the error still says where the answer is
                     log.exception("could not publish the unsaved output of inference %s", running.inference_id)
-            await self.bus.publish(session_id, finished)
+            await self.publisher.publish(session_id, finished)
         except Exception:
             log.exception("could not publish the end of inference %s", running.inference_id)
 
