@@ -255,3 +255,24 @@ async def test_nan_in_a_tool_result_never_makes_invalid_json(provider: str, gepp
     # The simulator refuses NaN and Infinity as the services do, so four accepted requests were valid JSON.
     assert len(geppetto_sim.requests) == 3
     assert all("NaN" in json.dumps(r.body) for r in geppetto_sim.requests[1:])  # it reached the model, as text
+
+
+async def test_tool_arguments_given_in_code_nested_too_deep_are_a_clear_error() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(10_000):
+        deep = {"x": deep}
+
+    def lookup(x: Any) -> str:
+        """Look something up."""
+        return "found"
+
+    engine = gp.ScriptedEngine([[gp.Block.tool_call("call_1", "lookup", deep)], [gp.Block.llm_text("Done.")]])
+    session = gp.Session(engine, tools=[lookup])
+    with pytest.raises(gp.MetadataTypeError) as refused:
+        await session.run("Look it up.")
+    assert str(refused.value) == (
+        "a value is nested too deeply; a turn nests lists and mappings a few hundred levels at most; "
+        "flatten it (it cannot be copied)"
+    )
+    assert not session.running
+    assert (await session.run("Again?")).blocks[-1].text == "Done."  # the session runs the next step

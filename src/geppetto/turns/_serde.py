@@ -39,6 +39,7 @@ import yaml
 
 from .._exceptions import KeyFormatError, MetadataTypeError, TurnFormatError
 from ._keys import (
+    TOO_DEEP,
     TOO_MANY_DIGITS,
     BlockMetadata,
     TurnData,
@@ -71,7 +72,7 @@ _SHAPE = (
 _TURN_FIELDS = ("format", "id", "metadata", "data", "blocks")
 _BLOCK_FIELDS = ("id", "turn_id", "kind", "role", "payload", "metadata")
 _EMPTY_ID = "the id is empty; leave the field out to have a fresh id made, or write one"
-_TOO_DEEP = "values are nested too deeply to read; a turn file nests lists and mappings a few hundred levels at most"
+_TOO_DEEP = f"a value {TOO_DEEP}"
 
 
 def turn_to_dict(turn: Turn) -> dict[str, Any]:
@@ -107,8 +108,6 @@ def _doc(turn: Turn) -> dict[str, Any]:
         check_json_value(doc, what="turn")
     except MetadataTypeError as exc:
         raise TurnFormatError(f"cannot be serialized: {exc}", source=f"turn {turn.id}") from exc
-    except RecursionError:
-        raise TurnFormatError(f"cannot be serialized: {_TOO_DEEP}", source=f"turn {turn.id}") from None
     return doc
 
 
@@ -270,8 +269,6 @@ def _check_json(value: Any, source: str, where: str) -> None:
         check_json_value(value, what=where)
     except MetadataTypeError as exc:
         raise TurnFormatError(str(exc), source=source, field=where) from None
-    except RecursionError:
-        raise TurnFormatError(_TOO_DEEP, source=source, field=where) from None
 
 
 def _str(value: Any, source: str, where: str) -> str:
