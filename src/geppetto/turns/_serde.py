@@ -49,6 +49,7 @@ from ._keys import (
     parse_key,
 )
 from ._model import Block, BlockKind, Turn, new_id
+from ._yaml_stream import NotStreamable, stream_yaml
 
 __all__ = [
     "FORMAT",
@@ -454,7 +455,7 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
     """A Turn from YAML text; raises :class:`TurnFormatError` naming what is wrong and where (by line and
     column, never quoting the text)."""
     try:
-        doc = _load_yaml(text)
+        doc, plain = _read_yaml(text)
     except yaml.YAMLError as exc:
         raise TurnFormatError(
             f"not valid YAML ({_yaml_problem(exc)}); was the file cut short?", source=source
@@ -469,7 +470,17 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
             "if it is complete, add a line '...' at its end",
             source=source,
         )
-    return turn_from_dict(doc, source=source, strict=strict)
+    return _from_doc(doc, source=source, strict=strict, plain=plain)
+
+
+def _read_yaml(text: str | bytes) -> tuple[Any, bool]:
+    """The document and whether its values are known to be plain JSON: streamed from libyaml's events
+    (see :mod:`._yaml_stream`), or read by the full loader when the text holds what the stream does not
+    take (then every value is walked, as before)."""
+    try:
+        return stream_yaml(text, _PyLoader)
+    except NotStreamable:
+        return _load_yaml(text), False
 
 
 def _load_yaml(text: str | bytes) -> Any:
