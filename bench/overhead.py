@@ -27,6 +27,7 @@ from _common import (
     API_KEY,
     INSTRUCTIONS,
     PROMPT,
+    callgrind_instructions,
     machine,
     median,
     pydantic_ai_loop,
@@ -41,7 +42,7 @@ CLOSE: list[Callable[[], Awaitable[None]]] = []
 """What the drivers opened (clients, engines), closed once the rounds are over."""
 
 
-async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
+async def make_geppetto(url: str, capture: list[bytes] | None = None, mode: str = "chained") -> Driver:
     import geppetto as gp
     from geppetto.providers.openai_responses import ResponsesEngine
 
@@ -57,7 +58,7 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None) -> Driver:
         return weather(city)
 
     registry = gp.ToolRegistry([get_weather])
-    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=client)
+    engine = ResponsesEngine("sim-1", api_key=API_KEY, base_url=url, http=client, mode=mode)
     CLOSE.append(engine.aclose)
     if client is not None:
         CLOSE.append(client.aclose)
@@ -222,9 +223,48 @@ async def main(rounds: int, only: str) -> int:
     return 0
 
 
+# -- instructions ---------------------------------------------------------------------------------
+INSTRUCTION_MODES = ("chained", "stateless")
+
+
+async def counted_loops(url: str, mode: str, n: int) -> None:
+    """Driver (b) in ``mode``: three warm-up loops (counted in every child alike), then ``n``."""
+    run = await make_geppetto(url, mode=mode)
+    for _ in range(3 + n):
+        if await run() != STEPS:
+            raise RuntimeError(f"the {mode} loop did not run {STEPS} model steps")
+    for close in CLOSE:
+        await close()
+
+
+def count_instructions(n: int) -> None:
+    with simulator_process(STEPS) as url:
+
+        def count(mode: str, loops: int) -> int:
+            return callgrind_instructions(sys.executable, __file__, "--count", url, mode, str(loops))
+
+        per_step = {mode: (count(mode, n) - count(mode, 0)) / (n * STEPS) for mode in INSTRUCTION_MODES}
+    print(f"# geppetto client instructions per model step, {STEPS}-step tool loop (callgrind, {n} loops); {machine()}")
+    print(table(["mode", "instructions per step"], [[m, f"{c / 1e3:,.0f}k"] for m, c in per_step.items()]))
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--count"]:
+        asyncio.run(counted_loops(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rounds", nargs="?", type=int, default=30)
     parser.add_argument("--only", default="", help="driver letters to run, e.g. b or b,e (raw httpx always runs)")
+    parser.add_argument(
+        "--instructions",
+        nargs="?",
+        type=int,
+        const=40,
+        metavar="N",
+        help="count geppetto's instructions per step over N loops per mode (callgrind) instead of timing",
+    )
     args = parser.parse_args()
+    if args.instructions is not None:
+        count_instructions(args.instructions)
+        sys.exit(0)
     sys.exit(asyncio.run(main(args.rounds, args.only)))

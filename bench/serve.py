@@ -10,6 +10,12 @@ requests/s, p50/p99 time from the POST to the first model event (the first event
 and to `run_finished`, peak RSS of each worker, and errors (any non-2xx, any inference not `completed`).
 
 Run: `.venv/bin/python bench/serve.py [--sessions 500] [--prompts 3] [--buses memory,redis,nats]`
+
+`--agui` measures `POST /ag-ui` instead: SESSIONS concurrent clients each make PROMPTS runs, each on a new
+thread with one user message, against one `geppetto serve` worker (in-process bus, a SQLite store) and,
+side by side, pydantic-ai's AG-UI adapter (`AGUIAdapter.dispatch_request` on a Starlette route under uvicorn, in the bench venv) on the same
+simulator. Printed per server: p50/p99 time from the POST to the first event and to `RUN_FINISHED`.
+Run: `bench/.venv/bin/python bench/serve.py --agui [--sessions 20] [--prompts 10]`
 """
 
 from __future__ import annotations
@@ -198,14 +204,165 @@ def run_bus(kind: str, sim_url: str, sessions: int, prompts: int) -> list[Any]:
     ]
 
 
+# -- AG-UI -------------------------------------------------------------------------------------
+def _pydantic_ai_agui(port: int, sim_url: str) -> None:
+    """pydantic-ai's AG-UI adapter (``AGUIAdapter.dispatch_request`` on a Starlette route) over the
+    simulator, served on ``port`` (a child process)."""
+    import uvicorn
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+    from pydantic_ai.ui.ag_ui import AGUIAdapter
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    model = OpenAIResponsesModel("sim-1", provider=OpenAIProvider(base_url=sim_url, api_key="sk-test"))
+    agent: Agent[None, str] = Agent(model)
+
+    async def run(request: Request) -> Response:
+        return await AGUIAdapter.dispatch_request(request, agent=agent)
+
+    app = Starlette(routes=[Route("/", run, methods=["POST"])])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+class Child(Worker):
+    """A server this script runs as a child process (``--agui-child PORT SIM_URL``): pydantic-ai's adapter."""
+
+    def __init__(self, sim_url: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--agui-child", str(self.port), sim_url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+async def _agui_client(client: httpx.AsyncClient, url: str, prompts: int, stats: dict[str, Any]) -> None:
+    for i in range(prompts):
+        body = {
+            "threadId": uuid.uuid4().hex,
+            "runId": uuid.uuid4().hex,
+            "state": {},
+            "messages": [{"id": uuid.uuid4().hex, "role": "user", "content": f"Hello number {i}"}],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
+        sent, first, finished = time.perf_counter(), None, False
+        try:
+            async with client.stream("POST", url, json=body, headers={"accept": "text/event-stream"}) as stream:
+                if stream.status_code != 200:
+                    stats["errors"].append(f"status {stream.status_code}")
+                    continue
+                async for line in stream.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    if first is None:
+                        first = time.perf_counter() - sent
+                    if json.loads(line[5:])["type"] == "RUN_FINISHED":
+                        finished = True
+        except httpx.HTTPError as exc:
+            stats["errors"].append(f"{type(exc).__name__}: {exc}")
+            continue
+        if not finished or first is None:
+            stats["errors"].append("no RUN_FINISHED")
+            continue
+        stats["first"].append(first)
+        stats["done"].append(time.perf_counter() - sent)
+
+
+async def _agui_load(url: str, sessions: int, prompts: int) -> dict[str, Any]:
+    stats: dict[str, Any] = {"errors": [], "first": [], "done": []}
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=sessions + 10)) as client:
+        await _agui_client(client, url, 1, {"errors": [], "first": [], "done": []})  # warm-up
+        await asyncio.gather(*(_agui_client(client, url, prompts, stats) for _ in range(sessions)))
+    return stats
+
+
+def run_agui(sim_url: str, sessions: int, prompts: int) -> list[list[Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "config"
+        config.mkdir()
+        (config / "profiles.yaml").write_text(
+            "profiles:\n  bench:\n    provider: openai-responses\n    model: sim-1\n"
+            f"    base_url: {sim_url}\n    simulator: true\n    mode: chained\n"
+        )
+        env = {**os.environ, "GEPPETTO_CONFIG_DIR": str(config), "GEPPETTO_DATA_DIR": str(Path(tmp) / "data")}
+        servers: list[tuple[str, Worker, str]] = [
+            ("geppetto serve", Worker(env, str(Path(tmp) / "sessions.db"), BUSES["memory"]), "/ag-ui")
+        ]
+        try:
+            import pydantic_ai  # noqa: F401
+
+            servers.append(("pydantic-ai AGUIAdapter", Child(sim_url), "/"))
+        except ImportError:
+            print("pydantic-ai: skipped (not installed; run `sh bench/setup.sh`)", file=sys.stderr)
+        try:
+            for name, server, path in servers:
+                server.wait_ready() if path == "/ag-ui" else _wait_listening(server)
+                stats = asyncio.run(_agui_load(server.url + path, sessions, prompts))
+                ms = 1000.0
+                rows.append(
+                    [
+                        name,
+                        len(stats["first"]),
+                        percentile(stats["first"], 0.5) * ms,
+                        percentile(stats["first"], 0.99) * ms,
+                        percentile(stats["done"], 0.5) * ms,
+                        percentile(stats["done"], 0.99) * ms,
+                        len(stats["errors"]),
+                        stats["errors"][:3],
+                    ]
+                )
+        finally:
+            for _, server, _ in servers:
+                server.stop()
+    return rows
+
+
+def _wait_listening(server: Worker) -> None:
+    """Wait until ``server`` accepts connections (pydantic-ai's app has no health route)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"server exited: {server.proc.stderr.read() if server.proc.stderr else ''}")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("server did not start in 30 s")
+
+
+def main_agui(sessions: int, prompts: int) -> None:
+    with simulator_process(1) as sim_url:
+        rows = run_agui(sim_url, sessions, prompts)
+    print(f"AG-UI: {sessions} concurrent clients x {prompts} runs, a new thread each; {machine()}")
+    headers = ["server", "runs", "first event p50 ms", "p99 ms", "RUN_FINISHED p50 ms", "p99 ms", "errors"]
+    print(table([*headers, "first errors"], rows))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--agui-child"]:
+        _pydantic_ai_agui(int(sys.argv[2]), sys.argv[3])
+        return
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # ~2 sockets per session here and in each worker
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--buses", default="memory,redis,nats")
+    parser.add_argument("--agui", action="store_true", help="time POST /ag-ui against pydantic-ai's AG-UI adapter")
     args = parser.parse_args()
+    if args.agui:
+        main_agui(args.sessions, args.prompts)
+        return
     rows = []
     with simulator_process(1) as sim_url:
         for kind in args.buses.split(","):

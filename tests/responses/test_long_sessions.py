@@ -4,6 +4,7 @@ and chaining resumes right after every compaction."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +16,7 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import COMPACTION, SUMMARY_HEADER, compaction, compaction_range, summarize_with
-from geppetto.providers.openai_responses import ResponsesEngine, _plan
+from geppetto.providers.openai_responses import ResponsesEngine, _anchors, _plan
 from geppetto.providers.openai_responses._anchors import AnchorScan
 from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
@@ -84,6 +85,34 @@ async def test_a_session_reads_only_new_blocks_from_one_prompt_to_the_next(
     rid, wire = wire_before_last_response(out)
     assert normalize(sim.context_items(rid)) == wire
     assert all(r.body.get("previous_response_id") for r in _responses_posts(sim)[1:])
+
+
+async def test_a_stateless_session_hashes_only_new_blocks_and_its_fingerprints_hold(
+    geppetto_sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = geppetto_sim
+    encoded: list[Block] = []
+    real = _anchors._fresh_wire
+
+    def counting(block: Block, include_system: bool) -> bytes | None:
+        encoded.append(block)
+        return real(block, include_system)
+
+    monkeypatch.setattr(_anchors, "_fresh_wire", counting)
+    session = gp.Session(engine(sim, mode="stateless"), tools=[get_weather])
+    per_prompt = []
+    for i in range(6):
+        sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": f"c{i}"})]), Reply(text=f"sunny {i}"))
+        before = len(encoded)
+        out = await session.run(f"weather {i}?")
+        per_prompt.append(len(encoded) - before)
+    # each prompt adds four blocks in two responses: what their fingerprints take is the same at the sixth
+    # prompt as at the second, not the whole Turn again
+    assert per_prompt[1:] == [per_prompt[1]] * 5 and per_prompt[1] <= 8
+    assert not any(r.body.get("previous_response_id") for r in _responses_posts(sim))
+    # the fingerprints are those a scan from scratch checks: the last response is a valid anchor
+    plain = Turn(blocks=[copy.deepcopy(b) for b in out.blocks])
+    assert _anchors.scan_anchors(plain).best() == out.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
 
 
 def test_the_cut_keeps_system_blocks_pairs_and_the_last_steps() -> None:

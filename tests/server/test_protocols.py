@@ -16,6 +16,7 @@ from server_support import NODE_DIR, node_modules, running_app, sim_profile, sse
 
 from geppetto.cli._demo_tools import demo_registry
 from geppetto.server import create_app
+from geppetto.session.stores import open_store
 from geppetto.simulator import Simulator
 
 
@@ -75,6 +76,31 @@ async def test_ag_ui_tool_calls_and_errors(url: str, geppetto_sim: Simulator) ->
         response = await client.post(f"{url}/ag-ui", json=run_input("fails2", "Hello"))
     last = list(sse_events(response.text.splitlines()))[-1]["data"]
     assert last["type"] == "RUN_ERROR" and last["code"] == "inference_failed" and "400" in last["message"]
+
+
+async def test_ag_ui_run_started_goes_out_before_the_inference_begins(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s.db")
+    app = create_app(sim_profile(geppetto_sim), store=store)
+    with running_app(app) as base:
+        lease = await store.try_lock("held")  # another inference of the thread holds it
+        assert lease is not None
+        try:
+            async with httpx.AsyncClient(timeout=30) as client:
+                response = await client.post(f"{base}/ag-ui", json=run_input("held", "Hello"))
+            _, problems = await validate(base, run_input("held", "Hello"))
+        finally:
+            await lease.release()
+        async with httpx.AsyncClient(timeout=30) as client:  # the thread free again: it runs
+            after = await client.post(f"{base}/ag-ui", json=run_input("held", "Hello"))
+    store.close()
+    assert response.status_code == 200
+    events = [e["data"] for e in sse_events(response.text.splitlines())]
+    assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert (events[0]["threadId"], events[0]["runId"]) == ("held", "run-held")
+    assert events[1]["code"] == "session_busy" and "is running an inference" in events[1]["message"]
+    assert problems == []
+    types = [e["data"]["type"] for e in sse_events(after.text.splitlines())]
+    assert types[0] == "RUN_STARTED" and types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED"
 
 
 def node(script: str, *args: str) -> dict[str, Any]:

@@ -338,10 +338,22 @@ def build_app(
             prompt, seed = agui.prompt_and_seed(run)
         except ValueError as exc:  # pydantic's ValidationError is one
             raise ApiError(422, f"not an AG-UI run input: {exc}", "invalid_request") from None
-        started = await protocol_start(run.thread_id, prompt, seed)
         stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"))
+        # RUN_STARTED goes out at once; the inference begins meanwhile in a task made here, so it carries
+        # this request's context (an incoming trace), and shielded, so a client that leaves does not cut
+        # its start short. One that cannot begin (the thread is busy) ends the stream with RUN_ERROR.
+        starting = asyncio.ensure_future(protocol_start(run.thread_id, prompt, seed))
+        starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # read when nobody waits
 
         async def out() -> AsyncIterator[str]:
+            yield stream.encode(stream.started())
+            try:
+                started = await asyncio.shield(starting)
+            except Exception as exc:
+                if not isinstance(exc, Busy | UsageError):
+                    log.exception("AG-UI run %s of thread %s could not begin", run.run_id, run.thread_id)
+                yield stream.encode(stream.not_started(exc))
+                return
             async for event in run_stream(started):
                 if produced := stream.feed(event):
                     yield stream.encode(produced)

@@ -29,10 +29,11 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
+from .._exceptions import UsageError
 from ..turns import Turn, new_id
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
-from ._runner import RUN_FINISHED, RUN_STARTED
+from ._runner import RUN_FINISHED, RUN_STARTED, Busy
 
 __all__ = ["AGUIStream", "parse_input", "prompt_and_seed"]
 
@@ -63,13 +64,17 @@ def prompt_and_seed(run: RunAgentInput) -> tuple[str, Turn | None]:
 
 class AGUIStream:
     """Turns the events of one inference (bus event dicts) into AG-UI events, in a valid order: text and
-    reasoning messages opened before their content and closed before a tool call or the run's end."""
+    reasoning messages opened before their content and closed before a tool call or the run's end.
+
+    :meth:`started` gives ``RUN_STARTED`` before the inference has begun (the bus's ``run_started`` then
+    adds nothing); :meth:`not_started` ends the run when it could not begin."""
 
     def __init__(self, thread_id: str, run_id: str, accept: str | None = None) -> None:
         self.thread_id, self.run_id = thread_id, run_id
         self.encoder = EventEncoder(accept=accept or "text/event-stream")
         self._text: str | None = None
         self._reasoning: str | None = None
+        self._started = False
 
     @property
     def media_type(self) -> str:
@@ -82,6 +87,24 @@ class AGUIStream:
             if event.timestamp is None:
                 event.timestamp = now
         return "".join(self.encoder.encode(e) for e in events)
+
+    def started(self) -> list[BaseEvent]:
+        """``RUN_STARTED``, once."""
+        if self._started:
+            return []
+        self._started = True
+        return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+
+    def not_started(self, exc: Exception) -> list[BaseEvent]:
+        """``RUN_ERROR`` for an inference that could not begin, its code the kind the REST API's error
+        would have: ``session_busy`` (the thread runs another inference), ``conflict`` or ``unavailable``."""
+        if isinstance(exc, Busy):
+            code = "session_busy"
+        elif isinstance(exc, UsageError):
+            code = "conflict"
+        else:
+            code = "unavailable"
+        return [*self.started(), RunErrorEvent(message=str(exc) or type(exc).__name__, code=code)]
 
     def _close(self) -> list[BaseEvent]:
         out: list[BaseEvent] = []
@@ -97,7 +120,7 @@ class AGUIStream:
         """The AG-UI events for one bus event (empty for what AG-UI has no event for)."""
         kind = event.get("type")
         if kind == RUN_STARTED:
-            return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+            return self.started()
         if kind == "text_delta" and event.get("delta"):
             out = []
             if self._reasoning is not None:

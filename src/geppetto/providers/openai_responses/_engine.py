@@ -40,7 +40,7 @@ from ._anchors import tag_blocks
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_chained, plan_conversation, plan_full
+from ._plan import Plan, plan_chained, plan_conversation, plan_full, plan_stateless
 from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
 from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
@@ -256,6 +256,10 @@ class ResponsesEngine(TransportOwner):
             return plan_chained(turn, state, include_system=include_system, metrics=self.metrics)
         if mode == "conversation":
             return plan_conversation(turn, state, include_system=include_system, metrics=self.metrics)
+        if self.store and state is not None and state.previous_response_id:
+            # a Turn that goes on after a stored response: keep its proof, hash only the new blocks (a fresh
+            # Turn's few blocks cost less hashed once than sealed; store=False writes no fingerprint at all)
+            return plan_stateless(turn, state, include_system=include_system)
         return plan_full(turn, include_system=include_system)
 
     # -- the Engine protocol ----------------------------------------------------------------------

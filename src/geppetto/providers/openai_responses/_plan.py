@@ -29,6 +29,7 @@ __all__ = [
     "plan_conversation",
     "plan_full",
     "plan_new_conversation",
+    "plan_stateless",
     "seed_split",
 ]
 
@@ -73,6 +74,14 @@ def plan_full(turn: Turn, *, include_system: bool, fallback: str = "", detail: s
     """Stateless: the whole Turn, no server state."""
     items = blocks_to_items(turn.blocks, include_system=include_system)
     return Plan("stateless", items, list(turn.blocks), True, fallback=fallback, detail=detail, prefix=prefix)
+
+
+def plan_stateless(turn: Turn, state: ConversationState | None, *, include_system: bool) -> Plan:
+    """Stateless with a stored response: the whole Turn, and the prefix its response's fingerprint extends
+    from the Turn's incremental proof (as a chained request keeps it), so a Turn that goes on statelessly
+    hashes only the blocks added since its last request, not every block again on each response."""
+    scan = scan_anchors(turn, include_system=include_system, seed=chain_seed(state, "chained"), incremental=True)
+    return plan_full(turn, include_system=include_system, prefix=scan.hasher)
 
 
 def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics) -> AnchorScan:
