@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +24,16 @@ from ..session._session import INCOMING_HOOKS
 from ..session.stores import SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
+from ._guard import (
+    BadText,
+    Guard,
+    allowed_methods,
+    check_text,
+    client_message,
+    error_response,
+    json_content_type,
+    public_event,
+)
 from ._openapi import openapi_document
 from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
 
@@ -46,12 +57,12 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
-def error_response(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
-
-
 async def read_json(request: Request, max_body: int) -> Any:
-    """The request's JSON body; 413 past ``max_body`` bytes (read no further), 400 when it is not JSON."""
+    """The request's JSON body; 413 past ``max_body`` bytes (read no further), 415 when a body is not sent
+    as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and not json_content_type(content_type):
+        raise _not_json(content_type)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
         raise ApiError(413, f"the body is {declared} bytes; the limit is {max_body} bytes", "body_too_large")
@@ -64,10 +75,22 @@ async def read_json(request: Request, max_body: int) -> Any:
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
+    if content_type is None:
+        raise _not_json(None)
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send a JSON object", "malformed_json") from None
+    try:
+        check_text(body, "")
+    except BadText as exc:
+        raise ApiError(422, str(exc), "invalid_text") from None
+    return body
+
+
+def _not_json(content_type: str | None) -> ApiError:
+    given = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    return ApiError(415, f"the body was sent with {given}; send JSON with 'Content-Type: application/json'", "not_json")
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -156,11 +179,18 @@ def build_app(
     api_key: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
     """The app over ``runner`` (its store and bus). ``api_key``: every ``/api`` and ``/ag-ui`` request
-    must carry ``Authorization: Bearer <api_key>``."""
+    must carry ``Authorization: Bearer <api_key>``. ``allowed_hosts``: the names clients reach the server
+    by, besides the loopback names (``*``: any); ``allowed_origins``: the other sites whose pages may use
+    it (CORS is answered for those only). See :class:`~geppetto.server._guard.Guard`."""
     store: SQLTurnStore = runner.store
     streams = Streams(runner.bus)
+
+    def public(exc: BaseException) -> str:
+        return client_message(str(exc), [store.location])
 
     def guarded(handler: Callable[[Request], Any], *, open_route: bool = False) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -171,24 +201,30 @@ def build_app(
                         401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "unauthorized"
                     )
             try:
+                for name, value in [*request.path_params.items(), *request.query_params.items()]:
+                    check_text(value, name)
+            except BadText as exc:
+                return error_response(422, str(exc), "invalid_text")
+            try:
                 with contextlib.ExitStack() as hooks:
                     for hook in INCOMING_HOOKS:
                         hooks.enter_context(hook(request.headers))
                     return await handler(request)  # type: ignore[no-any-return]
             except ApiError as exc:
-                return error_response(exc.status, exc.message, exc.kind)
+                return error_response(exc.status, client_message(exc.message), exc.kind)
             except NotFound as exc:
-                return error_response(404, str(exc), "not_found")
+                return error_response(404, public(exc), "not_found")
             except Busy as exc:
-                return error_response(409, str(exc), "session_busy")
+                return error_response(409, public(exc), "session_busy")
             except UsageError as exc:
-                return error_response(409, str(exc), "conflict")
+                log.info("request %s %s refused: %s", request.method, request.url.path, exc)
+                return error_response(409, public(exc), "conflict")
             except BusUnavailable as exc:  # the broker is down or restarting: the client tries again later
                 log.warning("request %s %s failed: %s", request.method, request.url.path, exc)
-                return error_response(503, str(exc), "unavailable")
+                return error_response(503, public(exc), "unavailable")
             except GeppettoError as exc:
                 log.exception("request %s %s failed", request.method, request.url.path)
-                return error_response(503, str(exc), "unavailable")
+                return error_response(503, public(exc), "unavailable")
 
         return endpoint
 
@@ -299,7 +335,7 @@ def build_app(
                     if event is None:
                         yield ": keep-alive\n\n"
                         continue
-                    data = json.dumps(event.data, ensure_ascii=False, default=str)
+                    data = json.dumps(public_event(event.data), ensure_ascii=False, default=str)
                     yield f"id: {event.id}\nevent: {event.data.get('type', 'event')}\ndata: {data}\n\n"
                     if (
                         until
@@ -308,10 +344,10 @@ def build_app(
                     ):
                         return
             except ValueError as exc:  # a Last-Event-ID the bus never gave
-                yield f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n"
+                yield f"event: error\ndata: {json.dumps({'message': public(exc)})}\n\n"
             except BusUnavailable as exc:  # the broker went away: the client reconnects with Last-Event-ID
                 log.warning("the event stream of session %s ended: %s", session_id, exc)
-                yield f"event: error\ndata: {json.dumps({'message': str(exc), 'type': 'bus_unavailable'})}\n\n"
+                yield f"event: error\ndata: {json.dumps({'message': public(exc), 'type': 'bus_unavailable'})}\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
@@ -327,7 +363,7 @@ def build_app(
                 continue
             if event.data.get("inference_id") != started.inference_id:
                 continue
-            yield event.data
+            yield public_event(event.data)
             if event.data.get("type") == RUN_FINISHED:
                 return
 
@@ -469,13 +505,20 @@ def build_app(
                     404, f"no route {request.method} {request.url.path}; see /openapi.json for the API", "not_found"
                 )
             if exc.status_code == 405:
+                allow = allowed_methods(routes, request.url.path)
                 return error_response(
-                    405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json", "bad_method"
+                    405,
+                    f"{request.method} is not allowed on {request.url.path} (it takes {allow}); see /openapi.json",
+                    "bad_method",
+                    headers={"allow": allow},
                 )
             return error_response(exc.status_code, str(exc.detail), "http_error")
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, f"internal error: {type(exc).__name__}; the server log has the details", "internal")
 
     return Starlette(
-        routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error}, lifespan=lifespan
+        routes=routes,
+        middleware=[Middleware(Guard, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)],
+        exception_handlers={HTTPException: http_error, Exception: http_error},
+        lifespan=lifespan,
     )
