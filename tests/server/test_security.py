@@ -346,3 +346,77 @@ def test_nul_and_lone_surrogates_are_422_naming_the_field(server: httpx.Client, 
     assert answer.status_code == 422 and answer.json()["error"]["message"].startswith("'after' holds a NUL")
     assert sessions(server) == [sid]
     assert server.get(f"/api/sessions/{sid}").json()["inferences"] == []
+
+
+# -- the API document and the server agree ------------------------------------------------------------
+
+
+def test_a_405_says_which_methods_the_path_takes(server: httpx.Client) -> None:
+    for method, path, allow in [
+        ("PUT", "/api/sessions", "GET, HEAD, POST"),
+        ("PATCH", "/api/sessions/s1", "DELETE, GET, HEAD"),
+        ("GET", "/api/sessions/s1/messages", "POST"),
+        ("DELETE", "/api/chat", "POST"),
+        ("OPTIONS", "/ag-ui", "POST"),
+    ]:
+        answer = server.request(method, path)
+        assert answer.status_code == 405, (method, path)
+        assert answer.headers["allow"] == allow
+        assert answer.json()["error"] == {
+            "message": f"{method} is not allowed on {path} (it takes {allow}); see /openapi.json",
+            "type": "bad_method",
+        }
+
+
+def test_the_document_requires_a_key_only_when_the_server_does(
+    server: httpx.Client, geppetto_sim: Simulator, tmp_path: Path
+) -> None:
+    assert server.get("/openapi.json").json()["security"] == []
+    with serve(geppetto_sim, tmp_path / "keyed", api_key="k") as url:
+        assert httpx.get(url + "/openapi.json").json()["security"] == [{"bearer": []}]
+
+
+def _valid(schema: dict[str, Any], value: Any) -> bool:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema).is_valid(value)
+
+
+def test_request_schemas_refuse_what_the_server_refuses(server: httpx.Client) -> None:
+    """The cases schemathesis found looser in the document than in the server, each sent to both."""
+    document = server.get("/openapi.json").json()
+    paths = document["paths"]
+
+    def body_schema(path: str) -> dict[str, Any]:
+        return dict(paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"])
+
+    sid = server.post("/api/sessions", json={"id": "s1"}).json()["id"]
+    session = body_schema("/api/sessions")
+    message = body_schema("/api/sessions/{session_id}/messages")
+    chat, run = body_schema("/api/chat"), body_schema("/ag-ui")
+    user = {"id": "m", "role": "user", "parts": [{"type": "text", "text": "Hi"}]}
+    cases: list[tuple[str, dict[str, Any], Any, int]] = [
+        ("/api/sessions", session, {"id": ""}, 422),
+        ("/api/sessions", session, {"id": "   "}, 422),
+        ("/api/sessions", session, {"id": "x" * 201}, 422),
+        ("/api/sessions", session, {"id": "a\x00"}, 422),
+        ("/api/sessions", session, {"system": "a\x00"}, 422),
+        ("/api/sessions", session, {"id": "fine", "system": "", "model": ""}, 201),
+        (f"/api/sessions/{sid}/messages", message, {"text": ""}, 422),
+        (f"/api/sessions/{sid}/messages", message, {"text": "  "}, 422),
+        (f"/api/sessions/{sid}/messages", message, {"text": "hi", "extra": 1}, 422),
+        (f"/api/sessions/{sid}/messages", message, {"text": "hi\x00"}, 422),
+        ("/api/chat", chat, {"id": "", "messages": [user]}, 422),
+        ("/api/chat", chat, {"id": "c", "messages": []}, 422),
+        ("/api/chat", chat, {"id": "c", "messages": [{**user, "parts": []}]}, 422),
+        ("/api/chat", chat, {"id": "c", "messages": [user, {"role": "user", "parts": []}]}, 422),
+        ("/api/chat", chat, {"id": "c", "messages": [user], "trigger": "submit-message", "x": "\x00"}, 200),
+        ("/ag-ui", run, {**RUN, "threadId": " "}, 422),
+        ("/ag-ui", run, {**RUN, "messages": [{"id": "m", "role": "user", "content": ""}]}, 422),
+        ("/ag-ui", run, {**RUN, "messages": [{"id": "m", "role": "assistant", "content": "x"}]}, 422),
+        ("/ag-ui", run, {**RUN, "threadId": "t2", "context": None, "tools": None, "state": {"x": "\x00"}}, 200),
+    ]
+    for path, schema, body, status in cases:
+        answer = server.post(path, json=body)
+        assert answer.status_code == status, (path, body, answer.text)
+        assert _valid(schema, body) == (status < 400), (path, body)

@@ -25,6 +25,7 @@ from ..session.stores import SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
 from ._guard import (
+    MESSAGE_TEXT,
     BadText,
     Guard,
     allowed_methods,
@@ -47,6 +48,8 @@ SETTING_KEYS = ("model", "mode", "system")
 SNAPSHOT_PAGE = 50
 """Snapshot summaries (and inferences) a session's GET returns; older pages come from its ``older_snapshots``."""
 MAX_SNAPSHOT_PAGE = 1000
+MAX_ID = 200
+"""The longest session id (characters)."""
 DASHBOARD_SESSIONS = 200
 """The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
 
@@ -57,9 +60,10 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
-async def read_json(request: Request, max_body: int) -> Any:
+async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None = None) -> Any:
     """The request's JSON body; 413 past ``max_body`` bytes (read no further), 415 when a body is not sent
-    as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold."""
+    as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold: anywhere in
+    the body, or, for a protocol route, in its ``ids`` and its messages' roles and texts (what it keeps)."""
     content_type = request.headers.get("content-type")
     if content_type is not None and not json_content_type(content_type):
         raise _not_json(content_type)
@@ -82,7 +86,12 @@ async def read_json(request: Request, max_body: int) -> Any:
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send a JSON object", "malformed_json") from None
     try:
-        check_text(body, "")
+        if ids is None or not isinstance(body, dict):
+            check_text(body, "")
+        else:
+            for name in ids:
+                check_text(body.get(name), name)
+            check_text(body.get("messages"), "messages", MESSAGE_TEXT)
     except BadText as exc:
         raise ApiError(422, str(exc), "invalid_text") from None
     return body
@@ -97,6 +106,12 @@ def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object", "invalid_request")
     return body
+
+
+def _session_id(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID:
+        raise ApiError(422, f"{field!r} must be a string of 1 to {MAX_ID} characters, not all blank", "invalid_request")
+    return value
 
 
 def _settings(body: dict[str, Any]) -> dict[str, Any]:
@@ -232,9 +247,7 @@ def build_app(
     async def create_session(request: Request) -> Response:
         body = _object(await read_json(request, max_body))
         settings = _settings(body)
-        session_id = body.get("id") or new_id()
-        if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 200:
-            raise ApiError(422, "'id' must be a string of 1 to 200 characters", "invalid_request")
+        session_id = _session_id(body["id"], "id") if "id" in body else new_id()
         try:
             runner.engine_for(settings)
         except ConfigurationError as exc:
@@ -302,6 +315,8 @@ def build_app(
     async def post_message(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         body = _object(await read_json(request, max_body))
+        if unknown := sorted(set(body) - {"text"}):
+            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text only", "invalid_request")
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
@@ -368,13 +383,13 @@ def build_app(
                 return
 
     async def ag_ui(request: Request) -> Response:
-        body = await read_json(request, max_body)
+        body = await read_json(request, max_body, ("threadId", "runId"))
         try:
             run = agui.parse_input(body)
             prompt, seed = agui.prompt_and_seed(run)
         except ValueError as exc:  # pydantic's ValidationError is one
             raise ApiError(422, f"not an AG-UI run input: {exc}", "invalid_request") from None
-        started = await protocol_start(run.thread_id, prompt, seed)
+        started = await protocol_start(_session_id(run.thread_id, "threadId"), prompt, seed)
         stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"))
 
         async def out() -> AsyncIterator[str]:
@@ -385,12 +400,12 @@ def build_app(
         return StreamingResponse(out(), media_type=stream.media_type, headers={"cache-control": "no-cache"})
 
     async def vercel_chat(request: Request) -> Response:
-        body = await read_json(request, max_body)
+        body = await read_json(request, max_body, ("id",))
         try:
             chat_id, prompt, seed = vercel.prompt_and_seed(body)
         except ValueError as exc:
             raise ApiError(422, str(exc), "invalid_request") from None
-        started = await protocol_start(chat_id, prompt, seed)
+        started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
         stream = vercel.VercelStream()
 
         async def out() -> AsyncIterator[str]:
@@ -462,7 +477,7 @@ def build_app(
         return JSONResponse(summary)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(keyed=bool(api_key)))
 
     async def metrics(request: Request) -> Response:
         try:

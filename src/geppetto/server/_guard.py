@@ -24,6 +24,7 @@ from .._redact import redact_url
 
 __all__ = [
     "LOOPBACK_HOSTS",
+    "MESSAGE_TEXT",
     "BadText",
     "Guard",
     "allowed_methods",
@@ -193,19 +194,24 @@ def _text_fault(text: str) -> str | None:
     return None
 
 
-def check_text(value: Any, field: str) -> None:
+MESSAGE_TEXT = frozenset({"role", "text", "content"})
+"""What the protocol routes keep of a message: its role and text (the rest is the client's own)."""
+
+
+def check_text(value: Any, field: str, keys: frozenset[str] | None = None) -> None:
     """:class:`BadText` naming the first string (key or value) under ``value`` that holds a NUL or a lone
-    surrogate; ``field`` names ``value`` itself (``messages[0].parts[0].text`` style below it)."""
+    surrogate; ``field`` names ``value`` itself (``messages[0].parts[0].text`` style below it). ``keys``:
+    check only the strings held under these keys (and no field names)."""
     stack: list[tuple[str, Any]] = [(field, value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, str):
-            if fault := _text_fault(item):
+            if (keys is None or where.rpartition(".")[2] in keys) and (fault := _text_fault(item)):
                 raise BadText(f"{repr(where) if where else 'the body'} {fault}")
         elif isinstance(item, dict):
             for key, sub in reversed(item.items()):
                 name = f"{where}.{key}" if where else str(key)
-                if fault := _text_fault(str(key)):
+                if keys is None and (fault := _text_fault(str(key))):
                     raise BadText(f"a field name in {where or 'the body'!r} {fault}")
                 stack.append((name, sub))
         elif isinstance(item, list):
