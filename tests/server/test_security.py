@@ -414,9 +414,21 @@ def test_request_schemas_refuse_what_the_server_refuses(server: httpx.Client) ->
         ("/ag-ui", run, {**RUN, "threadId": " "}, 422),
         ("/ag-ui", run, {**RUN, "messages": [{"id": "m", "role": "user", "content": ""}]}, 422),
         ("/ag-ui", run, {**RUN, "messages": [{"id": "m", "role": "assistant", "content": "x"}]}, 422),
+        ("/ag-ui", run, {**RUN, "messages": [{"id": "d", "role": "developer"}, *RUN["messages"]]}, 422),
         ("/ag-ui", run, {**RUN, "threadId": "t2", "context": None, "tools": None, "state": {"x": "\x00"}}, 200),
     ]
     for path, schema, body, status in cases:
         answer = server.post(path, json=body)
         assert answer.status_code == status, (path, body, answer.text)
         assert _valid(schema, body) == (status < 400), (path, body)
+
+
+def test_serve_allows_the_address_it_listens_on_unless_it_is_every_address() -> None:
+    from geppetto.server._serve import ServeOptions, allowed_hosts
+
+    assert allowed_hosts(ServeOptions(host="192.0.2.7", allowed_hosts=["chat.example"])) == [
+        "192.0.2.7",
+        "chat.example",
+    ]
+    assert allowed_hosts(ServeOptions(host="0.0.0.0", allowed_hosts=["chat.example"])) == ["chat.example"]
+    assert allowed_hosts(ServeOptions(host="::")) == []

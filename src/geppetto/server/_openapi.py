@@ -87,8 +87,16 @@ def _run_agent_input() -> dict[str, Any]:
             "role": {"type": "string", "enum": ["developer", "system", "assistant", "user"]},
             "content": TEXT,
         },
-        "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
-        "then": {"required": ["content"], "properties": {"content": NON_BLANK}},
+        "allOf": [
+            {
+                "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+                "then": {"required": ["content"], "properties": {"content": NON_BLANK}},
+            },
+            {
+                "if": {"required": ["role"], "properties": {"role": {"enum": ["developer", "system"]}}},
+                "then": {"required": ["content"]},
+            },
+        ],
     }
     return {
         "type": "object",
