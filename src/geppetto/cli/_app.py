@@ -234,6 +234,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--allowed-host",
+            metavar="NAME",
             envvar="GEPPETTO_SERVER_ALLOWED_HOSTS",
             help="A name clients reach the server by (Host header), besides --host and the loopback names; "
             "repeatable, '*' for any.",
@@ -243,6 +244,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--allowed-origin",
+            metavar="ORIGIN",
             envvar="GEPPETTO_SERVER_ALLOWED_ORIGINS",
             help="Another site whose pages may call the server (https://app.example; CORS for it); repeatable.",
         ),
