@@ -230,6 +230,25 @@ def serve(
     log_format: Annotated[
         str, typer.Option("--log-format", help="Log records on stderr as text, or json (one object a line).")
     ] = "text",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            envvar="GEPPETTO_SERVER_ALLOWED_HOSTS",
+            help="A name clients reach the server by (Host header), besides --host and the loopback names; "
+            "repeatable, '*' for any.",
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="ORIGIN",
+            envvar="GEPPETTO_SERVER_ALLOWED_ORIGINS",
+            help="Another site whose pages may call the server (https://app.example; CORS for it); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
@@ -251,6 +270,7 @@ def serve(
         log_level=log_level.lower(),
         log_format=log_format.lower(),
     )
+    options.allowed_hosts, options.allowed_origins = list(allowed_host or ()), list(allowed_origin or ())
     guarded(lambda: run_server(options, api_key))
 
 

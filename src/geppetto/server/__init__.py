@@ -42,6 +42,8 @@ def create_app(
     engine_for: Callable[[dict[str, Any]], Engine] | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     sweep_interval: float = SWEEP_INTERVAL,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
     """The ``geppetto serve`` app.
 
@@ -52,6 +54,9 @@ def create_app(
     and the profile's and ``mcp``'s MCP servers are offered to every session. ``engine_for(settings)``
     replaces the profile's engine (tests, custom engines). ``api_key`` requires ``Authorization: Bearer``.
     ``sweep_interval``: seconds between the worker's sweeps (:meth:`Runner.sweep`; 0: none).
+    ``allowed_hosts``: the names clients reach the server by (``Host``), besides localhost, 127.0.0.1 and
+    [::1] (``*``: any); ``allowed_origins``: other sites (``https://app.example``) whose pages may call it
+    (CORS answered for them only; ``*``: any). JSON bodies must be sent as ``application/json``.
     """
     the_store = store if isinstance(store, SQLTurnStore) else open_store(store)
     the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
@@ -73,7 +78,14 @@ def create_app(
                 if not isinstance(store, SQLTurnStore):
                     the_store.close()
 
-    app = build_app(runner, api_key=api_key, max_body=max_body, lifespan=lifespan)
+    app = build_app(
+        runner,
+        api_key=api_key,
+        max_body=max_body,
+        lifespan=lifespan,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
     app.state.runner = runner
     return app
 

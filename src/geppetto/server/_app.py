@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -23,6 +24,17 @@ from ..session._session import INCOMING_HOOKS
 from ..session.stores import SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
+from ._guard import (
+    MESSAGE_TEXT,
+    BadText,
+    Guard,
+    allowed_methods,
+    check_text,
+    client_message,
+    error_response,
+    json_content_type,
+    public_event,
+)
 from ._openapi import openapi_document
 from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
 
@@ -36,6 +48,8 @@ SETTING_KEYS = ("model", "mode", "system")
 SNAPSHOT_PAGE = 50
 """Snapshot summaries (and inferences) a session's GET returns; older pages come from its ``older_snapshots``."""
 MAX_SNAPSHOT_PAGE = 1000
+MAX_ID = 200
+"""The longest session id (characters)."""
 DASHBOARD_SESSIONS = 200
 """The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
 
@@ -46,12 +60,13 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
-def error_response(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
-
-
-async def read_json(request: Request, max_body: int) -> Any:
-    """The request's JSON body; 413 past ``max_body`` bytes (read no further), 400 when it is not JSON."""
+async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None = None) -> Any:
+    """The request's JSON body; 413 past ``max_body`` bytes (read no further), 415 when a body is not sent
+    as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold: anywhere in
+    the body, or, for a protocol route, in its ``ids`` and its messages' roles and texts (what it keeps)."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and not json_content_type(content_type):
+        raise _not_json(content_type)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
         raise ApiError(413, f"the body is {declared} bytes; the limit is {max_body} bytes", "body_too_large")
@@ -64,16 +79,39 @@ async def read_json(request: Request, max_body: int) -> Any:
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
+    if content_type is None:
+        raise _not_json(None)
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ApiError(400, f"the body is not valid JSON ({exc}); send a JSON object", "malformed_json") from None
+    try:
+        if ids is None or not isinstance(body, dict):
+            check_text(body, "")
+        else:
+            for name in ids:
+                check_text(body.get(name), name)
+            check_text(body.get("messages"), "messages", MESSAGE_TEXT)
+    except BadText as exc:
+        raise ApiError(422, str(exc), "invalid_text") from None
+    return body
+
+
+def _not_json(content_type: str | None) -> ApiError:
+    given = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+    return ApiError(415, f"the body was sent with {given}; send JSON with 'Content-Type: application/json'", "not_json")
 
 
 def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object", "invalid_request")
     return body
+
+
+def _session_id(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ID:
+        raise ApiError(422, f"{field!r} must be a string of 1 to {MAX_ID} characters, not all blank", "invalid_request")
+    return value
 
 
 def _settings(body: dict[str, Any]) -> dict[str, Any]:
@@ -156,11 +194,18 @@ def build_app(
     api_key: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     lifespan: Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> Starlette:
     """The app over ``runner`` (its store and bus). ``api_key``: every ``/api`` and ``/ag-ui`` request
-    must carry ``Authorization: Bearer <api_key>``."""
+    must carry ``Authorization: Bearer <api_key>``. ``allowed_hosts``: the names clients reach the server
+    by, besides the loopback names (``*``: any); ``allowed_origins``: the other sites whose pages may use
+    it (CORS is answered for those only). See :class:`~geppetto.server._guard.Guard`."""
     store: SQLTurnStore = runner.store
     streams = Streams(runner.bus)
+
+    def public(exc: BaseException) -> str:
+        return client_message(str(exc), [store.location])
 
     def guarded(handler: Callable[[Request], Any], *, open_route: bool = False) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -171,24 +216,30 @@ def build_app(
                         401, "missing or wrong API key: send 'Authorization: Bearer <key>'", "unauthorized"
                     )
             try:
+                for name, value in [*request.path_params.items(), *request.query_params.items()]:
+                    check_text(value, name)
+            except BadText as exc:
+                return error_response(422, str(exc), "invalid_text")
+            try:
                 with contextlib.ExitStack() as hooks:
                     for hook in INCOMING_HOOKS:
                         hooks.enter_context(hook(request.headers))
                     return await handler(request)  # type: ignore[no-any-return]
             except ApiError as exc:
-                return error_response(exc.status, exc.message, exc.kind)
+                return error_response(exc.status, client_message(exc.message), exc.kind)
             except NotFound as exc:
-                return error_response(404, str(exc), "not_found")
+                return error_response(404, public(exc), "not_found")
             except Busy as exc:
-                return error_response(409, str(exc), "session_busy")
+                return error_response(409, public(exc), "session_busy")
             except UsageError as exc:
-                return error_response(409, str(exc), "conflict")
+                log.info("request %s %s refused: %s", request.method, request.url.path, exc)
+                return error_response(409, public(exc), "conflict")
             except BusUnavailable as exc:  # the broker is down or restarting: the client tries again later
                 log.warning("request %s %s failed: %s", request.method, request.url.path, exc)
-                return error_response(503, str(exc), "unavailable")
+                return error_response(503, public(exc), "unavailable")
             except GeppettoError as exc:
                 log.exception("request %s %s failed", request.method, request.url.path)
-                return error_response(503, str(exc), "unavailable")
+                return error_response(503, public(exc), "unavailable")
 
         return endpoint
 
@@ -196,9 +247,7 @@ def build_app(
     async def create_session(request: Request) -> Response:
         body = _object(await read_json(request, max_body))
         settings = _settings(body)
-        session_id = body.get("id") or new_id()
-        if not isinstance(session_id, str) or not session_id.strip() or len(session_id) > 200:
-            raise ApiError(422, "'id' must be a string of 1 to 200 characters", "invalid_request")
+        session_id = _session_id(body["id"], "id") if "id" in body else new_id()
         try:
             runner.engine_for(settings)
         except ConfigurationError as exc:
@@ -266,6 +315,8 @@ def build_app(
     async def post_message(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         body = _object(await read_json(request, max_body))
+        if unknown := sorted(set(body) - {"text"}):
+            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text only", "invalid_request")
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
@@ -299,7 +350,7 @@ def build_app(
                     if event is None:
                         yield ": keep-alive\n\n"
                         continue
-                    data = json.dumps(event.data, ensure_ascii=False, default=str)
+                    data = json.dumps(public_event(event.data), ensure_ascii=False, default=str)
                     yield f"id: {event.id}\nevent: {event.data.get('type', 'event')}\ndata: {data}\n\n"
                     if (
                         until
@@ -308,10 +359,10 @@ def build_app(
                     ):
                         return
             except ValueError as exc:  # a Last-Event-ID the bus never gave
-                yield f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n"
+                yield f"event: error\ndata: {json.dumps({'message': public(exc)})}\n\n"
             except BusUnavailable as exc:  # the broker went away: the client reconnects with Last-Event-ID
                 log.warning("the event stream of session %s ended: %s", session_id, exc)
-                yield f"event: error\ndata: {json.dumps({'message': str(exc), 'type': 'bus_unavailable'})}\n\n"
+                yield f"event: error\ndata: {json.dumps({'message': public(exc), 'type': 'bus_unavailable'})}\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
@@ -327,22 +378,23 @@ def build_app(
                 continue
             if event.data.get("inference_id") != started.inference_id:
                 continue
-            yield event.data
+            yield public_event(event.data)
             if event.data.get("type") == RUN_FINISHED:
                 return
 
     async def ag_ui(request: Request) -> Response:
-        body = await read_json(request, max_body)
+        body = await read_json(request, max_body, ("threadId", "runId"))
         try:
             run = agui.parse_input(body)
             prompt, seed = agui.prompt_and_seed(run)
         except ValueError as exc:  # pydantic's ValidationError is one
             raise ApiError(422, f"not an AG-UI run input: {exc}", "invalid_request") from None
+        thread = _session_id(run.thread_id, "threadId")  # a bad id is a 422 before anything is streamed
         stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"))
         # RUN_STARTED goes out at once; the inference begins meanwhile in a task made here, so it carries
         # this request's context (an incoming trace), and shielded, so a client that leaves does not cut
         # its start short. One that cannot begin (the thread is busy) ends the stream with RUN_ERROR.
-        starting = asyncio.ensure_future(protocol_start(run.thread_id, prompt, seed))
+        starting = asyncio.ensure_future(protocol_start(thread, prompt, seed))
         starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # read when nobody waits
 
         async def out() -> AsyncIterator[str]:
@@ -361,12 +413,12 @@ def build_app(
         return StreamingResponse(out(), media_type=stream.media_type, headers={"cache-control": "no-cache"})
 
     async def vercel_chat(request: Request) -> Response:
-        body = await read_json(request, max_body)
+        body = await read_json(request, max_body, ("id",))
         try:
             chat_id, prompt, seed = vercel.prompt_and_seed(body)
         except ValueError as exc:
             raise ApiError(422, str(exc), "invalid_request") from None
-        started = await protocol_start(chat_id, prompt, seed)
+        started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
         stream = vercel.VercelStream()
 
         async def out() -> AsyncIterator[str]:
@@ -438,7 +490,7 @@ def build_app(
         return JSONResponse(summary)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(keyed=bool(api_key)))
 
     async def metrics(request: Request) -> Response:
         try:
@@ -481,13 +533,20 @@ def build_app(
                     404, f"no route {request.method} {request.url.path}; see /openapi.json for the API", "not_found"
                 )
             if exc.status_code == 405:
+                allow = allowed_methods(routes, request.url.path)
                 return error_response(
-                    405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json", "bad_method"
+                    405,
+                    f"{request.method} is not allowed on {request.url.path} (it takes {allow}); see /openapi.json",
+                    "bad_method",
+                    headers={"allow": allow},
                 )
             return error_response(exc.status_code, str(exc.detail), "http_error")
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, f"internal error: {type(exc).__name__}; the server log has the details", "internal")
 
     return Starlette(
-        routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error}, lifespan=lifespan
+        routes=routes,
+        middleware=[Middleware(Guard, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)],
+        exception_handlers={HTTPException: http_error, Exception: http_error},
+        lifespan=lifespan,
     )

@@ -18,19 +18,114 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-_SSE = {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
-_SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_ERRORS = {str(code): _error() for code in (400, 401, 404, 409, 413, 422)}
+_SSE_EVENT = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "event": {"type": "string"}, "data": {"type": "string"}},
+}
+_SSE = {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": _SSE_EVENT}}}
+_ERRORS = {str(code): _error() for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 503)}
+
+# What the server accepts as text: no NUL (PostgreSQL cannot store it; lone surrogates, which JSON can
+# carry as escapes, are refused too but cannot be written as a pattern), and for ids and prompts some
+# non-blank character.
+TEXT = {"type": "string", "pattern": "^[^\\u0000]*$"}
+NON_BLANK = {"type": "string", "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"}
+SESSION_ID = {**NON_BLANK, "maxLength": 200}  # _app.MAX_ID
+_SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": SESSION_ID}
 
 
-def openapi_document() -> dict[str, Any]:
+def _text_part() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"const": "text"}, "text": NON_BLANK},
+    }
+
+
+def _chat_request() -> dict[str, Any]:
+    """What ``useChat`` sends: the chat id and its messages; every user message has some text (the last one
+    is the prompt)."""
+    user_with_text = {
+        "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+        "then": {"required": ["parts"], "properties": {"parts": {"contains": _text_part()}}},
+    }
+    message = {
+        "type": "object",
+        "required": ["role"],
+        "properties": {
+            "id": TEXT,
+            "role": {"type": "string", "enum": ["system", "user", "assistant"]},
+            "parts": {"type": "array", "items": {"type": "object", "properties": {"type": TEXT, "text": TEXT}}},
+        },
+        **user_with_text,
+    }
+    return {
+        "type": "object",
+        "required": ["id", "messages"],
+        "properties": {
+            "id": {**SESSION_ID, "description": "the chat id: the session (made on first use)"},
+            "messages": {
+                "type": "array",
+                "items": message,
+                "contains": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+            },
+        },
+    }
+
+
+def _named(*fields: str) -> dict[str, Any]:
+    return {"type": "object", "required": list(fields), "properties": {f: {"type": "string"} for f in fields}}
+
+
+def _run_agent_input() -> dict[str, Any]:
+    """AG-UI's ``RunAgentInput``: what the server reads of it (the package's own types check the rest)."""
+    message = {
+        "type": "object",
+        "required": ["id", "role"],
+        "properties": {
+            "id": TEXT,
+            "role": {"type": "string", "enum": ["developer", "system", "assistant", "user"]},
+            "content": TEXT,
+        },
+        "allOf": [
+            {
+                "if": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+                "then": {"required": ["content"], "properties": {"content": NON_BLANK}},
+            },
+            {
+                "if": {"required": ["role"], "properties": {"role": {"enum": ["developer", "system"]}}},
+                "then": {"required": ["content"]},
+            },
+        ],
+    }
+    return {
+        "type": "object",
+        "required": ["threadId", "runId", "messages"],
+        "properties": {
+            "threadId": {**SESSION_ID, "description": "the session (made on first use)"},
+            "runId": TEXT,
+            "messages": {
+                "type": "array",
+                "items": message,
+                "contains": {"required": ["role"], "properties": {"role": {"const": "user"}}},
+            },
+            "state": {},
+            "tools": {"type": ["array", "null"], "items": _named("name", "description")},
+            "context": {"type": ["array", "null"], "items": _named("description", "value")},
+            "forwardedProps": {},
+        },
+    }
+
+
+def openapi_document(keyed: bool = True) -> dict[str, Any]:
+    """The document; ``keyed``: the server requires ``Authorization: Bearer`` (else no route does)."""
     settings = {
         "type": "object",
         "properties": {
-            "id": {"type": "string", "description": "the session id (a fresh UUID when absent)"},
-            "model": {"type": "string"},
+            "id": {**SESSION_ID, "description": "the session id (a fresh UUID when absent)"},
+            "model": TEXT,
             "mode": {"type": "string", "enum": ["stateless", "chained", "conversation"]},
-            "system": {"type": "string", "description": "a system prompt for every inference"},
+            "system": {**TEXT, "description": "a system prompt for every inference"},
         },
         "additionalProperties": False,
     }
@@ -54,7 +149,7 @@ def openapi_document() -> dict[str, Any]:
                 "SessionSettings": settings,
             },
         },
-        "security": [{"bearer": []}],
+        "security": [{"bearer": []}] if keyed else [],
         "paths": {
             "/api/sessions": {
                 "post": {
@@ -87,7 +182,8 @@ def openapi_document() -> dict[str, Any]:
                                 "schema": {
                                     "type": "object",
                                     "required": ["text"],
-                                    "properties": {"text": {"type": "string"}},
+                                    "properties": {"text": NON_BLANK},
+                                    "additionalProperties": False,
                                 }
                             }
                         },
@@ -118,9 +214,9 @@ def openapi_document() -> dict[str, Any]:
             "/api/sessions/{session_id}/events": {
                 "parameters": [
                     _SESSION_ID,
-                    {"name": "after", "in": "query", "schema": {"type": "string"}},
+                    {"name": "after", "in": "query", "schema": TEXT},
                     {"name": "until", "in": "query", "schema": {"type": "string", "enum": ["finished"]}},
-                    {"name": "inference_id", "in": "query", "schema": {"type": "string"}},
+                    {"name": "inference_id", "in": "query", "schema": TEXT},
                     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
                 ],
                 "get": {
@@ -182,14 +278,14 @@ def openapi_document() -> dict[str, Any]:
             "/ag-ui": {
                 "post": {
                     "summary": "AG-UI: a RunAgentInput in, its event stream out (threadId is the session)",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": _run_agent_input()}}},
                     "responses": {"200": _SSE, **_ERRORS},
                 }
             },
             "/api/chat": {
                 "post": {
                     "summary": "Vercel AI SDK UI message stream: the request useChat sends (id is the session)",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": _chat_request()}}},
                     "responses": {"200": _SSE, **_ERRORS},
                 }
             },

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._exceptions import UsageError
+from .._redact import redact_url
 from ..cli._runtime import EngineSettings, choose_profile
 from ._logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from ._runner import SWEEP_INTERVAL
@@ -34,6 +35,8 @@ class ServeOptions:
     sweep_interval: float = SWEEP_INTERVAL
     log_level: str = "warning"
     log_format: str = "text"
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
 
 
 def _loopback(host: str) -> bool:
@@ -43,6 +46,16 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::", "[::]")
+
+
+def allowed_hosts(options: ServeOptions) -> list[str]:
+    """The names a request may give in ``Host``: the address listened on (unless it is every address),
+    and ``--allowed-host`` (the loopback names are always allowed)."""
+    return [*([] if _wildcard(options.host) else [options.host]), *options.allowed_hosts]
 
 
 def check(options: ServeOptions, api_key: str | None) -> None:
@@ -83,6 +96,8 @@ def app_from_env() -> Any:
         mcp=options.mcp,
         max_body=options.max_body or DEFAULT_MAX_BODY,
         sweep_interval=options.sweep_interval,
+        allowed_hosts=allowed_hosts(options),
+        allowed_origins=options.allowed_origins,
     )
 
 
@@ -99,7 +114,8 @@ def serve(options: ServeOptions, api_key: str | None) -> None:
     where = f"http://{options.host}:{options.port}"
     print(
         f"geppetto serve on {where} ({options.workers} worker{'s' if options.workers > 1 else ''}, "
-        f"store {options.store or 'default SQLite'}, bus {options.bus or 'in-process'}); API at {where}/openapi.json",
+        f"store {redact_url(options.store or 'default SQLite')}, bus {redact_url(options.bus or 'in-process')}); "
+        f"API at {where}/openapi.json",
         flush=True,
     )
     uvicorn.run(

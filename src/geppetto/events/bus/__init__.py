@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..._exceptions import ConfigurationError, GeppettoError
+from ..._redact import redact_url
 
 __all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "BusUnavailable", "EventBus", "MemoryBus", "open_bus"]
 
@@ -150,4 +151,6 @@ def open_bus(url: str | None = None, *, retention: int = DEFAULT_RETENTION, ttl:
         except ImportError:
             raise ConfigurationError("the NATS event bus needs nats-py: pip install 'geppetto[nats]'") from None
         return NatsBus(url, retention=retention, ttl=ttl)
-    raise ConfigurationError(f"unknown event bus {url!r}; use memory://, redis://HOST:6379/0 or nats://HOST:4222")
+    raise ConfigurationError(
+        f"unknown event bus {redact_url(url)!r}; use memory://, redis://HOST:6379/0 or nats://HOST:4222"
+    )

@@ -21,6 +21,7 @@ from nats.errors import Error as NatsError
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
+from ..._redact import redact_url
 from . import START, BusEvent, BusUnavailable, _integer_cursor
 
 __all__ = ["NatsBus"]
@@ -41,6 +42,7 @@ def _subject(topic: str) -> str:
 class NatsBus:
     def __init__(self, url: str, *, retention: int, ttl: float) -> None:
         self.url = url
+        self.location = redact_url(url)
         self.retention = retention
         self.ttl = ttl
         self._nc: Any = None
@@ -51,7 +53,7 @@ class NatsBus:
         if isinstance(exc, NoStreamResponseError):  # the server lost the stream (a restart without its store)
             self._js = None
         return BusUnavailable(
-            f"the NATS event bus {self.url} failed: {exc or type(exc).__name__}; check that nats-server runs "
+            f"the NATS event bus {self.location} failed: {exc or type(exc).__name__}; check that nats-server runs "
             "there with JetStream on (-js)"
         )
 
@@ -97,13 +99,13 @@ class NatsBus:
         return nc
 
     async def _disconnected(self) -> None:
-        log.warning("the NATS event bus %s is disconnected; reconnecting", self.url)
+        log.warning("the NATS event bus %s is disconnected; reconnecting", self.location)
 
     async def _reconnected(self) -> None:
-        log.warning("the NATS event bus %s is connected again", self.url)
+        log.warning("the NATS event bus %s is connected again", self.location)
 
     async def _error(self, exc: Exception) -> None:
-        log.debug("the NATS event bus %s: %s", self.url, exc or type(exc).__name__)
+        log.debug("the NATS event bus %s: %s", self.location, exc or type(exc).__name__)
 
     async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
         js = await self._jetstream()

@@ -18,6 +18,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from ..._redact import redact_url
 from . import START, BusEvent, BusUnavailable
 
 __all__ = ["DEFAULT_BLOCK", "RedisBus"]
@@ -56,6 +57,7 @@ def _key(topic: str) -> str:
 class RedisBus:
     def __init__(self, url: str, *, retention: int, ttl: float, block: float = DEFAULT_BLOCK) -> None:
         self.url = url
+        self.location = redact_url(url)
         self.retention = retention
         self.ttl = max(1, int(ttl))
         self.block = block
@@ -76,7 +78,7 @@ class RedisBus:
         return self._client
 
     def _unreachable(self, exc: Exception) -> BusUnavailable:
-        return BusUnavailable(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
+        return BusUnavailable(f"the Redis event bus {self.location} failed: {exc}; check that Redis runs there")
 
     async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
         client = self._redis()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import StoreError
+from ..._redact import redact_url
 from ._sql import SQLTurnStore, _backoff
 
 if TYPE_CHECKING:
@@ -22,12 +22,6 @@ _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 
 # Any number works as long as no other program takes the same advisory lock for another purpose.
 _MIGRATION_LOCK = 0x6765707065747401
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (URL and ``key=value`` forms)."""
-    url = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", url)
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", url)
 
 
 def _first_line(exc: BaseException) -> str:
