@@ -285,12 +285,15 @@ def test_a_broker_password_never_reaches_clients_or_the_log(
         answers = [
             client.post("/api/sessions/s/messages", json={"text": "Hello"}),
             client.post("/api/chat", json=CHAT),
-            client.post("/ag-ui", json=RUN),
         ]
         for answer in answers:
             seen.append(answer.text)
             assert answer.status_code >= 400, answer.text
             assert "***@127.0.0.1" in answer.json()["error"]["message"]
+        # AG-UI has sent RUN_STARTED before the run could begin: the failure is its RUN_ERROR event.
+        agui = client.post("/ag-ui", json=RUN)
+        seen.append(agui.text)
+        assert agui.status_code == 200 and '"RUN_ERROR"' in agui.text and "***@127.0.0.1" in agui.text
         with client.stream("GET", "/api/sessions/s/events") as response:
             events = list(sse_events(response.iter_lines()))
             seen.append(str(events))
