@@ -91,7 +91,7 @@ def test_a_long_session_costs_the_dashboard_and_the_inspector_the_same_at_30_and
         assert _rows_from(long["reads"], table) == _rows_from(short["reads"], table), table
     assert _rows_from(long["reads"], "events") == 2 * 10
     report = long["report"]
-    assert (report["snapshot_count"], report["window"]) == (300, {"first": 291, "last": 300})
+    assert (report["snapshot_count"], report["window"]) == (300, {"first": 291, "last": 300, "limit": 10})
     assert [s["seq"] for s in report["snapshots"]] == list(range(291, 301))
     assert len(report["requests"]) == 10 and report["requests"][-1]["sent"] == [report["blocks"][-2]["id"]]
     assert report["requests"][-1]["context_blocks"] == 599
@@ -99,7 +99,7 @@ def test_a_long_session_costs_the_dashboard_and_the_inspector_the_same_at_30_and
     assert report["totals"]["requests"] == 10
 
     # Paging back: the ten snapshots before, with their own requests.
-    assert older["window"] == {"first": 281, "last": 290} and older["snapshot_count"] == 300
+    assert older["window"] == {"first": 281, "last": 290, "limit": 10} and older["snapshot_count"] == 300
     assert [r["inference_id"] for r in older["requests"]] == [f"long-inference-{k}" for k in range(280, 290)]
     assert len(older["blocks"]) == 580  # the blocks of snapshot 290
     assert older["older"] == "/api/sessions/long/inspect?before=281&limit=10"
@@ -132,7 +132,7 @@ def test_the_dashboard_shows_what_the_whole_history_shows(geppetto_sim: Simulato
     assert board["fallback_reasons"] == {"fingerprint_mismatch": 1}
     assert (one["sessions"], one["limited"], one["per_session"][0]["session_id"]) == (1, True, "s2")
     # A session shorter than a page: the inspector shows all of it, as the whole-history report does.
-    assert inspected["older"] is None and inspected["window"] == {"first": 1, "last": 3}
+    assert inspected["older"] is None and inspected["window"] == {"first": 1, "last": 3, "limit": 20}
     for key in ("requests", "snapshots", "blocks", "totals", "errors"):
         assert inspected[key] == report[key], key
 
