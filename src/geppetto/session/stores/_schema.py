@@ -2,7 +2,8 @@
 
 Version N means the same tables and columns in every dialect; only the DDL spelling differs (PostgreSQL
 stores JSON columns as ``jsonb`` and numbers sessions with an identity column). A step is a statement, or
-:data:`STORE_BLOCKS_ONCE`, the name of the data migration the store runs in Python at that point.
+the name of a data migration the store runs in Python at that point (:data:`STORE_BLOCKS_ONCE`,
+:data:`SUMMARIZE_SESSIONS`).
 """
 
 from __future__ import annotations
