@@ -424,7 +424,9 @@ def build_app(
         )
         older = f"/api/sessions/{session_id}/inspect?before={first}&limit={limit}" if first > 1 else None
         count = last if before is None else await store.latest_seq(session_id)
-        report.update({"snapshot_count": count, "window": {"first": first, "last": last, "limit": limit}, "older": older})
+        report.update(
+            {"snapshot_count": count, "window": {"first": first, "last": last, "limit": limit}, "older": older}
+        )
         return report
 
     async def dashboard(request: Request) -> Response:
