@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._json import dumps
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -142,10 +141,9 @@ def turn_report(turn: Turn) -> dict[str, Any]:
 # -- requests ---------------------------------------------------------------------------------------
 def _input_bytes(blocks: Sequence[Block]) -> int:
     """The bytes of ``blocks`` as a request's ``input`` array, compact JSON as the transport sends it."""
-    from ..providers.openai_responses._items import blocks_to_items
+    from ..providers.openai_responses._items import items_bytes
 
-    items = blocks_to_items(blocks, include_system=True)
-    return len(dumps(items, separators=(",", ":"), ensure_ascii=False).encode())
+    return items_bytes(blocks, include_system=True)
 
 
 def _first_blocks(blocks: Sequence[Block]) -> dict[str, int]:
@@ -369,7 +367,14 @@ def inference_totals(blocks: Sequence[Block] | None, events: Sequence[Any]) -> d
     its ``final`` and ``error`` events, its requests measured against ``blocks``, the snapshot it saved
     (None: it saved none). Adding these up with :func:`add_totals` gives :func:`session_totals`."""
     finals = [e for e in events if e.type == "final"]
-    index = _first_blocks(blocks) if blocks is not None and finals else {}
+    wanted = {str(((e.event.get("metadata") or {}).get("extra") or {}).get("response_id") or "") for e in finals}
+    index: dict[str, int] = {}
+    if blocks is not None and wanted - {""}:
+        key = str(BLOCK_META_RESPONSE_ID)  # the raw key: one dict lookup a block, on every save
+        for i, b in enumerate(blocks):
+            rid = b.metadata.get(key)
+            if rid in wanted and rid not in index:
+                index[rid] = i
     snapshot = (blocks, index) if blocks is not None else None
     requests = [_request(snapshot, e.event, e.inference_id, 0) for e in finals]
     errors = [
