@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from ._exceptions import GeppettoError, UsageError
 from ._json import EncodedJSON, parse_json
+from ._output_schema import check_schema, schema_too_deep
 from .turns import Block, BlockKind, Turn, block_meta_key, turn_data_key
 
 __all__ = [
@@ -92,8 +93,9 @@ class StructuredOutputConfig:
             raise UsageError(f"structured output mode {self.mode!r} is unknown; use one of {', '.join(MODES)}")
         if self.max_retries < 0:
             raise UsageError("max_retries must be 0 or more")
+        schema_id = _checked(self.schema, self.wrapped)
         if not self.schema_id:
-            self.schema_id = _schema_id(self.schema)
+            self.schema_id = schema_id
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,11 +197,25 @@ def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         cache.popitem(last=False)
 
 
-def _schema_id(schema: dict[str, Any]) -> str:
+_CHECKED: OrderedDict[tuple[str, bool], None] = OrderedDict()
+
+
+def _checked(schema: dict[str, Any], wrapped: bool) -> str:
+    """The id of ``schema``'s content, once it passed :func:`check_schema` as sent and, when ``wrapped``, as
+    validated (the answer inside the wrapper is a document of its own there). Checked once per content."""
     import hashlib  # only when a config is made, not at import
 
-    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    try:
+        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:
+        raise schema_too_deep(None) from None
+    schema_id = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    if (schema_id, wrapped) not in _CHECKED:
+        check_schema(schema, text)
+        if wrapped:
+            check_schema(_unwrapped(schema), None)
+        _remember(_CHECKED, (schema_id, wrapped), None)
+    return schema_id
 
 
 def _prepare(target: Any) -> _Prepared:
@@ -333,25 +349,36 @@ def _jsonschema_validator(schema: dict[str, Any], wrapped: bool) -> _Validator:
         import jsonschema
     except ImportError as exc:  # pragma: no cover - jsonschema is a dependency
         raise UsageError("validating against a JSON schema dict needs jsonschema: pip install jsonschema") from exc
+    import referencing
+
     if wrapped:
-        inner = dict(schema["properties"][WRAP_KEY])
-        if "$defs" in schema:
-            inner["$defs"] = schema["$defs"]
-        schema = inner
+        schema = _unwrapped(schema)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise UsageError(f"the structured output schema is not a valid JSON schema: {exc.message}") from exc
-    validator = cls(schema)
+    # An empty registry: a reference the schema does not hold is an error, never a download (jsonschema's
+    # default fetches http: and file: URLs). check_schema refuses such references before this.
+    validator = cls(schema, registry=referencing.Registry())
 
     def check(value: Any) -> list[str]:
-        return [
-            f"{_where(e.absolute_path)}: {e.message}"
-            for e in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
-        ]
+        try:
+            found = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))
+        except RecursionError:  # a recursive schema and an answer nested nearly as deep as JSON may go
+            return ["(answer): nested too deeply to check against the schema; answer with less nesting"]
+        return [f"{_where(e.absolute_path)}: {e.message}" for e in found]
 
     return check
+
+
+def _unwrapped(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema of the answer inside a wrapped schema (see :func:`_wrap`), as its own document."""
+    inner = schema.get("properties", {}).get(WRAP_KEY)
+    inner = dict(inner) if isinstance(inner, dict) else {}
+    if "$defs" in schema:
+        inner["$defs"] = schema["$defs"]
+    return inner
 
 
 def check_output(config: StructuredOutputConfig, text: str) -> tuple[Any, list[str]]:

@@ -23,6 +23,7 @@ from geppetto.turns import (
     TurnMetadata,
     block_meta_key,
     check_json_value,
+    copy_json,
     parse_key,
     turn_data_key,
     turn_meta_key,
@@ -383,3 +384,31 @@ def test_set_copies_so_two_turns_never_share_a_value() -> None:
     TAGS.set(two.data, shared)
     TAGS.require(one.data).append("only-one")
     assert TAGS.get(two.data) == ["a"]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_a_value_nested_ten_thousand_deep_is_refused_by_copy_and_check_naming_the_limit() -> None:
+    deep = _deep(10_000)
+    with pytest.raises(gp.MetadataTypeError) as refused:
+        copy_json(deep)
+    assert str(refused.value) == (
+        "a value is nested too deeply; a turn nests lists and mappings a few hundred levels at most; "
+        "flatten it (it cannot be copied)"
+    )
+    with pytest.raises(gp.MetadataTypeError) as unchecked:
+        turn_data_key("myapp", "deep", 1, dict).set(TurnData(), deep)
+    assert str(unchecked.value) == (
+        "myapp.deep@v1 is nested too deeply; a turn nests lists and mappings a few hundred levels at most"
+    )
+    block = Block.tool_call("call_1", "lookup", deep)  # arguments given in code
+    with pytest.raises(gp.MetadataTypeError, match="nested too deeply"):
+        Turn(blocks=[block]).clone()
+    shallow = _deep(200)  # as deep as JSON from a provider may go: copied and checked
+    assert copy_json(shallow) == shallow and copy_json(shallow) is not shallow
+    check_json_value(shallow)

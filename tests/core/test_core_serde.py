@@ -508,8 +508,7 @@ def test_yaml_line_separators_round_trip() -> None:
 def test_deeply_nested_file_is_a_format_error(tmp_path: Path, name: str, content: str) -> None:
     err = _load_fails(_write(tmp_path, name, content.encode()))  # nested past the interpreter's recursion limit
     assert str(err) == (
-        f"{tmp_path / name}: values are nested too deeply to read; "
-        "a turn file nests lists and mappings a few hundred levels at most"
+        f"{tmp_path / name}: a value is nested too deeply; a turn nests lists and mappings a few hundred levels at most"
     )
 
 

@@ -75,3 +75,111 @@ def test_a_value_held_twice_is_written_out_twice_and_reads_back(tmp_path: Path) 
     path = gp.save_turn(tmp_path / "t.yaml", turn)
     assert "&" not in path.read_text()
     assert [b.payload for b in gp.load_turn(path).blocks] == [b.payload for b in turn.blocks]
+
+
+# -- YAML streamed from libyaml's events ----------------------------------------------------------------
+
+SCALARS = [
+    "plain text",
+    "~",
+    "null",
+    "Null",
+    "",
+    "yes",
+    "No",
+    "on",
+    "OFF",
+    "true",
+    "0x1f",
+    "0o17",
+    "017",
+    "1_000",
+    "1:30",
+    "-12",
+    "3.5e+3",
+    "1.5",
+    ".nan",
+    ".inf",
+    "-.Inf",
+    "2024-05-01",
+    "2024-05-01 10:00:00",
+    "'123'",
+    '"true"',
+    '"tab\\there"',
+    "'it''s'",
+    "|\n  line one\n  line two\n",
+    ">-\n  folded\n  text\n",
+    "12" + "3" * 5000,
+    "{}",
+    "[]",
+    "[1, two, {three: 3}]",
+    "{1: one, true: yes, null: none, 1.5: x}",
+]
+
+
+def _shape(value: object) -> object:
+    """``value`` with the types made visible (1, 1.0 and True differ) and NaN and unreadable values comparable."""
+    if isinstance(value, dict):
+        return {repr(_shape(k)): _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    if isinstance(value, serde.Unreadable):
+        return ("unreadable", value.text, value.problem)
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("scalar", SCALARS)
+def test_streamed_yaml_reads_every_scalar_as_the_loader_does(scalar: str) -> None:
+    if serde._Loader is serde._PyLoader:
+        pytest.skip("PyYAML was built without libyaml here")
+    inner = scalar.rstrip("\n").replace("\n", "\n      ")
+    text = f"key:\n  value: {inner}\n  list:\n    - {inner}\n    - 1\n"
+    streamed, plain = serde.stream_yaml(text, serde._PyLoader)
+    assert _shape(streamed) == _shape(serde._load_yaml(text))
+    assert plain == _plain(streamed)  # plain JSON exactly when the JSON check would pass
+
+
+def _plain(value: object) -> bool:
+    try:
+        serde.check_json_value(value)
+    except gp.MetadataTypeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x 1\nb: 2\n",  # an anchor
+        "a: &x [1]\nb: *x\n",  # an alias (the loader refuses it)
+        "a: !!int 5\n",  # an explicit tag
+        "a: !!binary aGk=\n",
+        "base: {x: 1}\nmore:\n  <<: {y: 2}\n",  # a merge key
+        "? [complex, key]\n: value\n",
+        "a: 1\n---\nb: 2\n",  # two documents
+        "a: '" + "[" * 300 + "'\nb: " + "[" * 300 + "]" * 300 + "\n",  # deeper than the stream goes
+        "a: [unclosed\n",  # what libyaml refuses
+        "a: = \n",
+    ],
+)
+def test_what_the_stream_does_not_take_goes_to_the_full_loader(text: str) -> None:
+    if serde._Loader is serde._PyLoader:
+        pytest.skip("PyYAML was built without libyaml here")
+    with pytest.raises(serde.NotStreamable):
+        serde.stream_yaml(text, serde._PyLoader)
+
+
+def test_a_saved_yaml_turn_is_streamed_without_the_node_graph(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if serde._Loader is serde._PyLoader:
+        pytest.skip("PyYAML was built without libyaml here")
+    turn = _turn(50)
+    path = gp.save_turn(tmp_path / "t.yaml", turn)
+
+    def no_nodes(text: object) -> object:
+        raise AssertionError("the full loader was used")
+
+    monkeypatch.setattr(serde, "_load_yaml", no_nodes)
+    assert gp.load_turn(path) == turn
+    assert serde._read_yaml(path.read_bytes())[1] is True  # plain JSON: the values are not walked again

@@ -19,7 +19,15 @@ import pytest
 from google.genai import types as genai
 from typing_extensions import TypedDict
 
-from geppetto import OutputValidationError, StructuredOutputConfig, Turn, UsageError, output_config, output_of
+from geppetto import (
+    ConfigurationError,
+    OutputValidationError,
+    StructuredOutputConfig,
+    Turn,
+    UsageError,
+    output_config,
+    output_of,
+)
 from geppetto.output import (
     BLOCK_META_OUTPUT,
     BLOCK_META_OUTPUT_ERRORS,
@@ -291,3 +299,133 @@ def test_reading_the_config_again_reuses_it_until_the_stored_dict_changes() -> N
     STRUCTURED_OUTPUT.set(turn.data, output_config(Address, name="other"))
     renamed = STRUCTURED_OUTPUT.get(turn.data)
     assert renamed is not None and renamed.name == "other"
+
+
+# -- hostile schemas: refused when the config is made, before any request -----------------------------
+
+
+def _nested(levels: int) -> tuple[dict[str, Any], Any]:
+    """A schema of ``levels`` objects inside each other (two JSON levels each) and an answer for it."""
+    schema: dict[str, Any] = {"type": "string"}
+    value: Any = "x"
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+        value = {"a": value}
+    return schema, value
+
+
+@pytest.mark.parametrize(
+    ("schema", "where", "through"),
+    [
+        ({"$ref": "#"}, "(root)", "$ref '#'"),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"$ref": "#/$defs/A"}}},
+            "$defs/A",
+            "$ref '#/$defs/A'",
+        ),
+        (
+            {
+                "type": "object",
+                "$defs": {
+                    "A": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/B"}]},
+                    "B": {"allOf": [{"$ref": "#/$defs/A"}]},
+                },
+                "properties": {"a": {"$ref": "#/$defs/A"}},
+            },
+            "$defs/A",
+            "anyOf[1] -> $ref '#/$defs/B' -> allOf[0] -> $ref '#/$defs/A'",
+        ),
+        ({"type": "object", "allOf": [{"$ref": "#"}]}, "(root)", "allOf[0] -> $ref '#'"),
+    ],
+)
+def test_a_schema_that_refers_back_to_itself_in_place_is_refused(
+    schema: dict[str, Any], where: str, through: str
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        output_config(schema)
+    assert str(refused.value) == (
+        f"structured output: the schema at {where} refers back to itself through {through} without going into "
+        "a property or an item, so no answer could be checked against it; give the loop a property or an item "
+        "to go through, or remove it"
+    )
+    with pytest.raises(ConfigurationError, match="refers back to itself"):  # made directly, or read from a turn
+        StructuredOutputConfig(name="x", schema=schema)
+
+
+def test_a_recursive_schema_that_goes_into_the_answer_is_accepted() -> None:
+    tree = {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}}
+    config = output_config(tree)
+    assert check_output(config, '{"children": [{"children": []}]}') == ({"children": [{"children": []}]}, [])
+    assert output_config(Category).schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Category"}
+    anchored = {
+        "type": "object",
+        "$defs": {"N": {"$anchor": "node", "type": "integer"}},
+        "properties": {"n": {"$ref": "#node"}},
+    }
+    assert check_output(output_config(anchored), '{"n": "x"}') == (None, ["n: 'x' is not of type 'integer'"])
+    # a "$ref" that is a property's name, or text inside an enum, const or default, is no reference
+    odd = {"type": "object", "properties": {"$ref": {"type": "string", "enum": [{"$ref": "http://x"}]}}}
+    assert output_config(odd).schema == odd
+
+
+@pytest.mark.parametrize(
+    "ref", ["http://schemas.example/thing.json", "file:///etc/passwd", "thing.json#/a", "https://x/y#"]
+)
+def test_a_reference_outside_the_schema_is_refused_and_nothing_is_fetched(ref: str) -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": ref}}}
+    with pytest.raises(ConfigurationError) as refused:
+        output_config(schema)
+    assert str(refused.value) == (
+        f"structured output: the $ref {ref!r} at properties/a points outside the schema, and geppetto never fetches "
+        "schemas (from the network or from files); copy the schema it names under $defs and refer to it as "
+        "'#/$defs/Name'"
+    )
+
+
+def test_a_reference_to_nothing_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        output_config({"type": "object", "properties": {"a": {"$ref": "#/$defs/Gone"}}})
+    assert str(refused.value) == (
+        "structured output: the $ref '#/$defs/Gone' at properties/a points at nothing in the schema; point it at "
+        "a schema the document holds, such as '#/$defs/Name'"
+    )
+
+
+def test_the_validator_never_fetches_a_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib.request
+
+    from geppetto.output import _jsonschema_validator
+
+    opened: list[Any] = []
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: opened.append(a))
+    check = _jsonschema_validator({"type": "object", "properties": {"a": {"$ref": "http://x.invalid/a.json"}}}, False)
+    with pytest.raises(Exception, match="Unresolvable"):
+        check({"a": 1})
+    assert opened == []
+
+
+def test_a_schema_nested_too_deeply_is_refused_naming_the_limit() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        output_config(_nested(5_000)[0])  # 10,000 levels: past what json.dumps itself can encode
+    assert str(refused.value) == (
+        "structured output: the schema nests objects and arrays thousands of levels deep, past the limit of 100 "
+        "(providers take 5 to 10 levels of objects); flatten it, or name repeated parts under $defs"
+    )
+    with pytest.raises(ConfigurationError, match="nests objects and arrays 101 levels deep, past the limit of 100"):
+        output_config(_nested(50)[0])
+    schema, value = _nested(49)  # 99 levels: every wire form is made and an answer checks
+    config = output_config(schema)
+    for dialect in ("openai", "anthropic", "gemini", "gemini-openapi"):
+        wire_schema(config, dialect)  # type: ignore[arg-type]
+    assert check_output(config, json.dumps(value)) == (value, [])
+
+
+def test_an_answer_too_deep_to_check_is_an_error_not_a_crash() -> None:
+    config = output_config({"type": "object", "properties": {"c": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}})
+    value: Any = None
+    for _ in range(199):  # as deep as a provider's JSON may go
+        value = {"c": value}
+    assert check_output(config, json.dumps(value)) == (
+        None,
+        ["(answer): nested too deeply to check against the schema; answer with less nesting"],
+    )

@@ -1,13 +1,15 @@
-"""Hostile or broken input from a server or a tool, on every engine over real loopback HTTP: JSON nested
-10,000 deep (as an event, and as a tool call's arguments), one event past the transport's size bound, a
-stream that stalls past the read timeout, and NaN or infinity in a tool result. Each ends in a clear
-error (or a tool error the model reads), never a crash, a hang or invalid JSON on the wire, and the session
-runs its next prompt."""
+"""Hostile or broken input from a server, a tool or the caller, on every engine over real loopback HTTP:
+JSON nested 10,000 deep (as an event, and as a tool call's arguments), an output schema that refers to
+itself, nests 10,000 deep or names a URL or a file, one event past the transport's size bound, a stream
+that stalls past the read timeout, and NaN or infinity in a tool result. Each ends in a clear error (or a
+tool error the model reads), never a crash, a hang or invalid JSON on the wire, and the session runs its
+next prompt."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,45 @@ async def test_any_engine_s_too_deep_arguments_reach_the_tool_loop_as_a_tool_err
     assert out.blocks[-1].text == "Done."
 
 
+# -- hostile output schemas -------------------------------------------------------------------------
+
+
+def _schema_nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+HOSTILE_SCHEMAS = {
+    "refers to itself": ({"$ref": "#"}, "refers back to itself through $ref '#'"),
+    "nested 10,000 deep": (_schema_nested(5_000), "nests objects and arrays thousands of levels deep"),
+    "an http reference": (
+        {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/a.json"}}},
+        "points outside the schema, and geppetto never fetches schemas",
+    ),
+    "a file reference": (
+        {"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}},
+        "points outside the schema, and geppetto never fetches schemas",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_SCHEMAS))
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_hostile_output_schema_is_refused_before_any_request(
+    provider: str, case: str, geppetto_sim: Simulator
+) -> None:
+    schema, problem = HOSTILE_SCHEMAS[case]
+    async with _engine(provider, geppetto_sim) as engine:
+        session = gp.Session(engine)
+        with pytest.raises(gp.ConfigurationError, match=f"^structured output: .*{re.escape(problem)}"):
+            await session.run("Describe it.", output=schema)
+        assert geppetto_sim.requests == []
+        assert not session.running
+        await _next_prompt_works(session, geppetto_sim)
+
+
 # -- one event past the size bound ------------------------------------------------------------------
 
 
@@ -214,3 +255,24 @@ async def test_nan_in_a_tool_result_never_makes_invalid_json(provider: str, gepp
     # The simulator refuses NaN and Infinity as the services do, so four accepted requests were valid JSON.
     assert len(geppetto_sim.requests) == 3
     assert all("NaN" in json.dumps(r.body) for r in geppetto_sim.requests[1:])  # it reached the model, as text
+
+
+async def test_tool_arguments_given_in_code_nested_too_deep_are_a_clear_error() -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(10_000):
+        deep = {"x": deep}
+
+    def lookup(x: Any) -> str:
+        """Look something up."""
+        return "found"
+
+    engine = gp.ScriptedEngine([[gp.Block.tool_call("call_1", "lookup", deep)], [gp.Block.llm_text("Done.")]])
+    session = gp.Session(engine, tools=[lookup])
+    with pytest.raises(gp.MetadataTypeError) as refused:
+        await session.run("Look it up.")
+    assert str(refused.value) == (
+        "a value is nested too deeply; a turn nests lists and mappings a few hundred levels at most; "
+        "flatten it (it cannot be copied)"
+    )
+    assert not session.running
+    assert (await session.run("Again?")).blocks[-1].text == "Done."  # the session runs the next step

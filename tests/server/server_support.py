@@ -94,13 +94,19 @@ def sim_profile(sim: Any, provider: str = "openai-responses", **settings: Any) -
 class Worker:
     """``geppetto serve`` in a subprocess on a free port; ``url`` once it answers ``/healthz``."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, script: bool = False) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        # ``script``: args are a script and its arguments after the port (a server of the test's own).
+        command = (
+            [args[0], str(self.port), *args[1:]]
+            if script
+            else ["-m", "geppetto", "serve", "--port", str(self.port), *args]
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "geppetto", "serve", "--port", str(self.port), *args],
+            [sys.executable, *command],
             env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

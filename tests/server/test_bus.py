@@ -9,7 +9,7 @@ import pytest
 from server_support import bus_url
 
 from geppetto import ConfigurationError
-from geppetto.events.bus import START, BusEvent, EventBus, MemoryBus, open_bus
+from geppetto.events.bus import START, BusEvent, BusUnavailable, EventBus, MemoryBus, open_bus
 
 
 async def take(events: AsyncIterator[BusEvent], n: int) -> list[BusEvent]:
@@ -46,6 +46,16 @@ async def test_resume_after_a_cursor_loses_and_repeats_nothing(bus: EventBus, to
     ids = [await bus.publish(topic, {"n": i}) for i in range(10)]
     got = await take(bus.subscribe(topic, ids[3]), 6)
     assert [e.data["n"] for e in got] == [4, 5, 6, 7, 8, 9]
+
+
+async def test_a_publish_retried_with_its_key_is_appended_once(bus: EventBus, topic: str) -> None:
+    first = await bus.publish(topic, {"n": 1}, key=topic + "-1")
+    assert await bus.publish(topic, {"n": 1}, key=topic + "-1") == first, "the retry answers with the first id"
+    second = await bus.publish(topic, {"n": 2}, key=topic + "-2")
+    unkeyed = [await bus.publish(topic, {"n": 3}), await bus.publish(topic, {"n": 3})]
+    got = await take(bus.subscribe(topic), 4)
+    assert [e.data["n"] for e in got] == [1, 2, 3, 3]
+    assert [e.id for e in got] == [first, second, *unkeyed]
 
 
 async def test_topics_are_separate(bus: EventBus, topic: str) -> None:
@@ -91,6 +101,6 @@ def test_unknown_bus_url_names_the_choices() -> None:
 
 async def test_unreachable_broker_names_itself() -> None:
     bus = open_bus("redis://127.0.0.1:1/0")
-    with pytest.raises(ConfigurationError, match="check that Redis runs there"):
+    with pytest.raises(BusUnavailable, match="check that Redis runs there"):
         await bus.publish("t", {})
     await bus.close()

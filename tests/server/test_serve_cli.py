@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+import socket
 import subprocess
 import sys
 
 import httpx
+import pytest
 from server_support import Worker, bus_url, sse_events, write_sim_profile
 
 from geppetto.simulator import Simulator
@@ -70,3 +74,34 @@ def test_import_geppetto_loads_no_server_broker_or_protocol_package() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_log_flags_are_checked_before_listening() -> None:
+    done = serve("--profile", "sim", "--log-format", "xml")
+    assert done.returncode == 2 and "--log-format 'xml': use text or json" in done.stderr
+    done = serve("--profile", "sim", "--log-level", "loud")
+    assert done.returncode == 2 and "--log-level 'loud': use one of debug, info, warning, error" in done.stderr
+
+
+def test_a_bus_that_is_down_is_logged_as_json_lines_and_counted() -> None:
+    pytest.importorskip("prometheus_client")
+    with socket.socket() as s:  # a port nothing listens on: the broker is down
+        s.bind(("127.0.0.1", 0))
+        down = f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+    worker = Worker("--profile", "sim", "--bus", down, "--log-format", "json")
+    try:
+        sid = httpx.post(worker.url + "/api/sessions", json={}).json()["id"]
+        refused = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hello"})
+        assert refused.status_code == 503 and refused.json()["error"]["type"] == "unavailable"
+        metrics = httpx.get(worker.url + "/metrics")
+        assert metrics.status_code == 200
+        assert re.search(r'^geppetto_server_control_failures_total\{bus="redis"\} [1-9]', metrics.text, re.M)
+    finally:
+        output = worker.stop()
+    records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert records, f"no JSON log line in:\n{output}"
+    assert all({"time", "level", "logger", "worker", "message"} <= set(r) for r in records)
+    control = [r for r in records if "control topic" in r["message"]]
+    assert control and control[0]["level"] == "warning" and "check that Redis runs there" in control[0]["message"]
+    failed = [r for r in records if r["message"].startswith(f"request POST /api/sessions/{sid}/messages failed:")]
+    assert failed and failed[0]["level"] == "warning" and "check that Redis runs there" in failed[0]["message"]

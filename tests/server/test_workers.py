@@ -4,6 +4,7 @@ sent to the other worker, and a worker killed mid-inference that leaves the sess
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,3 +106,34 @@ def test_a_worker_killed_mid_inference_leaves_the_session_usable(
     session = httpx.get(f"{b.url}/api/sessions/{sid}").json()
     assert [i["status"] for i in session["inferences"]] == ["completed", "failed", "completed"]
     assert session["snapshot_count"] == 2, "the killed inference saved nothing; the others did"
+
+
+def test_a_killed_workers_run_is_settled_by_the_others_sweep_without_a_new_prompt(
+    postgres_target: str, geppetto_sim: Simulator
+) -> None:
+    write_sim_profile(geppetto_sim)
+    args = ["--profile", "simtest", "--store", postgres_target, "--bus", bus_url("redis"), "--sweep-interval", "0.2"]
+    a = Worker(*args)
+    b = Worker(*args)
+    try:
+        sid = httpx.post(f"{b.url}/api/sessions", json={}).json()["id"]
+        geppetto_sim.fail_next(slow_first_byte=30)
+        doomed = httpx.post(f"{a.url}/api/sessions/{sid}/messages", json={"text": "This one dies"}).json()
+        a.kill()
+        deadline = time.monotonic() + 30  # well past two sweeps; a reader used to wait for the next prompt
+        with httpx.stream(
+            "GET", f"{b.url}/api/sessions/{sid}/events", params={"after": doomed["after"]}, timeout=30
+        ) as response:
+
+            def lines() -> Iterator[str]:
+                for line in response.iter_lines():  # keep-alive comments included
+                    assert time.monotonic() < deadline, "no run_finished for the dead worker's run"
+                    yield line
+
+            event = next((e for e in sse_events(lines()) if e.get("event") == "run_finished"), None)
+        assert event is not None, "the stream ended with no run_finished for the dead worker's run"
+        assert (event["data"]["inference_id"], event["data"]["status"]) == (doomed["inference_id"], "failed")
+        assert "stopped before it ended" in event["data"]["error"]
+    finally:
+        a.stop()
+        b.stop()

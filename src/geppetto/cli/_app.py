@@ -216,6 +216,20 @@ def serve(
     ] = None,
     with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
     mcp: McpOpt = None,
+    sweep_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds between sweeps that settle inferences of a worker that is gone and stop those whose "
+            "lease this worker lost (0: never).",
+        ),
+    ] = 10.0,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="Least severe log records shown: debug, info, warning, error.")
+    ] = "warning",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="Log records on stderr as text, or json (one object a line).")
+    ] = "text",
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
@@ -224,7 +238,19 @@ def serve(
     except ImportError as exc:
         fail(str(exc))
     settings = EngineSettings(profile, provider, model, base_url, mode)
-    options = ServeOptions(settings, host, port, store, bus, workers, with_tools, list(mcp or ()))
+    options = ServeOptions(
+        settings,
+        host,
+        port,
+        store,
+        bus,
+        workers,
+        with_tools,
+        list(mcp or ()),
+        sweep_interval=sweep_interval,
+        log_level=log_level.lower(),
+        log_format=log_format.lower(),
+    )
     guarded(lambda: run_server(options, api_key))
 
 

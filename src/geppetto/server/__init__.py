@@ -26,7 +26,7 @@ from ..profiles import Profile
 from ..session.stores import SQLTurnStore, open_store
 from ..tools import ToolRegistry
 from ._app import DEFAULT_MAX_BODY, build_app
-from ._runner import RUN_FINISHED, RUN_STARTED, Runner
+from ._runner import RUN_FINISHED, RUN_STARTED, SWEEP_INTERVAL, Runner
 
 __all__ = ["DEFAULT_MAX_BODY", "RUN_FINISHED", "RUN_STARTED", "Runner", "create_app"]
 
@@ -41,6 +41,7 @@ def create_app(
     mcp: Sequence[Any] = (),
     engine_for: Callable[[dict[str, Any]], Engine] | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    sweep_interval: float = SWEEP_INTERVAL,
 ) -> Starlette:
     """The ``geppetto serve`` app.
 
@@ -50,10 +51,11 @@ def create_app(
     (None: ``$GEPPETTO_STORE`` or the SQLite default). ``bus``: a bus or URL (None: in-process). ``tools``
     and the profile's and ``mcp``'s MCP servers are offered to every session. ``engine_for(settings)``
     replaces the profile's engine (tests, custom engines). ``api_key`` requires ``Authorization: Bearer``.
+    ``sweep_interval``: seconds between the worker's sweeps (:meth:`Runner.sweep`; 0: none).
     """
     the_store = store if isinstance(store, SQLTurnStore) else open_store(store)
     the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
-    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools)
+    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

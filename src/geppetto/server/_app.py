@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from .. import web
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
-from ..events.bus import START, BusEvent, EventBus
+from ..events.bus import START, BusEvent, BusUnavailable, EventBus
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SessionSummary, SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
@@ -185,6 +185,9 @@ def build_app(
                 return error_response(409, str(exc), "session_busy")
             except UsageError as exc:
                 return error_response(409, str(exc), "conflict")
+            except BusUnavailable as exc:  # the broker is down or restarting: the client tries again later
+                log.warning("request %s %s failed: %s", request.method, request.url.path, exc)
+                return error_response(503, str(exc), "unavailable")
             except GeppettoError as exc:
                 log.exception("request %s %s failed", request.method, request.url.path)
                 return error_response(503, str(exc), "unavailable")
@@ -308,6 +311,9 @@ def build_app(
                         return
             except ValueError as exc:  # a Last-Event-ID the bus never gave
                 yield f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n"
+            except BusUnavailable as exc:  # the broker went away: the client reconnects with Last-Event-ID
+                log.warning("the event stream of session %s ended: %s", session_id, exc)
+                yield f"event: error\ndata: {json.dumps({'message': str(exc), 'type': 'bus_unavailable'})}\n\n"
 
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
@@ -449,6 +455,15 @@ def build_app(
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
+    async def metrics(request: Request) -> Response:
+        try:
+            import prometheus_client
+        except ImportError:
+            raise ApiError(
+                404, "metrics need prometheus_client in the server: pip install 'geppetto[prometheus]'", "not_found"
+            ) from None
+        return Response(prometheus_client.generate_latest(), media_type=prometheus_client.CONTENT_TYPE_LATEST)
+
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok", "worker": runner.worker})
 
@@ -471,6 +486,7 @@ def build_app(
         Route("/ui/{name}", guarded(page, open_route=True), methods=["GET"]),
         Route("/openapi.json", guarded(openapi, open_route=True), methods=["GET"]),
         Route("/healthz", guarded(health, open_route=True), methods=["GET"]),
+        Route("/metrics", guarded(metrics), methods=["GET"]),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

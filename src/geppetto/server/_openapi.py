@@ -205,5 +205,11 @@ def openapi_document() -> dict[str, Any]:
                 "get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI"}}}
             },
             "/healthz": {"get": {"summary": "Liveness", "security": [], "responses": {"200": {"description": "ok"}}}},
+            "/metrics": {
+                "get": {
+                    "summary": "This worker's counters in the Prometheus text format (needs prometheus_client)",
+                    "responses": {"200": {"description": "Prometheus text", "content": {"text/plain": {}}}, **_ERRORS},
+                }
+            },
         },
     }

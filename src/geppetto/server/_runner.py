@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._exceptions import InferenceCancelled, UsageError
+from .._exceptions import InferenceCancelled, StoreError, UsageError
 from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
@@ -20,7 +20,9 @@ from ..middleware import Middleware, system_prompt
 from ..session import ExecutionHandle, Session
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolRegistry
-from ..turns import Turn, new_id
+from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
+from ._metrics import server_metrics
+from ._publish import Publisher
 
 __all__ = ["CONTROL_TOPIC", "RUN_FINISHED", "RUN_STARTED", "Busy", "NotFound", "Runner", "Started"]
 
@@ -31,6 +33,11 @@ RUN_FINISHED = "run_finished"
 CANCEL_REQUESTED = "cancel_requested"
 CONTROL_TOPIC = "geppetto-control"
 """The bus topic every worker listens on for cancels of inferences another worker runs."""
+SWEEP_INTERVAL = 10.0
+"""Seconds between two sweeps of a worker (its lease check, stale inferences settled)."""
+
+_LISTEN_FIRST_DELAY, _LISTEN_MAX_DELAY = 0.5, 10.0
+"""Seconds before following the control topic again after it failed: doubling from the first to the most."""
 
 
 class NotFound(LookupError):
@@ -55,6 +62,8 @@ class _Running:
     inference_id: str
     handle: ExecutionHandle | None = None
     cancelled: bool = False
+    reason: str | None = None  # why it was cancelled, when not by a request
+    lease: SessionLease | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -79,7 +88,10 @@ class Runner:
     """Starts, runs and cancels inferences for the sessions in ``store``; events go to ``bus``.
 
     ``engine_for(settings)`` gives the engine for a session's settings (model, mode); ``tools`` are offered
-    to every session; a session's ``system`` setting becomes a system prompt middleware."""
+    to every session; a session's ``system`` setting becomes a system prompt middleware.
+
+    Every ``sweep_interval`` seconds (0: never) a worker runs :meth:`sweep`: it cancels its inferences whose
+    lease it lost and settles inferences left ``running`` by a worker that is gone."""
 
     def __init__(
         self,
@@ -87,31 +99,60 @@ class Runner:
         bus: EventBus,
         engine_for: Callable[[dict[str, Any]], Engine],
         tools: ToolRegistry | None = None,
+        *,
+        sweep_interval: float = SWEEP_INTERVAL,
     ) -> None:
         self.store, self.bus, self.engine_for, self.tools = store, bus, engine_for, tools
+        self.sweep_interval = sweep_interval
         self.profile_name = ""  # shown by GET /api/info
         self.worker = worker_name()
         self._running: dict[str, _Running] = {}
         self._hot: dict[str, _Hot] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._control: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._stale_seen: dict[str, str] = {}  # session -> its running inference found without a lease
+        self._unrecorded: dict[tuple[str, str], tuple[str, str | None]] = {}  # ends the store did not take
+        self.publisher = Publisher(bus)  # a session's events, in order, retried while the broker is away
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
-        """Follow the control topic (cancels sent to any worker)."""
-        after = await self.bus.last_id(CONTROL_TOPIC)
+        """Follow the control topic (cancels sent to any worker) from now on. A broker that does not answer
+        yet is tried again with backoff: the worker starts anyway."""
+        after: str | None
+        try:
+            after = await self.bus.last_id(CONTROL_TOPIC)
+        except Exception:  # logged and counted by the listener, which asks again
+            after = None
         self._control = asyncio.get_running_loop().create_task(self._listen(after))
+        if self.sweep_interval > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_every())
 
-    async def _listen(self, after: str) -> None:
+    async def _listen(self, after: str | None) -> None:
+        delay, failed = _LISTEN_FIRST_DELAY, False
         while True:
             try:
+                if after is None:
+                    after = await self.bus.last_id(CONTROL_TOPIC)
+                if failed:
+                    log.warning("the control topic of the event bus is followed again")
+                    delay, failed = _LISTEN_FIRST_DELAY, False
                 async for event in self.bus.subscribe(CONTROL_TOPIC, after):
                     after = event.id
                     if event.data.get("type") == CANCEL_REQUESTED:
                         self._cancel_here(str(event.data.get("session_id")), str(event.data.get("inference_id")))
-            except Exception:  # the broker went away: try again shortly, from where we were
-                log.exception("the control topic of the event bus failed; listening again in 1 s")
-                await asyncio.sleep(1)
+            except Exception as exc:  # the broker went away: try again, from where we were, with backoff
+                server_metrics.count("control_failures", self.bus.url.partition(":")[0])
+                log.log(
+                    logging.DEBUG if failed else logging.WARNING,
+                    "the control topic of the event bus failed (%s); cancels from other workers wait until it "
+                    "is followed again (next try in %.1f s)",
+                    exc,
+                    delay,
+                )
+                failed = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _LISTEN_MAX_DELAY)
 
     async def close(self, grace: float = 30.0) -> None:
         """Let running inferences finish (up to ``grace`` seconds, then cancel them), stop listening."""
@@ -121,10 +162,15 @@ class Runner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.publisher.close(grace)
         if self._control is not None:
             self._control.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
 
     # -- sessions -----------------------------------------------------------------------------
     async def settings(self, session_id: str) -> dict[str, Any]:
@@ -165,8 +211,8 @@ class Runner:
             inference_id = new_id()
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
-            running = self._running[session_id] = _Running(inference_id)
-            await self.bus.publish(
+            running = self._running[session_id] = _Running(inference_id, lease=lease)
+            await self.publisher.publish(
                 session_id,
                 {"type": RUN_STARTED, "session_id": session_id, "inference_id": inference_id, "prompt": text},
             )
@@ -182,18 +228,63 @@ class Runner:
     async def _settle_stale(self, session_id: str) -> None:
         """Inferences recorded as running while nobody holds the session's lease: their worker died."""
         for record in await self.store.inferences(session_id, status="running"):
-            reason = f"the worker running it ({record.worker}) stopped before it ended"
-            await self.store.end_inference(session_id, record.inference_id, "failed", reason)
-            await self.bus.publish(
-                session_id,
-                {
-                    "type": RUN_FINISHED,
-                    "session_id": session_id,
-                    "inference_id": record.inference_id,
-                    "status": "failed",
-                    "error": reason,
-                },
+            await self._settle(record.session_id, record.inference_id, record.worker)
+
+    async def _settle(self, session_id: str, inference_id: str, worker: str | None) -> None:
+        reason = f"the worker running it ({worker}) stopped before it ended"
+        await self.store.end_inference(session_id, inference_id, "failed", reason)
+        await self.publisher.publish(
+            session_id,
+            {
+                "type": RUN_FINISHED,
+                "session_id": session_id,
+                "inference_id": inference_id,
+                "status": "failed",
+                "error": reason,
+            },
+        )
+
+    # -- the sweep ------------------------------------------------------------------------------
+    async def _sweep_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("the sweep of inferences failed; sweeping again in %g s", self.sweep_interval)
+
+    async def sweep(self) -> None:
+        """One sweep: record the ends the store refused earlier, cancel the inferences of this worker
+        whose lease is gone, and settle inferences recorded ``running`` whose session nobody holds.
+
+        A session found so on two sweeps in a row is settled (marked ``failed``, its ``run_finished``
+        published): the first could be the moment between a database restart and the running worker
+        taking its lease again."""
+        for (session_id, inference_id), (status, error) in list(self._unrecorded.items()):
+            await self.store.end_inference(session_id, inference_id, status, error)
+            del self._unrecorded[session_id, inference_id]
+        mine = {r.lease.key: r for r in self._running.values() if r.lease is not None}
+        for lost in await self.store.lost_leases([r.lease for r in mine.values() if r.lease is not None]):
+            self._cancel_here(
+                lost.session_id,
+                mine[lost.key].inference_id,
+                reason="this worker lost the session's lease (its connection to the database dropped and "
+                "another worker took the session), so it stopped the inference",
             )
+        seen, self._stale_seen = self._stale_seen, {}
+        for record in await self.store.running_inferences():
+            if record.session_id in self._running:
+                continue
+            probe = await self.store.try_lock(record.session_id)
+            if probe is None:  # its worker runs it
+                continue
+            try:
+                if seen.get(record.session_id) == record.inference_id:
+                    await self._settle(record.session_id, record.inference_id, record.worker)
+                else:
+                    self._stale_seen[record.session_id] = record.inference_id
+            finally:
+                await probe.release()
 
     async def _run(
         self, session_id: str, text: str, settings: dict[str, Any], running: _Running, lease: SessionLease
@@ -206,14 +297,12 @@ class Runner:
         async def pump() -> None:
             while (item := await queue.get()) is not None:
                 item["inference_id"] = running.inference_id
-                try:
-                    await self.bus.publish(session_id, item)
-                except Exception:
-                    log.exception("could not publish an event of inference %s", running.inference_id)
+                await self.publisher.publish(session_id, item)
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
         session: Session | None = None
+        unsaved: Turn | None = None
         try:
             session = await self._session(session_id, settings, sink)
             session.prompt(text)
@@ -224,16 +313,36 @@ class Runner:
             status, turn_id = "completed", out.id
             await self._keep_hot(session_id, settings, session)
         except InferenceCancelled:
-            status, error = "cancelled", "cancelled by a request"
+            status, error = "cancelled", running.reason or "cancelled by a request"
         except asyncio.CancelledError:
             status, error = "cancelled", "the server shut down"
             raise
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
-            log.warning("inference %s of session %s failed: %s", running.inference_id, session_id, error)
+            latest = session.latest if session is not None else None
+            if (
+                isinstance(exc, StoreError)
+                and latest
+                and TURN_META_INFERENCE_ID.get(latest.metadata) == running.inference_id
+            ):
+                unsaved = latest  # the engine answered; the store refused the snapshot
+                error = (
+                    f"the answer could not be saved: {exc.__cause__ or exc}; the worker's log holds it "
+                    f"(inference {running.inference_id})"
+                )
+                log.error(
+                    "inference %s of session %s completed but its output could not be saved (%s); the output turn: %s",
+                    running.inference_id,
+                    session_id,
+                    exc.__cause__ or exc,
+                    dumps_json(latest),
+                )
+            else:
+                log.warning("inference %s of session %s failed: %s", running.inference_id, session_id, error)
+            server_metrics.count("inferences_failed", type(exc).__name__)
         finally:
             queue.put_nowait(None)
-            await asyncio.shield(self._finish(session_id, running, lease, pumping, status, error, turn_id))
+            await asyncio.shield(self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved))
 
     async def _finish(
         self,
@@ -244,28 +353,45 @@ class Runner:
         status: str,
         error: str | None,
         turn_id: str | None,
+        unsaved: Turn | None = None,
     ) -> None:
         try:
             await pumping
-            await self.store.end_inference(session_id, running.inference_id, status, error)
-            finished: dict[str, Any] = {
-                "type": RUN_FINISHED,
-                "session_id": session_id,
-                "inference_id": running.inference_id,
-                "status": status,
-            }
-            if error is not None:
-                finished["error"] = error
-            if turn_id is not None:
-                finished["turn_id"] = turn_id
-            await self.bus.publish(session_id, finished)
-        except Exception:
-            log.exception("could not record the end of inference %s", running.inference_id)
+            try:
+                await self.store.end_inference(session_id, running.inference_id, status, error)
+            except Exception:  # readers still get run_finished; the next sweep records the end
+                log.exception("could not record the end of inference %s; the next sweep will", running.inference_id)
+                self._unrecorded[session_id, running.inference_id] = (status, error)
         finally:
             if self._running.get(session_id) is running:
                 del self._running[session_id]
             running.done.set()
             await lease.release()
+        # The session is free before its readers hear that the run finished, so a client that prompts again
+        # on run_finished (on any worker) is never told the session is busy.
+        finished: dict[str, Any] = {
+            "type": RUN_FINISHED,
+            "session_id": session_id,
+            "inference_id": running.inference_id,
+            "status": status,
+        }
+        if error is not None:
+            finished["error"] = error
+        if turn_id is not None:
+            finished["turn_id"] = turn_id
+        try:
+            if unsaved is not None:
+                try:
+                    await self.publisher.publish(
+                        session_id,
+                        {**finished, "error": f"{error}, and so does the turn field", "turn": turn_to_dict(unsaved)},
+                    )
+                    return
+                except Exception:  # too big for the bus, say: the error still says where the answer is
+                    log.exception("could not publish the unsaved output of inference %s", running.inference_id)
+            await self.publisher.publish(session_id, finished)
+        except Exception:
+            log.exception("could not publish the end of inference %s", running.inference_id)
 
     async def _session(self, session_id: str, settings: dict[str, Any], sink: Callable[[Event], None]) -> Session:
         """The session, kept hot in this worker since its last inference here when the store holds nothing
@@ -313,11 +439,12 @@ class Runner:
             )
         return inference_id
 
-    def _cancel_here(self, session_id: str, inference_id: str) -> bool:
+    def _cancel_here(self, session_id: str, inference_id: str, *, reason: str | None = None) -> bool:
         running = self._running.get(session_id)
         if running is None or running.inference_id != inference_id:
             return False
         running.cancelled = True
+        running.reason = reason
         if running.handle is not None:
             running.handle.cancel()
         return True

@@ -11,6 +11,8 @@ from typing import Any
 
 from .._exceptions import UsageError
 from ..cli._runtime import EngineSettings, choose_profile
+from ._logging import LOG_FORMATS, LOG_LEVELS, configure_logging
+from ._runner import SWEEP_INTERVAL
 
 __all__ = ["CONFIG_VARIABLE", "ServeOptions", "app_from_env", "serve"]
 
@@ -29,6 +31,9 @@ class ServeOptions:
     with_tools: bool = False
     mcp: list[str] = field(default_factory=list)
     max_body: int | None = None
+    sweep_interval: float = SWEEP_INTERVAL
+    log_level: str = "warning"
+    log_format: str = "text"
 
 
 def _loopback(host: str) -> bool:
@@ -49,6 +54,10 @@ def check(options: ServeOptions, api_key: str | None) -> None:
         )
     if options.workers < 1:
         raise UsageError("--workers must be 1 or more")
+    if options.log_level not in LOG_LEVELS:
+        raise UsageError(f"--log-level {options.log_level!r}: use one of {', '.join(LOG_LEVELS)}")
+    if options.log_format not in LOG_FORMATS:
+        raise UsageError(f"--log-format {options.log_format!r}: use text or json (one JSON object a line)")
     if options.workers > 1 and (options.bus is None or options.bus.startswith("memory")):
         raise UsageError(
             f"--workers {options.workers} needs a bus the workers share, or a reader on one worker misses the "
@@ -60,9 +69,11 @@ def app_from_env() -> Any:
     """The app of one worker, from the settings ``geppetto serve`` put in :data:`CONFIG_VARIABLE`."""
     from ..cli._demo_tools import demo_registry
     from . import DEFAULT_MAX_BODY, create_app
+    from ._runner import worker_name
 
     raw = json.loads(os.environ[CONFIG_VARIABLE])
     options = ServeOptions(**{**raw, "engine": EngineSettings(**raw["engine"])})
+    configure_logging(options.log_level, options.log_format, worker=worker_name())
     return create_app(
         choose_profile(options.engine),
         store=options.store,
@@ -71,6 +82,7 @@ def app_from_env() -> Any:
         tools=demo_registry() if options.with_tools else None,
         mcp=options.mcp,
         max_body=options.max_body or DEFAULT_MAX_BODY,
+        sweep_interval=options.sweep_interval,
     )
 
 
@@ -79,6 +91,7 @@ def serve(options: ServeOptions, api_key: str | None) -> None:
     import uvicorn
 
     check(options, api_key)
+    configure_logging(options.log_level, options.log_format, worker=f"serve:{os.getpid()}")
     choose_profile(options.engine)
     os.environ[CONFIG_VARIABLE] = json.dumps(asdict(options))
     if api_key:
@@ -95,7 +108,8 @@ def serve(options: ServeOptions, api_key: str | None) -> None:
         host=options.host,
         port=options.port,
         workers=options.workers if options.workers > 1 else None,
-        log_level="warning",
+        log_config=None,  # the handler configure_logging put on uvicorn's loggers, in each worker too
+        log_level=options.log_level,
         access_log=False,
         timeout_graceful_shutdown=10,
         # Clients hold event streams open for long; a short keep-alive closes their idle request

@@ -9,6 +9,7 @@ from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
+    CustomEvent,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -30,6 +31,7 @@ from ag_ui.encoder import EventEncoder
 
 from ..turns import Turn, new_id
 from ._messages import split_messages
+from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
 
 __all__ = ["AGUIStream", "parse_input", "prompt_and_seed"]
@@ -134,6 +136,8 @@ class AGUIStream:
             ]
         if kind == "final":
             return self._close()
+        if kind == EVENTS_MISSING:  # events the bus lost: say so where they would have been
+            return [CustomEvent(name=EVENTS_MISSING, value=missing_payload(event))]
         if kind == RUN_FINISHED:
             out = self._close()
             if event.get("status") == "completed":

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..turns import Turn, new_id
 from ._messages import split_messages
+from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
 
 __all__ = ["HEADERS", "VercelStream", "prompt_and_seed"]
@@ -133,6 +134,8 @@ class VercelStream:
             return [{"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}]
         if kind == "final":
             return self._end_step()
+        if kind == EVENTS_MISSING:  # events the bus lost: a data part where they would have been
+            return [{"type": "data-events-missing", "data": missing_payload(event)}]
         if kind == RUN_FINISHED:
             out = self._end_step()
             if event.get("status") == "completed":

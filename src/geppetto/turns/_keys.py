@@ -72,18 +72,31 @@ class Unreadable:
         return repr(self.text if len(self.text) <= 40 else self.text[:37] + "...")
 
 
+TOO_DEEP = "is nested too deeply; a turn nests lists and mappings a few hundred levels at most"
+"""The limit on nesting, for every walk over a turn's values (copying, checking, reading a file): Python's
+stack, which a walk deeper than a few hundred levels exhausts. Deeper is refused, naming the value."""
+
+
 def copy_json(value: Any) -> Any:
-    """Deep-copy a JSON-shaped value quickly (dicts and lists are copied, scalars shared)."""
+    """Deep-copy a JSON-shaped value quickly (dicts and lists are copied, scalars shared). A value nested
+    past :data:`TOO_DEEP`'s limit is a :class:`MetadataTypeError`."""
+    try:
+        return _copy(value)
+    except RecursionError:
+        raise MetadataTypeError(f"a value {TOO_DEEP}; flatten it (it cannot be copied)") from None
+
+
+def _copy(value: Any) -> Any:
     if type(value) is dict:
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: _copy(v) for k, v in value.items()}
     if type(value) is list:
-        return [copy_json(v) for v in value]
+        return [_copy(v) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, dict):  # a watched payload's dicts and lists copy as plain ones
-        return {k: copy_json(v) for k, v in value.items()}
+        return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return [_copy(v) for v in value]
     return copy.deepcopy(value)
 
 
@@ -152,9 +165,13 @@ def check_json_value(value: Any, *, what: str = "value") -> None:
     """Raise :class:`MetadataTypeError` unless ``value`` survives a JSON round trip unchanged.
 
     Plain JSON means: None, bool, int (of at most 4,300 digits), finite float, str (encodable as UTF-8),
-    and lists and dicts with string keys of those. Tuples, sets, bytes, NaN and objects are refused.
+    and lists and dicts with string keys of those, nested no deeper than :data:`TOO_DEEP` says. Tuples,
+    sets, bytes, NaN and objects are refused.
     """
-    problem = _json_problem(value, what)
+    try:
+        problem = _json_problem(value, what)
+    except RecursionError:
+        problem = f"{what} {TOO_DEEP}"
     if problem:
         raise MetadataTypeError(problem)
 

@@ -39,6 +39,7 @@ import yaml
 
 from .._exceptions import KeyFormatError, MetadataTypeError, TurnFormatError
 from ._keys import (
+    TOO_DEEP,
     TOO_MANY_DIGITS,
     BlockMetadata,
     TurnData,
@@ -48,6 +49,7 @@ from ._keys import (
     parse_key,
 )
 from ._model import Block, BlockKind, Turn, new_id
+from ._yaml_stream import NotStreamable, stream_yaml
 
 __all__ = [
     "FORMAT",
@@ -74,7 +76,7 @@ _SHAPE = (
 _TURN_FIELDS = ("format", "id", "metadata", "data", "blocks")
 _BLOCK_FIELDS = ("id", "turn_id", "kind", "role", "payload", "metadata")
 _EMPTY_ID = "the id is empty; leave the field out to have a fresh id made, or write one"
-_TOO_DEEP = "values are nested too deeply to read; a turn file nests lists and mappings a few hundred levels at most"
+_TOO_DEEP = f"a value {TOO_DEEP}"
 
 
 def turn_to_dict(turn: Turn) -> dict[str, Any]:
@@ -110,8 +112,6 @@ def _doc(turn: Turn) -> dict[str, Any]:
         check_json_value(doc, what="turn")
     except MetadataTypeError as exc:
         raise TurnFormatError(f"cannot be serialized: {exc}", source=f"turn {turn.id}") from exc
-    except RecursionError:
-        raise TurnFormatError(f"cannot be serialized: {_TOO_DEEP}", source=f"turn {turn.id}") from None
     return doc
 
 
@@ -273,8 +273,6 @@ def _check_json(value: Any, source: str, where: str) -> None:
         check_json_value(value, what=where)
     except MetadataTypeError as exc:
         raise TurnFormatError(str(exc), source=source, field=where) from None
-    except RecursionError:
-        raise TurnFormatError(_TOO_DEEP, source=source, field=where) from None
 
 
 def _str(value: Any, source: str, where: str) -> str:
@@ -460,7 +458,7 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
     """A Turn from YAML text; raises :class:`TurnFormatError` naming what is wrong and where (by line and
     column, never quoting the text)."""
     try:
-        doc = _load_yaml(text)
+        doc, plain = _read_yaml(text)
     except yaml.YAMLError as exc:
         raise TurnFormatError(
             f"not valid YAML ({_yaml_problem(exc)}); was the file cut short?", source=source
@@ -475,7 +473,17 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
             "if it is complete, add a line '...' at its end",
             source=source,
         )
-    return turn_from_dict(doc, source=source, strict=strict)
+    return _from_doc(doc, source=source, strict=strict, plain=plain)
+
+
+def _read_yaml(text: str | bytes) -> tuple[Any, bool]:
+    """The document and whether its values are known to be plain JSON: streamed from libyaml's events
+    (see :mod:`._yaml_stream`), or read by the full loader when the text holds what the stream does not
+    take (then every value is walked, as before)."""
+    try:
+        return stream_yaml(text, _PyLoader)
+    except NotStreamable:
+        return _load_yaml(text), False
 
 
 def _load_yaml(text: str | bytes) -> Any:

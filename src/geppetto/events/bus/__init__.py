@@ -3,7 +3,8 @@
 A bus keeps, per topic (a session id), an ordered and bounded log of JSON events. ``publish`` appends one
 and returns its id; ``subscribe(topic, after)`` yields every retained event after the id ``after`` (``"0"``:
 from the start of what is retained), then new ones as they are published, so a reader that reconnects with
-the last id it saw loses and repeats nothing. Ids are opaque strings that increase within a topic.
+the last id it saw loses and repeats nothing. Ids are opaque strings that increase within a topic. A
+publish given a ``key`` can be retried after an error without appending the event twice.
 
 ``open_bus(url)``: ``None`` or ``memory://`` (one process), ``redis://`` (Redis Streams, extra ``redis``),
 ``nats://`` (NATS JetStream, extra ``nats``).
@@ -16,9 +17,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from ..._exceptions import ConfigurationError
+from ..._exceptions import ConfigurationError, GeppettoError
 
-__all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "EventBus", "MemoryBus", "open_bus"]
+__all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "BusUnavailable", "EventBus", "MemoryBus", "open_bus"]
 
 START = "0"
 """The cursor before the first event of every topic."""
@@ -28,6 +29,11 @@ DEFAULT_RETENTION = 10_000
 
 DEFAULT_TTL = 24 * 3600
 """Seconds a broker keeps a topic's events after its last publish."""
+
+
+class BusUnavailable(GeppettoError):
+    """The broker could not be reached or failed (down, restarting, unreachable): a passing condition, not a
+    wrong setting. The message names the broker and what to check."""
 
 
 class BusEvent(NamedTuple):
@@ -41,8 +47,12 @@ class EventBus(Protocol):
 
     url: str
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
-        """Append ``data`` (JSON-able) to ``topic``'s log; returns its id."""
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        """Append ``data`` (JSON-able) to ``topic``'s log; returns its id.
+
+        ``key``, an id unique to this event, makes a retry safe: when ``topic``'s newest event was published
+        with the same key (a publish that reached the broker although its answer was lost), it is not
+        appended again and its id is returned."""
         ...
 
     async def last_id(self, topic: str) -> str:
@@ -65,9 +75,13 @@ class MemoryBus:
         self.retention = retention
         self._logs: dict[str, deque[tuple[int, dict[str, Any]]]] = {}
         self._next: dict[str, int] = {}
+        self._keys: dict[str, str | None] = {}  # the key of each topic's newest event
         self._changed: dict[str, asyncio.Event] = {}
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        if key is not None and self._keys.get(topic) == key:
+            return str(self._next[topic])
+        self._keys[topic] = key
         number = self._next.get(topic, 0) + 1
         self._next[topic] = number
         log = self._logs.get(topic)
@@ -102,6 +116,7 @@ class MemoryBus:
 
     async def close(self) -> None:
         self._logs.clear()
+        self._keys.clear()
 
 
 def _integer_cursor(after: str) -> int:
@@ -118,7 +133,7 @@ def open_bus(url: str | None = None, *, retention: int = DEFAULT_RETENTION, ttl:
     """The bus for ``url``: ``None``/``memory://``, ``redis://host:6379/0`` or ``nats://host:4222``.
 
     Nothing connects until first use. A missing client library is a :class:`~geppetto.ConfigurationError`
-    naming the extra to install."""
+    naming the extra to install; a broker that cannot be reached or fails is :class:`BusUnavailable`."""
     if url is None or url in ("memory", "memory://"):
         return MemoryBus(retention)
     if url.startswith(("redis://", "rediss://", "unix://")):

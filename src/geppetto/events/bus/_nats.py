@@ -1,12 +1,17 @@
 """The NATS JetStream event bus: one stream (``GEPPETTO_EVENTS``) whose subjects are
 ``geppetto.events.<topic>``, keeping ``retention`` messages per subject for ``ttl`` seconds; ids are the
-stream sequence numbers (increasing within a topic, with gaps)."""
+stream sequence numbers (increasing within a topic, with gaps).
+
+The client reconnects without limit (every ``RECONNECT_WAIT`` seconds, with the client's jitter) while the
+server is away, and a client that closed anyway is replaced at the next use, so a worker recovers when NATS
+comes back, however long it was gone."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import logging
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,14 +19,17 @@ from typing import Any
 import nats
 from nats.errors import Error as NatsError
 from nats.js.api import ConsumerConfig, DeliverPolicy, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from ..._exceptions import ConfigurationError
-from . import START, BusEvent, _integer_cursor
+from . import START, BusEvent, BusUnavailable, _integer_cursor
 
 __all__ = ["NatsBus"]
 
+log = logging.getLogger("geppetto.events.bus")
+
 STREAM = "GEPPETTO_EVENTS"
+RECONNECT_WAIT = 1.0
+"""Seconds between the client's attempts to reconnect (it never stops trying)."""
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -39,17 +47,21 @@ class NatsBus:
         self._js: Any = None
         self._ready = asyncio.Lock()
 
-    def _unreachable(self, exc: BaseException) -> ConfigurationError:
-        return ConfigurationError(
+    def _unreachable(self, exc: BaseException) -> BusUnavailable:
+        if isinstance(exc, NoStreamResponseError):  # the server lost the stream (a restart without its store)
+            self._js = None
+        return BusUnavailable(
             f"the NATS event bus {self.url} failed: {exc or type(exc).__name__}; check that nats-server runs "
             "there with JetStream on (-js)"
         )
 
     async def _jetstream(self) -> Any:
         async with self._ready:
+            if self._nc is not None and self._nc.is_closed:
+                self._nc = self._js = None
             if self._js is None:
                 try:
-                    nc = await nats.connect(self.url, connect_timeout=5, max_reconnect_attempts=3, allow_reconnect=True)
+                    nc = self._nc or await self._connect()
                     js = nc.jetstream()
                     config = StreamConfig(
                         name=STREAM,
@@ -63,13 +75,45 @@ class NatsBus:
                         await js.update_stream(config)
                 except (NatsError, OSError, TimeoutError) as exc:
                     raise self._unreachable(exc) from exc
-                self._nc, self._js = nc, js
+                self._js = js
             return self._js
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
+    async def _connect(self) -> Any:
+        # A first connection that fails is an error at once (the caller retries); once connected, the client
+        # reconnects for as long as the server is away. nats-py has one setting for both, read when it
+        # reconnects, hence the change after connecting.
+        nc = await nats.connect(
+            self.url,
+            connect_timeout=5,
+            allow_reconnect=True,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=RECONNECT_WAIT,
+            disconnected_cb=self._disconnected,
+            reconnected_cb=self._reconnected,
+            error_cb=self._error,
+        )
+        nc.options["max_reconnect_attempts"] = -1
+        self._nc = nc
+        return nc
+
+    async def _disconnected(self) -> None:
+        log.warning("the NATS event bus %s is disconnected; reconnecting", self.url)
+
+    async def _reconnected(self) -> None:
+        log.warning("the NATS event bus %s is connected again", self.url)
+
+    async def _error(self, exc: Exception) -> None:
+        log.debug("the NATS event bus %s: %s", self.url, exc or type(exc).__name__)
+
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
         js = await self._jetstream()
+        # JetStream drops a message whose Nats-Msg-Id it saw within the stream's duplicate window (2 min)
+        # and acknowledges it with the first one's sequence.
+        headers = {"Nats-Msg-Id": key} if key else None
         try:
-            ack = await js.publish(_subject(topic), json.dumps(data, default=str).encode(), stream=STREAM)
+            ack = await js.publish(
+                _subject(topic), json.dumps(data, default=str).encode(), stream=STREAM, headers=headers
+            )
         except (NatsError, TimeoutError) as exc:
             raise self._unreachable(exc) from exc
         return str(ack.seq)

@@ -1,5 +1,13 @@
 """The Redis Streams event bus: one stream per topic (``geppetto:events:<topic>``), trimmed to the retention
-and expiring ``ttl`` seconds after its last event; ids are the stream's own entry ids."""
+and expiring ``ttl`` seconds after its last event; ids are the stream's own entry ids.
+
+A subscription waits for new events in ``XREAD BLOCK``, ``block`` seconds at a time. The connection's socket
+timeout is always longer than that wait (``block`` + 10 s unless the URL sets ``socket_timeout``, and then
+the wait is cut to half of it): a read that times out while Redis is still blocking is an error, and with
+redis-py's default (5 s, the old wait) every idle subscription ended in "Timeout reading".
+
+A publish with a ``key`` stores it beside the event and appends nothing when the stream's newest entry has
+that key: a publish whose answer was lost in a broken connection is retried without a duplicate."""
 
 from __future__ import annotations
 
@@ -10,13 +18,35 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from ..._exceptions import ConfigurationError
-from . import START, BusEvent
+from . import START, BusEvent, BusUnavailable
 
-__all__ = ["RedisBus"]
+__all__ = ["DEFAULT_BLOCK", "RedisBus"]
 
-_BLOCK_MS = 5_000
+DEFAULT_BLOCK = 5.0
+"""Seconds one ``XREAD`` waits for new events before it is sent again."""
+_SOCKET_MARGIN = 10.0
+"""Seconds the socket timeout exceeds the wait by: time for Redis to answer once the wait ends."""
 _BATCH = 256
+
+_APPEND = """
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if ARGV[2] ~= '' and newest then
+  local fields = newest[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'k' and fields[i + 1] == ARGV[2] then return newest[1] end
+  end
+end
+local id
+if ARGV[2] ~= '' then
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'd', ARGV[1], 'k', ARGV[2])
+else
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'd', ARGV[1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return id
+"""
+"""Append an event (field ``d``, and its key in ``k``) unless the stream's newest entry has the same key;
+trim to the retention, renew the expiry. One script, so the check and the append are one step."""
 
 
 def _key(topic: str) -> str:
@@ -24,27 +54,38 @@ def _key(topic: str) -> str:
 
 
 class RedisBus:
-    def __init__(self, url: str, *, retention: int, ttl: float) -> None:
+    def __init__(self, url: str, *, retention: int, ttl: float, block: float = DEFAULT_BLOCK) -> None:
         self.url = url
         self.retention = retention
         self.ttl = max(1, int(ttl))
+        self.block = block
+        self._block_ms = max(1, int(block * 1000))
         self._client: aioredis.Redis | None = None
+        self._append: Any = None
 
     def _redis(self) -> aioredis.Redis:
         if self._client is None:
-            self._client = aioredis.Redis.from_url(self.url, max_connections=10_000)
+            # The URL's own options (?socket_timeout=) win over these keywords.
+            client = aioredis.Redis.from_url(
+                self.url, max_connections=10_000, socket_timeout=self.block + _SOCKET_MARGIN
+            )
+            timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+            wait = self.block if not timeout else min(self.block, float(timeout) / 2)
+            self._block_ms = max(1, int(wait * 1000))
+            self._client = client
         return self._client
 
-    def _unreachable(self, exc: Exception) -> ConfigurationError:
-        return ConfigurationError(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
+    def _unreachable(self, exc: Exception) -> BusUnavailable:
+        return BusUnavailable(f"the Redis event bus {self.url} failed: {exc}; check that Redis runs there")
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str:
-        key = _key(topic)
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
+        client = self._redis()
+        if self._append is None:
+            self._append = client.register_script(_APPEND)
         try:
-            async with self._redis().pipeline(transaction=True) as pipe:
-                pipe.xadd(key, {"d": json.dumps(data, default=str)}, maxlen=self.retention, approximate=True)
-                pipe.expire(key, self.ttl)
-                entry_id, _ = await pipe.execute()
+            entry_id = await self._append(
+                keys=[_key(topic)], args=[json.dumps(data, default=str), key or "", self.retention, self.ttl]
+            )
         except RedisError as exc:
             raise self._unreachable(exc) from exc
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
@@ -65,7 +106,7 @@ class RedisBus:
         client = self._redis()
         while True:
             try:
-                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=_BLOCK_MS)
+                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=self._block_ms)
             except RedisError as exc:
                 raise self._unreachable(exc) from exc
             for _stream, entries in batches or ():

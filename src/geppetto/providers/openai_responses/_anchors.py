@@ -12,7 +12,6 @@ once into one running sha256, and a digest is taken only where a response's run 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable
@@ -162,10 +161,17 @@ class _Proof:
     loose: list[tuple[int, bytes | None]] = field(default_factory=list)
 
     def copy(self) -> _Proof:
-        """The proof for a copy of the Turn (``Turn.clone``)."""
-        spans = {rid: dataclasses.replace(span) for rid, span in self.spans.items()}
+        """The proof for a copy of the Turn (``Turn.clone``). The spans are shared: ``_advance`` changes only
+        spans it made itself (one seen again from before its start ends the pass), so a span copied here
+        is never changed again by either proof; the map is the copy's own."""
         return _Proof(
-            self.seed, self.include_system, self.hasher.copy(), spans, self.best, self.latest, list(self.loose)
+            self.seed,
+            self.include_system,
+            self.hasher.copy(),
+            dict(self.spans),
+            self.best,
+            self.latest,
+            list(self.loose),
         )
 
 

@@ -83,12 +83,12 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
 
 
 class _PrometheusExporter:
-    """The metrics in a ``prometheus_client`` registry."""
+    """The metrics of ``table`` (a table in the form of :data:`METRICS`) in a ``prometheus_client`` registry."""
 
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: Any, table: dict[str, tuple[str, str, str, str]] = METRICS) -> None:
         kw = {} if registry is None else {"registry": registry}
         self.instruments: dict[str, Any] = {}
-        for key, (name, description, kind, label) in METRICS.items():
+        for key, (name, description, kind, label) in table.items():
             if kind == "counter":
                 self.instruments[key] = _prom.Counter(name, description, [label], **kw)
             elif key in ("delta", "full"):
@@ -96,8 +96,8 @@ class _PrometheusExporter:
             else:
                 self.instruments[key] = _prom.Histogram(name, description, **kw)
 
-    def count(self, key: str, labels: dict[str, str]) -> None:
-        self.instruments[key].labels(**labels).inc()
+    def count(self, key: str, labels: dict[str, str], amount: int = 1) -> None:
+        self.instruments[key].labels(**labels).inc(amount)
 
     def observe(self, key: str, value: float) -> None:
         self.instruments[key].observe(value)

@@ -5,16 +5,20 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import StoreError
-from ._sql import SQLTurnStore
+from ._sql import SQLTurnStore, _backoff
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresTurnStore", "redact_url"]
+
+# admin_shutdown, crash_shutdown, cannot_connect_now: the server is stopping, or starting after a restart.
+_SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 
 # Any number works as long as no other program takes the same advisory lock for another purpose.
 _MIGRATION_LOCK = 0x6765707065747401
@@ -37,6 +41,8 @@ class PostgresTurnStore(SQLTurnStore):
     ``url`` is a libpq connection string (``postgresql://user@host:5432/db``; a schema is chosen with
     ``?options=-csearch_path%3Dmyschema``). The first use connects, applies migrations (under an advisory
     lock, so concurrent processes migrate once) and opens a pool of up to ``max_connections``.
+    An operation whose connection is lost (a server restart) is tried again on a new one for up to
+    ``reconnect_for`` seconds; a transaction whose COMMIT lost its answer is looked up, never done twice.
     JSON columns are ``jsonb``, so provenance queries can use ``payload->>'text'``.
     """
 
@@ -46,7 +52,9 @@ class PostgresTurnStore(SQLTurnStore):
     # Two processes saving to one session take turns, so each reads the true next snapshot number.
     lock_session = "SELECT id FROM sessions WHERE id = ? FOR UPDATE"
 
-    def __init__(self, url: str, *, max_connections: int = 8, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, max_connections: int = 8, connect_timeout: float = 10.0, reconnect_for: float = 15.0
+    ) -> None:
         try:
             import psycopg
             import psycopg_pool  # noqa: F401
@@ -60,9 +68,11 @@ class PostgresTurnStore(SQLTurnStore):
         self.location = redact_url(url)
         self.max_connections = max_connections
         self.connect_timeout = connect_timeout
+        self.reconnect_for = reconnect_for
         self._pool: ConnectionPool[Any] | None = None
         self._lock = threading.Lock()
         self._lock_conn: Any = None
+        self._lost: set[int] = set()
 
     def _open(self) -> ConnectionPool[Any]:
         import psycopg
@@ -86,6 +96,7 @@ class PostgresTurnStore(SQLTurnStore):
             ) from exc
         return ConnectionPool(
             self.url,
+            check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced, not used
             min_size=1,
             max_size=self.max_connections,
             kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
@@ -105,26 +116,99 @@ class PostgresTurnStore(SQLTurnStore):
 
     @contextlib.contextmanager
     def _transaction(self, conn: Any) -> Iterator[None]:
-        with conn.transaction():
-            yield
+        import psycopg
+
+        # The transaction's id, so a COMMIT whose answer the connection lost can be looked up: retrying a
+        # transaction that did commit would save it twice.
+        xid, body_done = None, False
+        try:
+            with conn.transaction():
+                xid = conn.execute("SELECT txid_current()").fetchone()[0]
+                yield
+                body_done = True
+        except psycopg.OperationalError as exc:
+            if body_done and xid is not None and self._connection_lost(exc) and self._committed(xid):
+                return
+            raise
+
+    def _committed(self, xid: int) -> bool:
+        """Whether transaction ``xid`` committed, asked on a new connection; a :class:`StoreError` when the
+        server does not say within ``reconnect_for`` seconds (doing it again could do it twice)."""
+        import psycopg
+
+        for delay in _backoff(self.reconnect_for):
+            try:
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+                ) as conn:
+                    row = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+            except psycopg.OperationalError:
+                time.sleep(delay)
+                continue
+            status = row[0] if row else None
+            if status == "in progress":  # the server has not noticed the dropped connection yet
+                time.sleep(delay)
+                continue
+            return status == "committed"
+        raise StoreError(
+            f"PostgreSQL session store {self.location}: the connection dropped while a transaction committed and "
+            f"the server did not say within {self.reconnect_for:g} s whether it did (transaction {xid}); "
+            "check the server, then look for the change before doing it again"
+        )
+
+    def _connection_lost(self, exc: BaseException) -> bool:
+        """True for errors that mean the connection (or the server) went away, which a new connection may
+        cure; never for an error the statement itself caused (a constraint, bad SQL, a lock timeout)."""
+        from psycopg_pool import PoolTimeout
+
+        if isinstance(exc, PoolTimeout):
+            return True
+        import psycopg
+
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = getattr(exc, "sqlstate", None)
+        return state is None or state.startswith("08") or state in _SERVER_GONE
 
     def _lock_migrations(self, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
     # A session-level advisory lock per running inference, all on one connection of this process: the
     # server frees them when the process (so the connection) ends, which is what frees a killed worker's.
+    # The connection can also drop while the process lives (a server restart): its locks are gone then,
+    # and the next use takes them all again on a new one; those another process took meanwhile are lost.
+    def _lock_connection(self) -> Any:
+        """The live lock connection (called holding ``_held_lock``)."""
+        import psycopg
+
+        if self._lock_conn is not None and not self._lock_conn.closed:
+            return self._lock_conn
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
+        try:
+            for key in sorted(self._held):
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                if not (row and row[0]):
+                    self._held.discard(key)
+                    self._lost.add(key)
+        except BaseException:
+            conn.close()
+            raise
+        self._lock_conn = conn
+        return conn
+
+    def _drop_lock_connection(self) -> None:
+        if self._lock_conn is not None:
+            self._lock_conn.close()  # every lock it held is gone with it; the next use reconnects
+            self._lock_conn = None
+
     def _try_lock_key(self, key: int) -> bool:
         import psycopg
 
-        if self._lock_conn is None or self._lock_conn.closed:
-            self._lock_conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
-            )
+        conn = self._lock_connection()
         try:
-            row = self._lock_conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         except psycopg.OperationalError:
-            self._lock_conn.close()  # every lock it held is gone with it; the next call reconnects
-            self._lock_conn = None
+            self._drop_lock_connection()
             raise
         return bool(row and row[0])
 
@@ -135,8 +219,23 @@ class PostgresTurnStore(SQLTurnStore):
             try:
                 self._lock_conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
             except psycopg.Error:
-                self._lock_conn.close()
-                self._lock_conn = None
+                self._drop_lock_connection()
+
+    def _check_leases(self) -> set[int]:
+        import psycopg
+
+        with self._held_lock:
+            if self._held and self._lock_conn is not None and not self._lock_conn.closed:
+                try:
+                    self._lock_conn.execute("SELECT 1")
+                except psycopg.Error:
+                    self._drop_lock_connection()
+            if self._held:
+                # The server is away: nobody can take the sessions meanwhile; asked again next time.
+                with contextlib.suppress(psycopg.OperationalError):
+                    self._lock_connection()
+            lost, self._lost = self._lost, set()
+            return lost
 
     def _refuse(self, exc: BaseException) -> StoreError:
         return StoreError(

@@ -11,9 +11,10 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -28,6 +29,8 @@ from ._schema import MIGRATIONS, SCHEMA_VERSION, STORE_BLOCKS_ONCE, SUMMARIZE_SE
 __all__ = ["InferenceRecord", "SQLTurnStore", "SessionInfo", "SessionLease", "SessionSummary", "SnapshotInfo"]
 
 R = TypeVar("R")
+
+log = logging.getLogger("geppetto.session")
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,18 @@ class SQLTurnStore:
     def _refuse(self, exc: BaseException) -> StoreError:
         return StoreError(f"session store {self.location} failed: {exc}")
 
+    reconnect_for: float = 0.0
+    """Seconds an operation whose connection was lost is tried again for (0: not at all)."""
+
+    def _connection_lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection went away (a new one may succeed), not that the statement failed."""
+        return False
+
+    def _check_leases(self) -> set[int]:
+        """The keys of leases this process held and has lost (its lock connection dropped and another
+        process took them); each is reported once."""
+        return set()
+
     def _try_lock_key(self, key: int) -> bool:
         """Take the cross-process lock ``key`` without waiting (True when taken)."""
         raise NotImplementedError
@@ -220,6 +235,16 @@ class SQLTurnStore:
         except self.db_errors as exc:
             raise self._refuse(exc) from exc
         return SessionLease(self, session_id, key) if taken else None
+
+    async def lost_leases(self, leases: Iterable[SessionLease]) -> list[SessionLease]:
+        """Those of ``leases`` this process no longer holds: its lock connection to the database dropped
+        (a server restart) and another process took the session before this one could take it again.
+        Checking also reconnects, so a lease nobody took meanwhile is held again."""
+        try:
+            keys = await asyncio.to_thread(self._check_leases)
+        except self.db_errors as exc:
+            raise self._refuse(exc) from exc
+        return [lease for lease in leases if lease.key in keys]
 
     # -- shared machinery ----------------------------------------------------------------------
     def _sql(self, statement: str) -> str:
@@ -350,13 +375,21 @@ class SQLTurnStore:
             )
 
     def _call(self, fn: Callable[..., R], *args: Any) -> R:
-        try:
-            with self._connection() as conn:
-                return fn(conn, *args)
-        except StoreError:
-            raise
-        except self.db_errors as exc:
-            raise self._refuse(exc) from exc
+        # An operation whose connection was lost runs again on a new one (each is one transaction, and a
+        # dialect's _transaction makes sure a commit whose answer was lost is not done twice).
+        retries = _backoff(self.reconnect_for)
+        while True:
+            try:
+                with self._connection() as conn:
+                    return fn(conn, *args)
+            except StoreError:
+                raise
+            except self.db_errors as exc:
+                delay = next(retries, None) if self._connection_lost(exc) else None
+                if delay is None:
+                    raise self._refuse(exc) from exc
+                log.warning("session store %s: connection lost (%s); trying again in %.2g s", self.location, exc, delay)
+                time.sleep(delay)
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
         return await asyncio.to_thread(self._call, fn, *args)
@@ -868,6 +901,15 @@ class SQLTurnStore:
         rows = await self._run(self._rows, statement + " ORDER BY started_at DESC, inference_id DESC LIMIT ?", params)
         return [InferenceRecord(*row) for row in reversed(rows)]
 
+    async def running_inferences(self) -> list[InferenceRecord]:
+        """The inferences of every session recorded as running, oldest first (what a sweeper checks)."""
+        rows = await self._run(
+            self._rows,
+            "SELECT session_id, inference_id, status, worker, prompt, started_at, ended_at, error "
+            "FROM inferences WHERE status = 'running' ORDER BY started_at, inference_id",
+        )
+        return [InferenceRecord(*row) for row in rows]
+
     def close(self) -> None:
         """Release the connection(s); the store reopens on next use."""
 
@@ -897,6 +939,20 @@ def _first_prompt(blocks: Sequence[Block]) -> str:
         if block.kind.value == "user":
             return block.text
     return ""
+
+
+def _backoff(seconds: float) -> Iterator[float]:
+    """Pauses between attempts (0.05 s doubling to 2 s) until ``seconds`` from now have passed (an attempt
+    under way then still ends: a connection's own timeout bounds it)."""
+    deadline = time.monotonic() + seconds
+
+    def pauses() -> Iterator[float]:
+        delay = 0.05
+        while time.monotonic() + delay <= deadline:
+            yield delay
+            delay = min(delay * 2, 2.0)
+
+    return pauses()
 
 
 def _event_rows(session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> list[tuple[Any, ...]]:
