@@ -102,3 +102,50 @@ def test_unwritable_default_store_leaves_chat_working_unsaved(tmp_path: Path) ->
     assert "warning:" in out and "this chat is not saved" in out and "not saved" in out
     assert "You said: Hi" in out
     assert (data / "sessions.db").read_bytes() == b"garbage" * 100
+
+
+def test_a_long_session_is_shown_by_its_last_snapshots_and_exported_by_number(tmp_path: Path) -> None:
+    import asyncio
+
+    from geppetto.session import Session
+    from geppetto.session.stores import open_store
+    from geppetto.testing import ScriptedEngine
+    from geppetto.turns import Block, turn_to_dict
+
+    path = tmp_path / "long.db"
+
+    async def make() -> tuple[str, dict[str, object], list[str]]:
+        with open_store(str(path)) as store:
+            session = Session(
+                ScriptedEngine([Block.llm_text(f"a{i}") for i in range(40)]), store=store, record_events=True
+            )
+            for i in range(40):
+                await session.run(f"q{i}")
+            third = await store.load_snapshot(session.session_id, 3)
+            assert third is not None
+            infos = await store.snapshot_infos(session.session_id)
+            return session.session_id, turn_to_dict(third), [i.inference_id or "" for i in infos]
+
+    sid, third, inferences = asyncio.run(make())
+    store = ("--store", str(path))
+    shown = geppetto("sessions", "show", sid, "--json", "--events", *store, config_dir=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert [s["seq"] for s in doc["snapshots"]] == list(range(21, 41)) and doc["snapshot_count"] == 40
+    assert {e["inference_id"] for e in doc["events"]} == set(inferences[20:])  # the events of those shown
+    assert [b["payload"]["text"] for b in doc["latest"]["blocks"]][-2:] == ["q39", "a39"]
+    few = json.loads(geppetto("sessions", "show", sid, "--json", "--last", "3", *store, config_dir=tmp_path).stdout)
+    assert [s["seq"] for s in few["snapshots"]] == [38, 39, 40]
+    every = json.loads(geppetto("sessions", "show", sid, "--json", "--last", "0", *store, config_dir=tmp_path).stdout)
+    assert len(every["snapshots"]) == 40
+    table = geppetto("sessions", "show", sid, "--last", "5", *store, config_dir=tmp_path)
+    assert table.returncode == 0 and "snapshots 36 to 40 of 40; --last N shows more" in table.stdout
+
+    exported = geppetto("sessions", "export", sid, "--snapshot", "3", "--json", *store, config_dir=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout) == json.loads(json.dumps(third))
+    for bad, message in (("41", "snapshots 1 to 40"), ("0", "from 1")):
+        res = geppetto("sessions", "export", sid, "--snapshot", bad, *store, config_dir=tmp_path)
+        assert res.returncode == 2 and message in res.stderr, res.stderr
+    res = geppetto("sessions", "show", sid, "--last", "-1", *store, config_dir=tmp_path)
+    assert res.returncode == 2 and "--last" in res.stderr

@@ -152,6 +152,25 @@ async def test_simulator_429_is_retried(geppetto_sim: Simulator) -> None:
     assert (turn.blocks[-1].text, len(geppetto_sim.requests)) == ("ok", 2)
 
 
+def test_items_bytes_is_the_size_of_the_items_and_frozen_blocks_remember_theirs() -> None:
+    from geppetto.providers.openai_responses._items import items_bytes
+    from geppetto.turns._cow import freeze_block
+
+    reasoning = Block.reasoning("t", item_id="rs_1", encrypted_content="enc1", summary=["s"])
+    text = Block.llm_text("answer é", item_id="msg_1")
+    for b in (reasoning, text):
+        BLOCK_META_RESPONSE_ID.set(b.metadata, "resp_1")
+    blocks = [Block.system("sys"), Block.user("q"), reasoning, text, Block.llm_text("  "), Block.tool_use("c", None)]
+    frozen = [freeze_block(b) for b in blocks]
+    assert blocks_to_items(blocks)[2]["type"] == "reasoning"  # paired with the answer that follows it
+    for system in (True, False):
+        for some in (blocks, frozen, frozen, frozen[1:], frozen[3:], []):  # frozen twice: the second from memory
+            items = blocks_to_items(some, include_system=system)
+            wire = json.dumps(items, separators=(",", ":"), ensure_ascii=False).encode()
+            assert items_bytes(some, include_system=system) == len(wire)
+    assert "item_bytes" in frozen[3].__dict__ and "item_bytes" not in blocks[3].__dict__
+
+
 def test_items_pairing_rules() -> None:
     r_ok = Block.reasoning("secret thoughts", item_id="rs_1", encrypted_content="enc1", summary=["s"])
     r_plain = Block.reasoning("plaintext only", item_id="rs_2")

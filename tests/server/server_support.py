@@ -209,3 +209,37 @@ def model_calls(sim: Any) -> list[dict[str, Any]]:
 def input_bytes(body: dict[str, Any]) -> int:
     """The bytes of a request body's ``input`` array as the transport sends it (compact JSON)."""
     return len(json.dumps(body["input"], ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def save_long_session(store: Any, session_id: str, prompts: int) -> None:
+    """Add ``prompts`` prompts to ``session_id`` through the store API alone (a question and an answer per
+    snapshot, with the ``final`` event a chained Responses request records), quickly."""
+    from geppetto.events import EventFinal, EventMetadata, EventTextDelta
+    from geppetto.turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Block, Turn
+
+    turn = await store.load_latest(session_id) or Turn()
+    start = await store.latest_seq(session_id)
+    last = [BLOCK_META_RESPONSE_ID.get(b.metadata) for b in turn.blocks if BLOCK_META_RESPONSE_ID.get(b.metadata)]
+    previous = last[-1] if last else None
+    for k in range(start, start + prompts):
+        inference, response = f"{session_id}-inference-{k}", f"{session_id}-response-{k}"
+        TURN_META_INFERENCE_ID.set(turn.metadata, inference)
+        question, answer = Block.user(f"question {k}"), Block.llm_text(f"answer {k}")
+        for block in (question, answer):
+            BLOCK_META_INFERENCE_ID.set(block.metadata, inference)
+        BLOCK_META_RESPONSE_ID.set(answer.metadata, response)
+        turn.blocks.append(question)
+        sent = [question.id] if previous else [b.id for b in turn.blocks]
+        turn.blocks.append(answer)
+        extra = {
+            "response_id": response,
+            "responses.mode": "chained" if previous else "stateless",
+            "responses.anchor": previous,
+            "responses.full": previous is None,
+            "responses.sent": sent,
+        }
+        meta = EventMetadata(inference_id=inference, provider="openai", extra=extra)
+        at = time.time()
+        events = [(at, EventTextDelta(meta, delta=answer.text)), (at, EventFinal(meta, text=answer.text))]
+        await store.save_snapshot(session_id, turn, events=events)
+        previous = response

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import edited_session_report, input_bytes, model_calls, node_modules, running_app, sim_profile
+from server_support import (
+    edited_session_report,
+    input_bytes,
+    model_calls,
+    node_modules,
+    running_app,
+    save_long_session,
+    sim_profile,
+)
 
 import geppetto as gp
 from geppetto.cli._demo_tools import demo_registry
@@ -368,3 +376,36 @@ def test_a_server_with_a_key_asks_for_it_once(page: Page, geppetto_sim: Simulato
         p.click("#create-session")
         p.locator("#prompt").wait_for()
         assert p.locator("#key-dialog").is_hidden()
+
+
+def test_the_inspector_pages_through_a_long_session(page: Page, geppetto_sim: Simulator, tmp_path: Path) -> None:
+    from geppetto.session.stores import open_store
+
+    path = tmp_path / "s.db"
+
+    async def make() -> None:
+        with open_store(str(path)) as store:
+            await save_long_session(store, "long", 45)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # Playwright's loop runs in this thread
+        pool.submit(asyncio.run, make()).result()
+    app = create_app(sim_profile(geppetto_sim), store=str(path))
+    with running_app(app) as url:
+        p = page.page
+        p.goto(f"{url}/#/inspect/long")
+        window = p.locator("#inspector-window")
+        expect(window).to_contain_text("Snapshots 26 to 45 of 45")
+        assert p.locator("#requests tbody tr").count() == 20
+        assert p.locator("#newer-requests").count() == 0
+        p.click("#older-requests")
+        expect(window).to_contain_text("Snapshots 6 to 25 of 45")
+        assert p.locator("#requests tbody tr").count() == 20
+        assert p.locator("#blocks tbody tr").count() == 50  # the blocks of snapshot 25
+        p.click("#older-requests")
+        expect(window).to_contain_text("Snapshots 1 to 5 of 45")
+        assert p.locator("#older-requests").count() == 0
+        p.click("#newer-requests")
+        expect(window).to_contain_text("Snapshots 6 to 25 of 45")
+        page.shot("window")
+        p.click("#newer-requests")
+        expect(window).to_contain_text("Snapshots 26 to 45 of 45")

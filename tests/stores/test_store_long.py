@@ -69,6 +69,11 @@ async def _check_history(store: Any, session_id: str, saved: list[dict[str, Any]
         assert one is not None and turn_to_dict(one) == expected
     latest = await store.load_latest(session_id)
     assert latest is not None and turn_to_dict(latest) == saved[-1]
+    if hasattr(store, "load_snapshots"):  # windows of three, each read in one pass
+        for first in range(1, len(saved) + 1):
+            last = min(len(saved), first + 2)
+            window = await store.load_snapshots(session_id, first, last)
+            assert [turn_to_dict(t) for t in window] == saved[first - 1 : last]
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -180,7 +185,7 @@ async def test_a_schema_3_store_migrates_and_loses_nothing(tmp_path: Path) -> No
         session = await Session.restore(ScriptedEngine([Block.llm_text("more")]), store, "chat-1")
         out = await session.run("go on")
         assert [b.text for b in out.blocks][-2:] == ["go on", "more"]
-    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(4,)]
+    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(5,)]
     assert query(str(path), "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'blocks'") == [(0,)]
 
 

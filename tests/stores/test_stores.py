@@ -295,7 +295,7 @@ async def test_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         await store.save_snapshot("old", sample_turn(8), events=_events("z"))
         assert len(await store.load_session("old")) == 2
         assert [e.type for e in await store.load_events("old")] == ["text_delta", "final"]
-    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [(1,), (2,), (3,), (4,)]
+    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
 
 
 def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

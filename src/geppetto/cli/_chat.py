@@ -223,11 +223,11 @@ class ChatRepl:
         if wanted is None:
             return None, None
         wanted = await store.resolve_session(wanted)  # a unique prefix of the id is enough
-        snapshots = await store.load_session(wanted)
-        if not snapshots:
+        latest = await store.load_latest(wanted)  # the latest snapshot alone, whatever the history's length
+        if latest is None:
             raise UsageError(f"no session {wanted!r} in {store.location}; list them with `geppetto sessions list`")
-        print(f"continuing session {wanted} ({len(snapshots[-1].blocks)} blocks)")
-        return snapshots[-1], wanted
+        print(f"continuing session {wanted} ({len(latest.blocks)} blocks)")
+        return latest, wanted
 
     def run(self) -> None:
         """The loop; returns on /exit or end of input."""

@@ -37,6 +37,8 @@ StoreOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print as JSON.")]
+SHOW_LAST = 20
+"""Snapshots ``geppetto sessions show`` lists unless ``--last`` says otherwise."""
 
 
 def with_store(target: str | None, action: Callable[[SQLTurnStore], Awaitable[T]]) -> T:
@@ -70,11 +72,15 @@ async def _resolve(store: SQLTurnStore, session_id: str) -> str:
     return await store.resolve_session(session_id)
 
 
-async def _snapshots(store: SQLTurnStore, session_id: str) -> list[Turn]:
-    turns = await store.load_session(await _resolve(store, session_id))
-    if not turns:
+async def _snapshot(store: SQLTurnStore, session_id: str, seq: int | None = None) -> tuple[str, Turn]:
+    """The full id of ``session_id`` and its snapshot ``seq`` (the latest when None): one snapshot read."""
+    full = await _resolve(store, session_id)
+    turn = await store.load_latest(full) if seq is None else await store.load_snapshot(full, seq)
+    if turn is None and seq is not None and (count := await store.latest_seq(full)):
+        raise UsageError(f"session {full} has snapshots 1 to {count}; pick one of them with --snapshot")
+    if turn is None:
         raise UsageError(f"no session {session_id!r} in {store.location}; list them with `geppetto sessions list`")
-    return turns
+    return full, turn
 
 
 @sessions_app.command("list")
@@ -115,20 +121,32 @@ def sessions_show(
     session_id: Annotated[str, typer.Argument(help="Session id (see `geppetto sessions list`).")],
     store: StoreOpt = None,
     json_out: JsonOpt = False,
-    events: Annotated[bool, typer.Option("--events", help="Also show the recorded events.")] = False,
+    events: Annotated[
+        bool, typer.Option("--events", help="Also show the events recorded for the snapshots shown.")
+    ] = False,
+    last: Annotated[
+        int,
+        typer.Option("--last", min=0, help="Show the last N snapshots (and their events); 0 shows them all."),
+    ] = SHOW_LAST,
 ) -> None:
-    """A session's snapshots, then the latest Turn's blocks with provenance and the chained-request plan."""
+    """A session's last snapshots, then the latest Turn's blocks with provenance and the chained-request plan."""
 
-    async def action(s: SQLTurnStore) -> tuple[str, list[Turn], list[Any], list[Any]]:
-        full = await _resolve(s, session_id)
-        turns = await _snapshots(s, full)
-        logged = await s.load_events(full) if events else []
-        return full, turns, await s.snapshot_infos(full), logged
+    async def action(s: SQLTurnStore) -> tuple[str, Turn, list[Any], int, list[Any]]:
+        full, latest = await _snapshot(s, session_id)
+        snaps = await s.snapshot_infos(full, limit=last or None)
+        count = snaps[-1].seq if snaps else 0
+        logged: list[Any] = []
+        if events:
+            # The events published after the save of the snapshot before the first one shown.
+            prior = await s.snapshot_infos(full, before=snaps[0].seq, limit=1) if snaps else []
+            logged = await s.load_events(full, after=prior[0].saved_at if prior else None)
+        return full, latest, snaps, count, logged
 
-    session_id, turns, snaps, logged = with_store(store, action)
+    session_id, latest, snaps, count, logged = with_store(store, action)
     if json_out:
         out: dict[str, Any] = {
             "session_id": session_id,
+            "snapshot_count": count,
             "snapshots": [
                 {
                     "seq": n.seq,
@@ -139,7 +157,7 @@ def sessions_show(
                 }
                 for n in snaps
             ],
-            "latest": json.loads(dumps_json(turns[-1])),
+            "latest": json.loads(dumps_json(latest)),
         }
         if events:
             out["events"] = [{"inference_id": e.inference_id, "seq": e.seq, "at": e.at, **e.event} for e in logged]
@@ -152,7 +170,9 @@ def sessions_show(
     for n in snaps:
         table.add_row(str(n.seq), n.turn_id, n.inference_id or "", str(n.blocks), _when(n.saved_at))
     console.print(table)
-    render_turn(turns[-1], console, title=f"latest snapshot · turn {turns[-1].id}")
+    if snaps and snaps[0].seq > 1:
+        console.print(f"snapshots {snaps[0].seq} to {count} of {count}; --last N shows more, --last 0 all of them")
+    render_turn(latest, console, title=f"latest snapshot · turn {latest.id}")
     if events:
         for e in logged:
             detail = {k: v for k, v in e.event.items() if k not in ("type", "metadata")}
@@ -170,10 +190,9 @@ def sessions_export(
     json_out: JsonOpt = False,
 ) -> None:
     """A snapshot as a turn file, readable by `geppetto inspect` and `geppetto chat --resume`."""
-    turns = with_store(store, lambda s: _snapshots(s, session_id))
-    if snapshot is not None and not 1 <= snapshot <= len(turns):
-        fail(f"session {session_id} has snapshots 1 to {len(turns)}; pick one of them with --snapshot")
-    turn = turns[(snapshot or len(turns)) - 1]
+    if snapshot is not None and snapshot < 1:
+        fail(f"--snapshot takes a snapshot number from 1 (got {snapshot}); `geppetto sessions show` lists them")
+    _full, turn = with_store(store, lambda s: _snapshot(s, session_id, snapshot))
     if output is not None:
         save_turn(output, turn)
         print(f"wrote {len(turn.blocks)} blocks to {output}", file=sys.stderr)

@@ -21,7 +21,7 @@ from .. import web
 from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, BusUnavailable, EventBus
 from ..session._session import INCOMING_HOOKS
-from ..session.stores import SnapshotInfo, SQLTurnStore
+from ..session.stores import SessionSummary, SnapshotInfo, SQLTurnStore
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
 from ._guard import (
@@ -52,6 +52,8 @@ MAX_ID = 200
 """The longest session id (characters)."""
 DASHBOARD_SESSIONS = 200
 """The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
+INSPECT_PAGE = 20
+"""Snapshots (with their inferences' requests) the inspector reads at once; older ones page by ``?before=``."""
 
 
 class ApiError(Exception):
@@ -460,34 +462,59 @@ def build_app(
     async def inspect(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         settings = await runner.settings(session_id)
-        inferences = [r.to_dict() for r in await store.inferences(session_id)]
-        report = web.session_report(
-            await store.load_session(session_id),
-            await store.load_events(session_id),
-            session_id=session_id,
-            inferences=inferences,
-        )
+        before = _number(request.query_params.get("before"), "before")
+        limit = min(_number(request.query_params.get("limit"), "limit") or INSPECT_PAGE, MAX_SNAPSHOT_PAGE)
+        report = await _inspect_window(session_id, before, limit)
         report["settings"] = settings
         return JSONResponse(report)
+
+    async def _inspect_window(session_id: str, before: int | None, limit: int) -> dict[str, Any]:
+        """The inspector's report over ``limit`` snapshots before number ``before`` (the latest when None):
+        those snapshots, the events and inferences of the time they cover, and the route of the page before."""
+        page = await store.snapshot_infos(session_id, before=before, limit=limit)
+        if not page:  # no snapshot yet (only failed inferences' events), or paged past the first
+            events = await store.load_events(session_id) if before is None else []
+            report = web.session_report([], events, session_id=session_id)
+            count = await store.latest_seq(session_id) if before is not None else 0
+            report.update({"snapshot_count": count, "window": None, "older": None})
+            return report
+        first, last = page[0].seq, page[-1].seq
+        prior = await store.snapshot_infos(session_id, before=first, limit=1)
+        # The window's inferences ran after the save of the snapshot before it and, unless it ends at the
+        # latest, before the save of its last one (a failed inference after the latest is in the last page).
+        after = prior[0].saved_at if prior else None
+        until = page[-1].saved_at if before is not None else None
+        inferences = await store.inferences(session_id, after=after, until=until)
+        report = web.session_report(
+            await store.load_snapshots(session_id, first, last),
+            await store.load_events(session_id, after=after, until=until),
+            session_id=session_id,
+            inferences=[r.to_dict() for r in inferences],
+            seqs=[i.seq for i in page],
+        )
+        older = f"/api/sessions/{session_id}/inspect?before={first}&limit={limit}" if first > 1 else None
+        count = last if before is None else await store.latest_seq(session_id)
+        report.update(
+            {"snapshot_count": count, "window": {"first": first, "last": last, "limit": limit}, "older": older}
+        )
+        return report
 
     async def dashboard(request: Request) -> Response:
         raw = request.query_params.get("limit", str(DASHBOARD_SESSIONS))
         if not raw.isdigit() or int(raw) < 1:
             raise ApiError(422, "'limit' must be a positive number of sessions", "invalid_request")
-        infos = await store.session_infos()
-        chosen = infos[-int(raw) :]
-        summary = web.dashboard(
-            [
-                web.session_totals(
-                    await store.load_session(i.session_id),
-                    await store.load_events(i.session_id),
-                    session_id=i.session_id,
-                )
-                for i in chosen
-            ]
-        )
-        summary["limited"] = len(chosen) < len(infos)
+        summaries, limited = await store.session_summaries(limit=int(raw))
+        summary = web.dashboard([await _session_totals(s) for s in summaries])
+        summary["limited"] = limited
         return JSONResponse(summary)
+
+    async def _session_totals(kept: SessionSummary) -> dict[str, Any]:
+        """A session's totals from the summary its store kept; a session without an event log has its
+        requests inferred from its latest snapshot (that one snapshot is read)."""
+        if kept.events and kept.totals is not None:
+            return {"session_id": kept.session_id, "totals": kept.totals}
+        latest = await store.load_latest(kept.session_id)
+        return web.session_totals([latest] if latest is not None else [], session_id=kept.session_id)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(keyed=bool(api_key)))

@@ -247,10 +247,17 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                 },
             },
             "/api/sessions/{session_id}/inspect": {
-                "parameters": [_SESSION_ID],
+                "parameters": [
+                    _SESSION_ID,
+                    {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 20}},
+                ],
                 "get": {
-                    "summary": "The Turn inspector's report: blocks with provenance, every request (mode, anchor, "
-                    "delta block ids, input bytes vs the stateless equivalent, fallback), snapshot diffs",
+                    "summary": "The Turn inspector's report over a window of snapshots (the last `limit` before "
+                    "`before`, the latest when absent): the blocks of the window's last snapshot with provenance, "
+                    "the requests of its inferences (mode, anchor, delta block ids, input bytes vs the stateless "
+                    "equivalent, fallback), diffs between consecutive snapshots of the window; `window` "
+                    "(first, last, limit), `snapshot_count`, and `older`, the route of the window before",
                     "responses": {"200": _json("The report", {"type": "object"}), **_ERRORS},
                 },
             },
@@ -258,7 +265,8 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                 "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
                 "get": {
                     "summary": "Chained / stateless / fallback counts, fallback reasons, delta sizes, bytes saved and "
-                    "API rejections over the most recent sessions (200 unless limit says otherwise)",
+                    "API rejections over the most recent sessions (200 unless limit says otherwise), from the "
+                    "summary the store keeps per session; `limited` says whether older sessions were left out",
                     "responses": {"200": _json("The totals and one row per session", {"type": "object"}), **_ERRORS},
                 },
             },

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._json import dumps
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -37,9 +36,11 @@ from ..turns import (
 
 __all__ = [
     "ChainedPlan",
+    "add_totals",
     "chained_plan",
     "dashboard",
     "describe",
+    "inference_totals",
     "request_marks",
     "session_report",
     "session_totals",
@@ -140,16 +141,15 @@ def turn_report(turn: Turn) -> dict[str, Any]:
 # -- requests ---------------------------------------------------------------------------------------
 def _input_bytes(blocks: Sequence[Block]) -> int:
     """The bytes of ``blocks`` as a request's ``input`` array, compact JSON as the transport sends it."""
-    from ..providers.openai_responses._items import blocks_to_items
+    from ..providers.openai_responses._items import items_bytes
 
-    items = blocks_to_items(blocks, include_system=True)
-    return len(dumps(items, separators=(",", ":"), ensure_ascii=False).encode())
+    return items_bytes(blocks, include_system=True)
 
 
-def _first_blocks(turn: Turn) -> dict[str, int]:
-    """Each response id of the Turn and the index of its first block, in the order they first appear."""
+def _first_blocks(blocks: Sequence[Block]) -> dict[str, int]:
+    """Each response id of the blocks and the index of its first block, in the order they first appear."""
     first: dict[str, int] = {}
-    for i, b in enumerate(turn.blocks):
+    for i, b in enumerate(blocks):
         rid = BLOCK_META_RESPONSE_ID.get(b.metadata)
         if rid:
             first.setdefault(rid, i)
@@ -171,7 +171,7 @@ def _delta(context: Sequence[Block], sent: Sequence[Block], anchor: str | None, 
 
 
 def _request(
-    snapshot: tuple[Turn, dict[str, int]] | None, final: dict[str, Any], inference_id: str, index: int
+    snapshot: tuple[Sequence[Block], dict[str, int]] | None, final: dict[str, Any], inference_id: str, index: int
 ) -> dict[str, Any]:
     """One request from its ``final`` event and the snapshot its inference saved, with the first block of
     each of its responses (None: it saved none)."""
@@ -205,7 +205,7 @@ def _request(
     first = snapshot[1].get(response_id) if snapshot is not None else None
     if snapshot is None or first is None:
         return request
-    context = snapshot[0].blocks[:first]
+    context = list(snapshot[0][:first])
     recorded = extra.get("responses.sent")
     if isinstance(recorded, list):
         ids = {str(i) for i in recorded}
@@ -223,7 +223,7 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     from ..providers.openai_responses._anchors import blocks_after_response, scan_anchors
 
     requests = []
-    for index, (rid, first) in enumerate(_first_blocks(turn).items()):
+    for index, (rid, first) in enumerate(_first_blocks(turn.blocks).items()):
         context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
         anchor = scan_anchors(prefix).best()
@@ -293,17 +293,22 @@ def session_report(
     *,
     session_id: str | None = None,
     inferences: Sequence[dict[str, Any]] = (),
+    seqs: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The inspector's JSON for a session: the last snapshot's blocks, every request, every snapshot's diff.
 
     ``events`` are a store's recorded events (``RecordedEvent``); without them the requests are inferred
-    from the last snapshot's response tags."""
+    from the last snapshot's response tags. ``snapshots`` may be a window of the history (``seqs``: their
+    numbers, 1 for the first snapshot of the session): each is compared with the one before it in the
+    window, so the first shows no changes."""
     requests, errors = _requests(snapshots, events)
     history = []
     previous: Turn | None = None
-    for t in snapshots:
+    numbers = list(seqs) if seqs is not None else list(range(1, len(snapshots) + 1))
+    for seq, t in zip(numbers, snapshots, strict=True):
         history.append(
             {
+                "seq": seq,
                 "turn_id": t.id,
                 "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
                 "blocks": len(t.blocks),
@@ -335,7 +340,9 @@ def session_totals(
 
 def _requests(snapshots: Sequence[Turn], events: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The session's requests (from the ``final`` events, else inferred from the last snapshot) and errors."""
-    by_inference = {TURN_META_INFERENCE_ID.get(t.metadata): (t, _first_blocks(t)) for t in snapshots}
+    by_inference: dict[str | None, tuple[Sequence[Block], dict[str, int]]] = {
+        TURN_META_INFERENCE_ID.get(t.metadata): (t.blocks, _first_blocks(t.blocks)) for t in snapshots
+    }
     requests: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for event in events:
@@ -353,6 +360,55 @@ def _requests(snapshots: Sequence[Turn], events: Sequence[Any]) -> tuple[list[di
     if not events and snapshots:
         requests = _inferred_requests(snapshots[-1])
     return requests, errors
+
+
+def inference_totals(blocks: Sequence[Block] | None, events: Sequence[Any]) -> dict[str, Any]:
+    """The totals one inference adds to its session's (what a store keeps per session at save time):
+    its ``final`` and ``error`` events, its requests measured against ``blocks``, the snapshot it saved
+    (None: it saved none). Adding these up with :func:`add_totals` gives :func:`session_totals`."""
+    finals = [e for e in events if e.type == "final"]
+    wanted = {str(((e.event.get("metadata") or {}).get("extra") or {}).get("response_id") or "") for e in finals}
+    index: dict[str, int] = {}
+    if blocks is not None and wanted - {""}:
+        key = str(BLOCK_META_RESPONSE_ID)  # the raw key: one dict lookup a block, on every save
+        for i, b in enumerate(blocks):
+            rid = b.metadata.get(key)
+            if rid in wanted and rid not in index:
+                index[rid] = i
+    snapshot = (blocks, index) if blocks is not None else None
+    requests = [_request(snapshot, e.event, e.inference_id, 0) for e in finals]
+    errors = [
+        {"inference_id": e.inference_id, "message": e.event.get("message"), "error_type": e.event.get("error_type")}
+        for e in events
+        if e.type == "error"
+    ]
+    return _totals(requests, errors)
+
+
+_COUNTS = ("modes", "fallback_reasons", "delta_blocks", "rejection_types")
+_SUMS = (
+    "requests",
+    "chained",
+    "stateless",
+    "fallbacks",
+    "input_bytes",
+    "stateless_bytes",
+    "bytes_saved",
+    "rejections",
+)
+
+
+def add_totals(into: dict[str, Any] | None, more: dict[str, Any]) -> dict[str, Any]:
+    """The sum of two totals of :func:`session_totals` (``into`` None: ``more`` alone), as a new dict."""
+    if into is None:
+        into = _totals([], [])
+    out: dict[str, Any] = {key: into[key] + more[key] for key in _SUMS}
+    for key in _COUNTS:
+        merged = Counter(into[key])
+        merged.update(more[key])
+        out[key] = dict(merged)
+    out["delta_blocks"] = dict(sorted(out["delta_blocks"].items(), key=lambda kv: int(kv[0])))
+    return {key: out[key] for key in into}
 
 
 def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -380,32 +436,11 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
 
 
 def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The totals over many sessions (:func:`session_totals` or :func:`session_report`), and one row per
-    session (for the plot)."""
-    merged: dict[str, Any] = {
-        "sessions": len(reports),
-        "requests": 0,
-        "chained": 0,
-        "stateless": 0,
-        "fallbacks": 0,
-        "input_bytes": 0,
-        "stateless_bytes": 0,
-        "bytes_saved": 0,
-        "rejections": 0,
-    }
-    counters: dict[str, Counter[str]] = {
-        k: Counter() for k in ("modes", "fallback_reasons", "delta_blocks", "rejection_types")
-    }
+    """The totals over many sessions (:func:`session_totals` or :func:`session_report`, or a store's
+    kept summary), and one row per session (for the plot)."""
+    merged: dict[str, Any] | None = None
     rows = []
     for report in reports:
-        totals = report["totals"]
-        for key in ("requests", "chained", "stateless", "fallbacks", "input_bytes", "stateless_bytes", "bytes_saved"):
-            merged[key] += totals[key]
-        merged["rejections"] += totals["rejections"]
-        for key, counter in counters.items():
-            counter.update(totals[key])
-        rows.append({"session_id": report.get("session_id"), **totals})
-    merged.update({k: dict(v) for k, v in counters.items()})
-    merged["delta_blocks"] = dict(sorted(merged["delta_blocks"].items(), key=lambda kv: int(kv[0])))
-    merged["per_session"] = rows
-    return merged
+        merged = add_totals(merged, report["totals"])
+        rows.append({"session_id": report.get("session_id"), **report["totals"]})
+    return {"sessions": len(reports), **(merged or _totals([], [])), "per_session": rows}

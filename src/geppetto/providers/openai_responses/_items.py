@@ -16,9 +16,10 @@ they came, the others (calls that would need an output from the client) are neve
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from geppetto._json import dumps
 from geppetto.turns import (
     BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
@@ -35,6 +36,7 @@ from geppetto.turns import (
     block_meta_key,
     result_text,
 )
+from geppetto.turns._cow import FrozenBlock
 
 __all__ = [
     "PAYLOAD_ITEM",
@@ -43,6 +45,7 @@ __all__ = [
     "arguments_text",
     "block_identity",
     "blocks_to_items",
+    "items_bytes",
     "tool_output_text",
 ]
 
@@ -221,18 +224,44 @@ def blocks_to_items(
     then dropped (its follower goes without its id).
     """
     items: list[dict[str, Any]] = []
+    for block, reasoning, with_id in _planned(blocks, references):
+        item = _reasoning_item(block) if reasoning else _item(block, with_id=with_id, include_system=include_system)
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def _planned(blocks: Sequence[Block], references: bool) -> Iterator[tuple[Block, bool, bool]]:
+    """The blocks that may become items, each with whether it goes as a reasoning item and whether it
+    carries its id (it follows the reasoning it pairs with)."""
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:
             follower = blocks[i + 1] if i + 1 < len(blocks) else None
             if _replayable_reasoning(block, follower, references):
-                items.append(_reasoning_item(block))
+                yield block, True, False
                 paired_follower = i + 1
             continue
-        item = _item(block, with_id=i == paired_follower, include_system=include_system)
-        if item is not None:
-            items.append(item)
-    return items
+        yield block, False, i == paired_follower
+
+
+def items_bytes(blocks: Sequence[Block], *, include_system: bool = True) -> int:
+    """The bytes of :func:`blocks_to_items` as a request's ``input`` array (compact JSON, UTF-8), without
+    building it again for blocks measured before: a frozen block (shared by a session's snapshots, never
+    changed) remembers the size of its item."""
+    total, count = 0, 0
+    for block, reasoning, with_id in _planned(blocks, True):
+        key = (reasoning, with_id, include_system)
+        memo = block.__dict__.setdefault("item_bytes", {}) if type(block) is FrozenBlock else None
+        size = memo.get(key) if memo is not None else None
+        if size is None:
+            item = _reasoning_item(block) if reasoning else _item(block, with_id=with_id, include_system=include_system)
+            size = -1 if item is None else len(dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+            if memo is not None:
+                memo[key] = size
+        if size >= 0:
+            total, count = total + size, count + 1
+    return 2 + total + max(count - 1, 0)
 
 
 def block_identity(block: Block, *, include_system: bool = True) -> Any:

@@ -9,7 +9,7 @@ import os
 
 from .._store import RecordedEvent
 from ._postgres import PostgresTurnStore, redact_url
-from ._sql import InferenceRecord, SessionInfo, SessionLease, SnapshotInfo, SQLTurnStore
+from ._sql import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, SQLTurnStore
 from ._sqlite import SQLiteTurnStore, default_store_path
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "SQLiteTurnStore",
     "SessionInfo",
     "SessionLease",
+    "SessionSummary",
     "SnapshotInfo",
     "default_store_path",
     "open_store",

@@ -2,15 +2,31 @@
 
 Version N means the same tables and columns in every dialect; only the DDL spelling differs (PostgreSQL
 stores JSON columns as ``jsonb`` and numbers sessions with an identity column). A step is a statement, or
-:data:`STORE_BLOCKS_ONCE`, the name of the data migration the store runs in Python at that point.
+the name of a data migration the store runs in Python at that point (:data:`STORE_BLOCKS_ONCE`,
+:data:`SUMMARIZE_SESSIONS`).
 """
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_BLOCKS_ONCE"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STORE_BLOCKS_ONCE", "SUMMARIZE_SESSIONS"]
 
 STORE_BLOCKS_ONCE = "-- geppetto: rewrite every snapshot as block versions and spans (see _sql.migrate_to_spans)"
 """Version 4's data step: each snapshot's blocks become versions stored once and spans of positions."""
+
+SUMMARIZE_SESSIONS = "-- geppetto: sum up every session's requests from its events (see _sql.summarize_sessions)"
+"""Version 5's data step: each session with an event log gets its summary row."""
+
+# Version 5: per session, the request totals of the dashboard, kept at save time from each inference's
+# events (``events``: how many events the session recorded; 0 means no event log, and the totals are
+# then inferred from the latest snapshot when read). ``events_at`` finds the events of a window of time.
+_V5 = [
+    """CREATE TABLE session_summaries (
+        session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        events INTEGER NOT NULL,
+        totals TEXT NOT NULL)""",
+    "CREATE INDEX events_at ON events (session_id, at)",
+    SUMMARIZE_SESSIONS,
+]
 
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
@@ -109,6 +125,7 @@ SQLITE: list[list[str]] = [
             JOIN snapshots n ON n.session_id = s.id AND n.seq >= p.from_seq AND (p.to_seq IS NULL OR n.seq <= p.to_seq)
             JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
     ],
+    _V5,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -196,6 +213,7 @@ POSTGRES: list[list[str]] = [
             JOIN snapshots n ON n.session_id = s.id AND n.seq >= p.from_seq AND (p.to_seq IS NULL OR n.seq <= p.to_seq)
             JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
     ],
+    _V5,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}

@@ -24,9 +24,9 @@ from ...turns import loads_json as turn_from_json
 from ...turns._cow import Frozen, FrozenBlock, LazyBlockList, freeze, frozen_from
 from ...turns._serde import block_to_json, blocks_from_json
 from .._store import RecordedEvent, TimedEvent, event_json
-from ._schema import MIGRATIONS, SCHEMA_VERSION, STORE_BLOCKS_ONCE
+from ._schema import MIGRATIONS, SCHEMA_VERSION, STORE_BLOCKS_ONCE, SUMMARIZE_SESSIONS
 
-__all__ = ["InferenceRecord", "SQLTurnStore", "SessionInfo", "SessionLease", "SnapshotInfo"]
+__all__ = ["InferenceRecord", "SQLTurnStore", "SessionInfo", "SessionLease", "SessionSummary", "SnapshotInfo"]
 
 R = TypeVar("R")
 
@@ -102,6 +102,17 @@ class SessionInfo:
             "model": self.model,
             "mode": self.mode,
         }
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """What the store kept for a session at save time: how many events it recorded (0: no event log) and
+    the request totals of the dashboard summed over them (``web.session_totals``'s ``totals``; None when
+    there are none)."""
+
+    session_id: str
+    events: int
+    totals: dict[str, Any] | None
 
 
 @dataclass
@@ -263,6 +274,8 @@ class SQLTurnStore:
                 for statement in MIGRATIONS[self.dialect][number - 1]:
                     if statement == STORE_BLOCKS_ONCE:
                         self._store_blocks_once(conn)
+                    elif statement == SUMMARIZE_SESSIONS:
+                        self._summarize_sessions(conn)
                     else:
                         self._exec(conn, statement)
                 self._exec(conn, "INSERT INTO geppetto_schema (version) VALUES (?)", (number,))
@@ -323,6 +336,43 @@ class SQLTurnStore:
                     (json.dumps(doc, ensure_ascii=False), len(raws), session_id, seq),
                 )
             self._exec(conn, "UPDATE sessions SET first_prompt = ? WHERE id = ?", (first or "", session_id))
+
+    def _summarize_sessions(self, conn: Any) -> None:
+        """Migration 5's data step: the summary of every session with an event log, from all of its
+        snapshots and events (as the dashboard computed it before the summaries were kept)."""
+        from ...web._report import session_totals
+
+        for (session_id,) in self._rows(conn, "SELECT DISTINCT session_id FROM events"):
+            events = self._events(conn, session_id)
+            totals = session_totals(self._load_range(conn, session_id), events)["totals"]
+            self._exec(
+                conn,
+                "INSERT INTO session_summaries (session_id, events, totals) VALUES (?, ?, ?)",
+                (session_id, len(events), json.dumps(totals)),
+            )
+
+    def _summarize(
+        self, conn: Any, session_id: str, blocks: Sequence[Block] | None, rows: list[tuple[Any, ...]]
+    ) -> None:
+        """Add one inference's events (``rows`` of the events table) to the session's summary, in the
+        transaction that saves them; ``blocks``: the snapshot the inference saved (None: none)."""
+        from ...web._report import add_totals, inference_totals
+
+        wanted = [RecordedEvent(r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows if r[4] in ("final", "error")]
+        totals = inference_totals(blocks, wanted)
+        held = self._rows(conn, "SELECT events, totals FROM session_summaries WHERE session_id = ?", (session_id,))
+        if held:
+            self._exec(
+                conn,
+                "UPDATE session_summaries SET events = ?, totals = ? WHERE session_id = ?",
+                (int(held[0][0]) + len(rows), json.dumps(add_totals(_payload(held[0][1]), totals)), session_id),
+            )
+        else:
+            self._exec(
+                conn,
+                "INSERT INTO session_summaries (session_id, events, totals) VALUES (?, ?, ?)",
+                (session_id, len(rows), json.dumps(totals)),
+            )
 
     def _call(self, fn: Callable[..., R], *args: Any) -> R:
         # An operation whose connection was lost runs again on a new one (each is one transaction, and a
@@ -462,6 +512,7 @@ class SQLTurnStore:
                 )
             if events:
                 self._insert_events(conn, events)
+                self._summarize(conn, session_id, frozen.blocks, events)
         # Only once the transaction committed do the blocks count as stored.
         for block, vid in pending.values():
             block.__dict__["stored"] = (self._marker, sk, vid)
@@ -475,6 +526,7 @@ class SQLTurnStore:
         with self._transaction(conn):
             self._ensure_session(conn, session_id)
             self._insert_events(conn, events)
+            self._summarize(conn, session_id, None, events)
 
     # -- the TurnStore interface ----------------------------------------------------------------
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
@@ -508,7 +560,7 @@ class SQLTurnStore:
         """The snapshots of ``session_id``, oldest first (empty when unknown). A block kind this version does
         not know (written by a newer geppetto) reads back as ``other`` with its kind kept in the payload.
         Snapshots share the versions of their unchanged blocks (copied when read)."""
-        return await self._run(self._load_all, session_id)
+        return await self._run(self._load_range, session_id)
 
     async def load_latest(self, session_id: str) -> Turn | None:
         """The latest snapshot of ``session_id`` (None when it has none): one snapshot read, whatever the
@@ -518,6 +570,11 @@ class SQLTurnStore:
     async def load_snapshot(self, session_id: str, seq: int) -> Turn | None:
         """Snapshot number ``seq`` (1 is the first) of ``session_id``, None when there is no such one."""
         return await self._run(self._load_one, session_id, seq)
+
+    async def load_snapshots(self, session_id: str, first: int, last: int) -> list[Turn]:
+        """Snapshots ``first`` to ``last`` (both included) of ``session_id``, oldest first: a window of the
+        history, read in one pass over the blocks those snapshots hold."""
+        return await self._run(self._load_range, session_id, first, last)
 
     async def latest_seq(self, session_id: str) -> int:
         """The number of the latest snapshot of ``session_id`` (0 when it has none)."""
@@ -580,24 +637,41 @@ class SQLTurnStore:
             self._remember(session_id, _Tip(sk, number, frozen))
         return self._turn(document, frozen, source)
 
-    def _load_all(self, conn: Any, session_id: str) -> list[Turn]:
+    def _load_range(self, conn: Any, session_id: str, first: int | None = None, last: int | None = None) -> list[Turn]:
+        """Snapshots ``first`` to ``last`` of ``session_id`` (None: from the first, to the latest), reading
+        only the spans and block versions they hold."""
+        where = ""
+        params: list[Any] = [session_id]
+        if first is not None:
+            where += " AND seq >= ?"
+            params.append(first)
+        if last is not None:
+            where += " AND seq <= ?"
+            params.append(last)
         snaps = self._rows(
-            conn, "SELECT seq, document, length FROM snapshots WHERE session_id = ? ORDER BY seq", (session_id,)
+            conn, f"SELECT seq, document, length FROM snapshots WHERE session_id = ?{where} ORDER BY seq", params
         )
         if not snaps:
             return []
         sk = self._sk(conn, session_id)
         source = self._source(session_id)
+        low, high = int(snaps[0][0]), int(snaps[-1][0])
+        covering = "sk = ? AND from_seq <= ? AND (to_seq IS NULL OR to_seq >= ?)"
         rows = [
             (int(vid), text)
-            for vid, text in self._rows(conn, "SELECT vid, block FROM block_versions WHERE sk = ?", (sk,))
+            for vid, text in self._rows(
+                conn,
+                f"SELECT vid, block FROM block_versions WHERE sk = ? AND vid IN (SELECT vid FROM spans WHERE {covering})",
+                (sk, sk, high, low),
+            )
         ]
         versions = dict(zip((vid for vid, _text in rows), self._frozen_all(sk, rows, source), strict=True))
         opens: dict[int, list[tuple[int, int]]] = {}
         for position, from_seq, vid in self._rows(
-            conn, "SELECT position, from_seq, vid FROM spans WHERE sk = ?", (sk,)
+            conn, f"SELECT position, from_seq, vid FROM spans WHERE {covering}", (sk, high, low)
         ):
-            opens.setdefault(int(from_seq), []).append((int(position), int(vid)))
+            # A span that began before the window holds its position from the window's first snapshot.
+            opens.setdefault(max(int(from_seq), low), []).append((int(position), int(vid)))
         current: list[FrozenBlock] = []
         out: list[Turn] = []
         for number, document, length in snaps:
@@ -650,6 +724,25 @@ class SQLTurnStore:
             for sid, count, updated, blocks, first, doc in rows
         ]
 
+    async def session_summaries(self, *, limit: int | None = None) -> tuple[list[SessionSummary], bool]:
+        """The kept summary of each session with a snapshot, in the order first saved; with ``limit``, the
+        last ``limit`` sessions only. Also whether there are more sessions than returned. One row per
+        session returned, whatever the length of its history (the dashboard's source)."""
+        statement = """SELECT s.id, m.events, m.totals FROM sessions s
+            LEFT JOIN session_summaries m ON m.session_id = s.id
+            WHERE EXISTS (SELECT 1 FROM snapshots WHERE session_id = s.id) ORDER BY s.created_seq DESC"""
+        params: list[Any] = []
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit + 1)
+        rows = await self._run(self._rows, statement, params)
+        more = limit is not None and len(rows) > limit
+        chosen = rows[:limit] if limit is not None else rows
+        return [
+            SessionSummary(sid, int(events or 0), _payload(totals) if totals is not None else None)
+            for sid, events, totals in reversed(chosen)
+        ], more
+
     async def snapshot_infos(
         self, session_id: str, *, before: int | None = None, limit: int | None = None
     ) -> list[SnapshotInfo]:
@@ -667,18 +760,44 @@ class SQLTurnStore:
         rows = await self._run(self._rows, statement, params)
         return [SnapshotInfo(int(s), t, i, a, int(c or 0)) for s, t, i, a, c in reversed(rows)]
 
-    async def load_events(self, session_id: str, inference_id: str | None = None) -> list[RecordedEvent]:
-        """The recorded events of ``session_id`` (of one inference when given), in the order published."""
+    async def load_events(
+        self,
+        session_id: str,
+        inference_id: str | None = None,
+        *,
+        after: float | None = None,
+        until: float | None = None,
+    ) -> list[RecordedEvent]:
+        """The recorded events of ``session_id`` (of one inference when given), in the order published;
+        with ``after``/``until`` (Unix seconds), only those published in that window of time (after ``after``,
+        up to ``until`` included), e.g. between the saves of two snapshots."""
+        return await self._run(self._events, session_id, inference_id, after, until)
+
+    def _events(
+        self,
+        conn: Any,
+        session_id: str,
+        inference_id: str | None = None,
+        after: float | None = None,
+        until: float | None = None,
+    ) -> list[RecordedEvent]:
+        window, bounds = "", []
+        if after is not None:
+            window += " AND at > ?"
+            bounds.append(after)
+        if until is not None:
+            window += " AND at <= ?"
+            bounds.append(until)
         # Inferences in the order they began, each one's events in the order published.
-        statement = """SELECT e.inference_id, e.seq, e.at, e.type, e.event FROM events e
-            JOIN (SELECT inference_id, min(at) AS began FROM events WHERE session_id = ? GROUP BY inference_id) f
+        statement = f"""SELECT e.inference_id, e.seq, e.at, e.type, e.event FROM events e
+            JOIN (SELECT inference_id, min(at) AS began FROM events WHERE session_id = ?{window} GROUP BY inference_id) f
               ON f.inference_id = e.inference_id
-            WHERE e.session_id = ?"""
-        params = [session_id, session_id]
+            WHERE e.session_id = ?{window.replace(" at ", " e.at ")}"""
+        params: list[Any] = [session_id, *bounds, session_id, *bounds]
         if inference_id is not None:
             statement += " AND e.inference_id = ?"
             params.append(inference_id)
-        rows = await self._run(self._rows, statement + " ORDER BY f.began, e.inference_id, e.seq", params)
+        rows = self._rows(conn, statement + " ORDER BY f.began, e.inference_id, e.seq", params)
         return [RecordedEvent(i, int(s), float(a), t, _payload(e)) for i, s, a, t, e in rows]
 
     async def delete_session(self, session_id: str) -> None:
@@ -693,7 +812,7 @@ class SQLTurnStore:
                         f"DELETE FROM {table} WHERE sk IN (SELECT created_seq FROM sessions WHERE id = ?)",
                         (session_id,),
                     )
-                for table in ("events", "snapshots", "inferences"):
+                for table in ("events", "snapshots", "inferences", "session_summaries"):
                     self._exec(conn, f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 self._tips.pop(session_id, None)
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
@@ -751,10 +870,16 @@ class SQLTurnStore:
         )
 
     async def inferences(
-        self, session_id: str, *, status: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        after: float | None = None,
+        until: float | None = None,
     ) -> list[InferenceRecord]:
         """The inferences recorded for ``session_id`` (only those with ``status`` when given), oldest first;
-        with ``limit``, the last ``limit`` of them."""
+        with ``limit``, the last ``limit`` of them; with ``after``/``until``, those started in that window."""
         statement = (
             "SELECT session_id, inference_id, status, worker, prompt, started_at, ended_at, error "
             "FROM inferences WHERE session_id = ?"
@@ -763,6 +888,12 @@ class SQLTurnStore:
         if status is not None:
             statement += " AND status = ?"
             params.append(status)
+        if after is not None:
+            statement += " AND started_at > ?"
+            params.append(after)
+        if until is not None:
+            statement += " AND started_at <= ?"
+            params.append(until)
         if limit is None:
             rows = await self._run(self._rows, statement + " ORDER BY started_at, inference_id", params)
             return [InferenceRecord(*row) for row in rows]

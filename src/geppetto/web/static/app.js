@@ -614,6 +614,26 @@
     return el("dl", { class: "facts" }, items);
   }
 
+  // A long session is inspected a window of snapshots at a time (the server's ?before=&limit=): say which,
+  // and link to the requests before it and back towards the latest.
+  function windowNav(report) {
+    const w = report.window;
+    const base = `#/inspect/${enc(report.session_id)}`;
+    const links = [];
+    if (report.older) links.push(" ", el("a", { href: `${base}/before/${w.first}`, id: "older-requests" }, "Older requests"));
+    if (w.last < report.snapshot_count) {
+      const before = w.last + 1 + w.limit;
+      links.push(" ", el("a", { href: before > report.snapshot_count ? base : `${base}/before/${before}`, id: "newer-requests" }, "Newer requests"));
+    }
+    const whole = w.first === 1 && w.last === report.snapshot_count;
+    return el(
+      "p",
+      { class: "muted", id: "inspector-window" },
+      whole ? `All ${report.snapshot_count} snapshot(s) and their requests.` : `Snapshots ${w.first} to ${w.last} of ${report.snapshot_count} and their requests; the blocks are those of snapshot ${w.last}.`,
+      links,
+    );
+  }
+
   function renderInspector(main, report, backLink) {
     main.replaceChildren();
     const t = report.totals || {};
@@ -626,6 +646,7 @@
         `${report.blocks.length} blocks · ${report.requests.length} requests · ${t.chained || 0} chained, ${t.stateless || 0} stateless, ${t.fallbacks || 0} fallbacks · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless`,
       ),
     );
+    if (report.window) main.append(windowNav(report));
 
     // requests
     const detail = el("div", { id: "request-detail", "aria-live": "polite" });
@@ -716,7 +737,7 @@
         { "aria-labelledby": "changes-heading", id: "changes" },
         el("h2", { id: "changes-heading" }, "Changes between snapshots"),
         edited.length
-          ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
+          ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${s.seq || k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
           : el("p", { class: "muted" }, "No middleware edited, inserted, removed or moved a block between snapshots."),
       ),
     );
@@ -734,14 +755,14 @@
     select(report.requests.length - 1);
   }
 
-  async function showInspector(sessionId) {
+  async function showInspector(sessionId, before) {
     stopStream();
     setNav(null);
     refreshSessions(sessionId);
     const main = $("#main");
     main.replaceChildren(el("p", { class: "muted" }, "Loading…"));
     try {
-      const report = await api(`/api/sessions/${enc(sessionId)}/inspect`);
+      const report = await api(`/api/sessions/${enc(sessionId)}/inspect${before ? `?before=${enc(before)}` : ""}`);
       renderInspector(main, report, `#/chat/${enc(sessionId)}`);
     } catch (e) {
       main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert" }, e.message));
@@ -888,6 +909,7 @@
     if (!hash.startsWith("#/")) return;
     let m;
     if ((m = hash.match(/^#\/chat\/(.+)$/))) showChat(decodeURIComponent(m[1]));
+    else if ((m = hash.match(/^#\/inspect\/([^/]+)\/before\/(\d+)$/))) showInspector(decodeURIComponent(m[1]), m[2]);
     else if ((m = hash.match(/^#\/inspect\/(.+)$/))) showInspector(decodeURIComponent(m[1]));
     else if (hash === "#/dashboard") showDashboard();
     else showChat(null);
