@@ -211,3 +211,14 @@ async def test_memory_store_shares_blocks_and_round_trips() -> None:
     assert await store.load_session(session.session_id) == [one, two]
     assert await store.load_latest(session.session_id) == two
     assert await store.latest_seq(session.session_id) == 2
+
+
+async def test_a_nul_in_the_first_prompt_is_kept_in_the_block_and_listed(store_target: str) -> None:
+    turn = Turn()
+    turn.append(Block.user("before\x00after"))
+    with open_store(store_target) as store:
+        await store.save_snapshot("nul", turn)
+        [info] = await store.session_infos()
+        assert info.first_prompt == "before\ufffdafter"
+        latest = await store.load_latest("nul")
+        assert latest is not None and latest.blocks[0].text == "before\x00after"

@@ -308,7 +308,7 @@ class SQLTurnStore:
                         vid = versions[text] = len(versions) + 1
                         meta = raw.get("metadata") or {}
                         ids = [meta.get(k) for k in (inference_key, response_key)]
-                        new.append((sk, vid, *(v if isinstance(v, str) else None for v in ids), text))
+                        new.append((sk, vid, *(_column_id(v) for v in ids), text))
                     if held.get(position) == vid:
                         continue
                     if position in held:
@@ -321,6 +321,7 @@ class SQLTurnStore:
                 if first is None:
                     users = (r for r in raws if isinstance(r, dict) and r.get("kind") == "user")
                     first = str(((next(users, None) or {}).get("payload") or {}).get("text") or "")
+                    first = first.replace("\x00", "\ufffd")
                 if close:
                     self._exec_many(
                         conn, "UPDATE spans SET to_seq = ? WHERE sk = ? AND position = ? AND to_seq IS NULL", close
@@ -925,19 +926,22 @@ _TIPS = 256
 
 
 def _version_row(sk: int, vid: int, block: Block) -> tuple[Any, ...]:
-    return (
-        sk,
-        vid,
-        BLOCK_META_INFERENCE_ID.get(block.metadata),
-        BLOCK_META_RESPONSE_ID.get(block.metadata),
-        block_to_json(block),
-    )
+    ids = (BLOCK_META_INFERENCE_ID.get(block.metadata), BLOCK_META_RESPONSE_ID.get(block.metadata))
+    return (sk, vid, *(_column_id(v) for v in ids), block_to_json(block))
+
+
+def _column_id(value: Any) -> str | None:
+    """An id for the provenance columns: text PostgreSQL can hold (one with a NUL stays in the block's JSON
+    only)."""
+    return value if isinstance(value, str) and "\x00" not in value else None
 
 
 def _first_prompt(blocks: Sequence[Block]) -> str:
+    """The text of the first user block, for listings (a NUL, which PostgreSQL text cannot hold, shown as
+    U+FFFD; the block itself keeps it, in its JSON)."""
     for block in blocks:
         if block.kind.value == "user":
-            return block.text
+            return block.text.replace("\x00", "\ufffd")
     return ""
 
 
