@@ -222,3 +222,23 @@ async def test_a_nul_in_the_first_prompt_is_kept_in_the_block_and_listed(store_t
         assert info.first_prompt == "before\ufffdafter"
         latest = await store.load_latest("nul")
         assert latest is not None and latest.blocks[0].text == "before\x00after"
+
+
+async def test_a_process_that_knows_an_earlier_latest_reads_only_what_another_wrote(store_target: str) -> None:
+    with open_store(store_target) as mine, open_store(store_target) as other:
+        session = Session(ScriptedEngine([Block.llm_text(f"a{i}") for i in range(3)]), store=mine)
+        for i in range(3):
+            await session.run(f"q{i}")
+        known = mine._tips[session.session_id].frozen.blocks  # what this process holds of the latest
+        theirs = await other.load_latest(session.session_id)
+        assert theirs is not None
+        theirs.blocks[1].payload["text"] = "edited elsewhere"  # an edit, a removal and appends, in another process
+        del theirs.blocks[3]
+        theirs.append(Block.user("more"))
+        theirs.append(Block.llm_text("and more"))
+        await other.save_snapshot(session.session_id, theirs)
+        read = await mine.load_latest(session.session_id)
+        assert read is not None and turn_to_dict(read) == turn_to_dict(theirs)
+        held = mine._tips[session.session_id].frozen.blocks
+        assert held[0] is known[0] and held[2] is known[2], "unchanged versions are the ones this process held"
+        assert held[1] is not known[1]

@@ -613,6 +613,27 @@ class SQLTurnStore:
         if not head:
             return None
         number, document, length, sk = int(head[0][0]), head[0][1], head[0][2], int(head[0][3])
+        source = self._source(session_id)
+        tip = self._tips.get(session_id) if seq is None else None
+        if tip is not None and tip.sk == sk and tip.seq <= number and length is not None:
+            # This process knows an earlier latest: read only the spans opened since (what another
+            # process wrote), and keep the versions it holds (and what it remembers of them).
+            fresh = self._rows(
+                conn,
+                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+                "WHERE p.sk = ? AND p.to_seq IS NULL AND p.from_seq > ? ORDER BY p.position",
+                (sk, tip.seq),
+            )
+            blocks: list[FrozenBlock | None] = [*tip.frozen.blocks[:length]]
+            blocks.extend([None] * (length - len(blocks)))
+            read = self._frozen_all(sk, [(int(vid), text) for _pos, vid, text in fresh], source)
+            for (position, _vid, _text), block in zip(fresh, read, strict=True):
+                if int(position) < length:
+                    blocks[int(position)] = block
+            if all(b is not None for b in blocks):
+                frozen = Frozen([b for b in blocks if b is not None])
+                self._remember(session_id, _Tip(sk, number, frozen))
+                return self._turn(document, frozen, source)
         if seq is None:
             spans = self._rows(
                 conn,
@@ -627,7 +648,6 @@ class SQLTurnStore:
                 "WHERE p.sk = ? AND p.from_seq <= ? AND (p.to_seq IS NULL OR p.to_seq >= ?) ORDER BY p.position",
                 (sk, number, number),
             )
-        source = self._source(session_id)
         if [int(r[0]) for r in spans] != list(range(length if length is not None else len(spans))):
             raise StoreError(
                 f"session store {self.location}: snapshot {number} of session {session_id!r} is missing blocks "
