@@ -24,26 +24,25 @@ from geppetto.turns import Block, Turn
 pytest.importorskip("starlette")
 
 
-@pytest.fixture
-def redis_broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker("redis", tmp_path / "redis")
+def _running(kind: str, tmp_path: Path) -> Iterator[Broker]:
+    """A ``kind`` broker of the test's own, killed after it."""
+    broker = Broker(kind, tmp_path / kind)
     broker.folder.mkdir()
     broker.start()
     try:
         yield broker
     finally:
         broker.kill()
+
+
+@pytest.fixture
+def redis_broker(tmp_path: Path) -> Iterator[Broker]:
+    yield from _running("redis", tmp_path)
 
 
 @pytest.fixture
 def nats_broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker("nats", tmp_path / "nats")
-    broker.folder.mkdir()
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.kill()
+    yield from _running("nats", tmp_path)
 
 
 @pytest.fixture
