@@ -422,8 +422,7 @@ class SQLTurnStore:
     def _open_spans(self, conn: Any, sk: int) -> dict[int, tuple[int, str]]:
         rows = self._rows(
             conn,
-            "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
-            "WHERE p.sk = ? AND p.to_seq IS NULL",
+            _SPANS + "WHERE p.sk = ? AND p.to_seq IS NULL",
             (sk,),
         )
         return {int(pos): (int(vid), block) for pos, vid, block in rows}
@@ -620,8 +619,7 @@ class SQLTurnStore:
             # process wrote), and keep the versions it holds (and what it remembers of them).
             fresh = self._rows(
                 conn,
-                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
-                "WHERE p.sk = ? AND p.to_seq IS NULL AND p.from_seq > ? ORDER BY p.position",
+                _SPANS + "WHERE p.sk = ? AND p.to_seq IS NULL AND p.from_seq > ? ORDER BY p.position",
                 (sk, tip.seq),
             )
             blocks: list[FrozenBlock | None] = [*tip.frozen.blocks[:length]]
@@ -637,15 +635,14 @@ class SQLTurnStore:
         if seq is None:
             spans = self._rows(
                 conn,
-                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
-                "WHERE p.sk = ? AND p.to_seq IS NULL ORDER BY p.position",
+                _SPANS + "WHERE p.sk = ? AND p.to_seq IS NULL ORDER BY p.position",
                 (sk,),
             )
         else:
             spans = self._rows(
                 conn,
-                "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
-                "WHERE p.sk = ? AND p.from_seq <= ? AND (p.to_seq IS NULL OR p.to_seq >= ?) ORDER BY p.position",
+                _SPANS
+                + "WHERE p.sk = ? AND p.from_seq <= ? AND (p.to_seq IS NULL OR p.to_seq >= ?) ORDER BY p.position",
                 (sk, number, number),
             )
         if [int(r[0]) for r in spans] != list(range(length if length is not None else len(spans))):
@@ -940,6 +937,9 @@ class SQLTurnStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+_SPANS = "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+"""The spans of a session with the versions they hold; the caller adds the WHERE clause."""
 
 _TIPS = 256
 """How many sessions' latest snapshots a store remembers (the most recently saved or read)."""
