@@ -329,6 +329,11 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
         return Frozen([freeze_block(_raw(blocks, i)) for i in range(n)])
     old = base.blocks
     patches: dict[int, FrozenBlock] = {}
+    if type(blocks) is LazyBlockList and blocks.origin is base and not blocks.touched and blocks.moved >= len(old):
+        if n == len(old):
+            return base  # nothing read, moved or added since it was made: the same snapshot
+        if n > len(old):  # appends only: the base's entries and the new ones
+            return Frozen(old + [freeze_block(_raw(blocks, i)) for i in range(len(old), n)], base, len(old))
     if type(blocks) is LazyBlockList and blocks.origin is base:
         k = min(blocks.moved, len(old), n)
         out = old[:k]

@@ -169,6 +169,8 @@ class SQLTurnStore:
     insert_session: ClassVar[str]
     db_errors: tuple[type[BaseException], ...]
     location: str
+    reads_at_once = True
+    """``save_snapshot`` reads all it keeps of the Turn before it first awaits (see ``MemoryTurnStore``)."""
 
     # -- what a dialect provides ---------------------------------------------------------------
     def _connection(self) -> contextlib.AbstractContextManager[Any]:
@@ -447,7 +449,7 @@ class SQLTurnStore:
         self,
         conn: Any,
         session_id: str,
-        turn: Turn,
+        ids: tuple[str, str | None],
         frozen: Frozen,
         document: str,
         events: list[tuple[Any, ...]] | None,
@@ -470,9 +472,9 @@ class SQLTurnStore:
                 (
                     session_id,
                     number,
-                    turn.id,
+                    ids[0],
                     document,
-                    TURN_META_INFERENCE_ID.get(turn.metadata),
+                    ids[1],
                     time.time(),
                     len(frozen.blocks),
                 ),
@@ -542,7 +544,9 @@ class SQLTurnStore:
         else:  # a Turn from elsewhere: compared with what this store last held, block by block
             frozen = freeze(blocks, tip.frozen if tip is not None else None)
         document = dumps_json(Turn(id=turn.id, metadata=turn.metadata, data=turn.data))
-        self._remember(session_id, await self._run(self._save, session_id, turn, frozen, document, rows))
+        # Everything is read from ``turn`` before the first await (see ``TurnStore.reads_at_once``).
+        ids = (turn.id, TURN_META_INFERENCE_ID.get(turn.metadata))
+        self._remember(session_id, await self._run(self._save, session_id, ids, frozen, document, rows))
 
     def _remember(self, session_id: str, tip: _Tip) -> None:
         tips = self._tips
