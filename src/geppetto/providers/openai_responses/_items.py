@@ -249,6 +249,16 @@ def items_bytes(blocks: Sequence[Block], *, include_system: bool = True) -> int:
     """The bytes of :func:`blocks_to_items` as a request's ``input`` array (compact JSON, UTF-8), without
     building it again for blocks measured before: a frozen block (shared by a session's snapshots, never
     changed) remembers the size of its item."""
+    total, count = items_sizes(blocks, include_system=include_system)
+    return 2 + total + max(count - 1, 0)
+
+
+def items_sizes(blocks: Sequence[Block], *, include_system: bool = True) -> tuple[int, int]:
+    """The summed sizes of :func:`blocks_to_items`' items and their count (see :func:`items_bytes`).
+
+    The figures of ``blocks[:q]`` are part of those of any longer list when ``blocks[q - 1]`` is not
+    reasoning (an item's form depends only on its block, the block before and the block after, and only
+    reasoning looks at the one after): such sums may be added up piece by piece."""
     total, count = 0, 0
     for block, reasoning, with_id in _planned(blocks, True):
         key = (reasoning, with_id, include_system)
@@ -261,7 +271,7 @@ def items_bytes(blocks: Sequence[Block], *, include_system: bool = True) -> int:
                 memo[key] = size
         if size >= 0:
             total, count = total + size, count + 1
-    return 2 + total + max(count - 1, 0)
+    return total, count
 
 
 def block_identity(block: Block, *, include_system: bool = True) -> Any:

@@ -354,9 +354,7 @@ class SQLTurnStore:
                 (session_id, len(events), json.dumps(totals)),
             )
 
-    def _summarize(
-        self, conn: Any, session_id: str, blocks: Sequence[Block] | None, rows: list[tuple[Any, ...]]
-    ) -> None:
+    def _summarize(self, conn: Any, session_id: str, blocks: Frozen | None, rows: list[tuple[Any, ...]]) -> None:
         """Add one inference's events (``rows`` of the events table) to the session's summary, in the
         transaction that saves them; ``blocks``: the snapshot the inference saved (None: none)."""
         from ...web._report import add_totals, inference_totals
@@ -514,7 +512,7 @@ class SQLTurnStore:
                 )
             if events:
                 self._insert_events(conn, events)
-                self._summarize(conn, session_id, frozen.blocks, events)
+                self._summarize(conn, session_id, frozen, events)
         # Only once the transaction committed do the blocks count as stored.
         for block, vid in pending.values():
             block.__dict__["stored"] = (self._marker, sk, vid)
