@@ -578,6 +578,12 @@ class SQLTurnStore:
         history, read in one pass over the blocks those snapshots hold."""
         return await self._run(self._load_range, session_id, first, last)
 
+    def known_seq(self, session_id: str) -> int | None:
+        """The number of the latest snapshot of ``session_id`` this process saved or read, without asking the
+        database (None: none known). The database's own latest may be newer when another process saved since."""
+        tip = self._tips.get(session_id)
+        return tip.seq if tip is not None else None
+
     async def latest_seq(self, session_id: str) -> int:
         """The number of the latest snapshot of ``session_id`` (0 when it has none)."""
         rows = await self._run(
