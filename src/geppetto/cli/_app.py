@@ -17,12 +17,13 @@ from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
 from ..turns import load_turn
-from ._guard import fail, guarded
+from ._guard import fail, guarded, run_app
 from ._runtime import EngineSettings, stdout_console
 from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
-    help="Run LLM inference through geppetto's provider-agnostic Turn model.",
+    help="Run LLM inference through geppetto's provider-agnostic Turn model. New here? Try `geppetto demo` "
+    "(offline, no key needed), then `geppetto run --profile sim \"Hello\"`.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: a switch shows as `--with-tools`, not as an option taking a <bool>
@@ -326,4 +327,4 @@ def _key_status(p: Any) -> str:
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    run_app(app)
