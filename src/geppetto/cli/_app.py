@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
 from ..turns import load_turn
-from ._guard import fail, guarded, run_app
+from ._guard import fail, guarded, port_in_use, run_app
 from ._runtime import EngineSettings, stdout_console
 from ._sessions import StoreOpt, sessions_app
 
@@ -191,7 +191,7 @@ def simulate(
                 time.sleep(3600)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            fail(f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)")
+            fail(port_in_use(host, port))
         fail(f"cannot listen on {host}:{port}: {exc.strerror}")
     except KeyboardInterrupt:
         print("simulator stopped", file=sys.stderr)
