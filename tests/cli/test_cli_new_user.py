@@ -77,7 +77,9 @@ def test_a_misspelt_profile_key_suggests_the_key_meant(tmp_path: Path) -> None:
 
 def test_a_local_base_url_without_a_key_says_any_value_will_do(tmp_path: Path) -> None:
     url = "http://127.0.0.1:11434/v1"
-    res = geppetto("run", "--provider", "openai-chat", "--model", "llama3", "--base-url", url, "Hi", config_dir=tmp_path)
+    res = geppetto(
+        "run", "--provider", "openai-chat", "--model", "llama3", "--base-url", url, "Hi", config_dir=tmp_path
+    )
     one_line_error(res, 2, "no API key", f"for a server at {url} that checks no key, any value will do")
     assert "OPENAI_API_KEY=unused" in res.stderr
     plain = geppetto("run", "--provider", "openai-chat", "--model", "gpt-4.1", "Hi", config_dir=tmp_path)
