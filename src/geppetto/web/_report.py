@@ -466,5 +466,5 @@ def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for report in reports:
         merged = add_totals(merged, report["totals"])
-        rows.append({"session_id": report.get("session_id"), **report["totals"]})
+        rows.append({"session_id": report.get("session_id"), "first_prompt": report.get("first_prompt"), **report["totals"]})
     return {"sessions": len(reports), **(merged or _totals([], [])), "per_session": rows}

@@ -160,7 +160,23 @@
       message = "";
     }
     if (response.status === 401) askKey();
-    return new Error(message || `the server answered ${response.status} ${response.statusText}`);
+    const error = new Error(message || `the server answered ${response.status} ${response.statusText}`);
+    error.status = response.status;
+    return error;
+  }
+
+  // What a person reads when a page's session cannot be loaded: an unknown id in words, not the API's.
+  function sessionProblem(e, sessionId) {
+    if (e.status !== 404) return e.message;
+    return el(
+      "p",
+      {},
+      "There is no session ",
+      el("code", {}, sessionId),
+      " on this server: it may have been deleted, or the link came from another server. ",
+      el("a", { href: "#/" }, "Start a new chat"),
+      " or pick a session from the list.",
+    );
   }
 
   async function api(path, options) {
@@ -468,7 +484,7 @@
     try {
       session = await api(`/api/sessions/${enc(sessionId)}`);
     } catch (e) {
-      main.append(el("h1", {}, "Chat"), el("div", { class: "error", role: "alert" }, e.message));
+      main.append(el("h1", {}, "Chat"), el("div", { class: "error", role: "alert", id: "session-problem" }, sessionProblem(e, sessionId)));
       return;
     }
     const log = el("div", { id: "messages", class: "messages", role: "log", "aria-label": "Conversation", tabindex: "0" });
@@ -781,11 +797,21 @@
       const report = await api(`/api/sessions/${enc(sessionId)}/inspect${before ? `?before=${enc(before)}` : ""}`);
       renderInspector(main, report, `#/chat/${enc(sessionId)}`);
     } catch (e) {
-      main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert" }, e.message));
+      main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert", id: "session-problem" }, sessionProblem(e, sessionId)));
     }
   }
 
   // -- dashboard ---------------------------------------------------------------------------------------
+  // A session by its first prompt (cut to a line), its id after it; the id alone when it has no prompt.
+  function sessionLink(r) {
+    const prompt = (r.first_prompt || "").replace(/\s+/g, " ").trim();
+    const label = prompt.length > 60 ? `${prompt.slice(0, 59)}…` : prompt;
+    return [
+      el("a", { href: `#/inspect/${enc(r.session_id)}`, title: r.session_id, class: "session-name" }, label || short(r.session_id, 12)),
+      label ? el("span", { class: "muted session-id" }, ` ${short(r.session_id, 8)}`) : null,
+    ];
+  }
+
   function tile(label, value, id) {
     return el("div", { class: "tile", id }, el("span", { class: "value" }, String(value)), el("span", { class: "label" }, label));
   }
@@ -895,7 +921,7 @@
                   "tr",
                   {},
                   el("td", {}, String(i + 1)),
-                  el("td", {}, el("a", { href: `#/inspect/${enc(r.session_id)}` }, short(r.session_id, 12))),
+                  el("td", {}, sessionLink(r)),
                   el("td", { class: "num" }, String(r.requests)),
                   el("td", { class: "num" }, String(r.chained)),
                   el("td", { class: "num" }, String(r.stateless)),
