@@ -3,6 +3,7 @@ prompts and progress only on a terminal, and a hint to start with ``geppetto dem
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -149,3 +150,41 @@ def test_inspect_on_a_file_that_is_not_a_turn_says_so(tmp_path: Path) -> None:
     cut = tmp_path / "cut.json"
     cut.write_text('{"id": "t1", "blocks": [{"kind": "user", "payl', encoding="utf-8")
     one_line_error(geppetto("inspect", str(cut), config_dir=tmp_path), 2, "was the file cut short?")
+
+
+def test_models_lists_each_profiles_models_from_its_provider(tmp_path: Path, geppetto_sim: Simulator) -> None:
+    (tmp_path / "profiles.yaml").write_text(
+        "profiles:\n"
+        f"  claude:\n    provider: anthropic\n    model: claude-haiku-4-5\n    base_url: {geppetto_sim.url}\n"
+        "    api_key_env: SIM_KEY\n"
+        "  nokey:\n    provider: gemini\n    model: gemini-2.5-flash\n    api_key_env: UNSET_KEY_VARIABLE\n",
+        encoding="utf-8",
+    )
+    res = geppetto("models", "--json", config_dir=tmp_path, SIM_KEY="k")
+    assert res.returncode == 0, res.stderr
+    rows = {r["profile"]: r for r in json.loads(res.stdout)}
+    assert rows["sim"]["models"][:2] == ["sim-1", "sim-reasoner"] and rows["sim"]["error"] is None
+    assert rows["claude"]["models"][0] == "claude-sonnet-4-5" and "claude-haiku-4-5" in rows["claude"]["models"]
+    assert rows["nokey"]["models"] == [] and "UNSET_KEY_VARIABLE" in rows["nokey"]["error"]
+    table = geppetto("models", config_dir=tmp_path, SIM_KEY="k")
+    assert "claude-haiku-4-5*" in table.stdout and "sim-1*" in table.stdout  # the profile's own model marked
+    assert "warning: profile 'nokey': no API key" in table.stderr
+    gemini = geppetto("models", "--profile", "sim", "--provider", "gemini", "--json", config_dir=tmp_path)
+    assert json.loads(gemini.stdout)[0]["models"] == ["gemini-2.5-flash", "gemini-2.5-pro", "gemini-3-pro"]
+
+
+def test_models_of_one_profile_fail_on_one_line(tmp_path: Path) -> None:
+    one_line_error(geppetto("models", "--provider", "anthropic", config_dir=tmp_path), 2, "no API key")
+    down = geppetto(
+        "models", "--provider", "anthropic", "--base-url", "http://127.0.0.1:9", config_dir=tmp_path, ANTHROPIC_API_KEY="k"
+    )
+    one_line_error(down, 1, "could not reach http://127.0.0.1:9/v1/models", "check the base URL")
+
+
+def test_verbose_logs_the_engines_decisions_on_stderr(tmp_path: Path) -> None:
+    for args in (("--verbose", "run", "--profile", "sim", "Hi"), ("run", "--profile", "sim", "-v", "Hi")):
+        res = geppetto(*args, config_dir=tmp_path)
+        assert (res.returncode, res.stdout) == (0, "You said: Hi\n"), res.stderr
+        assert "[INFO] geppetto.providers.openai_responses: responses: stateless request" in res.stderr
+    quiet = geppetto("run", "--profile", "sim", "Hi", config_dir=tmp_path)
+    assert quiet.stderr == ""

@@ -41,6 +41,7 @@ __all__ = [
     "stdout_console",
     "text_printer",
     "uppercase_middleware",
+    "verbose_log",
 ]
 
 SIM_API_KEY = "sk-sim"
@@ -203,6 +204,18 @@ def cli_middlewares(*, system: str | None, with_logging: bool, with_uppercase: b
     if with_uppercase:
         chain.append(uppercase_middleware())
     return chain
+
+
+def verbose_log() -> None:
+    """``--verbose``: every geppetto log record from DEBUG up on stderr, one line each, with its logger."""
+    logger = logging.getLogger("geppetto")
+    if any(getattr(h, "geppetto_verbose", False) for h in logger.handlers):
+        return  # given twice (geppetto -v run -v)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.geppetto_verbose = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
 
 
 def stdout_console(width: int = 160) -> Console:
