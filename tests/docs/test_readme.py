@@ -89,3 +89,13 @@ def test_ci_runs_the_readmes_test_command() -> None:
     assert test_command is not None
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert test_command.group(1) in ci  # a command line of its own, not a comment
+
+
+def test_the_readme_names_the_new_users_commands() -> None:
+    text = " ".join(README.split())
+    assert "geppetto models [--profile NAME] [--json]" in text
+    assert "geppetto --verbose run" in text
+    assert "`sim-reasoner`" in text  # how to see reasoning offline
+    assert "OPENAI_API_KEY=unused" in text  # a local server takes any key value
+    assert "![The web chat" in README and (ROOT / "docs" / "images" / "chat.png").is_file()
+    assert (ROOT / "scripts" / "screenshots.py").is_file()  # how the screenshots are made

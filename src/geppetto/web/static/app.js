@@ -280,13 +280,15 @@
       this.scroll();
     }
 
+    // Reasoning summaries are Markdown (a bold heading, then prose), rendered as the answer is.
     reasoningDelta(delta) {
       if (!this.reasoning) {
-        const body = el("div", { class: "plain" });
-        this.reasoning = { body };
+        const body = el("div", { class: "body" });
+        this.reasoning = { source: "", body };
         this.add(el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), body));
       }
-      this.reasoning.body.append(delta);
+      this.reasoning.source += delta;
+      this.reasoning.body.replaceChildren(markdown(this.reasoning.source));
     }
 
     toolCall(callId, name, args) {
