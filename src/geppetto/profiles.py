@@ -171,7 +171,8 @@ def closest(name: str, allowed: Sequence[str]) -> str | None:
     first, then the closest by spelling."""
     close = difflib.get_close_matches(name, allowed, n=3)
     swapped = [word for word in close if sorted(word) == sorted(name)]
-    return (swapped or close or [None])[0]
+    best = swapped or close
+    return best[0] if best else None
 
 
 def check_base_url(url: str, where: str) -> None:
@@ -179,9 +180,7 @@ def check_base_url(url: str, where: str) -> None:
     now rather than a request that fails three times."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"{where} {url!r} is not an http(s) URL; write one such as http://127.0.0.1:8765/v1"
-        )
+        raise ConfigurationError(f"{where} {url!r} is not an http(s) URL; write one such as http://127.0.0.1:8765/v1")
 
 
 def load_profiles(path: Path | None = None) -> tuple[dict[str, Profile], str | None]:

@@ -176,7 +176,13 @@ def test_models_lists_each_profiles_models_from_its_provider(tmp_path: Path, gep
 def test_models_of_one_profile_fail_on_one_line(tmp_path: Path) -> None:
     one_line_error(geppetto("models", "--provider", "anthropic", config_dir=tmp_path), 2, "no API key")
     down = geppetto(
-        "models", "--provider", "anthropic", "--base-url", "http://127.0.0.1:9", config_dir=tmp_path, ANTHROPIC_API_KEY="k"
+        "models",
+        "--provider",
+        "anthropic",
+        "--base-url",
+        "http://127.0.0.1:9",
+        config_dir=tmp_path,
+        ANTHROPIC_API_KEY="k",
     )
     one_line_error(down, 1, "could not reach http://127.0.0.1:9/v1/models", "check the base URL")
 

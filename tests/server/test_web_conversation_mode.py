@@ -3,6 +3,7 @@ stateless), the next request names the conversation (never a previous_response_i
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,8 @@ async def test_conversation_requests_are_counted_as_conversation(geppetto_sim: S
     assert add_totals(old, report["totals"])["conversation"] == 2
 
 
-async def test_inspect_names_the_conversation_as_the_next_anchor(geppetto_sim: Simulator, tmp_path: Path) -> None:
-    _, turn = await conversation_report(geppetto_sim, tmp_path / "s.db")
+def test_inspect_names_the_conversation_as_the_next_anchor(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    _, turn = asyncio.run(conversation_report(geppetto_sim, tmp_path / "s.db"))
     path = tmp_path / "turn.yaml"
     save_turn(path, turn)
     out = subprocess.run(

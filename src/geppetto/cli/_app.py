@@ -23,7 +23,7 @@ from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
     help="Run LLM inference through geppetto's provider-agnostic Turn model. New here? Try `geppetto demo` "
-    "(offline, no key needed), then `geppetto run --profile sim \"Hello\"`.",
+    '(offline, no key needed), then `geppetto run --profile sim "Hello"`.',
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: a switch shows as `--with-tools`, not as an option taking a <bool>

@@ -323,4 +323,3 @@ def reasoning_summary(msgs: list[Msg], reply: Reply) -> str:
     else:
         plan = "No tool is needed; I will answer directly."
     return f"**Considering the request**\n\nThe user wrote “{asked}”. {plan}"
-

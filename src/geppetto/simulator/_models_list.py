@@ -23,12 +23,16 @@ _CREATED = 1_735_689_600  # 2025-01-01, the same for every listed model
 async def list_models(call: Call) -> ASGIApp:
     """GET /v1/models: OpenAI's list object, or Anthropic's page when the request carries its header."""
     if "anthropic-version" in call.request.headers:
-        data = [
+        claude = [
             {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
             for m in MODELS["anthropic"]
         ]
-        return JSONResponse({"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]})
-    data = [{"id": m, "object": "model", "created": _CREATED, "owned_by": "geppetto-simulator"} for m in MODELS["openai"]]
+        return JSONResponse(
+            {"data": claude, "has_more": False, "first_id": claude[0]["id"], "last_id": claude[-1]["id"]}
+        )
+    data = [
+        {"id": m, "object": "model", "created": _CREATED, "owned_by": "geppetto-simulator"} for m in MODELS["openai"]
+    ]
     return JSONResponse({"object": "list", "data": data})
 
 

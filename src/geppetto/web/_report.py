@@ -447,7 +447,9 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
         # conversation (its first sends the whole Turn); stateless: the whole Turn, no conversation, no fallback
         "chained": sum(1 for r in requests if not r.get("full") and r["mode"] != "conversation"),
         "conversation": modes.get("conversation", 0),
-        "stateless": sum(1 for r in requests if r.get("full") and not r.get("fallback") and r["mode"] != "conversation"),
+        "stateless": sum(
+            1 for r in requests if r.get("full") and not r.get("fallback") and r["mode"] != "conversation"
+        ),
         "fallbacks": sum(fallbacks.values()),
         "fallback_reasons": dict(fallbacks),
         "delta_blocks": {str(k): v for k, v in sorted(deltas.items())},
@@ -466,5 +468,7 @@ def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for report in reports:
         merged = add_totals(merged, report["totals"])
-        rows.append({"session_id": report.get("session_id"), "first_prompt": report.get("first_prompt"), **report["totals"]})
+        rows.append(
+            {"session_id": report.get("session_id"), "first_prompt": report.get("first_prompt"), **report["totals"]}
+        )
     return {"sessions": len(reports), **(merged or _totals([], [])), "per_session": rows}
