@@ -18,6 +18,7 @@ from ..middleware import Middleware
 from ..session import ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
+from ..web._report import plural
 from ._demo_tools import demo_registry
 from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
@@ -184,7 +185,7 @@ class ChatRepl:
         latest = await store.load_latest(wanted)  # the latest snapshot alone, whatever the history's length
         if latest is None:
             raise UsageError(f"no session {wanted!r} in {store.location}; list them with `geppetto sessions list`")
-        print(f"continuing session {wanted} ({len(latest.blocks)} blocks)")
+        print(f"continuing session {wanted} ({plural(len(latest.blocks), 'block')})")
         return latest, wanted
 
     def run(self) -> None:
@@ -253,7 +254,7 @@ class ChatRepl:
             print(f"{self.resume} does not exist yet; starting a new conversation, saved there after each answer")
             return None
         turn = load_turn(self.resume)
-        print(f"resumed {len(turn.blocks)} blocks from {self.resume}")
+        print(f"resumed {plural(len(turn.blocks), 'block')} from {self.resume}")
         return turn
 
     async def _infer(self, text: str) -> Turn:
@@ -316,7 +317,7 @@ class ChatRepl:
         else:
             check_turn_target(Path(arg))
             save_turn(Path(arg), turn)
-            print(f"saved {len(turn.blocks)} blocks to {arg}")
+            print(f"saved {plural(len(turn.blocks), 'block')} to {arg}")
         return True
 
     def _load(self, arg: str) -> bool:
@@ -325,7 +326,7 @@ class ChatRepl:
             return True
         turn = load_turn(Path(arg))
         self.session = self._new_session(turn)
-        print(f"loaded {len(turn.blocks)} blocks from {arg}; the next prompt continues it")
+        print(f"loaded {plural(len(turn.blocks), 'block')} from {arg}; the next prompt continues it")
         self._where()
         return True
 
