@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -12,7 +13,7 @@ from starlette.types import ASGIApp
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
-from ._model import decide, is_reasoning_model
+from ._model import decide, is_reasoning_model, reasoning_summary
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
 from ._output_rules import check_openai_format
@@ -70,6 +71,14 @@ def _reasoning_on(body: dict[str, Any]) -> bool:
     if isinstance(setting, dict) and setting.get("effort") not in (None, "none"):
         return True
     return is_reasoning_model(str(body.get("model") or ""))
+
+
+def _summary_wanted(body: dict[str, Any]) -> bool:
+    """Whether a reasoning item carries a summary: asked for (``reasoning.summary``), as the API does, or
+    always for the simulator's own reasoning models (``sim-reasoner``...), so reasoning can be seen offline."""
+    setting = body.get("reasoning")
+    asked = isinstance(setting, dict) and setting.get("summary") in ("auto", "concise", "detailed")
+    return asked or str(body.get("model") or "").startswith("sim-")
 
 
 def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str | None]:
@@ -140,6 +149,8 @@ def _respond(
         tool_choice(body.get("tool_choice")),
         _schema(body),
     )
+    if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
+        reply = replace(reply, reasoning=reasoning_summary(to_msgs(context, instructions), reply))
     output = output_items(state, reply, _reasoning_on(body))
     response_id = new_id("resp_")
     obj = response_object(

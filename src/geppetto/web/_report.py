@@ -43,6 +43,8 @@ __all__ = [
     "dashboard",
     "describe",
     "inference_totals",
+    "next_mode",
+    "plural",
     "request_marks",
     "session_report",
     "session_totals",
@@ -136,8 +138,25 @@ def turn_report(turn: Turn) -> dict[str, Any]:
         "turn_id": turn.id,
         "provider": TURN_META_PROVIDER.get(turn.metadata),
         "blocks": [_block_row(i, b, mark) for i, (b, mark) in enumerate(zip(turn.blocks, marks, strict=True))],
-        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None},
+        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None, **next_mode(turn)},
     }
+
+
+def next_mode(turn: Turn) -> dict[str, Any]:
+    """How the next request names the server's context: ``{"mode": "conversation", "conversation": ID}``
+    when the Turn talks to a server conversation (the request then sends ``conversation``, never
+    ``previous_response_id``), else ``{"mode": "chained", "conversation": None}``."""
+    from ..providers.openai_responses._state import get_state
+
+    state = get_state(turn)
+    if state is not None and state.mode == "conversation" and state.conversation_id:
+        return {"mode": "conversation", "conversation": state.conversation_id}
+    return {"mode": "chained", "conversation": None}
+
+
+def plural(n: int, word: str) -> str:
+    """``1 block``, ``2 blocks``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -425,6 +444,7 @@ _COUNTS = ("modes", "fallback_reasons", "delta_blocks", "rejection_types")
 _SUMS = (
     "requests",
     "chained",
+    "conversation",
     "stateless",
     "fallbacks",
     "input_bytes",
@@ -438,13 +458,14 @@ def add_totals(into: dict[str, Any] | None, more: dict[str, Any]) -> dict[str, A
     """The sum of two totals of :func:`session_totals` (``into`` None: ``more`` alone), as a new dict."""
     if into is None:
         into = _totals([], [])
-    out: dict[str, Any] = {key: into[key] + more[key] for key in _SUMS}
+    # .get: a store's kept summary may predate a key (``conversation``)
+    out: dict[str, Any] = {key: into.get(key, 0) + more.get(key, 0) for key in _SUMS}
     for key in _COUNTS:
-        merged = Counter(into[key])
-        merged.update(more[key])
+        merged = Counter(into.get(key) or {})
+        merged.update(more.get(key) or {})
         out[key] = dict(merged)
     out["delta_blocks"] = dict(sorted(out["delta_blocks"].items(), key=lambda kv: int(kv[0])))
-    return {key: out[key] for key in into}
+    return {key: out[key] for key in _totals([], [])}
 
 
 def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -458,8 +479,13 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
     return {
         "requests": len(requests),
         "modes": dict(modes),
-        "chained": sum(1 for r in requests if not r.get("full")),
-        "stateless": sum(1 for r in requests if r.get("full") and not r.get("fallback")),
+        # chained: a delta after previous_response_id; conversation: any request that named a server
+        # conversation (its first sends the whole Turn); stateless: the whole Turn, no conversation, no fallback
+        "chained": sum(1 for r in requests if not r.get("full") and r["mode"] != "conversation"),
+        "conversation": modes.get("conversation", 0),
+        "stateless": sum(
+            1 for r in requests if r.get("full") and not r.get("fallback") and r["mode"] != "conversation"
+        ),
         "fallbacks": sum(fallbacks.values()),
         "fallback_reasons": dict(fallbacks),
         "delta_blocks": {str(k): v for k, v in sorted(deltas.items())},
@@ -478,5 +504,7 @@ def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for report in reports:
         merged = add_totals(merged, report["totals"])
-        rows.append({"session_id": report.get("session_id"), **report["totals"]})
+        rows.append(
+            {"session_id": report.get("session_id"), "first_prompt": report.get("first_prompt"), **report["totals"]}
+        )
     return {"sessions": len(reports), **(merged or _totals([], [])), "per_session": rows}

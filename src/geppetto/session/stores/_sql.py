@@ -113,6 +113,8 @@ class SessionSummary:
     session_id: str
     events: int
     totals: dict[str, Any] | None
+    first_prompt: str = ""
+    """The session's first user text (what the dashboard names it by)."""
 
 
 @dataclass
@@ -754,7 +756,7 @@ class SQLTurnStore:
         """The kept summary of each session with a snapshot, in the order first saved; with ``limit``, the
         last ``limit`` sessions only. Also whether there are more sessions than returned. One row per
         session returned, whatever the length of its history (the dashboard's source)."""
-        statement = """SELECT s.id, m.events, m.totals FROM sessions s
+        statement = """SELECT s.id, m.events, m.totals, s.first_prompt FROM sessions s
             LEFT JOIN session_summaries m ON m.session_id = s.id
             WHERE EXISTS (SELECT 1 FROM snapshots WHERE session_id = s.id) ORDER BY s.created_seq DESC"""
         params: list[Any] = []
@@ -765,8 +767,8 @@ class SQLTurnStore:
         more = limit is not None and len(rows) > limit
         chosen = rows[:limit] if limit is not None else rows
         return [
-            SessionSummary(sid, int(events or 0), _payload(totals) if totals is not None else None)
-            for sid, events, totals in reversed(chosen)
+            SessionSummary(sid, int(events or 0), _payload(totals) if totals is not None else None, first or "")
+            for sid, events, totals, first in reversed(chosen)
         ], more
 
     async def snapshot_infos(
