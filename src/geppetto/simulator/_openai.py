@@ -13,6 +13,7 @@ from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
 from ._model import decide, is_reasoning_model
+from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
 from ._output_rules import check_openai_format
@@ -120,6 +121,7 @@ def _context(
             raise SimError(400, "Invalid 'input': provide at least one input item.", param="input", code="empty_input")
         context = prefix + new_input
         check_context(state, context)
+        context = prune(state, context)
         if conv_id:
             state.busy_conversations.add(conv_id)
     return context, new_input
@@ -134,20 +136,24 @@ def _respond(
     """The response object the scripted model produces for `context` (recording the context it saw)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+    rendered = input_tokens(context, instructions)
+    seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
     reply = state.next_reply() or decide(
-        to_msgs(context, instructions),
+        to_msgs(seen, instructions),
         tool_specs(body.get("tools")),
         tool_choice(body.get("tool_choice")),
         _schema(body),
     )
     output = output_items(state, reply, _reasoning_on(body))
+    if compacted is not None:  # the compaction comes first: the model answers from it
+        output.insert(0, compacted)
     response_id = new_id("resp_")
     obj = response_object(
         body,
         response_id=response_id,
         created_at=state.now(),
         output=output,
-        usage_=usage(input_tokens(context, instructions), output),
+        usage_=usage(rendered, output),
         previous_response_id=prev,
         conversation=conv_id,
         store=store,

@@ -186,6 +186,8 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
             name=item["name"],
             arguments=item["arguments"],
         )
+    else:  # an item with no deltas (a compaction): added and done carry it whole
+        seq.emit("response.output_item.added", output_index=index, item=item)
     seq.emit("response.output_item.done", output_index=index, item=item)
 
 

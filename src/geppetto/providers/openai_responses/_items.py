@@ -46,6 +46,8 @@ __all__ = [
     "block_identity",
     "blocks_to_items",
     "items_bytes",
+    "replayed",
+    "server_compaction",
     "tool_output_text",
 ]
 
@@ -125,8 +127,32 @@ def _raw_item(block: Block) -> dict[str, Any] | None:
     """The replayable raw item of an ``other`` block, else None."""
     item = block.payload.get(PAYLOAD_ITEM)
     if isinstance(item, dict) and item.get("type") in REPLAYABLE_ITEM_TYPES and item.get("id"):
+        if item["type"] == "compaction":  # the input form: what the output item adds (created_by) is not sent
+            return {k: item[k] for k in _COMPACTION_KEYS if k in item}
         return item
     return None
+
+
+_COMPACTION_KEYS = ("type", "id", "encrypted_content")
+
+
+def server_compaction(block: Block) -> bool:
+    """True for the ``compaction`` item an in-request compaction (``context_management``) put in a
+    response's output: it carries the response's id. From it on, the server holds only it and what
+    follows; a ``/responses/compact`` item (no response id) summarizes only the blocks it replaced."""
+    if block.kind is not BlockKind.OTHER or not BLOCK_META_RESPONSE_ID.get(block.metadata):
+        return False
+    item = block.payload.get(PAYLOAD_ITEM)
+    return isinstance(item, dict) and item.get("type") == "compaction"
+
+
+def replayed(blocks: Sequence[Block]) -> list[Block]:
+    """The blocks a whole-Turn request sends: from the latest server compaction on (what came before it
+    is folded into it and dropped), else all of them."""
+    for i in range(len(blocks) - 1, -1, -1):
+        if server_compaction(blocks[i]):
+            return list(blocks[i:])
+    return list(blocks)
 
 
 def _reasoning_item(block: Block) -> dict[str, Any]:
