@@ -16,10 +16,11 @@ from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import compaction
 from geppetto.providers.openai_responses import blocks_to_items
+from geppetto.providers.openai_responses._cache import session_cache_key
 from geppetto.providers.openai_responses._items import PAYLOAD_ITEM, replayed, server_compaction
 from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall
-from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_SESSION_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
 _RID = str(BLOCK_META_RESPONSE_ID)
 
@@ -247,3 +248,71 @@ async def test_the_compaction_middleware_counts_tokens_with_the_engine(geppetto_
     assert out.blocks[-1].text == "done" and not estimates  # the engine counted; the estimate never ran
     assert len(counts) == 12 and compacts
     assert_valid_requests(sim)
+
+
+# -- /responses/compact by reference ----------------------------------------------------------------
+
+
+async def _answered(sim: Simulator, eng: Any, *blocks: Block) -> Turn:
+    turn = Turn(blocks=list(blocks))
+    for i in range(2):
+        sim.queue(Reply(text=f"answer {i}"))
+        await eng.run_inference(turn)
+        turn.append(Block.user(f"question {i}"))
+    return turn
+
+
+def _compacts(sim: Simulator) -> list[Any]:
+    return [r.body for r in sim.requests if r.path == "/v1/responses/compact"]
+
+
+async def test_compact_names_the_response_that_holds_the_blocks(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    eng = engine(sim, instructions_mode=True)
+    turn = await _answered(sim, eng, Block.system("Be brief."), Block.user("hello"))
+    blocks = [b for b in turn.blocks if b.kind is not BlockKind.SYSTEM]
+    last_rid = turn.blocks[-2].metadata[_RID]
+    settle(sim, last_rid)
+    TURN_META_SESSION_ID.set(turn.metadata, "session-1")
+    out = await eng.compact(blocks, turn)
+    (body,) = _compacts(sim)
+    # the chain up to the last response is named; only the block after it is sent
+    assert body["previous_response_id"] == last_rid
+    assert normalize(body["input"]) == [("message", "user", "question 1")]
+    assert [b.kind for b in out][-1] is BlockKind.OTHER and [b.text for b in out[:-1]] == [
+        "hello",
+        "question 0",
+        "question 1",
+    ]
+    assert not any(b.metadata.get(_RID) for b in out)  # the response.compaction id goes on no block
+    assert body["prompt_cache_key"] == session_cache_key("session-1")  # the session's cache
+
+
+async def test_compact_sends_the_blocks_when_it_cannot_name_a_response(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    eng = engine(sim)  # system blocks go in the input: the server holds them, the Turn keeps them
+    turn = await _answered(sim, eng, Block.system("Be brief."), Block.user("hello"))
+    blocks = [b for b in turn.blocks if b.kind is not BlockKind.SYSTEM]
+    await eng.compact(blocks, turn)
+    await eng.compact(blocks[1:], turn)  # not the Turn's first blocks
+    await eng.compact(blocks)  # no Turn
+    assert [("previous_response_id" in b, len(b["input"])) for b in _compacts(sim)] == [
+        (False, 5),
+        (False, 4),
+        (False, 5),
+    ]
+    assert_valid_requests(sim)
+
+
+async def test_compact_by_reference_sends_the_blocks_when_the_response_expired(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    eng = engine(sim)
+    turn = await _answered(sim, eng, Block.user("hello"))
+    rid = str(turn.blocks[-2].metadata[_RID])
+    settle(sim, rid)
+    sim.forget(rid)
+    out = await eng.compact(list(turn.blocks), turn)
+    first, second = _compacts(sim)
+    assert first["previous_response_id"] == rid
+    assert "previous_response_id" not in second and len(second["input"]) == 5
+    assert out[-1].payload[PAYLOAD_ITEM]["type"] == "compaction"

@@ -15,6 +15,7 @@ from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, P
 from geppetto.turns import Block, BlockKind, Turn
 
 from ._anchors import chain_seed, scan_anchors
+from ._cache import prompt_cache_key_for
 from ._items import blocks_to_items
 from ._plan import Plan, plan_full
 from ._state import get_state
@@ -76,6 +77,9 @@ async def compact_blocks(engine: ResponsesEngine, blocks: list[Block], turn: Tur
     """See :meth:`ResponsesEngine.compact`."""
     include_system = not engine.instructions_mode
     body: dict[str, Any] = {"model": engine.model}
+    key = prompt_cache_key_for(engine.prompt_cache_key, turn) if turn is not None else None
+    if key:
+        body["prompt_cache_key"] = key  # the same cache as the session's requests
     ref = reference_for(turn, blocks, include_system=include_system) if turn is not None and engine.store else None
     api = engine._api()
     result: Any = None
@@ -89,7 +93,7 @@ async def compact_blocks(engine: ResponsesEngine, blocks: list[Block], turn: Tur
             result = await api.post("/responses/compact", body)
         except PreviousResponseNotFoundError:
             log.warning("responses: compaction by reference to %s failed (expired); sending the blocks", rid)
-            body = {"model": engine.model}
+            body.pop("previous_response_id")
     if result is None:
         body["input"] = blocks_to_items(blocks, include_system=include_system)
         result = await api.post("/responses/compact", body)

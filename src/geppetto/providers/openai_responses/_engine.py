@@ -37,6 +37,7 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
+from ._cache import PromptCacheKey, check_cache_settings, prompt_cache_key_for
 from ._context import compact_blocks, count_turn_tokens
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
@@ -76,6 +77,9 @@ class ResponsesEngine(TransportOwner):
     ``context_management`` so the server compacts its copy of the context inside a request that passes
     ``N`` tokens; its ``compaction`` item becomes a block of that response (the next request chains on
     it as on any other) and a whole-Turn request replays from the latest one (docs/responses.md).
+    ``prompt_cache_key``: True (the default) sends one key per session, derived from the Turn's session
+    id; a string sends that key; a callable ``(turn) -> str | None`` chooses; None or False sends none.
+    ``prompt_cache_retention`` (``in_memory`` or ``24h``) is passed through.
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -113,6 +117,8 @@ class ResponsesEngine(TransportOwner):
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
         compact_threshold: int | None = None,
+        prompt_cache_key: PromptCacheKey = True,
+        prompt_cache_retention: str | None = None,
     ) -> None:
         if compact_threshold is not None and (
             not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
@@ -132,6 +138,7 @@ class ResponsesEngine(TransportOwner):
         if on_previous_not_found not in ("resend", "raise"):
             raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
         check_reasoning(reasoning_effort, reasoning_summary)
+        check_cache_settings(prompt_cache_key, prompt_cache_retention)
         check_tool_choice(tool_choice)
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -157,6 +164,7 @@ class ResponsesEngine(TransportOwner):
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
         self.compact_threshold = compact_threshold
+        self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -212,6 +220,8 @@ class ResponsesEngine(TransportOwner):
             "parallel_tool_calls": self.parallel_tool_calls,
             "text": self._text(turn),
             "max_output_tokens": self.max_output_tokens,
+            "prompt_cache_key": prompt_cache_key_for(self.prompt_cache_key, turn),
+            "prompt_cache_retention": self.prompt_cache_retention,
         }
         if not self.is_reasoning_model():
             optional.update(temperature=self.temperature, top_p=self.top_p)
