@@ -42,9 +42,7 @@ def _checked_key(key: Any, where: str) -> str:
 
 def check_cache_settings(key: PromptCacheKey, retention: str | None) -> None:
     """Raise ``ConfigurationError`` naming the fix for a key or retention the API would refuse."""
-    if isinstance(key, str):
-        _checked_key(key, "the engine")
-    elif not (key is None or isinstance(key, bool) or callable(key)):
+    if isinstance(key, str) or not (key is None or isinstance(key, bool) or callable(key)):
         _checked_key(key, "the engine")
     if retention is not None and retention not in PROMPT_CACHE_RETENTIONS:
         raise ConfigurationError(
