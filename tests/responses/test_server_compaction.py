@@ -316,3 +316,24 @@ async def test_compact_by_reference_sends_the_blocks_when_the_response_expired(g
     assert first["previous_response_id"] == rid
     assert "previous_response_id" not in second and len(second["input"]) == 5
     assert out[-1].payload[PAYLOAD_ITEM]["type"] == "compaction"
+
+
+async def test_validation_with_the_server_matches_through_compactions_and_a_fallback(geppetto_sim: Simulator) -> None:
+    sim, steps = geppetto_sim, 120
+    sim.queue(*[Reply(tool_calls=[ToolCall("get_weather", {"city": f"city{i}"})]) for i in range(steps - 1)])
+    sim.queue(Reply(text="all done"))
+    metrics = ResponsesMetrics()
+    main = engine(sim, metrics=metrics, compact_threshold=1000, validate_every=1)
+    edits: list[int] = []
+    session = gp.Session(
+        with_middleware(main, _editor(70, edits)), tools=[get_weather], tool_loop_options={"max_iterations": steps + 1}
+    )
+    out = await session.run("Check the weather in 120 cities, one at a time.")
+    assert out.blocks[-1].text == "all done" and edits == [70]
+    assert len([b for b in out.blocks if server_compaction(b)]) >= 2
+    assert metrics.counters["fallback"] == 1
+    # every chained request was checked against the server's copy, and every check matched
+    assert metrics.counters["validation:match"] == steps and not metrics.counters.get("validation:mismatch")
+    # periodic checks read each link once: about two reads (the response and its input) per request
+    gets = [r for r in sim.requests if r.method == "GET"]
+    assert len(gets) <= 2 * steps + 10, len(gets)
