@@ -337,3 +337,36 @@ async def test_validation_with_the_server_matches_through_compactions_and_a_fall
     # periodic checks read each link once: about two reads (the response and its input) per request
     gets = [r for r in sim.requests if r.method == "GET"]
     assert len(gets) <= 2 * steps + 10, len(gets)
+
+
+async def test_compacting_a_turn_the_server_compacted_sends_from_its_latest_compaction(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    eng = engine(sim, compact_threshold=1000)
+    turn = Turn(blocks=[Block.system("You answer."), Block.user("word " * 1200)])
+    sim.queue(Reply(text="first"))
+    await eng.run_inference(turn)
+    turn.append(Block.user("next"))
+    blocks = [b for b in turn.blocks if b.kind is not BlockKind.SYSTEM]
+    out = await eng.compact(blocks, turn)  # system blocks held by the server: sent by value
+    (body,) = _compacts(sim)
+    assert "previous_response_id" not in body
+    assert [i.get("type", "message") for i in body["input"]] == ["compaction", "message", "message"]
+    # the 1200 words the server's compaction replaced are not sent again
+    assert all("word word" not in str(i.get("content")) for i in body["input"])
+    assert [b.text for b in out[:-1]] == ["next"] and out[-1].payload[PAYLOAD_ITEM]["type"] == "compaction"
+
+
+async def test_a_conversation_compacted_by_the_server_goes_on_with_deltas(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    eng = engine(sim, mode="conversation", compact_threshold=1000)
+    turn = Turn(blocks=[Block.user("word " * 1200)])
+    sim.queue(Reply(text="first"), Reply(text="second"))
+    await eng.run_inference(turn)
+    assert server_compaction(turn.blocks[1])
+    turn.append(Block.user("next"))
+    await eng.run_inference(turn)
+    last = _posts(sim)[-1].body
+    assert last["conversation"] and normalize(last["input"]) == [("message", "user", "next")]
+    rid = str(turn.blocks[-1].metadata[_RID])
+    assert normalize(sim.context_items(rid)) == normalize(blocks_to_items(replayed(turn.blocks[:-1])))
+    assert_valid_requests(sim)

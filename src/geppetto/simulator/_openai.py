@@ -287,6 +287,7 @@ async def compact_response(call: Call) -> ASGIApp:
     with state.lock:
         context = (chain_items(state, prev) if prev else []) + normalize_input(state, body.get("input"))
         check_context(state, context)
+        context = prune(state, context)
     kept = [copy.deepcopy(i) for i in context if i.get("type") == "message" and i.get("role") == "user"]
     folded = [i for i in context if not (i.get("type") == "message" and i.get("role") == "user")]
     summary = " ".join(f"{m.role}: {m.text}" for m in to_msgs(folded) if m.text)

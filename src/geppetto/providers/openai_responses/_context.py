@@ -16,7 +16,7 @@ from geppetto.turns import Block, BlockKind, Turn
 
 from ._anchors import chain_seed, scan_anchors
 from ._cache import prompt_cache_key_for
-from ._items import blocks_to_items
+from ._items import blocks_to_items, replayed
 from ._plan import Plan, plan_full
 from ._state import get_state
 from ._stream import item_to_block, message_text
@@ -95,7 +95,7 @@ async def compact_blocks(engine: ResponsesEngine, blocks: list[Block], turn: Tur
             log.warning("responses: compaction by reference to %s failed (expired); sending the blocks", rid)
             body.pop("previous_response_id")
     if result is None:
-        body["input"] = blocks_to_items(blocks, include_system=include_system)
+        body["input"] = blocks_to_items(replayed(blocks), include_system=include_system)
         result = await api.post("/responses/compact", body)
     output = result.get("output") if isinstance(result, dict) else None
     if not isinstance(output, list):
