@@ -119,9 +119,10 @@ async def test_a_300_step_tool_loop_chains_through_every_server_compaction(geppe
     assert_valid_requests(sim)
 
 
-async def test_a_stateless_turn_replays_from_its_latest_compaction(geppetto_sim: Simulator) -> None:
+@pytest.mark.parametrize("store", [True, False])
+async def test_a_stateless_turn_replays_from_its_latest_compaction(geppetto_sim: Simulator, store: bool) -> None:
     sim = geppetto_sim
-    eng = engine(sim, mode="stateless", compact_threshold=1000)
+    eng = engine(sim, mode="stateless", compact_threshold=1000, store=store)
     turn = Turn(blocks=[Block.system("You answer."), Block.user("word " * 1200)])
     sim.queue(Reply(text="first answer"))
     await eng.run_inference(turn)
