@@ -14,7 +14,7 @@ import geppetto as gp
 from geppetto import ConfigurationError
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
-from geppetto.middleware.compaction import compaction
+from geppetto.middleware.compaction import compaction, summarize_with
 from geppetto.providers.openai_responses import blocks_to_items
 from geppetto.providers.openai_responses._cache import session_cache_key
 from geppetto.providers.openai_responses._items import PAYLOAD_ITEM, replayed, server_compaction
@@ -371,3 +371,20 @@ async def test_a_conversation_compacted_by_the_server_goes_on_with_deltas(geppet
     rid = str(turn.blocks[-1].metadata[_RID])
     assert normalize(sim.context_items(rid)) == normalize(blocks_to_items(replayed(turn.blocks[:-1])))
     assert_valid_requests(sim)
+
+
+async def test_the_compaction_middleware_counts_with_the_engine_it_is_given(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    sim.queue(*[Reply(tool_calls=[ToolCall("get_weather", {"city": f"city{i}"})]) for i in range(7)])
+    sim.queue(Reply(text="done"))
+    main = engine(sim)
+    summarizer = gp.ScriptedEngine([Block.llm_text(f"weather checked ({i})") for i in range(8)])
+    middleware = compaction(summarize_with(summarizer), max_tokens=100, keep_last=2, engine=main)
+    session = gp.Session(
+        with_middleware(main, middleware), tools=[get_weather], tool_loop_options={"max_iterations": 10}
+    )
+    out = await session.run("Check the weather in eight cities.")
+    counts = [r for r in sim.requests if r.path == "/v1/responses/input_tokens"]
+    assert out.blocks[-1].text == "done" and len(counts) == 8
+    assert summarizer.turns  # the count passed 100 tokens, so the summarizer ran
+    assert any(b.text.startswith("Summary of the earlier conversation") for b in out.blocks)
