@@ -19,7 +19,7 @@ from ._call import Call, Handler
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
-from ._openai_compaction import count_input_tokens
+from ._openai_count import count_input_tokens
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024

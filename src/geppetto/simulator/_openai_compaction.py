@@ -1,4 +1,4 @@
-"""OpenAI Responses: in-request compaction (``context_management``) and ``POST /v1/responses/input_tokens``.
+"""OpenAI Responses: in-request compaction (``context_management``).
 
 In-request compaction: a create request with ``context_management: [{"type": "compaction",
 "compact_threshold": N}]`` whose rendered context (instructions and items, after pruning) passes ``N``
@@ -15,18 +15,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp
-
-from ._call import Call
 from ._errors import SimError
-from ._openai_items import check_context, normalize_input, to_msgs
+from ._openai_items import to_msgs
 from ._openai_out import input_tokens
 from ._state import SimState, new_id
 from ._tokens import count_text
-from ._validate import validate
 
-__all__ = ["compact_in_request", "compaction_threshold", "count_input_tokens", "prune"]
+__all__ = ["compact_in_request", "compaction_threshold", "prune"]
 
 
 def compaction_threshold(body: dict[str, Any]) -> int | None:
@@ -88,30 +83,3 @@ def compact_in_request(
         state.compactions.add(item_id)
         state.items[item_id] = item
     return [{**copy.deepcopy(item), "summary": text}], item
-
-
-async def count_input_tokens(call: Call) -> ASGIApp:
-    """POST /v1/responses/input_tokens: the tokens a create request with this body would read (the
-    context after ``previous_response_id`` or ``conversation``, pruned at its latest compaction)."""
-    from ._openai import _conversation_id, chain_items, conversation_or_404
-
-    body = call.obj()
-    validate("TokenCountsBody", body)
-    state = call.state
-    prev = body.get("previous_response_id")
-    conv_id = _conversation_id(body.get("conversation"))
-    if prev and conv_id:
-        raise SimError(
-            400,
-            "Mutually exclusive parameters: Ensure you are only providing one of: 'previous_response_id' or 'conversation'.",
-            code="mutually_exclusive_parameters",
-        )
-    with state.lock:
-        prefix = chain_items(state, str(prev)) if prev else []
-        if conv_id:
-            prefix = copy.deepcopy(conversation_or_404(state, conv_id).items)
-        context = prefix + normalize_input(state, body.get("input"))
-        check_context(state, context)
-        context = prune(state, context)
-    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
-    return JSONResponse({"object": "response.input_tokens", "input_tokens": input_tokens(context, instructions)})

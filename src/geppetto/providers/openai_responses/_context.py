@@ -9,22 +9,39 @@ object whose id is never put on a block (so no later request sends it as ``previ
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, ProviderError
 from geppetto.turns import Block, BlockKind, Turn
 
 from ._anchors import chain_seed, scan_anchors
-from ._cache import prompt_cache_key_for
+from ._cache import PromptCacheKey, prompt_cache_key_for
 from ._items import blocks_to_items, replayed
 from ._plan import Plan, plan_full
-from ._state import get_state
+from ._send import Api
+from ._state import ConversationState, get_state
 from ._stream import item_to_block, message_text
 
-if TYPE_CHECKING:
-    from ._engine import ResponsesEngine
 
-__all__ = ["compact_blocks", "count_turn_tokens", "reference_for"]
+class ContextEngine(Protocol):
+    """What these calls need of their engine (a :class:`~geppetto.providers.openai_responses.ResponsesEngine`)."""
+
+    provider: str
+    model: str
+    store: bool
+    instructions_mode: bool
+    prompt_cache_key: PromptCacheKey
+
+    def _api(self) -> Api: ...
+
+    def _mode_for(self, state: ConversationState | None) -> str: ...
+
+    def _plan(self, turn: Turn, mode: str, state: ConversationState | None) -> Plan: ...
+
+    def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
+
+
+__all__ = ["ContextEngine", "compact_blocks", "count_turn_tokens", "reference_for"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -73,7 +90,7 @@ def reference_for(turn: Turn, blocks: list[Block], *, include_system: bool) -> t
     return rid, list(turn.blocks[last + 1 : end + 1])
 
 
-async def compact_blocks(engine: ResponsesEngine, blocks: list[Block], turn: Turn | None) -> list[Block]:
+async def compact_blocks(engine: ContextEngine, blocks: list[Block], turn: Turn | None) -> list[Block]:
     """See :meth:`ResponsesEngine.compact`."""
     include_system = not engine.instructions_mode
     body: dict[str, Any] = {"model": engine.model}
@@ -114,7 +131,7 @@ async def compact_blocks(engine: ResponsesEngine, blocks: list[Block], turn: Tur
     return out
 
 
-def _count_plan(engine: ResponsesEngine, turn: Turn) -> Plan:
+def _count_plan(engine: ContextEngine, turn: Turn) -> Plan:
     state = get_state(turn)
     plan = engine._plan(turn, engine._mode_for(state), state)
     if plan.seed_items is not None:  # a request would first make a conversation: count the Turn as it stands
@@ -122,7 +139,7 @@ def _count_plan(engine: ResponsesEngine, turn: Turn) -> Plan:
     return plan
 
 
-async def count_turn_tokens(engine: ResponsesEngine, turn: Turn) -> int:
+async def count_turn_tokens(engine: ContextEngine, turn: Turn) -> int:
     """See :meth:`ResponsesEngine.count_tokens`."""
     plan = _count_plan(engine, turn)
     api = engine._api()
