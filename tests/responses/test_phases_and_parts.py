@@ -16,7 +16,14 @@ from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
 from geppetto.providers.openai_responses._parts import PAYLOAD_CONTENT, PAYLOAD_PHASE, PAYLOAD_STANDALONE
 from geppetto.providers.openai_responses._stream import item_to_block
-from geppetto.turns import Block, BlockKind, Turn
+from geppetto.simulator import Reply, Simulator, ToolCall
+from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, BlockKind, Turn
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 CASSETTES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "recorded" / "cassettes"
 PHASES = CASSETTES / "test_openai_responses" / "test_openai_responses_phase_live.yaml"
@@ -149,3 +156,28 @@ def test_reasoning_text_content_replays_with_its_reasoning() -> None:
     assert sent[1] == {**item, "content": item["content"]}
     reasoning.payload["text"] = "edited"  # a changed text: the parts would contradict it, so they stay home
     assert "content" not in blocks_to_items([Block.user("q"), reasoning, answer])[1]
+
+
+async def test_simulated_gpt5_phases_survive_a_stateless_session(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    sim.queue(
+        Reply(text="Let me look that up.", tool_calls=[ToolCall("get_weather", {"city": "Paris"}, call_id="c1")]),
+        Reply(text="Sunny in Paris."),
+        Reply(text="You're welcome."),
+    )
+    eng = ResponsesEngine("gpt-5.5", api_key="k", base_url=sim.openai_url, mode="stateless", tools=[WEATHER])
+    turn = Turn(blocks=[Block.user("Weather in Paris?")])
+    await eng.run_inference(turn)
+    turn.append(Block.tool_use("c1", "sunny"))
+    await eng.run_inference(turn)
+    phases = [b.payload.get(PAYLOAD_PHASE) for b in turn.blocks if b.kind is BlockKind.LLM_TEXT]
+    assert phases == ["commentary", "final_answer"]
+    turn.append(Block.user("Thanks"))
+    await eng.run_inference(turn)
+    sent = [i for i in sim.requests[-1].body["input"] if i.get("role") == "assistant"]
+    assert [(i.get("id", "")[:4], i["phase"]) for i in sent] == [("msg_", "commentary"), ("msg_", "final_answer")]
+    rid = str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+    assert [m.get("phase") for m in sim.context_items(rid) if m.get("role") == "assistant"] == [
+        "commentary",
+        "final_answer",
+    ]

@@ -15,7 +15,7 @@ from ._faults import SSEStream
 from ._model import decide, is_reasoning_model
 from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
-from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
+from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
 from ._state import Conversation, SimState, StoredResponse, new_id
 from ._validate import bound_error, enum_error, validate
@@ -145,6 +145,7 @@ def _respond(
         _schema(body),
     )
     output = output_items(state, reply, _reasoning_on(body))
+    with_phases(str(body.get("model") or ""), output)
     if compacted is not None:  # the compaction comes first: the model answers from it
         output.insert(0, compacted)
     response_id = new_id("resp_")
