@@ -20,6 +20,7 @@ from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
 from ._models_list import list_gemini_models, list_models
+from ._openai_count import count_input_tokens
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -245,6 +246,7 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
     routes = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
         r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),
+        r("/v1/responses/input_tokens", "openai", count_input_tokens, ["POST"]),
         r("/v1/responses/{response_id}", "openai", _openai.get_response, ["GET"]),
         r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
