@@ -16,6 +16,7 @@ Error texts the real service's documentation does not give are marked ``unverifi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import time
@@ -153,7 +154,7 @@ def _frames(final: dict[str, Any]) -> tuple[list[bytes], dict[int, int]]:
     ]
     done_at: dict[int, int] = {}
     for frame in stream_frames(final)[1:]:
-        head, _, payload = frame.decode().partition("data: ")
+        payload = frame.decode().partition("data: ")[2]
         data = json.loads(payload)
         data["sequence_number"] = len(out)
         if data["type"] == "response.output_item.done":
@@ -162,7 +163,9 @@ def _frames(final: dict[str, Any]) -> tuple[list[bytes], dict[int, int]]:
     return out, done_at
 
 
-def start_background(call: Call, obj: dict[str, Any], commit: Callable[[], None], release: Callable[[], None]) -> ASGIApp:
+def start_background(
+    call: Call, obj: dict[str, Any], commit: Callable[[], None], release: Callable[[], None]
+) -> ASGIApp:
     """Start the run for the finished answer ``obj``; the stream of its events, or the queued response."""
     state = call.state
     obj["background"] = True
@@ -204,10 +207,8 @@ class RunStream:
             if run.finished and index >= run.produced:
                 break
             changed = run.changed
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.05)
-            except TimeoutError:
-                pass
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
