@@ -37,6 +37,7 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
+from ._background import check_background, not_an_anchor
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
@@ -74,6 +75,11 @@ class ResponsesEngine(TransportOwner):
     stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
     chain's new links or the conversation's items).
 
+    ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
+    stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
+    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
+    a response that did not finish never anchors a later request.
+
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
     :class:`~geppetto.providers._http.HttpTransport` (which other engines may share: the key goes with
@@ -109,7 +115,11 @@ class ResponsesEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
+        background: bool = False,
+        poll_interval: float = 1.0,
+        max_resumes: int = 5,
     ) -> None:
+        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
         if validate_every is not None and validate_every < 1:
             raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
         if mode is not None and mode not in MODES:
@@ -145,6 +155,7 @@ class ResponsesEngine(TransportOwner):
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
+        self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -209,6 +220,8 @@ class ResponsesEngine(TransportOwner):
         optional["reasoning"] = reasoning or None
         body.update({k: v for k, v in optional.items() if v is not None})
         include = list(self.include)
+        if self.background:
+            body["background"] = body["store"] = True  # background responses must be stored
         if not self.store:
             body["store"] = False
             if "reasoning.encrypted_content" not in include:
@@ -334,8 +347,11 @@ class ResponsesEngine(TransportOwner):
         settle_output(turn, blocks, self._output_of(turn))
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
+        unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
         if not response_id:
             log.warning("responses: the response carried no id; its blocks cannot anchor a later request")
+        elif unfinished:
+            log.warning("responses: response %s cannot anchor a later request: %s", response_id, unfinished)
         else:
             if refused and self.store:
                 log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)
