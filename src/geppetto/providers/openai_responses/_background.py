@@ -77,6 +77,10 @@ class BackgroundObserver(Protocol):
     def advanced(self, response_id: str, sequence_number: int) -> None:
         """The event ``sequence_number`` of ``response_id`` was received (and is about to be published)."""
 
+    def cancels_response(self) -> bool:
+        """Whether a cancelled caller cancels the response on the server (False: another process will
+        pick it up, e.g. a server worker that lost its session or shuts down)."""
+
 
 BACKGROUND_OBSERVER: ContextVar[BackgroundObserver | None] = ContextVar("geppetto_background_observer", default=None)
 """The observer of the background requests made in this context (None: nobody follows them)."""
@@ -148,7 +152,9 @@ class Cursor:
         return True
 
 
-def not_an_anchor(response: dict[str, Any], previous_response_id: str | None, conversation_id: str | None) -> str | None:
+def not_an_anchor(
+    response: dict[str, Any], previous_response_id: str | None, conversation_id: str | None
+) -> str | None:
     """Why ``response`` may not anchor a later request (None when it may): it has not finished, or it
     answered another request than the one planned (a background response picked up in another process
     after its first request fell back to another shape)."""
@@ -267,7 +273,7 @@ class Background:
                 await self.sleep(_RESUME_DELAYS[min(idle, len(_RESUME_DELAYS) - 1)])
                 source = self._resume()
         except asyncio.CancelledError:
-            if cursor.response_id and not cursor.ended:
+            if cursor.response_id and not cursor.ended and (observer is None or observer.cancels_response()):
                 await asyncio.shield(self._cancel())
             raise
 
