@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from geppetto._exceptions import ConfigurationError, ProviderError, StreamError
 from geppetto.events import EventLog, EventMetadata, publish
@@ -173,8 +173,11 @@ def not_an_anchor(
 class _Reader(Protocol):
     """What reading a background response needs of the engine's requests (an ``Api``)."""
 
-    headers: Any
-    transport: Any
+    @property
+    def headers(self) -> Any: ...
+
+    @property
+    def transport(self) -> Any: ...
 
     def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]: ...
 
@@ -194,7 +197,7 @@ class Background:
     max_resumes: int
     sleep: Callable[[float], Any] = asyncio.sleep
 
-    def _resume(self) -> AsyncIterator[SSEEvent]:
+    def _resume(self) -> AsyncGenerator[SSEEvent, None]:
         self.cursor.resumes.append(self.cursor.last)
         params = {"stream": "true", "starting_after": self.cursor.last}
         events = self.http.transport.stream_sse(
@@ -205,7 +208,7 @@ class Background:
             headers=self.http.headers,
             error_parser=openai_error_info,
         )
-        return events  # type: ignore[no-any-return]
+        return cast(AsyncGenerator[SSEEvent, None], events)
 
     def _tell(self, observer: BackgroundObserver | None, known: str) -> None:
         cursor = self.cursor
@@ -218,7 +221,7 @@ class Background:
     async def events(self) -> AsyncGenerator[SSEEvent, None]:
         """The response's events, each once, across broken streams; then its polled end if need be."""
         cursor, observer = self.cursor, BACKGROUND_OBSERVER.get()
-        source: AsyncIterator[SSEEvent] = (
+        source: AsyncGenerator[SSEEvent, None] = (
             self._resume() if self.body is None else self.http.stream("responses", self.body)
         )
         idle = 0
@@ -226,7 +229,7 @@ class Background:
             while True:
                 progressed, reason = False, "the stream ended before the response did"
                 try:
-                    async with aclosing(source):  # type: ignore[type-var]
+                    async with aclosing(source):
                         async for event in source:
                             known = cursor.response_id
                             if not cursor.take(event):
