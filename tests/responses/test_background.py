@@ -14,10 +14,10 @@ import httpx
 import pytest
 from responses_support import assert_valid_requests, engine
 
-from geppetto import ConfigurationError, StreamError
+from geppetto import ConfigurationError, ProviderError, StreamError
 from geppetto.events import Event, with_sinks
 from geppetto.providers.openai_responses import get_state
-from geppetto.providers.openai_responses._background import Cursor, not_an_anchor
+from geppetto.providers.openai_responses._background import PENDING_RESPONSE, Cursor, PendingResponse, not_an_anchor
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -224,3 +224,143 @@ def test_background_settings_are_checked() -> None:
         ResponsesEngine("m", api_key="k", background=True, poll_interval=0)
     with pytest.raises(ConfigurationError, match="max_resumes must be 0 or more"):
         ResponsesEngine("m", api_key="k", background=True, max_resumes=-1)
+
+
+async def test_a_pending_response_is_picked_up_after_its_cursor(geppetto_sim: Simulator) -> None:
+    """What a server worker does for an inference whose worker died: read the same response on."""
+    sim = geppetto_sim
+    sim.queue(Reply(text=LONG))
+    sim.fail_next(drop_after=6)  # the first reader goes away after sequence number 5 (the first delta)
+    body = {"model": "sim-1", "input": "Tell me a long story", "background": True, "store": True, "stream": True}
+    async with httpx.AsyncClient(headers={"authorization": "Bearer x"}) as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with client.stream("POST", f"{sim.openai_url}/responses", json=body) as response:
+                async for _ in response.aiter_lines():
+                    pass
+    rid = next(iter(sim.state.background_runs))
+    turn = _turn()
+    events: list[Event] = []
+    token = PENDING_RESPONSE.set(PendingResponse(rid, 5, len(turn.blocks)))
+    try:
+        with with_sinks(events.append):
+            turn = await engine(sim, background=True).run_inference(turn)
+    finally:
+        PENDING_RESPONSE.reset(token)
+    assert _texts(turn) == [LONG]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == LONG.removeprefix("word0 ")  # type: ignore[attr-defined]
+    assert [(r.method, r.query) for r in sim.requests[1:]] == [("GET", {"stream": "true", "starting_after": "5"})]
+    assert get_state(turn).previous_response_id == rid
+    assert turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)] == rid
+
+
+async def test_a_pending_response_of_another_turn_is_not_picked_up(
+    geppetto_sim: Simulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    geppetto_sim.queue(Reply(text="Fresh."))
+    token = PENDING_RESPONSE.set(PendingResponse("resp_elsewhere", 5, 7))
+    try:
+        turn = await engine(geppetto_sim, background=True).run_inference(_turn())
+    finally:
+        PENDING_RESPONSE.reset(token)
+    assert _texts(turn) == ["Fresh."]
+    assert [r.method for r in geppetto_sim.requests] == ["POST"]
+    assert "created for a Turn of 7 blocks, this one has 1" in caplog.text
+
+
+def _frames(count: int, *, rid: str = "resp_m") -> str:
+    """The first ``count`` events of a background response that then stops (no terminal event)."""
+    queued = {"id": rid, "object": "response", "status": "queued", "output": [], "background": True}
+    frames = [
+        {"type": "response.created", "sequence_number": 0, "response": queued},
+        {"type": "response.queued", "sequence_number": 1, "response": queued},
+        {"type": "response.in_progress", "sequence_number": 2, "response": {**queued, "status": "in_progress"}},
+    ]
+    return "".join(f"event: {f['type']}\ndata: {json.dumps(f)}\n\n" for f in frames[:count])
+
+
+def _mock(answer: Any) -> tuple[Any, list[httpx.Request]]:
+    from geppetto.providers.openai_responses import ResponsesEngine
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answer(request)  # type: ignore[no-any-return]
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return ResponsesEngine(
+        "gpt-4o", api_key="sk-test", http=client, background=True, poll_interval=0.01, max_resumes=1
+    ), seen
+
+
+SSE = {"content-type": "text/event-stream"}
+
+
+def _polled(status: str, **extra: Any) -> dict[str, Any]:
+    item = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Polled answer.", "annotations": []}],
+    }
+    return {"id": "resp_m", "object": "response", "status": status, "output": [item], "background": True, **extra}
+
+
+async def test_resumes_that_bring_nothing_new_end_in_polling() -> None:
+    polls = iter([_polled("in_progress"), _polled("completed")])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(200, headers=SSE, content=_frames(3).encode())
+        if request.url.params.get("stream") == "true":  # the stream has nothing after the cursor yet
+            return httpx.Response(200, headers=SSE, content=_frames(3).encode())
+        return httpx.Response(200, json=next(polls))
+
+    eng, seen = _mock(answer)
+    turn = await eng.run_inference(_turn())
+    assert _texts(turn) == ["Polled answer."]
+    assert [(r.method, dict(r.url.params)) for r in seen] == [
+        ("POST", {}),
+        ("GET", {"stream": "true", "starting_after": "2"}),
+        ("GET", {"stream": "true", "starting_after": "2"}),
+        ("GET", {}),
+        ("GET", {}),
+    ]
+    assert get_state(turn).previous_response_id == "resp_m"
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "message"),
+    [
+        ("cancelled", ProviderError, "was cancelled before it finished"),
+        ("failed", StreamError, "the response failed: overloaded"),
+    ],
+)
+async def test_a_polled_response_that_did_not_complete_raises(
+    status: str, error: type[Exception], message: str
+) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return httpx.Response(200, headers=SSE, content=_frames(2).encode())
+        if request.url.params.get("stream") == "true":  # past the resume window
+            err = {"message": "The stream is gone.", "type": "invalid_request_error", "param": None, "code": None}
+            return httpx.Response(400, json={"error": err})
+        return httpx.Response(200, json=_polled(status, error={"code": "server_error", "message": "overloaded"}))
+
+    eng, _ = _mock(answer)
+    turn = _turn()
+    with pytest.raises(error, match=message):
+        await eng.run_inference(turn)
+    assert get_state(turn) is None
+
+
+async def test_a_refused_background_request_is_not_resumed() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        err = {"message": "Invalid 'model'.", "type": "invalid_request_error", "param": "model", "code": None}
+        return httpx.Response(400, json={"error": err})
+
+    eng, seen = _mock(answer)
+    with pytest.raises(ProviderError, match="Invalid 'model'"):
+        await eng.run_inference(_turn())
+    assert [r.method for r in seen] == ["POST"]
