@@ -150,3 +150,31 @@ def test_rejections(geppetto_sim: Simulator, client: httpx.Client) -> None:
         geppetto_sim.background_pace = -1
     with pytest.raises(ValueError, match="background_resume_window must be"):
         geppetto_sim.background_resume_window = -1
+
+
+@pytest.mark.parametrize(
+    ("create", "then"),
+    [  # the request sequences of the three recorded background cassettes (tests/responses/fixtures)
+        ({"stream": True}, {"starting_after": "0", "stream": "true"}),
+        ({"stream": True}, {"stream": "false"}),
+        ({"stream": False}, {"stream": "false"}),
+    ],
+)
+def test_the_recorded_request_sequences_are_accepted(
+    geppetto_sim: Simulator, client: httpx.Client, create: dict[str, Any], then: dict[str, str]
+) -> None:
+    body = {**RECORDED_REQUEST, **create}
+    if create["stream"]:
+        events, broken = _stream(client, "POST", "/responses", json=body)
+        assert not broken and events[-1][0] == "response.completed"
+        rid = events[0][1]["response"]["id"]
+    else:
+        created = client.post("/responses", json=body)
+        assert created.status_code == 200 and created.json()["status"] == "queued"
+        rid = created.json()["id"]
+    if then["stream"] == "true":
+        events, broken = _stream(client, "GET", f"/responses/{rid}", params=then)
+        assert not broken and events[0][1]["sequence_number"] == 1 and events[-1][0] == "response.completed"
+    else:
+        retrieved = client.get(f"/responses/{rid}", params=then)
+        assert retrieved.status_code == 200 and retrieved.json()["id"] == rid

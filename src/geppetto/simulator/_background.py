@@ -94,9 +94,8 @@ class BackgroundRun:
             self._notify()
 
     def stop(self) -> None:
-        """Forget the run (the simulator was reset): its task ends without committing anything."""
-        if self.task is not None:
-            self.task.cancel()
+        """Forget the run (the simulator was reset, from any thread): its task sees that at its next step
+        and ends without committing anything."""
         if not self.finished:
             self.release()
         self.status = "cancelled"
