@@ -12,7 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+from pydantic import TypeAdapter
 from responses_support import assert_valid_requests, engine
+from typing_extensions import get_type_hints
 
 from geppetto import ConfigurationError, ProviderError, StreamError
 from geppetto.events import Event, with_sinks
@@ -52,6 +55,8 @@ async def test_a_background_run_cut_three_times_completes_as_one_response(geppet
     assert deltas == LONG, "every delta published once"
     posted = sim.requests[0].body
     assert (posted["background"], posted["store"], posted["stream"]) == (True, True, True)
+    TypeAdapter(ResponseCreateParamsStreaming).validate_python(posted)  # the SDK's request type takes it
+    assert set(posted) <= set(get_type_hints(ResponseCreateParamsStreaming)), "no key the SDK does not declare"
     rid = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
     assert [r.path for r in sim.requests] == ["/v1/responses"] + [f"/v1/responses/{rid}"] * 3
     assert _gets(sim) == [
