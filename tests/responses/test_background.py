@@ -313,7 +313,7 @@ def _polled(status: str, **extra: Any) -> dict[str, Any]:
 
 
 async def test_resumes_that_bring_nothing_new_end_in_polling() -> None:
-    polls = iter([_polled("in_progress"), _polled("completed")])
+    polls = iter([_polled("in_progress"), _polled("in_progress"), _polled("completed")])
 
     def answer(request: httpx.Request) -> httpx.Response:
         if request.method == "POST":
@@ -328,9 +328,10 @@ async def test_resumes_that_bring_nothing_new_end_in_polling() -> None:
     assert [(r.method, dict(r.url.params)) for r in seen] == [
         ("POST", {}),
         ("GET", {"stream": "true", "starting_after": "2"}),
+        ("GET", {}),  # nothing new: has it ended? not yet
         ("GET", {"stream": "true", "starting_after": "2"}),
-        ("GET", {}),
-        ("GET", {}),
+        ("GET", {}),  # still not
+        ("GET", {}),  # more than max_resumes=1 resumes brought nothing: polled until it ended
     ]
     assert get_state(turn).previous_response_id == "resp_m"
 

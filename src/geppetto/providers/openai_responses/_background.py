@@ -258,6 +258,10 @@ class Background:
                         provider="openai",
                     )
                 idle = 0 if progressed else idle + 1
+                if idle and await self._has_ended():  # the events ran out because the response is over
+                    async for event in self._polled():
+                        yield event
+                    return
                 if idle > self.max_resumes:
                     log.warning(
                         "responses: %d resumes of background response %s brought nothing new; polling it",
@@ -279,6 +283,11 @@ class Background:
             if cursor.response_id and not cursor.ended and (observer is None or observer.cancels_response()):
                 await asyncio.shield(self._cancel())
             raise
+
+    async def _has_ended(self) -> bool:
+        """One look at the response (a resume brought nothing: the cursor may stand at its last event)."""
+        response = await self.http.get(f"responses/{self.cursor.response_id}")
+        return isinstance(response, dict) and response.get("status") not in ACTIVE_STATUSES
 
     async def _polled(self) -> AsyncGenerator[SSEEvent, None]:
         """Poll until the response leaves queued/in_progress; then its output and end as events."""
