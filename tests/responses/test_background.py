@@ -129,12 +129,16 @@ async def test_past_the_resume_window_the_response_is_polled(geppetto_sim: Simul
     sim = geppetto_sim
     sim.background_resume_window = 0
     sim.queue(Reply(text=LONG))
-    sim.fail_next(drop_after=5)
-    turn = await engine(sim, background=True, poll_interval=0.01).run_inference(_turn())
+    sim.fail_next(drop_after=7)  # after two deltas
+    events: list[Event] = []
+    with with_sinks(events.append):
+        turn = await engine(sim, background=True, poll_interval=0.01).run_inference(_turn())
     assert _texts(turn) == [LONG]
+    deltas = [e.delta for e in events if e.type == "text_delta"]  # type: ignore[attr-defined]
+    assert deltas[:2] == ["word0 ", "word1 "] and "".join(deltas) == LONG, "what the stream missed, as one delta"
     rid = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
     gets = _gets(sim)
-    assert gets[0] == {"stream": "true", "starting_after": "4"}, "a resume first, refused past the window"
+    assert gets[0] == {"stream": "true", "starting_after": "6"}, "a resume first, refused past the window"
     assert gets[1:] and all(q == {} for q in gets[1:]), "then polling until the run ended"
     assert get_state(turn).previous_response_id == rid
 

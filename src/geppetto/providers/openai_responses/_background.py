@@ -128,6 +128,9 @@ class Cursor:
     ended: bool = False
     repeats: int = 0  # events skipped because their sequence number had been received already
     resumes: list[int] = field(default_factory=list)  # the cursor each resume started after
+    texts: dict[tuple[int, int], str] | None = field(default_factory=dict)
+    """The output text received per (output index, content index); None when the stream was not read from
+    its start (a picked-up response: another process published the beginning)."""
 
     def take(self, event: SSEEvent) -> bool:
         """Note ``event``; False when its sequence number was received already (skip it)."""
@@ -147,9 +150,27 @@ class Cursor:
         if isinstance(response, dict):
             self.response_id = str(response.get("id") or self.response_id)
             self.status = str(response.get("status") or self.status)
-        if str(data.get("type") or event.event) in _ENDS:
+        kind = str(data.get("type") or event.event)
+        if kind == "response.output_text.delta" and self.texts is not None:
+            at = (int(data.get("output_index") or 0), int(data.get("content_index") or 0))
+            self.texts[at] = self.texts.get(at, "") + str(data.get("delta") or "")
+        if kind in _ENDS:
             self.ended = True
         return True
+
+    def missed(self, index: int, item: Any) -> list[SSEEvent]:
+        """Text deltas for what of a polled message's text the stream did not bring (none for a picked-up
+        response, whose beginning this process never read)."""
+        if self.texts is None or not isinstance(item, dict) or item.get("type") != "message":
+            return []
+        out = []
+        for ci, part in enumerate(item.get("content") or []):
+            text = str(part.get("text") or "") if isinstance(part, dict) else ""
+            got = self.texts.get((index, ci), "")
+            if text.startswith(got) and len(text) > len(got):
+                delta = {"type": "response.output_text.delta", "output_index": index, "content_index": ci}
+                out.append(SSEEvent("response.output_text.delta", json.dumps({**delta, "delta": text[len(got) :]})))
+        return out
 
 
 def not_an_anchor(
@@ -308,6 +329,8 @@ class Background:
                 provider="openai",
             )
         for index, item in enumerate(response.get("output") or []):
+            for event in cursor.missed(index, item):
+                yield event
             data = {"type": "response.output_item.done", "output_index": index, "item": item}
             yield SSEEvent("response.output_item.done", json.dumps(data))
         kind = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(
@@ -360,5 +383,5 @@ def open_background(
     log.info(
         "responses: picking up background response %s after sequence number %d", pending.response_id, pending.after
     )
-    cursor = Cursor(response_id=pending.response_id, last=pending.after)
+    cursor = Cursor(response_id=pending.response_id, last=pending.after, texts=None)
     return Background(http, None, turn, meta, cursor, poll_interval, max_resumes)
