@@ -16,7 +16,7 @@ import pytest
 
 from geppetto.events.bus import MemoryBus
 from geppetto.server import _background
-from geppetto.server._runner import Runner
+from geppetto.server._runner import Busy, Runner
 from geppetto.session.stores import SQLTurnStore, open_store
 from geppetto.session.stores._background import background_response, save_background_response
 from geppetto.simulator import Reply, Simulator
@@ -106,22 +106,86 @@ async def test_an_unreadable_record_is_settled_as_before(runner: Runner, caplog:
     assert any("could not read the background response of inference dead-1" in r.getMessage() for r in caplog.records)
 
 
-async def test_a_dead_workers_response_is_picked_up_from_its_cursor(runner: Runner, geppetto_sim: Simulator) -> None:
+async def _dead_worker(runner: Runner, sim: Simulator) -> str:
+    """A response a worker read up to sequence number 5 (the first delta) before it died, as that worker
+    recorded it; its id."""
     store = _store(runner)
-    geppetto_sim.queue(Reply(text=LONG))
-    geppetto_sim.fail_next(drop_after=6)  # the dead worker read up to sequence number 5 (the first delta)
+    sim.queue(Reply(text=LONG))
+    sim.fail_next(drop_after=6)
     body = {"model": "sim-1", "input": "Tell me a story", "background": True, "store": True, "stream": True}
     async with httpx.AsyncClient(headers={"authorization": "Bearer k"}) as client:
         with pytest.raises(httpx.RemoteProtocolError):
-            async with client.stream("POST", f"{geppetto_sim.openai_url}/responses", json=body) as response:
+            async with client.stream("POST", f"{sim.openai_url}/responses", json=body) as response:
                 async for _ in response.aiter_lines():
                     pass
-    rid = next(iter(geppetto_sim.state.background_runs))
+    rid = next(iter(sim.state.background_runs))
     turn = Turn()
     turn.append(Block.user("Tell me a story"))
     await store.begin_inference("s1", "dead-1", worker="gone:1", prompt="Tell me a story")
     await save_background_response(store, "s1", "dead-1", rid, turn_to_dict(turn))
     await _background.save_background_cursor(store, "s1", "dead-1", rid, 5)
+    return rid
+
+
+async def test_a_prompt_to_the_session_picks_the_dead_workers_inference_up(
+    runner: Runner, geppetto_sim: Simulator
+) -> None:
+    await _dead_worker(runner, geppetto_sim)
+    with pytest.raises(Busy, match="is finishing inference dead-1, which a worker that stopped was running"):
+        await runner.start("s1", "Something else")
+    async with asyncio.timeout(20):
+        await runner._running["s1"].done.wait()
+    assert [(i.inference_id, i.status) for i in await _store(runner).inferences("s1")] == [("dead-1", "completed")]
+    geppetto_sim.queue(Reply(text="Now this."))
+    again = await runner.start("s1", "Something else")
+    async with asyncio.timeout(20):
+        await runner._running["s1"].done.wait()
+    statuses = [(i.inference_id, i.status) for i in await _store(runner).inferences("s1")]
+    assert statuses == [("dead-1", "completed"), (again.inference_id, "completed")]
+
+
+async def test_a_worker_that_stops_leaves_its_background_inference_to_another(
+    tmp_path: Path, geppetto_sim: Simulator
+) -> None:
+    store, bus = open_store(tmp_path / "store.db"), MemoryBus()
+    first = Runner(store, bus, lambda settings: geppetto_sim.engine(background=True), sweep_interval=0)
+    second = Runner(store, bus, lambda settings: geppetto_sim.engine(background=True), sweep_interval=0)
+    try:
+        await store.create_session("s1", {})
+        geppetto_sim.background_pace = 0.02
+        geppetto_sim.queue(Reply(text=LONG))
+        started = await first.start("s1", "Tell me a story")
+        found = None
+        async with asyncio.timeout(20):
+            while found is None or found.cursor < 6:
+                await asyncio.sleep(0.02)
+                found = await background_response(store, "s1", started.inference_id)
+        await first.close(grace=0)  # shutting down: its inference is cancelled in this worker only
+        [record] = await store.inferences("s1")
+        assert record.status == "running", "left running for another worker"
+        assert not [r for r in geppetto_sim.requests if r.path.endswith("/cancel")], "the response goes on"
+        await second.sweep()
+        await second.sweep()
+        async with asyncio.timeout(20):
+            await second._running["s1"].done.wait()
+        [record] = await store.inferences("s1")
+        assert record.status == "completed"
+        latest = await store.load_latest("s1")
+        assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", LONG]
+        logged = await store.load_events("s1", started.inference_id)
+        kinds = [e.type for e in logged]  # each worker's own record, the stopped one's set before
+        assert kinds[0] == "start" and kinds.count("start") == 2 and kinds[-1] == "final"
+        assert kinds[kinds.index("interrupt") + 1] == "start", "the stopped worker's part, then the other's"
+        assert "".join(e.event.get("delta", "") for e in logged) == LONG, "every delta once"
+        assert [e.seq for e in logged] == sorted(e.seq for e in logged)
+    finally:
+        await second.close()
+        store.close()
+
+
+async def test_a_dead_workers_response_is_picked_up_from_its_cursor(runner: Runner, geppetto_sim: Simulator) -> None:
+    store = _store(runner)
+    await _dead_worker(runner, geppetto_sim)
     await runner.sweep()
     await runner.sweep()
     async with asyncio.timeout(20):

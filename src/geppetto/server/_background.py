@@ -33,6 +33,7 @@ from ..session.stores._background import (
     forget_background_response,
     save_background_cursor,
     save_background_response,
+    set_events_aside,
 )
 from ..turns import Turn, turn_to_dict
 
@@ -111,6 +112,11 @@ class Published:
             "the cursor",
             save_background_cursor(self.store, self.session_id, self.inference_id, self.response_id, cursor),
         )
+
+    async def picked_up(self, record: BackgroundRecord) -> None:
+        """Go on from ``record``: its response and cursor, the events its worker recorded set before ours."""
+        self.response_id, self.cursor = record.response_id, record.cursor
+        await self._guard("the earlier events", set_events_aside(self.store, self.session_id, self.inference_id))
 
     async def forget(self) -> None:
         if self.response_id:

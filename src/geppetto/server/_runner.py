@@ -211,7 +211,17 @@ class Runner:
                 f"POST /api/sessions/{session_id}/cancel"
             )
         try:
-            await self._settle_stale(session_id)
+            picked = await self._settle_stale(session_id, lease)
+        except BaseException:
+            await lease.release()
+            raise
+        if picked is not None:  # the lease went with the inference this worker now finishes
+            raise Busy(
+                f"session {session_id} is finishing inference {picked}, which a worker that stopped was running "
+                f"(its background response goes on); wait for its {RUN_FINISHED} event or "
+                f"POST /api/sessions/{session_id}/cancel"
+            )
+        try:
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
             inference_id = new_id()
@@ -231,10 +241,17 @@ class Runner:
         task.add_done_callback(self._tasks.discard)
         return Started(session_id, inference_id, after)
 
-    async def _settle_stale(self, session_id: str) -> None:
-        """Inferences recorded as running while nobody holds the session's lease: their worker died."""
+    async def _settle_stale(self, session_id: str, lease: SessionLease) -> str | None:
+        """Inferences recorded as running while nobody holds the session's lease: their worker died. One that
+        was reading a background response is picked up (holding ``lease``; its id is returned), the others
+        are settled."""
+        picked = None
         for record in await self.store.inferences(session_id, status="running"):
-            await self._settle(record.session_id, record.inference_id, record.worker)
+            if picked is None and await self._pick_up(record, lease):
+                picked = record.inference_id
+            else:
+                await self._settle(record.session_id, record.inference_id, record.worker)
+        return picked
 
     async def _settle(self, session_id: str, inference_id: str, worker: str | None) -> None:
         reason = f"the worker running it ({worker}) stopped before it ended"
@@ -352,7 +369,7 @@ class Runner:
             if running.resume is None:
                 session.prompt(text)
             else:
-                published.response_id, published.cursor = running.resume.response_id, running.resume.cursor
+                await published.picked_up(running.resume)
                 session.append(running.resume.turn)
                 PENDING_RESPONSE.set(pending_for(running.resume))
             BACKGROUND_OBSERVER.set(follow)  # the inference's task starts with this context

@@ -18,6 +18,7 @@ __all__ = [
     "forget_background_response",
     "save_background_cursor",
     "save_background_response",
+    "set_events_aside",
 ]
 
 
@@ -89,3 +90,25 @@ async def forget_background_response(store: SQLTurnStore, session_id: str, infer
         "DELETE FROM background_responses WHERE session_id = ? AND inference_id = ?",
         (session_id, inference_id),
     )
+
+
+async def set_events_aside(store: SQLTurnStore, session_id: str, inference_id: str) -> int:
+    """Number the events recorded so far for ``inference_id`` (a worker that stopped saved them as a
+    cancelled inference's) below every other, keeping their order, so the worker that picks the inference
+    up records its own from 0 after them; how many there were."""
+
+    def shift(conn: Any) -> int:
+        with store._transaction(conn):
+            where = "WHERE session_id = ? AND inference_id = ?"
+            [(count, low, high)] = store._rows(
+                conn, f"SELECT count(*), min(seq), max(seq) FROM events {where}", (session_id, inference_id)
+            )
+            if count:  # below the lowest: no number is taken twice while the rows move
+                store._exec(
+                    conn,
+                    f"UPDATE events SET seq = seq - ? {where}",
+                    (int(high) - int(low) + 1, session_id, inference_id),
+                )
+            return int(count)
+
+    return await store._run(shift)
