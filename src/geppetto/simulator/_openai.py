@@ -10,6 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._background import check_background, start_background
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -198,6 +199,7 @@ async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
     validate("CreateResponse", body)
+    check_background(body)
     state = call.state
     selectors = _selectors(call, body)
     prev, _, conv_id = selectors
@@ -209,6 +211,8 @@ async def create_response(call: Call) -> ASGIApp:
 
     try:
         obj = _respond(state, body, context, selectors)
+        if body.get("background"):
+            return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):
             return SSEStream(
                 stream_frames(obj),
