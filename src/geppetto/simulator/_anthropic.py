@@ -36,13 +36,14 @@ def to_msgs(body: dict[str, Any]) -> list[Msg]:
     for message in body["messages"]:
         content = message.get("content")
         role = message.get("role")
+        speaker = role if role in ("assistant", "system") else "user"
         if isinstance(content, str):
-            msgs.append(Msg("assistant" if role == "assistant" else "user", content))
+            msgs.append(Msg(speaker, content))
             continue
         for block in content:
             kind = block.get("type")
             if kind == "text":
-                msgs.append(Msg("assistant" if role == "assistant" else "user", str(block.get("text", ""))))
+                msgs.append(Msg(speaker, str(block.get("text", ""))))
             elif kind == "tool_use":
                 msgs.append(Msg("call", json.dumps(block.get("input")), str(block.get("name")), str(block.get("id"))))
             elif kind == "tool_result":

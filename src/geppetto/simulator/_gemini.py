@@ -114,7 +114,7 @@ async def generate(call: Call) -> ASGIApp:
         raise SimError(404, f"Method not found: {target}. Use {{model}}:generateContent or :streamGenerateContent.")
     body = call.obj()
     state = call.state
-    check_shape(body)
+    body = check_shape(body)
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
     check_gemini_output(body, model)

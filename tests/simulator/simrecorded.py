@@ -1,0 +1,161 @@
+"""Loading the real recorded provider traffic in ../shared/reference/recorded (see its README).
+
+An exchange is genuine when its response kept a provider header besides content-type/content-length and
+its ids do not look hand-made (`resp_1234`, `msg_test_...`); only genuine exchanges are facts about the
+services.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "recorded"
+MISSING = f"the recorded provider traffic is not at {ROOT} (it lives in ../shared/reference/recorded)"
+
+_PLAIN_HEADERS = {"content-type", "content-length"}
+_HAND_MADE = re.compile(r"\b(resp_1234|resp_test|msg_test_|msg_1234|chatcmpl-1234|toolu_1234|call_1234)")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recorded request and its answer."""
+
+    cassette: str
+    index: int
+    api: str  # "responses", "chat", "anthropic", "gemini", or "compact" / "conversations" (state set-up)
+    method: str
+    uri: str
+    body: Any
+    status: int
+    headers: dict[str, str]
+    answer: Any  # parsed JSON, or None for a stream
+    stream_text: str | None  # raw SSE text of a streamed answer
+
+    @property
+    def name(self) -> str:
+        return f"{self.cassette}#{self.index}"
+
+    @property
+    def path(self) -> str:
+        """The request path as the simulator serves it (Vertex paths mapped to the Gemini API's)."""
+        path = urlsplit(self.uri).path
+        if self.api == "gemini":
+            return "/v1beta/models/" + path.rsplit("/models/", 1)[1]
+        if path.startswith("/openai/v1/"):  # Azure OpenAI
+            return path[len("/openai") :]
+        return path
+
+    @property
+    def target(self) -> str:
+        """The path with the recorded query (`alt=sse`, `beta=true`)."""
+        query = urlsplit(self.uri).query
+        return f"{self.path}?{query}" if query else self.path
+
+    @property
+    def generation(self) -> bool:
+        return self.api in GENERATION
+
+
+GENERATION = ("responses", "chat", "anthropic", "gemini")
+
+
+def answer_ids(answer: Any, stream_text: str | None) -> list[str]:
+    """The ids an answer introduces that later requests may name: the response or conversation id, then
+    its output items' ids (from the JSON body, or from a stream's final response event)."""
+    answer = final_response(answer, stream_text)
+    if answer is None or not isinstance(answer.get("id"), str):
+        return []
+    items = answer.get("output") if isinstance(answer.get("output"), list) else []
+    return [answer["id"], *(str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str))]
+
+
+def _api(uri: str) -> str | None:
+    path = urlsplit(uri).path
+    if path.endswith("/v1/responses"):
+        return "responses"
+    if path.endswith("/v1/responses/compact"):
+        return "compact"
+    if path == "/v1/conversations":
+        return "conversations"
+    if path.endswith("/v1/chat/completions") and "generativelanguage" not in uri:
+        return "chat"
+    if path == "/v1/messages":
+        return "anthropic"
+    if "/models/" in path and path.endswith(("generateContent", "streamGenerateContent")):
+        return "gemini"
+    return None
+
+
+def _genuine(headers: dict[str, Any], texts: list[str]) -> bool:
+    if not any(k.lower() not in _PLAIN_HEADERS for k in headers):
+        return False
+    return not any(_HAND_MADE.search(t) for t in texts)
+
+
+def _first(value: Any) -> str:
+    return str(value[0]) if isinstance(value, list) and value else str(value)
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+@functools.cache
+def exchanges() -> tuple[Exchange, ...]:
+    """Every genuine recorded exchange with an API the simulator serves, in recorded order."""
+    out: list[Exchange] = []
+    for file in sorted(ROOT.rglob("*.yaml")):
+        data = yaml.safe_load(file.read_text()) or {}
+        for index, item in enumerate(data.get("interactions") or []):
+            request, response = item["request"], item["response"]
+            api = _api(request["uri"])
+            if api is None or request["method"] != "POST":
+                continue
+            body = request.get("parsed_body")
+            if body is None and isinstance(request.get("body"), str):
+                body = _parse(request["body"])
+            answer = response.get("parsed_body")
+            raw = response.get("body")
+            stream_text = raw.get("string") if isinstance(raw, dict) else None
+            if answer is None and stream_text is not None and not stream_text.lstrip().startswith(("data:", "event:")):
+                answer, stream_text = _parse(stream_text), None
+            headers = {k.lower(): _first(v) for k, v in (response.get("headers") or {}).items()}
+            texts = [json.dumps(answer), stream_text or "", json.dumps(body)]
+            if not isinstance(body, dict) or not _genuine(headers, texts):
+                continue
+            out.append(
+                Exchange(
+                    cassette=str(file.relative_to(ROOT)),
+                    index=index,
+                    api=api,
+                    method=request["method"],
+                    uri=request["uri"],
+                    body=body,
+                    status=int(response["status"]["code"]),
+                    headers=headers,
+                    answer=answer,
+                    stream_text=stream_text,
+                )
+            )
+    return tuple(out)
+
+
+def final_response(answer: Any, stream_text: str | None) -> dict[str, Any] | None:
+    """A Responses answer's final response object (the body, or a stream's terminal event's `response`)."""
+    if answer is None and stream_text:
+        for line in stream_text.splitlines():
+            data = _parse(line[5:]) if line.startswith("data:") else None
+            if isinstance(data, dict) and data.get("type") in ("response.completed", "response.incomplete"):
+                answer = data.get("response")
+    return answer if isinstance(answer, dict) else None

@@ -1,0 +1,164 @@
+"""Every genuine recorded request the real services accepted is accepted by the simulator.
+
+Each cassette of ../shared/reference/recorded is replayed in order against the simulator; ids the real
+service gave (a response or conversation a later request names) are mapped to the ones the simulator gave.
+The only refusals allowed are of what only the real service can verify: its thinking signatures, thought
+signatures and encrypted reasoning or compaction content, and the error must say so, in the service's words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from geppetto.simulator import Reply, Simulator, ToolCall
+
+from simrecorded import MISSING, ROOT, Exchange, answer_ids, exchanges, final_response
+
+pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
+
+HEADERS = {"authorization": "Bearer sk-sim", "x-api-key": "sk-sim", "x-goog-api-key": "sim", "anthropic-version": "1"}
+# The services' own words for content only they can verify, per API.
+UNVERIFIABLE = {
+    "anthropic": ("Invalid `signature` in `thinking` block",),
+    "gemini": ("Corrupted thought signature.",),
+    "responses": ("could not be verified.",),
+}
+_SIGNED_FIELDS = ('"signature"', '"thoughtSignature"', '"encrypted_content"')
+
+
+def _cassettes() -> list[str]:
+    if not ROOT.is_dir():
+        return []
+    names = {e.cassette for e in exchanges() if e.generation and e.status == 200}
+    return sorted(names)
+
+
+def _error(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("message")) if isinstance(error, dict) else response.text
+
+
+def _sim_ids(response: httpx.Response) -> list[str]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return answer_ids(None, response.text)
+    return answer_ids(response.json(), None)
+
+
+def _substitute(body: Any, ids: dict[str, str]) -> Any:
+    text = json.dumps(body)
+    for recorded, ours in ids.items():
+        text = text.replace(f'"{recorded}"', f'"{ours}"')
+    return json.loads(text)
+
+
+def recorded_reply(exchange: Exchange) -> Reply | None:
+    """The Responses answer the service gave, as a scripted reply (its text and function calls, with their
+    call ids), so a chained request's function outputs answer calls the simulator's response made."""
+    if exchange.api != "responses":
+        return None
+    final = final_response(exchange.answer, exchange.stream_text) or {}
+    output = [i for i in final.get("output") or [] if isinstance(i, dict)]
+    texts = [
+        str(part.get("text", ""))
+        for item in output
+        if item.get("type") == "message"
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    ]
+    calls = [
+        ToolCall(str(i["name"]), str(i.get("arguments") or "{}"), str(i["call_id"]))
+        for i in output
+        if i.get("type") == "function_call"
+    ]
+    return Reply(text="".join(texts) if texts else None, tool_calls=calls) if texts or calls else None
+
+
+def replay(
+    client: httpx.Client, sim: Simulator, cassette: str
+) -> Iterator[tuple[Exchange, httpx.Response, set[str]]]:
+    """Send a cassette's exchanges in order, the simulator answering each Responses request as the service
+    did; yields each with the simulator's answer and the recorded ids of earlier answers the simulator
+    refused (a request naming one cannot be replayed faithfully)."""
+    ids: dict[str, str] = {}
+    lost: set[str] = set()
+    for exchange in (e for e in exchanges() if e.cassette == cassette):
+        with sim.state.lock:
+            sim.state.replies.clear()  # a refused request leaves its reply unused
+        reply = recorded_reply(exchange)
+        if reply is not None:
+            sim.queue(reply)
+        response = client.post(exchange.target, json=_substitute(exchange.body, ids))
+        earlier = set(lost)
+        recorded = answer_ids(exchange.answer, exchange.stream_text)
+        if response.status_code == 200 and recorded:
+            ids[recorded[0]] = _sim_ids(response)[0]
+        elif response.status_code != 200:
+            lost.update(recorded)
+        yield exchange, response, earlier
+
+
+def refusal_allowed(exchange: Exchange, response: httpx.Response, lost: set[str]) -> bool:
+    """A refusal of content only the real service can verify, said in the service's words, or of a request
+    naming an earlier answer refused for that reason."""
+    message = _error(response)
+    body = json.dumps(exchange.body)
+    if any(f'"{i}"' in body for i in lost) and "not found" in message:
+        return True
+    wording = UNVERIFIABLE.get(exchange.api, ())
+    return any(w in message for w in wording) and any(field in body for field in _SIGNED_FIELDS)
+
+
+@pytest.fixture
+def client(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=geppetto_sim.url, headers=HEADERS, timeout=30) as c:
+        yield c
+
+
+@pytest.mark.parametrize("cassette", _cassettes())
+def test_recorded_requests_are_accepted(client: httpx.Client, geppetto_sim: Simulator, cassette: str) -> None:
+    refused = []
+    for exchange, response, lost in replay(client, geppetto_sim, cassette):
+        if exchange.status != 200 or response.status_code == 200:
+            continue
+        if not refusal_allowed(exchange, response, lost):
+            refused.append(f"{exchange.name}: {response.status_code} {_error(response)}")
+    assert not refused, "\n".join(refused)
+
+
+def test_unverifiable_content_is_refused_in_the_services_words(client: httpx.Client, geppetto_sim: Simulator) -> None:
+    """The recorded thinking signatures, thought signatures and encrypted reasoning are the real services';
+    the simulator cannot verify them and says exactly that."""
+    seen = set()
+    for cassette in _cassettes():
+        for exchange, response, lost in replay(client, geppetto_sim, cassette):
+            if exchange.status == 200 and response.status_code == 400 and not lost:
+                assert refusal_allowed(exchange, response, lost), exchange.name
+                seen.add(exchange.api)
+    assert seen == {"anthropic", "gemini", "responses"}
+
+
+def test_a_foreign_signature_alone_is_what_gets_refused(client: httpx.Client) -> None:
+    """Drop the unverifiable thinking blocks from a refused Claude request and it is accepted: the signature,
+    nothing else in the recorded request, was the problem."""
+    exchange = next(
+        e for e in exchanges() if e.cassette.endswith("test_anthropic_tool_with_thinking.yaml") and e.index == 1
+    )
+    refused = client.post(exchange.target, json=exchange.body)
+    assert refused.status_code == 400
+    assert "Invalid `signature` in `thinking` block" in _error(refused)
+    body = json.loads(json.dumps(exchange.body))
+    for message in body["messages"]:
+        if isinstance(message["content"], list):
+            message["content"] = [b for b in message["content"] if b.get("type") != "thinking"]
+    body.pop("thinking", None)
+    accepted = client.post(exchange.target, json=body)
+    assert accepted.status_code == 200, accepted.text
