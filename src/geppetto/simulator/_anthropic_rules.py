@@ -172,6 +172,9 @@ def check_request(state: SimState, body: dict[str, Any]) -> None:
     messages = body["messages"]
     if not messages:
         raise _bad("messages: at least one message is required")
+    if messages[0]["role"] == "system":
+        # A `system` message is a mid-conversation instruction; the conversation's own goes in `system`.
+        raise _bad("messages.0.role: Input should be 'user' or 'assistant'")
     _check_tools(messages)
     _check_thinking(state, body)
 
