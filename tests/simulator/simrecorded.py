@@ -10,12 +10,16 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import yaml
+
+from geppetto.simulator import Reply, Simulator, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "recorded"
 MISSING = f"the recorded provider traffic is not at {ROOT} (it lives in ../shared/reference/recorded)"
@@ -159,3 +163,111 @@ def final_response(answer: Any, stream_text: str | None) -> dict[str, Any] | Non
             if isinstance(data, dict) and data.get("type") in ("response.completed", "response.incomplete"):
                 answer = data.get("response")
     return answer if isinstance(answer, dict) else None
+
+
+def error_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("message")) if isinstance(error, dict) else response.text
+
+
+def _sim_ids(response: httpx.Response) -> list[str]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return answer_ids(None, response.text)
+    return answer_ids(response.json(), None)
+
+
+def _substitute(body: Any, ids: dict[str, str]) -> Any:
+    text = json.dumps(body)
+    for recorded, ours in ids.items():
+        text = text.replace(f'"{recorded}"', f'"{ours}"')
+    return json.loads(text)
+
+
+def _responses_reply(answer: dict[str, Any]) -> tuple[list[str], list[ToolCall]]:
+    output = [i for i in answer.get("output") or [] if isinstance(i, dict)]
+    texts = [
+        str(part.get("text", ""))
+        for item in output
+        if item.get("type") == "message"
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    ]
+    calls = [
+        ToolCall(str(i["name"]), str(i.get("arguments") or "{}"), str(i["call_id"]))
+        for i in output
+        if i.get("type") == "function_call"
+    ]
+    return texts, calls
+
+
+def _anthropic_reply(answer: dict[str, Any]) -> tuple[list[str], list[ToolCall]]:
+    blocks = [b for b in answer.get("content") or [] if isinstance(b, dict)]
+    texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+    calls = [
+        ToolCall(str(b["name"]), b.get("input") or {}, str(b["id"])) for b in blocks if b.get("type") == "tool_use"
+    ]
+    return texts, calls
+
+
+def _gemini_reply(answer: dict[str, Any]) -> tuple[list[str], list[ToolCall]]:
+    candidates = answer.get("candidates") or [{}]
+    parts = [p for p in (candidates[0].get("content") or {}).get("parts") or [] if isinstance(p, dict)]
+    texts = [str(p["text"]) for p in parts if p.get("text") is not None and not p.get("thought")]
+    calls = [
+        ToolCall(str(p["functionCall"]["name"]), p["functionCall"].get("args") or {}, p["functionCall"].get("id"))
+        for p in parts
+        if isinstance(p.get("functionCall"), dict)
+    ]
+    return texts, calls
+
+
+def _chat_reply(answer: dict[str, Any]) -> tuple[list[str], list[ToolCall]]:
+    choices = answer.get("choices") or [{}]
+    message = choices[0].get("message") or {}
+    texts = [str(message["content"])] if isinstance(message.get("content"), str) else []
+    calls = [
+        ToolCall(str(c["function"]["name"]), str(c["function"].get("arguments") or "{}"), str(c["id"]))
+        for c in message.get("tool_calls") or []
+    ]
+    return texts, calls
+
+
+_REPLIES = {"responses": _responses_reply, "anthropic": _anthropic_reply, "gemini": _gemini_reply, "chat": _chat_reply}
+
+
+def recorded_reply(exchange: Exchange) -> Reply | None:
+    """The answer the service gave, as a scripted reply (its text and tool calls, with their ids), so the
+    simulator answers with the same kinds of content and a chained request's tool outputs answer calls the
+    simulator's response made. None for a streamed answer of the APIs other than Responses."""
+    answer = final_response(exchange.answer, exchange.stream_text) if exchange.api == "responses" else exchange.answer
+    read = _REPLIES.get(exchange.api)
+    if read is None or not isinstance(answer, dict):
+        return None
+    texts, calls = read(answer)
+    return Reply(text="".join(texts) if texts else None, tool_calls=calls) if texts or calls else None
+
+
+def replay(client: httpx.Client, sim: Simulator, cassette: str) -> Iterator[tuple[Exchange, httpx.Response, set[str]]]:
+    """Send a cassette's exchanges in order, the simulator answering each as the service did (its text and
+    tool calls); yields each with the simulator's answer and the recorded ids of earlier answers the simulator
+    refused (a request naming one cannot be replayed faithfully)."""
+    ids: dict[str, str] = {}
+    lost: set[str] = set()
+    for exchange in (e for e in exchanges() if e.cassette == cassette):
+        with sim.state.lock:
+            sim.state.replies.clear()  # a refused request leaves its reply unused
+        reply = recorded_reply(exchange)
+        if reply is not None:
+            sim.queue(reply)
+        response = client.post(exchange.target, json=_substitute(exchange.body, ids))
+        earlier = set(lost)
+        recorded = answer_ids(exchange.answer, exchange.stream_text)
+        if response.status_code == 200 and recorded:
+            ids[recorded[0]] = _sim_ids(response)[0]
+        elif response.status_code != 200:
+            lost.update(recorded)
+        yield exchange, response, earlier

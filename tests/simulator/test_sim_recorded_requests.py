@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
+from simrecorded import MISSING, ROOT, Exchange, error_message, exchanges, replay
 
-from geppetto.simulator import Reply, Simulator, ToolCall
-
-from simrecorded import MISSING, ROOT, Exchange, answer_ids, exchanges, final_response
+from geppetto.simulator import Simulator
 
 pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
 
@@ -38,78 +36,10 @@ def _cassettes() -> list[str]:
     return sorted(names)
 
 
-def _error(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text
-    error = body.get("error") if isinstance(body, dict) else None
-    return str(error.get("message")) if isinstance(error, dict) else response.text
-
-
-def _sim_ids(response: httpx.Response) -> list[str]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return answer_ids(None, response.text)
-    return answer_ids(response.json(), None)
-
-
-def _substitute(body: Any, ids: dict[str, str]) -> Any:
-    text = json.dumps(body)
-    for recorded, ours in ids.items():
-        text = text.replace(f'"{recorded}"', f'"{ours}"')
-    return json.loads(text)
-
-
-def recorded_reply(exchange: Exchange) -> Reply | None:
-    """The Responses answer the service gave, as a scripted reply (its text and function calls, with their
-    call ids), so a chained request's function outputs answer calls the simulator's response made."""
-    if exchange.api != "responses":
-        return None
-    final = final_response(exchange.answer, exchange.stream_text) or {}
-    output = [i for i in final.get("output") or [] if isinstance(i, dict)]
-    texts = [
-        str(part.get("text", ""))
-        for item in output
-        if item.get("type") == "message"
-        for part in item.get("content") or []
-        if isinstance(part, dict) and part.get("type") == "output_text"
-    ]
-    calls = [
-        ToolCall(str(i["name"]), str(i.get("arguments") or "{}"), str(i["call_id"]))
-        for i in output
-        if i.get("type") == "function_call"
-    ]
-    return Reply(text="".join(texts) if texts else None, tool_calls=calls) if texts or calls else None
-
-
-def replay(
-    client: httpx.Client, sim: Simulator, cassette: str
-) -> Iterator[tuple[Exchange, httpx.Response, set[str]]]:
-    """Send a cassette's exchanges in order, the simulator answering each Responses request as the service
-    did; yields each with the simulator's answer and the recorded ids of earlier answers the simulator
-    refused (a request naming one cannot be replayed faithfully)."""
-    ids: dict[str, str] = {}
-    lost: set[str] = set()
-    for exchange in (e for e in exchanges() if e.cassette == cassette):
-        with sim.state.lock:
-            sim.state.replies.clear()  # a refused request leaves its reply unused
-        reply = recorded_reply(exchange)
-        if reply is not None:
-            sim.queue(reply)
-        response = client.post(exchange.target, json=_substitute(exchange.body, ids))
-        earlier = set(lost)
-        recorded = answer_ids(exchange.answer, exchange.stream_text)
-        if response.status_code == 200 and recorded:
-            ids[recorded[0]] = _sim_ids(response)[0]
-        elif response.status_code != 200:
-            lost.update(recorded)
-        yield exchange, response, earlier
-
-
 def refusal_allowed(exchange: Exchange, response: httpx.Response, lost: set[str]) -> bool:
     """A refusal of content only the real service can verify, said in the service's words, or of a request
     naming an earlier answer refused for that reason."""
-    message = _error(response)
+    message = error_message(response)
     body = json.dumps(exchange.body)
     if any(f'"{i}"' in body for i in lost) and "not found" in message:
         return True
@@ -130,7 +60,7 @@ def test_recorded_requests_are_accepted(client: httpx.Client, geppetto_sim: Simu
         if exchange.status != 200 or response.status_code == 200:
             continue
         if not refusal_allowed(exchange, response, lost):
-            refused.append(f"{exchange.name}: {response.status_code} {_error(response)}")
+            refused.append(f"{exchange.name}: {response.status_code} {error_message(response)}")
     assert not refused, "\n".join(refused)
 
 
@@ -154,7 +84,7 @@ def test_a_foreign_signature_alone_is_what_gets_refused(client: httpx.Client) ->
     )
     refused = client.post(exchange.target, json=exchange.body)
     assert refused.status_code == 400
-    assert "Invalid `signature` in `thinking` block" in _error(refused)
+    assert "Invalid `signature` in `thinking` block" in error_message(refused)
     body = json.loads(json.dumps(exchange.body))
     for message in body["messages"]:
         if isinstance(message["content"], list):

@@ -110,12 +110,16 @@ async def create_message(call: Call) -> ASGIApp:
     message_id = new_id("msg_")
     with state.lock:
         state.contexts[message_id] = copy.deepcopy(body["messages"])
+    thinking_tokens = sum(count_text(b["thinking"]) for b in content if b["type"] == "thinking")
     usage = {
         "input_tokens": input_tokens,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
         "output_tokens": output_tokens,
+        "output_tokens_details": {"thinking_tokens": thinking_tokens},
         "service_tier": "standard",
+        "inference_geo": "global",
     }
     message = {
         "id": message_id,
@@ -125,6 +129,7 @@ async def create_message(call: Call) -> ASGIApp:
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
+        "stop_details": None,
         "usage": usage,
     }
     if not body.get("stream"):
@@ -132,9 +137,18 @@ async def create_message(call: Call) -> ASGIApp:
     return SSEStream(_frames(message), call.fault, lambda: state.closing, api="anthropic")
 
 
+_DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
 def _frames(message: dict[str, Any]) -> list[bytes]:
     usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens_details", "inference_geo")}
+    start = {
+        **{k: v for k, v in message.items() if k != "stop_details"},
+        "content": [],
+        "stop_reason": None,
+        "usage": {**start_usage, "output_tokens": 1},
+    }
     frames = [sse("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(message["content"]):
         empty = {
@@ -154,7 +168,7 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
     frames.append(
         sse(
             "message_delta",
-            {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}},
+            {"type": "message_delta", "delta": delta, "usage": {k: usage[k] for k in _DELTA_USAGE}},
         )
     )
     frames.append(sse("message_stop", {"type": "message_stop"}))

@@ -76,7 +76,7 @@ def usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
     out = visible + reasoning
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + out,
@@ -112,29 +112,40 @@ def response_object(
         "created_at": created_at,
         "status": "incomplete" if incomplete else status,
         "background": False,
+        "billing": {"payer": "developer"},
         "completed_at": created_at if status == "completed" else None,
         "conversation": {"id": conversation} if conversation else None,
         "error": None,
+        "frequency_penalty": body.get("frequency_penalty", 0.0),
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
+        "max_tool_calls": body.get("max_tool_calls"),
         "metadata": body.get("metadata") or {},
         "model": body.get("model"),
         "output": output,
         "parallel_tool_calls": body.get("parallel_tool_calls", True) is not False,
+        "presence_penalty": body.get("presence_penalty", 0.0),
         "previous_response_id": previous_response_id,
+        "prompt_cache_key": body.get("prompt_cache_key"),
+        "prompt_cache_retention": body.get("prompt_cache_retention"),
         "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+        "safety_identifier": body.get("safety_identifier"),
         "service_tier": "default",
         "store": store,
         "temperature": body.get("temperature", 1.0),
         "text": body.get("text") or {"format": {"type": "text"}},
         "tool_choice": body.get("tool_choice", "auto"),
         "tools": body.get("tools") or [],
+        "top_logprobs": body.get("top_logprobs", 0),
         "top_p": body.get("top_p", 1.0),
         "truncation": body.get("truncation") or "disabled",
         "usage": usage_,
         "user": body.get("user"),
     }
+
+
+_EMPTY_TEXT = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
 
 
 class _Seq:
@@ -168,7 +179,7 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
         )
         for ci, part in enumerate(item["content"]):
             ids = {"item_id": item_id, "output_index": index, "content_index": ci}
-            seq.emit("response.content_part.added", **ids, part={"type": "output_text", "text": "", "annotations": []})
+            seq.emit("response.content_part.added", **ids, part={**_EMPTY_TEXT})
             for delta in chunks(part["text"]):
                 seq.emit("response.output_text.delta", **ids, delta=delta, logprobs=[])
             seq.emit("response.output_text.done", **ids, text=part["text"], logprobs=[])
