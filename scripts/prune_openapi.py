@@ -29,8 +29,8 @@ _DROP = frozenset({"description", "example", "examples", "x-oaiMeta", "x-oaiType
 PREFIX = "#/components/schemas/"
 _NULLABLE_STATUS = {"anyOf": [{"enum": ["in_progress", "completed", "incomplete"], "type": "string"}, {"type": "null"}]}
 LENIENCE: dict[str, dict[str, Any]] = {
-    # An assistant message replayed without its id, status or the parts' logprobs/annotations.
-    "OutputMessage": {"required": ["type", "role", "content"]},
+    # An assistant message replayed without its type, id, status or the parts' logprobs/annotations.
+    "OutputMessage": {"required": ["role", "content"]},
     "OutputTextContent": {"required": ["type", "text"]},
     # A function call replayed with `status: null`.
     "FunctionToolCall": {"properties.status": _NULLABLE_STATUS},

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
+from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
 from ._call import Call
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
@@ -85,8 +87,10 @@ def _content(state: SimState, body: dict[str, Any], reply: Reply) -> list[dict[s
     if thinking_enabled(body) or reply.reasoning is not None or is_reasoning_model(str(body.get("model"))):
         text = reply.reasoning or DEFAULT_THINKING
         blocks.append({"type": "thinking", "thinking": text, "signature": state.seal("anthropic", "thinking", text)})
+    blocks += anthropic_blocks(reply.builtin, new_id)
     if reply.text is not None:
-        blocks.append({"type": "text", "text": reply.text})
+        citations = anthropic_citations(reply.builtin)
+        blocks.append({"type": "text", "text": reply.text, **({"citations": citations} if citations else {})})
     for call in reply.tool_calls:
         args = call.args if isinstance(call.args, dict) else {"input": call.args}
         blocks.append({"type": "tool_use", "id": call.call_id or new_id("toolu_"), "name": call.name, "input": args})
@@ -99,7 +103,12 @@ async def create_message(call: Call) -> ASGIApp:
     state = call.state
     check_request(state, body)
     schema = check_anthropic_format(body)
-    reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
+    msgs = to_msgs(body)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("anthropic", body))
+        or decide(msgs, _tools(body), _choice(body), schema)
+    )
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
     system = body.get("system")
@@ -121,6 +130,8 @@ async def create_message(call: Call) -> ASGIApp:
         "service_tier": "standard",
         "inference_geo": "global",
     }
+    if reply.builtin:
+        usage["server_tool_use"] = anthropic_server_usage(reply.builtin)
     message = {
         "id": message_id,
         "type": "message",
@@ -132,6 +143,8 @@ async def create_message(call: Call) -> ASGIApp:
         "stop_details": None,
         "usage": usage,
     }
+    if any(c.kind == "code_execution" for c in reply.builtin):
+        message["container"] = {"id": new_id("container_"), "expires_at": _expiry(state.now())}
     if not body.get("stream"):
         return JSONResponse(message)
     return SSEStream(_frames(message), call.fault, lambda: state.closing, api="anthropic")
@@ -155,7 +168,9 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
             "text": {"type": "text", "text": ""},
             "thinking": {"type": "thinking", "thinking": "", "signature": ""},
         }
-        opening = empty.get(block["type"], {**block, "input": {}})
+        opening = empty.get(block["type"], block if block["type"].endswith("_tool_result") else {**block, "input": {}})
+        if block.get("citations"):
+            opening = {**opening, "citations": []}
         frames.append(
             sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})
         )
@@ -175,9 +190,17 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
     return frames
 
 
+def _expiry(now: int) -> str:
+    """When a code-execution container expires: an hour after `now`, as the service writes it."""
+    return datetime.fromtimestamp(now + 3600, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
-        return [{"type": "text_delta", "text": d} for d in chunks(block["text"])]
+        cited = [{"type": "citations_delta", "citation": c} for c in block.get("citations") or []]
+        return cited + [{"type": "text_delta", "text": d} for d in chunks(block["text"])]
+    if block["type"].endswith("_tool_result"):
+        return []  # a server tool's result arrives whole in its content_block_start
     if block["type"] == "thinking":
         deltas = [{"type": "thinking_delta", "thinking": d} for d in chunks(block["thinking"])]
         return [*deltas, {"type": "signature_delta", "signature": block["signature"]}]

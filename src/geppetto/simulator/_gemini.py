@@ -11,6 +11,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._builtin import decide_builtin, gemini_grounding, gemini_parts, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
@@ -108,6 +109,7 @@ def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: boo
     parts: list[dict[str, Any]] = []
     if reply.reasoning is not None or (reasoning and include_thoughts):
         parts.append({"text": reply.reasoning or DEFAULT_THOUGHT, "thought": True})
+    parts += gemini_parts(reply.builtin)
     if reply.text is not None:
         parts.append({"text": reply.text})
     for call in reply.tool_calls:
@@ -137,7 +139,12 @@ async def generate(call: Call) -> ASGIApp:
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
     check_gemini_output(body, model)
-    reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
+    msgs = to_msgs(body, contents)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("gemini", body))
+        or decide(msgs, _tools(body), _choice(body), _schema(body))
+    )
     config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
     parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")), model.removeprefix("models/"))
     response_id = new_id("")[:22]
@@ -158,9 +165,11 @@ async def generate(call: Call) -> ASGIApp:
     if thoughts:
         usage["thoughtsTokenCount"] = thoughts
     finish = "MAX_TOKENS" if reply.stop == "max_tokens" else "STOP"
+    found = gemini_grounding(reply.builtin, reply.text or "")
+    grounding = {"groundingMetadata": found} if found else {}
     head = {"modelVersion": model.removeprefix("models/"), "responseId": response_id}
     if method == "generateContent":
-        candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0, **grounding}
         return JSONResponse({"candidates": [candidate], "usageMetadata": usage, **head})
     pieces = _stream_pieces(parts)
     responses = []
@@ -168,7 +177,7 @@ async def generate(call: Call) -> ASGIApp:
         chunk: dict[str, Any] = {"content": {"role": "model", "parts": piece}, "index": 0}
         last = index == len(pieces) - 1
         if last:
-            chunk["finishReason"] = finish
+            chunk.update(finishReason=finish, **grounding)
         responses.append({"candidates": [chunk], **({"usageMetadata": usage} if last else {}), **head})
     if call.request.query_params.get("alt") != "sse":
         return JSONResponse(responses)

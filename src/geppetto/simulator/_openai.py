@@ -9,6 +9,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._builtin import decide_builtin, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -134,13 +135,14 @@ def _respond(
     """The response object the scripted model produces for `context` (recording the context it saw)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
-    reply = state.next_reply() or decide(
-        to_msgs(context, instructions),
-        tool_specs(body.get("tools")),
-        tool_choice(body.get("tool_choice")),
-        _schema(body),
+    msgs = to_msgs(context, instructions)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("responses", body))
+        or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
-    output = output_items(state, reply, _reasoning_on(body))
+    include = body.get("include") if isinstance(body.get("include"), list) else []
+    output = output_items(state, reply, _reasoning_on(body), frozenset(str(i) for i in include))
     response_id = new_id("resp_")
     obj = response_object(
         body,

@@ -11,7 +11,9 @@ from ._model import Msg, ToolSpec
 from ._state import SimState, new_id
 from ._validate import enum_error
 
-_OUTPUT_TYPES = frozenset({"function_call", "message", "web_search_call", "file_search_call", "custom_tool_call"})
+_OUTPUT_TYPES = frozenset(
+    {"function_call", "message", "web_search_call", "file_search_call", "code_interpreter_call", "custom_tool_call"}
+)
 _ASSISTANT_PARTS = ["output_text", "refusal"]
 _ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}
 

@@ -6,8 +6,9 @@ import copy
 import re
 from typing import Any
 
+from ._builtin import results
 from ._faults import sse
-from ._model import Reply
+from ._model import BuiltinCall, Reply
 from ._openai_items import arguments_json
 from ._state import SimState, new_id
 from ._tokens import ITEM_OVERHEAD, count_items, count_text
@@ -20,7 +21,52 @@ def chunks(text: str) -> list[str]:
     return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
 
 
-def output_items(state: SimState, reply: Reply, reasoning: bool) -> list[dict[str, Any]]:
+def _builtin_item(call: BuiltinCall, include: frozenset[str]) -> dict[str, Any]:
+    """A hosted-tool call item; its results only when `include` asks for them, as the service does."""
+    if call.kind == "code_execution":
+        logs = [{"type": "logs", "logs": call.output}] if isinstance(call.output, str) else []
+        return {
+            "id": new_id("ci_"),
+            "type": "code_interpreter_call",
+            "status": "completed",
+            "code": call.query,
+            "container_id": new_id("cntr_"),
+            "outputs": logs if "code_interpreter_call.outputs" in include else None,
+        }
+    if call.kind == "file_search":
+        hits = [
+            {"file_id": r["url"], "filename": r["title"], "score": 0.9, "text": r["text"], "attributes": {}}
+            for r in results(call)
+        ]
+        return {
+            "id": new_id("fs_"),
+            "type": "file_search_call",
+            "status": "completed",
+            "queries": [call.query],
+            "results": hits if "file_search_call.results" in include else None,
+        }
+    action: dict[str, Any] = {"type": "search", "query": call.query}
+    if "web_search_call.action.sources" in include:
+        action["sources"] = [{"type": "url", "url": r["url"]} for r in results(call)]
+    return {"id": new_id("ws_"), "type": "web_search_call", "status": "completed", "action": action}
+
+
+def _annotations(reply: Reply, text: str) -> list[dict[str, Any]]:
+    """Citations of what the built-in tools found, spanning the whole text."""
+    out: list[dict[str, Any]] = []
+    for call in reply.builtin:
+        for r in results(call):
+            if call.kind == "file_search":
+                out.append({"type": "file_citation", "file_id": r["url"], "filename": r["title"], "index": len(text)})
+            else:
+                span = {"start_index": 0, "end_index": len(text)}
+                out.append({"type": "url_citation", **span, "url": r["url"], "title": r["title"]})
+    return out
+
+
+def output_items(
+    state: SimState, reply: Reply, reasoning: bool, include: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     """The output items for `reply`; records which reasoning item produced each output item.
 
     Reasoning with neither text nor tool calls (a queued `Reply(reasoning=...)`, or a reasoning model
@@ -40,10 +86,12 @@ def output_items(state: SimState, reply: Reply, reasoning: bool) -> list[dict[st
                 "encrypted_content": state.seal("openai", rs_id, text),
             }
         )
+    items += [_builtin_item(call, include) for call in reply.builtin]
     # A reasoning item must be followed by the item it produced, so reasoning alone comes with an empty message.
     message_text = "" if rs_id is not None and reply.text is None and not reply.tool_calls else reply.text
     if message_text is not None:
-        part = {"type": "output_text", "text": message_text, "annotations": [], "logprobs": []}
+        annotations = _annotations(reply, message_text)
+        part = {"type": "output_text", "text": message_text, "annotations": annotations, "logprobs": []}
         items.append(
             {"id": new_id("msg_"), "type": "message", "status": "completed", "role": "assistant", "content": [part]}
         )
@@ -182,6 +230,8 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
             seq.emit("response.content_part.added", **ids, part={**_EMPTY_TEXT})
             for delta in chunks(part["text"]):
                 seq.emit("response.output_text.delta", **ids, delta=delta, logprobs=[])
+            for ai, annotation in enumerate(part.get("annotations") or []):
+                seq.emit("response.output_text.annotation.added", **ids, annotation_index=ai, annotation=annotation)
             seq.emit("response.output_text.done", **ids, text=part["text"], logprobs=[])
             seq.emit("response.content_part.done", **ids, part=part)
     elif kind == "function_call":
@@ -197,7 +247,32 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
             name=item["name"],
             arguments=item["arguments"],
         )
+    elif kind in _HOSTED_EVENTS:
+        _stream_hosted(seq, index, item)
     seq.emit("response.output_item.done", output_index=index, item=item)
+
+
+_HOSTED_EVENTS = {
+    "web_search_call": ("in_progress", "searching", "completed"),
+    "file_search_call": ("in_progress", "searching", "completed"),
+    "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+}
+
+
+def _stream_hosted(seq: _Seq, index: int, item: dict[str, Any]) -> None:
+    """A hosted-tool call's progress events (the code streams in deltas before it is interpreted)."""
+    kind = item["type"]
+    ids = {"item_id": item["id"], "output_index": index}
+    opening = {**item, "status": "in_progress"}
+    if kind == "code_interpreter_call":
+        opening.update(code="", outputs=None)
+    seq.emit("response.output_item.added", output_index=index, item=opening)
+    for stage in _HOSTED_EVENTS[kind]:
+        if stage == "interpreting":
+            for delta in chunks(item["code"]):
+                seq.emit("response.code_interpreter_call_code.delta", **ids, delta=delta)
+            seq.emit("response.code_interpreter_call_code.done", **ids, code=item["code"])
+        seq.emit(f"response.{kind}.{stage}", **ids)
 
 
 def stream_frames(final: dict[str, Any]) -> list[bytes]:
