@@ -141,8 +141,9 @@ def _respond(
         or decide_builtin(msgs, offered("responses", body))
         or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
-    include = body.get("include") if isinstance(body.get("include"), list) else []
-    output = output_items(state, reply, _reasoning_on(body), frozenset(str(i) for i in include))
+    raw_include = body.get("include")
+    include = frozenset(str(i) for i in raw_include) if isinstance(raw_include, list) else frozenset()
+    output = output_items(state, reply, _reasoning_on(body), include)
     response_id = new_id("resp_")
     obj = response_object(
         body,
