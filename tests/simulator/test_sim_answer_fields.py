@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -101,3 +102,33 @@ def test_chat_fingerprint_is_a_string(client: httpx.Client) -> None:
     answer = client.post("/v1/chat/completions", json=body).json()
     assert isinstance(answer["system_fingerprint"], str) and answer["system_fingerprint"].startswith("fp_")
     assert answer["service_tier"] == "default"
+
+
+def test_responses_logprobs_when_included(client: httpx.Client) -> None:
+    body = {"model": "gpt-4.1", "input": "hi", "include": ["message.output_text.logprobs"], "top_logprobs": 2}
+    part = client.post("/v1/responses", json=body).json()["output"][0]["content"][0]
+    assert part["text"] == "You said: hi"
+    assert [p["token"] for p in part["logprobs"]] == ["You ", "said: ", "hi"]
+    first = part["logprobs"][0]
+    assert (first["bytes"], first["logprob"]) == (list(b"You "), 0.0)
+    assert [t["token"] for t in first["top_logprobs"]] == ["You ", "You~1"]
+    stream = client.post("/v1/responses", json={**body, "stream": True})
+    deltas = [
+        d for _, d in sse_events(stream.text) if isinstance(d, dict) and d["type"] == "response.output_text.delta"
+    ]
+    assert [d["logprobs"] for d in deltas] == [[p] for p in part["logprobs"]]
+    plain = client.post("/v1/responses", json={"model": "gpt-4.1", "input": "hi"}).json()
+    assert plain["output"][0]["content"][0]["logprobs"] == []
+
+
+def test_responses_text_deltas_are_padded_unless_turned_off(client: httpx.Client) -> None:
+    body = {"model": "gpt-4.1", "input": "hello there", "stream": True}
+
+    def deltas(extra: dict[str, Any]) -> list[dict[str, Any]]:
+        text = client.post("/v1/responses", json={**body, **extra}).text
+        return [d for _, d in sse_events(text) if isinstance(d, dict) and d["type"] == "response.output_text.delta"]
+
+    padded, plain = deltas({}), deltas({"stream_options": {"include_obfuscation": False}})
+    assert len(padded) == len(plain) == 4  # "You said: hello there"
+    assert all(isinstance(d["obfuscation"], str) and d["obfuscation"] for d in padded)
+    assert all("obfuscation" not in d for d in plain)

@@ -48,6 +48,8 @@ def test_responses_reasoning_summary_and_incomplete_terminal(oai: httpx.Client, 
         ("response.content_part.done", {**msg, "content_index": 0, "part": text}),
         ("response.output_item.done", {"output_index": 1, "item": message}),
     ]
+    padding = [d.pop("obfuscation") for n, d in events if n == "response.output_text.delta"]
+    assert len(padding) == 2 and all(isinstance(p, str) and p for p in padding)
     middle = [(name, {k: v for k, v in data.items() if k not in ("type", "sequence_number")}) for name, data in events]
     assert [n for n, _ in middle[:2]] == ["response.created", "response.in_progress"]
     assert middle[2:-1] == expected

@@ -66,6 +66,11 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _obfuscate(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_obfuscation") is False)
+
+
 def _reasoning_on(body: dict[str, Any]) -> bool:
     setting = body.get("reasoning")
     if isinstance(setting, dict) and setting.get("effort") not in (None, "none"):
@@ -143,7 +148,8 @@ def _respond(
     )
     raw_include = body.get("include")
     include = frozenset(str(i) for i in raw_include) if isinstance(raw_include, list) else frozenset()
-    output = output_items(state, reply, _reasoning_on(body), include)
+    top = body.get("top_logprobs")
+    output = output_items(state, reply, _reasoning_on(body), include, top if isinstance(top, int) else 0)
     response_id = new_id("resp_")
     obj = response_object(
         body,
@@ -196,7 +202,7 @@ async def create_response(call: Call) -> ASGIApp:
         obj = _respond(state, body, context, selectors)
         if body.get("stream"):
             return SSEStream(
-                stream_frames(obj),
+                stream_frames(obj, _obfuscate(body)),
                 call.fault,
                 lambda: state.closing,
                 lambda: _commit(state, obj, new_input, conv_id),

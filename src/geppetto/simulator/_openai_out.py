@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import secrets
 from typing import Any
 
 from ._builtin import results
@@ -64,8 +65,26 @@ def _annotations(reply: Reply, text: str) -> list[dict[str, Any]]:
     return out
 
 
+def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
+    """Scripted per-token log probabilities for `text` (its streaming deltas are its tokens): the chosen token
+    certain (0.0), with `top` alternatives led by the chosen one and then less likely made-up tokens."""
+
+    def entry(token: str, logprob: float) -> dict[str, Any]:
+        return {"bytes": list(token.encode()), "logprob": logprob, "token": token}
+
+    out = []
+    for token in chunks(text):
+        alternatives = [entry(token, 0.0)] + [entry(f"{token.strip()}~{k}", -2.0 * k) for k in range(1, top)]
+        out.append({**entry(token, 0.0), "top_logprobs": alternatives[:top]})
+    return out
+
+
 def output_items(
-    state: SimState, reply: Reply, reasoning: bool, include: frozenset[str] = frozenset()
+    state: SimState,
+    reply: Reply,
+    reasoning: bool,
+    include: frozenset[str] = frozenset(),
+    top_logprobs: int = 0,
 ) -> list[dict[str, Any]]:
     """The output items for `reply`; records which reasoning item produced each output item.
 
@@ -91,7 +110,8 @@ def output_items(
     message_text = "" if rs_id is not None and reply.text is None and not reply.tool_calls else reply.text
     if message_text is not None:
         annotations = _annotations(reply, message_text)
-        part = {"type": "output_text", "text": message_text, "annotations": annotations, "logprobs": []}
+        logprobs = token_logprobs(message_text, top_logprobs) if "message.output_text.logprobs" in include else []
+        part = {"type": "output_text", "text": message_text, "annotations": annotations, "logprobs": logprobs}
         items.append(
             {"id": new_id("msg_"), "type": "message", "status": "completed", "role": "assistant", "content": [part]}
         )
@@ -197,8 +217,16 @@ _EMPTY_TEXT = {"type": "output_text", "text": "", "annotations": [], "logprobs":
 
 
 class _Seq:
-    def __init__(self) -> None:
+    def __init__(self, obfuscate: bool = True) -> None:
         self.frames: list[bytes] = []
+        self.obfuscate = obfuscate
+
+    def padding(self, delta: str) -> dict[str, str]:
+        """The `obfuscation` field the service adds to text deltas (random characters that even out the sizes
+        of the events, so their lengths do not reveal the text), unless the request turned it off."""
+        if not self.obfuscate:
+            return {}
+        return {"obfuscation": secrets.token_urlsafe(12)[: max(1, 16 - len(delta))]}
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.frames.append(sse(kind, {"type": kind, "sequence_number": len(self.frames), **fields}))
@@ -228,11 +256,12 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
         for ci, part in enumerate(item["content"]):
             ids = {"item_id": item_id, "output_index": index, "content_index": ci}
             seq.emit("response.content_part.added", **ids, part={**_EMPTY_TEXT})
-            for delta in chunks(part["text"]):
-                seq.emit("response.output_text.delta", **ids, delta=delta, logprobs=[])
+            for di, delta in enumerate(chunks(part["text"])):
+                logprobs = part["logprobs"][di : di + 1]
+                seq.emit("response.output_text.delta", **ids, delta=delta, logprobs=logprobs, **seq.padding(delta))
             for ai, annotation in enumerate(part.get("annotations") or []):
                 seq.emit("response.output_text.annotation.added", **ids, annotation_index=ai, annotation=annotation)
-            seq.emit("response.output_text.done", **ids, text=part["text"], logprobs=[])
+            seq.emit("response.output_text.done", **ids, text=part["text"], logprobs=part["logprobs"])
             seq.emit("response.content_part.done", **ids, part=part)
     elif kind == "function_call":
         seq.emit(
@@ -275,9 +304,10 @@ def _stream_hosted(seq: _Seq, index: int, item: dict[str, Any]) -> None:
         seq.emit(f"response.{kind}.{stage}", **ids)
 
 
-def stream_frames(final: dict[str, Any]) -> list[bytes]:
-    """The SSE frames for a finished response: created, in_progress, each item, then the terminal event."""
-    seq = _Seq()
+def stream_frames(final: dict[str, Any], obfuscate: bool = True) -> list[bytes]:
+    """The SSE frames for a finished response: created, in_progress, each item, then the terminal event
+    (`obfuscate`: text deltas carry `obfuscation`, as `stream_options.include_obfuscation` defaults)."""
+    seq = _Seq(obfuscate)
     start = {
         **final,
         "status": "in_progress",
