@@ -188,3 +188,25 @@ def test_a_queued_builtin_call_is_rendered_for_each_api(client: httpx.Client, ge
     assert gemini["candidates"][0]["groundingMetadata"]["groundingChunks"] == [
         {"web": {"uri": "https://example.com/yr", "title": "Yr"}}
     ]
+
+
+def test_gemini_3_server_side_invocations_are_signed_parts(client: httpx.Client) -> None:
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": SEARCH}]}],
+        "tools": [{"googleSearch": {}}],
+        "toolConfig": {"includeServerSideToolInvocations": True},
+    }
+    url = "/v1beta/models/gemini-3-flash-preview:generateContent"
+    parts = client.post(url, json=body).json()["candidates"][0]["content"]["parts"]
+    call, response, text = parts
+    assert call["toolCall"]["toolType"] == "GOOGLE_SEARCH_WEB"
+    assert call["toolCall"]["args"] == {"queries": [SEARCH]}
+    assert response["toolResponse"]["id"] == call["toolCall"]["id"]
+    assert response["toolResponse"]["response"]["results"][0]["uri"].startswith("https://example.com/")
+    assert all(p["thoughtSignature"] for p in parts)
+    turn = [*body["contents"], {"role": "model", "parts": parts}, {"role": "user", "parts": [{"text": "More"}]}]
+    assert client.post(url, json={**body, "contents": turn}).status_code == 200
+    forged = {**call, "thoughtSignature": "Zm9yZ2Vk"}
+    current = [*body["contents"], {"role": "model", "parts": [forged, response, text]}]
+    refused = client.post(url, json={**body, "contents": current})
+    assert (refused.status_code, refused.json()["error"]["message"]) == (400, "Corrupted thought signature.")

@@ -203,13 +203,25 @@ def anthropic_server_usage(calls: list[BuiltinCall]) -> dict[str, int]:
     }
 
 
-def gemini_parts(calls: list[BuiltinCall]) -> list[dict[str, Any]]:
-    """Gemini's `executableCode`/`codeExecutionResult` parts for code runs (search shows as grounding)."""
+_GEMINI_TOOL_TYPES = {"web_search": ("GOOGLE_SEARCH_WEB", "queries"), "web_fetch": ("URL_CONTEXT", "urls")}
+
+
+def gemini_parts(calls: list[BuiltinCall], new_call_id: Any = None) -> list[dict[str, Any]]:
+    """Gemini's `executableCode`/`codeExecutionResult` parts for code runs. Searches and fetches show as
+    grounding, and also as `toolCall`/`toolResponse` parts when the request asks for server-side tool
+    invocations (`new_call_id` then makes their ids)."""
     parts: list[dict[str, Any]] = []
     for call in calls:
         if call.kind == "code_execution":
             parts.append({"executableCode": {"language": "PYTHON", "code": call.query}})
             parts.append({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": call.output}})
+        elif new_call_id is not None and call.kind in _GEMINI_TOOL_TYPES:
+            tool_type, arg = _GEMINI_TOOL_TYPES[call.kind]
+            ids = {"id": new_call_id(), "toolType": tool_type}
+            found = results(call) or [{"url": call.query, "text": str(call.output)}]
+            response = {"results": [{"uri": r["url"], "text": r["text"]} for r in found]}
+            parts.append({"toolCall": {**ids, "args": {arg: [call.query]}}})
+            parts.append({"toolResponse": {**ids, "response": response}})
     return parts
 
 

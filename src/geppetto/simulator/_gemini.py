@@ -105,11 +105,13 @@ def _call_id() -> str:
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
 
 
-def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: bool, model: str) -> list[dict[str, Any]]:
+def _parts(state: SimState, reply: Reply, reasoning: bool, body: dict[str, Any], model: str) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    if reply.reasoning is not None or (reasoning and include_thoughts):
+    thinking = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+    if reply.reasoning is not None or (reasoning and thinking.get("includeThoughts")):
         parts.append({"text": reply.reasoning or DEFAULT_THOUGHT, "thought": True})
-    parts += gemini_parts(reply.builtin)
+    invocations = (body.get("toolConfig") or {}).get("includeServerSideToolInvocations") is True
+    parts += gemini_parts(reply.builtin, _call_id if invocations else None)
     if reply.text is not None:
         parts.append({"text": reply.text})
     for call in reply.tool_calls:
@@ -122,8 +124,9 @@ def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: boo
         parts.append({"functionCall": fc})
     if reasoning:
         signed = next((p for p in parts if "functionCall" in p), parts[-1] if parts else None)
-        if signed is not None:
-            signed["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(signed, sort_keys=True))
+        # The service signs each of its own tool's call and response parts too.
+        for part in [p for p in parts if "toolCall" in p or "toolResponse" in p] + [signed] * (signed is not None):
+            part["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(part, sort_keys=True))
     return parts
 
 
@@ -145,8 +148,7 @@ async def generate(call: Call) -> ASGIApp:
         or decide_builtin(msgs, offered("gemini", body))
         or decide(msgs, _tools(body), _choice(body), _schema(body))
     )
-    config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
-    parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")), model.removeprefix("models/"))
+    parts = _parts(state, reply, reasoning, body, model.removeprefix("models/"))
     response_id = new_id("")[:22]
     with state.lock:
         state.contexts[response_id] = copy.deepcopy(contents)

@@ -94,7 +94,8 @@ _REQUEST = obj(
                 "functionCallingConfig": obj(
                     {"mode": _MODE, "allowedFunctionNames": array(_STR, name="TYPE_STRING")},
                     name=_V1BETA + "FunctionCallingConfig",
-                )
+                ),
+                "includeServerSideToolInvocations": _BOOL,
             },
             name=_V1BETA + "ToolConfig",
         ),
