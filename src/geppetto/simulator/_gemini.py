@@ -125,7 +125,8 @@ def _parts(state: SimState, reply: Reply, reasoning: bool, body: dict[str, Any],
     if reasoning:
         signed = next((p for p in parts if "functionCall" in p), parts[-1] if parts else None)
         # The service signs each of its own tool's call and response parts too.
-        for part in [p for p in parts if "toolCall" in p or "toolResponse" in p] + [signed] * (signed is not None):
+        hosted = [p for p in parts if "toolCall" in p or "toolResponse" in p]
+        for part in hosted + ([signed] if signed is not None and signed not in hosted else []):
             part["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(part, sort_keys=True))
     return parts
 
