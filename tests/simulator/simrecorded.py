@@ -34,7 +34,7 @@ class Exchange:
 
     cassette: str
     index: int
-    api: str  # "responses", "chat", "anthropic", "gemini", or "compact" / "conversations" (state set-up)
+    api: str  # "responses", "chat", "anthropic", "gemini", "count_tokens", or "compact"/"conversations"
     method: str
     uri: str
     body: Any
@@ -93,6 +93,8 @@ def _api(uri: str) -> str | None:
         return "chat"
     if path == "/v1/messages":
         return "anthropic"
+    if path == "/v1/messages/count_tokens":
+        return "count_tokens"
     if "/models/" in path and path.endswith(("generateContent", "streamGenerateContent")):
         return "gemini"
     return None

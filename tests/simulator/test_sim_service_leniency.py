@@ -201,3 +201,13 @@ def test_gemini_foreign_signature_is_refused_saying_so(client: httpx.Client, gep
     body = {"contents": [{"role": "user", "parts": [{"text": "go"}]}, turn, answer]}
     r = _gemini(client, body, "gemini-3-flash-preview")
     assert (r.status_code, r.json()["error"]["message"]) == (400, "Corrupted thought signature.")
+
+
+def test_claude_count_tokens(client: httpx.Client) -> None:
+    messages = [{"role": "user", "content": "Count these words please"}]
+    counted = client.post("/v1/messages/count_tokens", json={"model": "claude-sim", "messages": messages})
+    assert counted.status_code == 200
+    sent = _claude(client, messages).json()["usage"]["input_tokens"]
+    assert counted.json() == {"input_tokens": sent}
+    bad = client.post("/v1/messages/count_tokens", json={"model": "claude-sim", "messages": [{"role": "user"}]})
+    assert (bad.status_code, bad.json()["error"]["message"]) == (400, "messages.0.content: Field required")

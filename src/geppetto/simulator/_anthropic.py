@@ -97,6 +97,19 @@ def _content(state: SimState, body: dict[str, Any], reply: Reply) -> list[dict[s
     return blocks
 
 
+def _input_tokens(body: dict[str, Any]) -> int:
+    system = body.get("system")
+    return count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
+
+
+async def count_tokens(call: Call) -> ASGIApp:
+    """POST /v1/messages/count_tokens: the request's input tokens, after the same checks as a message
+    (without `max_tokens`, which counting does not take)."""
+    body = call.obj()
+    check_request(call.state, {"max_tokens": 1, **{k: v for k, v in body.items() if k != "max_tokens"}})
+    return JSONResponse({"input_tokens": _input_tokens(body)})
+
+
 async def create_message(call: Call) -> ASGIApp:
     """POST /v1/messages."""
     body = call.obj()
@@ -112,7 +125,7 @@ async def create_message(call: Call) -> ASGIApp:
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
     system = body.get("system")
-    input_tokens = count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
+    input_tokens = _input_tokens(body)
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"
     )
