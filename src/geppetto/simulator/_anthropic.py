@@ -124,7 +124,6 @@ async def create_message(call: Call) -> ASGIApp:
     )
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
-    system = body.get("system")
     input_tokens = _input_tokens(body)
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"
