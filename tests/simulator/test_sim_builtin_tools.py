@@ -7,6 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
+from google.genai import types as genai
+from pydantic import ValidationError
 from simhelp import sse_events
 
 from geppetto.simulator import BuiltinCall, Reply, Simulator
@@ -210,3 +212,25 @@ def test_gemini_3_server_side_invocations_are_signed_parts(client: httpx.Client)
     current = [*body["contents"], {"role": "model", "parts": [forged, response, text]}]
     refused = client.post(url, json={**body, "contents": current})
     assert (refused.status_code, refused.json()["error"]["message"]) == (400, "Corrupted thought signature.")
+
+
+def test_gemini_answers_fit_the_sdk_types(client: httpx.Client) -> None:
+    """google-genai's response types refuse unknown keys, so each built-in answer is checked against them."""
+    with pytest.raises(ValidationError):
+        genai.GenerateContentResponse.model_validate({"candidates": [{"groundingMetadata": {"bogus": 1}}]})
+    cases: list[tuple[list[Any], str, str, dict[str, Any]]] = [
+        ([{"googleSearch": {}}], SEARCH, "gemini-2.5-flash", {}),
+        ([{"codeExecution": {}}], CALCULATE, "gemini-2.5-flash", {}),
+        ([{"urlContext": {}}], "Summarize https://example.org/a", "gemini-2.5-flash", {}),
+        (
+            [{"googleSearch": {}}],
+            SEARCH,
+            "gemini-3-flash-preview",
+            {"toolConfig": {"includeServerSideToolInvocations": True}},
+        ),
+    ]
+    for tools, text, model, extra in cases:
+        body = {"contents": [{"role": "user", "parts": [{"text": text}]}], "tools": tools, **extra}
+        answer = client.post(f"/v1beta/models/{model}:generateContent", json=body).json()
+        parsed = genai.GenerateContentResponse.model_validate(answer)
+        assert parsed.candidates and parsed.candidates[0].content and parsed.candidates[0].content.parts
