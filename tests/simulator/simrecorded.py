@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import yaml
 
-from geppetto.simulator import Reply, Simulator, ToolCall
+from geppetto.simulator import BuiltinCall, Reply, Simulator, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "recorded"
 MISSING = f"the recorded provider traffic is not at {ROOT} (it lives in ../shared/reference/recorded)"
@@ -241,8 +241,44 @@ def _chat_reply(answer: dict[str, Any]) -> tuple[list[str], list[ToolCall]]:
 _REPLIES = {"responses": _responses_reply, "anthropic": _anthropic_reply, "gemini": _gemini_reply, "chat": _chat_reply}
 
 
+def _hit(query: str) -> list[dict[str, str]]:
+    return [{"title": "Recorded search", "url": "https://example.com/recorded", "text": query}]
+
+
+def _builtins(api: str, answer: dict[str, Any]) -> list[BuiltinCall]:
+    """The service's own tool calls in a recorded answer, as scripted built-in calls."""
+    calls: list[BuiltinCall] = []
+    if api == "responses":
+        for item in answer.get("output") or []:
+            kind = item.get("type")
+            if kind == "web_search_call":
+                query = str((item.get("action") or {}).get("query") or "")
+                calls.append(BuiltinCall("web_search", query, _hit(query)))
+            elif kind == "code_interpreter_call":
+                calls.append(BuiltinCall("code_execution", str(item.get("code") or ""), "done\n"))
+            elif kind == "file_search_call":
+                query = str((item.get("queries") or [""])[0])
+                calls.append(BuiltinCall("file_search", query, [{**_hit(query)[0], "url": "file-recorded"}]))
+    elif api == "anthropic":
+        kinds = {"web_search": "web_search", "bash_code_execution": "code_execution", "web_fetch": "web_fetch"}
+        for block in answer.get("content") or []:
+            kind = kinds.get(str(block.get("name"))) if block.get("type") == "server_tool_use" else None
+            if kind is not None:
+                query = str(next(iter((block.get("input") or {"": ""}).values())))
+                calls.append(BuiltinCall(kind, query, _hit(query) if kind == "web_search" else "done\n"))
+    elif api == "gemini":
+        candidate = (answer.get("candidates") or [{}])[0]
+        for part in (candidate.get("content") or {}).get("parts") or []:
+            if isinstance(part.get("executableCode"), dict):
+                calls.append(BuiltinCall("code_execution", str(part["executableCode"].get("code")), "done\n"))
+        for query in (candidate.get("groundingMetadata") or {}).get("webSearchQueries") or []:
+            calls.append(BuiltinCall("web_search", str(query), _hit(str(query))))
+    return calls
+
+
 def recorded_reply(exchange: Exchange) -> Reply | None:
-    """The answer the service gave, as a scripted reply (its text and tool calls, with their ids), so the
+    """The answer the service gave, as a scripted reply (its text, tool calls with their ids, and calls of the
+    service's own tools), so the
     simulator answers with the same kinds of content and a chained request's tool outputs answer calls the
     simulator's response made. None for a streamed answer of the APIs other than Responses."""
     answer = final_response(exchange.answer, exchange.stream_text) if exchange.api == "responses" else exchange.answer
@@ -250,7 +286,10 @@ def recorded_reply(exchange: Exchange) -> Reply | None:
     if read is None or not isinstance(answer, dict):
         return None
     texts, calls = read(answer)
-    return Reply(text="".join(texts) if texts else None, tool_calls=calls) if texts or calls else None
+    builtin = _builtins(exchange.api, answer)
+    if not (texts or calls or builtin):
+        return None
+    return Reply(text="".join(texts) if texts else None, tool_calls=calls, builtin=builtin)
 
 
 def replay(client: httpx.Client, sim: Simulator, cassette: str) -> Iterator[tuple[Exchange, httpx.Response, set[str]]]:

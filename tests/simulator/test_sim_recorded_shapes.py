@@ -36,17 +36,17 @@ NOT_MODELLED: dict[str, dict[str, set[str]]] = {
         "item:reasoning": {"content"},
     },
     "anthropic": {
-        # the code-execution container, context editing, and per-iteration usage of compaction
-        "message": {"container", "context_management"},
+        # context editing; per-iteration usage of compaction; server-tool usage of the advisor tool, which
+        # the simulator does not serve (it counts its web searches and fetches)
+        "message": {"context_management"},
         "usage": {"iterations", "server_tool_use"},
-        # web search citations on text
-        "block:text": {"citations"},
         # which tool runner called a tool (programmatic tool calling)
         "block:tool_use": {"caller"},
     },
     "gemini": {
         # Vertex AI's envelope and safety blocks
         "top": {"createTime", "promptFeedback"},
+        # logprobs, finish messages, and the grounding of Gemini file search (file search stores are not served)
         "candidate": {"avgLogprobs", "finishMessage", "groundingMetadata", "logprobsResult"},
         "usage": {
             "cacheTokensDetails",
