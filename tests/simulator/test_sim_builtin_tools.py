@@ -171,6 +171,7 @@ def test_gemini_search_grounding(client: httpx.Client) -> None:
     candidate = _gemini(client, [{"googleSearch": {}}], SEARCH).json()["candidates"][0]
     grounding = candidate["groundingMetadata"]
     assert grounding["webSearchQueries"] == [SEARCH]
+    assert SEARCH in grounding["searchEntryPoint"]["renderedContent"]
     assert [c["web"]["uri"][:20] for c in grounding["groundingChunks"]] == ["https://example.com/"] * 2
     text = candidate["content"]["parts"][0]["text"]
     assert grounding["groundingSupports"][0]["segment"]["endIndex"] == len(text)

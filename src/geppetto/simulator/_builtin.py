@@ -10,6 +10,7 @@ scripts the same explicitly. Nothing leaves the machine: search results point at
 from __future__ import annotations
 
 import ast
+import html
 import operator
 import re
 from typing import Any
@@ -240,4 +241,6 @@ def gemini_grounding(calls: list[BuiltinCall], text: str) -> dict[str, Any] | No
     }
     if searches:
         grounding["webSearchQueries"] = [c.query for c in searches]
+        chips = "".join(f'<a class="chip" href="https://example.com/">{html.escape(c.query)}</a>' for c in searches)
+        grounding["searchEntryPoint"] = {"renderedContent": f'<div class="carousel">{chips}</div>'}
     return grounding
