@@ -235,3 +235,15 @@ def test_gemini_answers_fit_the_sdk_types(client: httpx.Client) -> None:
         answer = client.post(f"/v1beta/models/{model}:generateContent", json=body).json()
         parsed = genai.GenerateContentResponse.model_validate(answer)
         assert parsed.candidates and parsed.candidates[0].content and parsed.candidates[0].content.parts
+
+
+def test_code_runs_only_evaluate_arithmetic() -> None:
+    from geppetto.simulator._builtin import scripted
+
+    assert scripted("code_execution", "what is (2+3)*4?").output == "20\n"
+    assert scripted("code_execution", "halve 7 / 2").output == "3.5\n"
+    # Not arithmetic, or beyond a float: the run prints the question's length instead of failing.
+    huge = "1" + "0" * 300
+    for text in ["run __import__('os')", "compute 1" + "0" * 400 + " * 10", f"compute {huge} * 2 * {huge}"]:
+        call = scripted("code_execution", text)
+        assert call.query.startswith("print(len(") and call.output.strip().isdigit()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import html
+import math
 import operator
 import re
 from typing import Any
@@ -26,7 +27,7 @@ _TRIGGERS = {
 }
 _ORDER = ("web_fetch", "code_execution", "file_search", "web_search")
 _URL = re.compile(r"https?://[^\s\"'<>)]+")
-_EXPRESSION = re.compile(r"[-+*/().\d\s]*\d[-+*/().\d\s]*[-+*/][-+*/().\d\s]*\d[-+*/().\d\s]*")
+_EXPRESSION = re.compile(r"[-(\d][-+*/().\d\s]*[\d)]")
 _OPS: dict[type, Any] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -75,11 +76,15 @@ def _arithmetic(text: str) -> tuple[str, str] | None:
     """(expression, value) for the first arithmetic expression in `text`."""
     for found in _EXPRESSION.finditer(text):
         expression = found.group(0).strip()
+        if not re.search(r"\d\s*[-+*/]", expression):
+            continue  # a lone number, not a calculation
         try:
             value = _evaluate(ast.parse(expression, mode="eval"))
-        except (SyntaxError, ValueError, ZeroDivisionError):
-            continue
-        return expression, str(int(value)) if value.is_integer() else str(value)
+            if not math.isfinite(value):
+                raise OverflowError(expression)
+            return expression, str(int(value)) if float(value).is_integer() else str(value)
+        except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, RecursionError):
+            continue  # not arithmetic after all, or beyond a float: try the next candidate
     return None
 
 
