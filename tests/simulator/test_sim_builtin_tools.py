@@ -247,3 +247,18 @@ def test_code_runs_only_evaluate_arithmetic() -> None:
     for text in ["run __import__('os')", "compute 1" + "0" * 400 + " * 10", f"compute {huge} * 2 * {huge}"]:
         call = scripted("code_execution", text)
         assert call.query.startswith("print(len(") and call.output.strip().isdigit()
+
+
+def test_claude_pause_turn_is_continued_with_the_blocks_sent_back(
+    client: httpx.Client, geppetto_sim: Simulator
+) -> None:
+    search = BuiltinCall("web_search", "Mars", [{"title": "Mars", "url": "https://example.com/mars", "text": "Red."}])
+    geppetto_sim.queue(Reply(builtin=[search], stop="pause_turn"), Reply(text="Mars is red."))
+    tools = [{"type": "web_search_20250305", "name": "web_search"}]
+    asked = [{"role": "user", "content": "Search Mars"}]
+    paused = _claude(client, tools, asked).json()
+    assert paused["stop_reason"] == "pause_turn"
+    assert [b["type"] for b in paused["content"]] == ["server_tool_use", "web_search_tool_result"]
+    resumed = _claude(client, tools, [*asked, {"role": "assistant", "content": paused["content"]}])
+    assert resumed.status_code == 200
+    assert (resumed.json()["stop_reason"], resumed.json()["content"][-1]["text"]) == ("end_turn", "Mars is red.")

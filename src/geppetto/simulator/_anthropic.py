@@ -123,7 +123,7 @@ async def create_message(call: Call) -> ASGIApp:
         or decide(msgs, _tools(body), _choice(body), schema)
     )
     content = _content(state, body, reply)
-    stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
+    stop = "tool_use" if reply.tool_calls else reply.stop if reply.stop in ("max_tokens", "pause_turn") else "end_turn"
     input_tokens = _input_tokens(body)
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"

@@ -42,7 +42,8 @@ class Reply:
 
     `reasoning` makes every API emit its reasoning form (a reasoning item, a thinking block, a thought
     part) even for a non-reasoning model. `stop` overrides the stop reason ("max_tokens" makes the
-    response incomplete / truncated in each API's terms). `builtin` are calls of the service's own tools
+    response incomplete / truncated in each API's terms; "pause_turn" is Claude's pause in a long server-tool
+    turn, which the client continues by sending the answer back as the last assistant message). `builtin` are calls of the service's own tools
     (web search, code execution...) made before the text, shown as the API shows them.
     """
 
