@@ -20,7 +20,7 @@ from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
-from ._state import Conversation, SimState, StoredResponse, new_id
+from ._state import Conversation, SimState, StoredResponse, new_id, stored_or_404
 from ._validate import bound_error, enum_error, validate
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -238,25 +238,11 @@ async def create_response(call: Call) -> ASGIApp:
     return response
 
 
-def _stored_or_404(state: SimState, response_id: str) -> StoredResponse:
-    stored = state.responses.get(response_id)
-    if stored is None:
-        raise SimError(404, f"Response with id '{response_id}' not found.", param="response_id")
-    return stored
-
-
-async def get_response(call: Call) -> ASGIApp:
-    """GET /v1/responses/{id}."""
-    with call.state.lock:
-        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
-        return JSONResponse(stored.obj)
-
-
 async def delete_response(call: Call) -> ASGIApp:
     """DELETE /v1/responses/{id}."""
     response_id = call.request.path_params["response_id"]
     with call.state.lock:
-        _stored_or_404(call.state, response_id)
+        stored_or_404(call.state, response_id)
         del call.state.responses[response_id]
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
@@ -296,7 +282,7 @@ def paginate(call: Call, items: list[dict[str, Any]]) -> dict[str, Any]:
 async def list_input_items(call: Call) -> ASGIApp:
     """GET /v1/responses/{id}/input_items: the response's own input items."""
     with call.state.lock:
-        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
+        stored = stored_or_404(call.state, call.request.path_params["response_id"])
         return JSONResponse(paginate(call, copy.deepcopy(stored.input)))
 
 
