@@ -1,0 +1,102 @@
+"""A session's tool calls that wait for a person or the client: listing, resuming and dropping them.
+
+The waiting state is in the latest snapshot's ``tool_call`` blocks (``geppetto.approval@v1``), so it is
+saved with it and a session restored in another process (or on another worker) sees the same calls.
+Resuming continues the same Turn: a seed snapshot carrying the decisions, then an inference whose tool
+loop runs the approved calls, answers the others and lets the model go on; its request chains from the
+response that made the calls, like any tool step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._exceptions import UsageError
+from ..tools._approval import (
+    ApprovalPendingError,
+    PendingCall,
+    apply_decisions,
+    awaiting,
+    drop_calls,
+    has_unrun_decisions,
+)
+from ..turns import Turn
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["check_no_waiting", "drop_pending", "resume"]
+
+
+def _ids(calls: list[PendingCall]) -> str:
+    return ", ".join(f"{c.call_id} ({c.name})" for c in calls)
+
+
+def check_no_waiting(session: Session, action: str) -> bool:
+    """Raise :class:`~geppetto.ApprovalPendingError` naming the fix when the latest snapshot has calls
+    waiting for a decision that has not expired, or decided calls not yet answered. Returns whether some
+    waiting calls expired (the caller refuses them with :func:`drop_calls` before going on)."""
+    latest = session.latest
+    if latest is None:
+        return False
+    waiting = awaiting(latest)
+    live = [c for c in waiting if not c.expired]
+    if live:
+        example = ", ".join(f"{c.call_id!r}: True" for c in live[:2])
+        raise ApprovalPendingError(
+            f"cannot {action}: session {session.session_id} has tool calls waiting for a decision: {_ids(live)}; "
+            f"answer them with `await session.resume({{{example}}})` (True approves, False or a reason denies, "
+            "a client-side tool takes its result) or refuse them all with `await session.drop_pending()`",
+            calls=live,
+        )
+    if has_unrun_decisions(latest):
+        raise ApprovalPendingError(
+            f"cannot {action}: session {session.session_id} has decided tool calls that were not run yet; "
+            "finish them with `await session.resume()`"
+        )
+    return bool(waiting)
+
+
+async def resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
+    """See :meth:`Session.resume <geppetto.Session.resume>`."""
+    session._check_idle("resume")
+    if not isinstance(decisions, Mapping):
+        raise UsageError(
+            f"session.resume takes a mapping of call id to decision, e.g. {{'call_1': True}}, not {decisions!r}"
+        )
+    latest = session.latest
+    if latest is None or (not awaiting(latest) and not has_unrun_decisions(latest)):
+        raise UsageError(
+            f"session {session.session_id} has no tool call waiting for a decision; "
+            "start the next turn with session.prompt(text) or session.run(text)"
+        )
+    if session.tools is None:
+        raise UsageError(
+            "this session has no tools to run the approved calls with: restore it with the same tools, "
+            "e.g. Session.restore(engine, store, session_id, tools=[...])"
+        )
+    frozen = session._settle_latest()
+    assert frozen is not None
+    from ._session import _derive  # the session module imports this one
+
+    seed = _derive(latest, frozen, latest.id)
+    apply_decisions(seed, decisions)
+    session._push(seed)
+    return await session.start_inference().wait()
+
+
+async def drop_pending(session: Session, reason: str = "") -> Turn:
+    """See :meth:`Session.drop_pending <geppetto.Session.drop_pending>`."""
+    session._check_idle("drop pending tool calls")
+    latest = session.latest
+    if latest is None or not awaiting(latest):
+        raise UsageError(f"session {session.session_id} has no tool call waiting for a decision to drop")
+    frozen = session._settle_latest()
+    assert frozen is not None
+    from ._session import _derive
+
+    out = _derive(latest, frozen, latest.id)
+    drop_calls(out, reason)
+    await session._complete(out, None)
+    return out
