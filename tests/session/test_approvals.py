@@ -18,7 +18,7 @@ import geppetto as gp
 from geppetto.events import Event
 from geppetto.session.stores import open_store
 from geppetto.tools import APPROVAL, ToolRegistry, ToolReportedError
-from geppetto.tools.mcp import is_destructive
+from geppetto.tools.mcp import McpTool, is_destructive
 from geppetto.turns import Block, BlockKind
 
 ran: list[str] = []
@@ -255,14 +255,23 @@ async def test_an_expired_approval_is_refused_and_the_session_can_be_prompted() 
 
 
 def test_mcp_tools_annotated_destructive_ask_by_default() -> None:
+    from mcp.types import Tool, ToolAnnotations
+
     def spec(**notes: Any) -> SimpleNamespace:
         return SimpleNamespace(annotations=SimpleNamespace(**notes) if notes is not None else None)
 
     assert is_destructive(SimpleNamespace(annotations=None)) is False
-    assert is_destructive(spec(destructiveHint=True)) is True
+    assert is_destructive(spec(destructive_hint=True)) is True
     assert is_destructive(spec(title="rm")) is True  # the protocol's default for destructiveHint is true
-    assert is_destructive(spec(readOnlyHint=True)) is False
-    assert is_destructive(spec(readOnlyHint=False, destructiveHint=False)) is False
+    assert is_destructive(spec(read_only_hint=True)) is False
+    assert is_destructive(spec(read_only_hint=False, destructive_hint=False)) is False
+    assert is_destructive(spec(readOnlyHint=True)) is False  # the wire's spelling too
+    assert is_destructive(Tool(name="rm", inputSchema={}, annotations=ToolAnnotations(destructiveHint=True)))
+    assert not is_destructive(Tool(name="ls", inputSchema={}, annotations=ToolAnnotations(readOnlyHint=True)))
+    server: Any = SimpleNamespace(prefix="fs_", name="fs")
+    rm = McpTool(server, Tool(name="rm", inputSchema={"type": "object"}, annotations=ToolAnnotations(title="rm")))
+    ls = McpTool(server, Tool(name="ls", inputSchema={"type": "object"}))
+    assert rm.requires_approval is True and ls.requires_approval is False
 
 
 _RESUME_SCRIPT = """

@@ -240,7 +240,9 @@ def is_destructive(spec: Any) -> bool:
     notes = getattr(spec, "annotations", None)
     if notes is None:
         return False
-    return getattr(notes, "readOnlyHint", None) is not True and getattr(notes, "destructiveHint", None) is not False
+    read_only = getattr(notes, "read_only_hint", getattr(notes, "readOnlyHint", None))
+    destructive = getattr(notes, "destructive_hint", getattr(notes, "destructiveHint", None))
+    return read_only is not True and destructive is not False
 
 
 class McpTool(Tool):
