@@ -39,6 +39,7 @@ class RunOptions:
     json_events: bool = False
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
+    yes: bool = False
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -76,8 +77,17 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             chain = cli_middlewares(
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
-            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-            return await session.run(prompt)
+            session = Session(
+                opened.engine, tools=tools, middlewares=chain, sinks=sinks, approval=False if options.yes else None
+            )
+            turn = await session.run(prompt)
+            while waiting := session.pending_approvals:
+                # One shot, nobody to ask: the calls are denied and the model answers without them.
+                names = ", ".join(sorted({c.name for c in waiting}))
+                print(f"note: {names} needs approval and was not run; pass --yes to allow it", file=sys.stderr)
+                reason = "geppetto run cannot ask the user; they can rerun with --yes to allow it"
+                turn = await session.resume({c.call_id: reason for c in waiting})
+            return turn
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:
