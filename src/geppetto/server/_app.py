@@ -22,6 +22,7 @@ from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, BusUnavailable, EventBus
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SessionSummary, SnapshotInfo, SQLTurnStore
+from ..tools import ApprovalPendingError, awaiting
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
 from ._guard import (
@@ -233,6 +234,9 @@ def build_app(
                 return error_response(404, public(exc), "not_found")
             except Busy as exc:
                 return error_response(409, public(exc), "session_busy")
+            except ApprovalPendingError as exc:
+                log.info("request %s %s refused: %s", request.method, request.url.path, exc)
+                return error_response(409, public(exc), "approval_pending")
             except UsageError as exc:
                 log.info("request %s %s refused: %s", request.method, request.url.path, exc)
                 return error_response(409, public(exc), "conflict")
@@ -276,6 +280,7 @@ def build_app(
                 "running_inference": running[-1] if running else None,
                 "last_event_id": await runner.bus.last_id(session_id),
                 "latest": turn_to_dict(latest) if latest is not None else None,
+                "pending_approvals": [c.to_dict() for c in awaiting(latest)],
                 "snapshot_count": page[-1].seq if page else 0,
                 "snapshots": [_snapshot_info(i) for i in page],
                 "older_snapshots": _older(session_id, page),
@@ -323,6 +328,29 @@ def build_app(
         if not isinstance(text, str) or not text.strip():
             raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
         started = await runner.start(session_id, text.strip())
+        return JSONResponse(
+            {
+                "inference_id": started.inference_id,
+                "after": started.after,
+                "events": f"/api/sessions/{session_id}/events?after={started.after}",
+            },
+            status_code=202,
+        )
+
+    async def post_approvals(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        body = _object(await read_json(request, max_body))
+        if unknown := sorted(set(body) - {"decisions"}):
+            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; send {{\"decisions\": {{...}}}}", "invalid_request")
+        decisions = body.get("decisions")
+        if not isinstance(decisions, dict) or not decisions:
+            raise ApiError(
+                422,
+                'send {"decisions": {"<call_id>": true | false | "reason to deny"}} (a client-side tool\'s call '
+                "id takes its result); GET /api/sessions/{id} lists pending_approvals",
+                "invalid_request",
+            )
+        started = await runner.start(session_id, "", decisions=decisions)
         return JSONResponse(
             {
                 "inference_id": started.inference_id,
@@ -537,6 +565,7 @@ def build_app(
         Route("/api/sessions/{session_id}", guarded(get_session), methods=["GET"]),
         Route("/api/sessions/{session_id}", guarded(delete_session), methods=["DELETE"]),
         Route("/api/sessions/{session_id}/messages", guarded(post_message), methods=["POST"]),
+        Route("/api/sessions/{session_id}/approvals", guarded(post_approvals), methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/sessions/{session_id}/snapshots", guarded(list_snapshots), methods=["GET"]),

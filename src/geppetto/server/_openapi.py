@@ -204,6 +204,41 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                     },
                 },
             },
+            "/api/sessions/{session_id}/approvals": {
+                "parameters": [_SESSION_ID],
+                "post": {
+                    "summary": "Answer the tool calls that wait (the session's pending_approvals) and continue the "
+                    "inference, on any worker: true approves, false or a reason denies, a client-side tool's call "
+                    "takes its result; calls left out keep waiting",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["decisions"],
+                                    "properties": {"decisions": {"type": "object", "minProperties": 1}},
+                                    "additionalProperties": False,
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "202": _json(
+                            "Started; read its events after `after`",
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "inference_id": {"type": "string"},
+                                    "after": {"type": "string"},
+                                    "events": {"type": "string"},
+                                },
+                            },
+                        ),
+                        **_ERRORS,
+                    },
+                },
+            },
             "/api/sessions/{session_id}/cancel": {
                 "parameters": [_SESSION_ID],
                 "post": {

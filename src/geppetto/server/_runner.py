@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..session import ExecutionHandle, Session
+from ..session._approvals import prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
@@ -190,12 +191,22 @@ class Runner:
 
     # -- inferences ---------------------------------------------------------------------------
     async def start(
-        self, session_id: str, text: str, *, seed: Turn | None = None, settings: dict[str, Any] | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        seed: Turn | None = None,
+        settings: dict[str, Any] | None = None,
+        decisions: Mapping[str, Any] | None = None,
     ) -> Started:
         """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
 
         ``seed``, for a session with no snapshot yet, is saved first as its history (a front-end that
-        holds earlier messages). ``settings``: the session's, when the caller has just read them."""
+        holds earlier messages). ``settings``: the session's, when the caller has just read them.
+        ``decisions`` (call id -> decision, see :meth:`Session.resume <geppetto.Session.resume>`) resumes
+        the tool calls that wait instead of prompting (``text`` is then only recorded). A prompt to a session
+        with waiting calls, or decisions it cannot take, raise :class:`~geppetto.UsageError` before anything
+        starts."""
         if settings is None:
             settings = await self.settings(session_id)
         lease = await self.store.try_lock(session_id)
@@ -208,6 +219,15 @@ class Runner:
             await self._settle_stale(session_id)
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
+            session = await self._session(session_id, settings, lambda event: None)
+            try:
+                if decisions is None:
+                    session.prompt(text)
+                else:
+                    prepare_resume(session, decisions)
+            except UsageError:
+                await self._keep_hot(session_id, settings, session)  # unchanged: still good for the next request
+                raise
             inference_id = new_id()
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
@@ -220,7 +240,7 @@ class Runner:
             self._running.pop(session_id, None)
             await lease.release()
             raise
-        task = asyncio.get_running_loop().create_task(self._run(session_id, text, settings, running, lease))
+        task = asyncio.get_running_loop().create_task(self._run(session_id, session, settings, running, lease))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return Started(session_id, inference_id, after)
@@ -287,7 +307,7 @@ class Runner:
                 await probe.release()
 
     async def _run(
-        self, session_id: str, text: str, settings: dict[str, Any], running: _Running, lease: SessionLease
+        self, session_id: str, session: Session, settings: dict[str, Any], running: _Running, lease: SessionLease
     ) -> None:
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
@@ -301,11 +321,9 @@ class Runner:
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
-        session: Session | None = None
         unsaved: Turn | None = None
+        session.sinks = (sink,)
         try:
-            session = await self._session(session_id, settings, sink)
-            session.prompt(text)
             running.handle = session.start_inference(inference_id=running.inference_id)
             if running.cancelled:
                 running.handle.cancel()
@@ -319,7 +337,7 @@ class Runner:
             raise
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
-            latest = session.latest if session is not None else None
+            latest = session.latest
             if (
                 isinstance(exc, StoreError)
                 and latest

@@ -26,7 +26,7 @@ from ..turns import Turn
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["check_no_waiting", "drop_pending", "resume"]
+__all__ = ["check_no_waiting", "drop_pending", "prepare_resume", "resume"]
 
 
 def _ids(calls: list[PendingCall]) -> str:
@@ -60,6 +60,13 @@ def check_no_waiting(session: Session, action: str) -> bool:
 
 async def resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
     """See :meth:`Session.resume <geppetto.Session.resume>`."""
+    prepare_resume(session, decisions)
+    return await session.start_inference().wait()
+
+
+def prepare_resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
+    """Check ``decisions`` and add the seed snapshot that carries them (the same Turn, going on); the
+    caller starts the inference (``session.start_inference()``). Nothing changes when they are refused."""
     session._check_idle("resume")
     if not isinstance(decisions, Mapping):
         raise UsageError(
@@ -83,7 +90,7 @@ async def resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
     seed = _derive(latest, frozen, latest.id)
     apply_decisions(seed, decisions)
     session._push(seed)
-    return await session.start_inference().wait()
+    return seed
 
 
 async def drop_pending(session: Session, reason: str = "") -> Turn:
