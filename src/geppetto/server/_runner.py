@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,8 @@ from ..middleware import Middleware, system_prompt
 from ..session import ExecutionHandle, Session
 from ..session._approvals import prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
-from ..tools import ToolRegistry
+from ..tools import ToolDefinition, ToolRegistry
+from ._client_tools import SessionTools
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
 from ._metrics import server_metrics
 from ._publish import Publisher
@@ -198,6 +199,7 @@ class Runner:
         seed: Turn | None = None,
         settings: dict[str, Any] | None = None,
         decisions: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolDefinition] | None = None,
     ) -> Started:
         """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
 
@@ -206,7 +208,8 @@ class Runner:
         ``decisions`` (call id -> decision, see :meth:`Session.resume <geppetto.Session.resume>`) resumes
         the tool calls that wait instead of prompting (``text`` is then only recorded). A prompt to a session
         with waiting calls, or decisions it cannot take, raise :class:`~geppetto.UsageError` before anything
-        starts."""
+        starts. ``client_tools``: the tools the front-end runs itself, offered from this run on (None: those
+        it declared before, if this worker holds the session)."""
         if settings is None:
             settings = await self.settings(session_id)
         lease = await self.store.try_lock(session_id)
@@ -220,6 +223,8 @@ class Runner:
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
             session = await self._session(session_id, settings, lambda event: None)
+            if client_tools is not None and isinstance(session.tools, SessionTools):
+                session.tools.declare(client_tools)
             try:
                 if decisions is None:
                     session.prompt(text)
@@ -424,7 +429,7 @@ class Runner:
             middlewares.append(system_prompt(str(settings["system"])))
         session = Session(
             self.engine_for(settings),
-            tools=self.tools,
+            tools=SessionTools(self.tools),
             middlewares=middlewares,
             store=self.store,
             session_id=session_id,
