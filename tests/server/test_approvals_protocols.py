@@ -72,7 +72,9 @@ def test_ag_ui_interrupts_for_an_approval_and_resumes_with_the_answer(url: str, 
     assert "TOOL_CALL_END" in first["types"] and "TOOL_CALL_RESULT" not in first["types"]
     [interrupt] = first["outcome"]["interrupts"]
     assert interrupt["reason"] == "tool_approval" and interrupt["toolCallId"] == interrupt["id"]
-    assert first["pendingInterrupts"] == [{"id": interrupt["id"], "toolCallId": interrupt["id"], "reason": "tool_approval"}]
+    assert first["pendingInterrupts"] == [
+        {"id": interrupt["id"], "toolCallId": interrupt["id"], "reason": "tool_approval"}
+    ]
     assert second["types"][-1] == "RUN_FINISHED" and second["outcome"] in (None, {"type": "success"})
     assert "TOOL_CALL_RESULT" in second["types"] and second["pendingInterrupts"] == []
     [use] = [b for b in _blocks(url, f"agui-{mode}") if b["kind"] == "tool_use"]

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_web
 from server_support import running_app, sim_profile
-from test_web import Page, browser, new_session, page, send  # noqa: F401  (fixtures)
+from test_web import Page, new_session, send
 
 import geppetto as gp
 from geppetto.cli._demo_tools import demo_registry
@@ -20,6 +21,7 @@ try:
 except ImportError:  # the browser fixture skips
     expect = None
 
+browser, page = test_web.browser, test_web.page  # the fixtures of the web tests: Chromium, a checked page
 deleted: list[str] = []
 
 

@@ -341,7 +341,9 @@ def build_app(
         session_id = request.path_params["session_id"]
         body = _object(await read_json(request, max_body))
         if unknown := sorted(set(body) - {"decisions"}):
-            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; send {{\"decisions\": {{...}}}}", "invalid_request")
+            raise ApiError(
+                422, f'unknown field(s) {", ".join(unknown)}; send {{"decisions": {{...}}}}', "invalid_request"
+            )
         decisions = body.get("decisions")
         if not isinstance(decisions, dict) or not decisions:
             raise ApiError(

@@ -22,13 +22,15 @@ class SessionTools(ToolRegistry):
         self.approval = base.approval if base is not None else None
         self.client: dict[str, Tool] = {}
 
-    @property  # type: ignore[override]
-    def _tools(self) -> dict[str, Tool]:
+    @property
+    def _tools(self) -> dict[str, Tool]:  # type: ignore[override]
         own = self.base._tools if self.base is not None else {}
         return {**self.client, **own}
 
     def add(self, fn: Any, *, replace: bool = False) -> Tool:
-        raise TypeError("a session's tools are the server's plus the client's: add server tools to the server's registry")
+        raise TypeError(
+            "a session's tools are the server's plus the client's: add server tools to the server's registry"
+        )
 
     def declare(self, definitions: Iterable[ToolDefinition]) -> None:
         """Make ``definitions`` the client-side tools of the next runs."""

@@ -21,8 +21,8 @@ from ..session import ExecutionHandle, Session
 from ..session._approvals import prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolDefinition, ToolRegistry
-from ._client_tools import SessionTools
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
+from ._client_tools import SessionTools
 from ._metrics import server_metrics
 from ._publish import Publisher
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
-    Interrupt,
     ReasoningStartEvent,
     RunAgentInput,
     RunErrorEvent,
@@ -32,8 +33,6 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from collections.abc import Collection, Mapping
-
 from .._exceptions import UsageError
 from ..tools import ApprovalPendingError, PendingCall, ToolDefinition, ToolReportedError
 from ..turns import Turn, new_id
@@ -41,7 +40,15 @@ from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED, Busy
 
-__all__ = ["APPROVAL_SCHEMA", "AGUIStream", "client_tools", "parse_input", "prompt_and_seed", "resume_decisions", "wants_resume"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "AGUIStream",
+    "client_tools",
+    "parse_input",
+    "prompt_and_seed",
+    "resume_decisions",
+    "wants_resume",
+]
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -79,7 +86,7 @@ def client_tools(run: RunAgentInput) -> list[ToolDefinition]:
     """The tools the front-end runs itself (the run input's ``tools``); ValueError for a tool whose
     parameters are not a JSON object schema."""
     out = []
-    for t in run.tools:
+    for t in run.tools or []:
         params = t.parameters if t.parameters is not None else {"type": "object", "properties": {}}
         if not isinstance(params, dict) or params.get("type") != "object":
             raise ValueError(f"tool {t.name!r}: parameters must be a JSON object schema ({{'type': 'object', ...}})")
@@ -117,7 +124,9 @@ def resume_decisions(run: RunAgentInput, waiting: Mapping[str, PendingCall]) -> 
         call = waiting.get(entry.interrupt_id)
         if call is not None and call.kind == "client":
             cancelled = entry.status == "cancelled"
-            decisions[entry.interrupt_id] = ToolReportedError("the client cancelled this call") if cancelled else entry.payload
+            decisions[entry.interrupt_id] = (
+                ToolReportedError("the client cancelled this call") if cancelled else entry.payload
+            )
         else:
             decisions[entry.interrupt_id] = _approval(entry)  # an id that does not wait is refused by the session
     for message in reversed(run.messages):
