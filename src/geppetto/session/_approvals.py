@@ -10,7 +10,7 @@ response that made the calls, like any tool step.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._exceptions import UsageError
 from ..tools._approval import (
@@ -23,8 +23,25 @@ from ..tools._approval import (
 )
 from ..turns import Turn
 
-if TYPE_CHECKING:
-    from ._session import Session
+
+class _Handle(Protocol):
+    async def wait(self) -> Turn: ...
+
+
+class Session(Protocol):
+    """What this module uses of a :class:`~geppetto.Session` (a protocol: the session module imports this one)."""
+
+    session_id: str
+    tools: Any
+
+    @property
+    def latest(self) -> Turn | None: ...
+    def _check_idle(self, action: str) -> None: ...
+    def _continued(self) -> Turn: ...
+    def _push(self, turn: Turn) -> None: ...
+    async def _complete(self, out: Turn, events: Any) -> None: ...
+    def start_inference(self, *, inference_id: str | None = None) -> _Handle: ...
+
 
 __all__ = ["check_no_waiting", "drop_pending", "prepare_resume", "resume"]
 
@@ -83,11 +100,7 @@ def prepare_resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
             "this session has no tools to run the approved calls with: restore it with the same tools, "
             "e.g. Session.restore(engine, store, session_id, tools=[...])"
         )
-    frozen = session._settle_latest()
-    assert frozen is not None
-    from ._session import _derive  # the session module imports this one
-
-    seed = _derive(latest, frozen, latest.id)
+    seed = session._continued()
     apply_decisions(seed, decisions)
     session._push(seed)
     return seed
@@ -99,11 +112,7 @@ async def drop_pending(session: Session, reason: str = "") -> Turn:
     latest = session.latest
     if latest is None or not awaiting(latest):
         raise UsageError(f"session {session.session_id} has no tool call waiting for a decision to drop")
-    frozen = session._settle_latest()
-    assert frozen is not None
-    from ._session import _derive
-
-    out = _derive(latest, frozen, latest.id)
+    out = session._continued()
     drop_calls(out, reason)
     await session._complete(out, None)
     return out

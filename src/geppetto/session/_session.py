@@ -368,6 +368,13 @@ class Session:
         return seed
 
     # -- tool calls waiting for a person -----------------------------------------------------------
+    def _continued(self) -> Turn:
+        """A copy of the latest snapshot under the same Turn id (the same turn going on: a resume)."""
+        frozen = self._settle_latest()
+        latest = self.latest
+        assert latest is not None and frozen is not None
+        return _derive(latest, frozen, latest.id)
+
     @property
     def pending_approvals(self) -> builtins.list[PendingCall]:
         """The tool calls of the latest snapshot waiting for a person (``kind="approval"``) or the
