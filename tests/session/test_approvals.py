@@ -328,3 +328,11 @@ async def test_a_restored_session_in_a_new_process_sees_and_resumes_the_waiting_
     again = await gp.Session.restore(gp.ScriptedEngine([]), open_store(target), session.session_id)
     assert again.pending_approvals == [] and again.latest is not None and again.latest.blocks[-1].text == "done"
     assert ran == []  # nothing ran in this process
+
+
+async def test_an_inference_cannot_start_while_calls_wait_undecided() -> None:
+    session, engine, _ = _session([_calls(("c1", "delete_file", {"path": "a"})), Block.llm_text("ok")])
+    await session.run("delete a")
+    with pytest.raises(gp.ApprovalPendingError, match=r"cannot start an inference: .*c1 \(delete_file\)"):
+        session.start_inference()
+    assert engine.remaining == 1

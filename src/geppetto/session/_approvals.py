@@ -43,7 +43,7 @@ class Session(Protocol):
     def start_inference(self, *, inference_id: str | None = None) -> _Handle: ...
 
 
-__all__ = ["check_no_waiting", "drop_pending", "prepare_resume", "resume"]
+__all__ = ["check_can_start", "check_no_waiting", "drop_pending", "prepare_resume", "resume"]
 
 
 def _ids(calls: list[PendingCall]) -> str:
@@ -73,6 +73,14 @@ def check_no_waiting(session: Session, action: str) -> bool:
             "finish them with `await session.resume()`"
         )
     return bool(waiting)
+
+
+def check_can_start(session: Session) -> None:
+    """An inference may start when no call waits, or when some waiting call was decided (a resume):
+    else :class:`~geppetto.ApprovalPendingError` naming the fix (the inference could only stop again)."""
+    latest = session.latest
+    if latest is not None and not has_unrun_decisions(latest):
+        check_no_waiting(session, "start an inference")
 
 
 async def resume(session: Session, decisions: Mapping[str, Any]) -> Turn:

@@ -407,6 +407,7 @@ class Session:
         :class:`~geppetto.UsageError` when there is nothing to run.
         """
         self._check_idle("start an inference")
+        _approvals.check_can_start(self)
         seed = self.latest
         if seed is None or not seed.blocks:
             raise UsageError(

@@ -176,10 +176,10 @@ def decided(turn: Turn) -> list[tuple[Block, dict[str, Any]]]:
 
 
 def has_unrun_decisions(turn: Turn) -> bool:
-    """Whether ``turn`` has calls a person decided (approved, denied, answered) that were not answered
-    yet: a resume whose inference did not finish."""
+    """Whether ``turn`` has decided calls not answered yet (approved, denied, answered by the client, or
+    expired under a late decision): a resume whose inference has not run or did not finish."""
     return any(
-        (s := _state(b)) is not None and s.get("state") in ("approved", "denied", "answered")
+        (s := _state(b)) is not None and s.get("state") in ("approved", "denied", "answered", "expired")
         for b in pending_tool_calls(turn)
     )
 
