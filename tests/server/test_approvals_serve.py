@@ -76,6 +76,10 @@ def test_a_pause_is_in_the_events_and_the_session_and_an_approval_continues_it(s
     refused = server.post(f"/api/sessions/{sid}/messages", json={"text": "something else"})
     assert refused.status_code == 409 and refused.json()["error"]["type"] == "approval_pending"
     assert f"session.resume({{'{call_id}': True}})" in refused.json()["error"]["message"]
+    run = {"threadId": sid, "runId": "r1", "state": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]}
+    run |= {"tools": [], "context": []}
+    agui = [e["data"] for e in sse_events(server.post("/ag-ui", json=run).text.splitlines())]
+    assert [e["type"] for e in agui] == ["RUN_STARTED", "RUN_ERROR"] and agui[1]["code"] == "approval_pending"
 
     started = _post(server, f"/api/sessions/{sid}/approvals", {"decisions": {call_id: True}})
     events = _events(server, sid, started)
