@@ -1,6 +1,6 @@
 """Tool calls that wait for a person behind ``geppetto serve``: the ``approval_requested`` event, the
 session's ``pending_approvals``, ``POST /api/sessions/{id}/approvals`` and its errors, and two workers on one
-store and one bus where the approval is answered on the worker that did not run the inference."""
+store (PostgreSQL) and one bus (Redis) where the approval is answered on the worker that did not run the inference."""
 
 from __future__ import annotations
 
@@ -116,9 +116,9 @@ def test_approval_requests_that_cannot_be_taken_name_the_fix(server: httpx.Clien
 
 
 def test_an_approval_answered_on_the_worker_that_did_not_run_the_inference(
-    geppetto_sim: Simulator, tmp_path: Path
+    geppetto_sim: Simulator, postgres_target: str
 ) -> None:
-    path, bus = str(tmp_path / "s.db"), bus_url("redis")
+    path, bus = postgres_target, bus_url("redis")  # two workers share PostgreSQL and Redis, as deployed
     a_app = create_app(sim_profile(geppetto_sim), store=path, bus=bus, tools=_tools())
     b_app = create_app(sim_profile(geppetto_sim), store=path, bus=bus, tools=_tools())
     with (
