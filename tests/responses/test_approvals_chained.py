@@ -80,3 +80,21 @@ async def test_a_resume_after_restore_with_a_new_engine_chains_too(geppetto_sim:
         }
     ]
     assert metrics.counters["fallback"] == 0
+
+
+async def test_a_partial_decision_then_the_rest_still_chains(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    calls = [ToolCall("delete_file", {"path": "a"}), ToolCall("delete_file", {"path": "b"})]
+    sim.queue(Reply(tool_calls=calls), Reply(text="One deleted."))
+    metrics = ResponsesMetrics()
+    session = gp.Session(_engine(sim, metrics), tools=[delete_file])
+    paused = await session.run("delete a and b")
+    anchor = BLOCK_META_RESPONSE_ID.get(paused.blocks[-1].metadata)
+    first, second = (p.call_id for p in session.pending_approvals)
+    await session.resume({first: True})  # runs a, the model waits for b
+    assert len(_posts(sim)) == 1 and [p.call_id for p in session.pending_approvals] == [second]
+    final = await session.resume({second: False})
+    assert final.blocks[-1].text == "One deleted."
+    body = _posts(sim)[-1]
+    assert body["previous_response_id"] == anchor and len(body["input"]) == 2  # type: ignore[arg-type]
+    assert metrics.counters["fallback"] == 0
