@@ -16,9 +16,9 @@ import pytest
 from server_support import NODE_DIR, node_modules, running_app, sim_profile
 
 import geppetto as gp
-from geppetto.server import create_app
+from geppetto.server import agui, create_app, vercel
 from geppetto.simulator import Simulator
-from geppetto.tools import ToolRegistry
+from geppetto.tools import PendingCall, ToolRegistry
 
 deleted: list[str] = []
 
@@ -133,3 +133,87 @@ def test_a_request_that_answers_nothing_that_waits_is_refused(url: str) -> None:
     httpx.post(url + "/api/sessions", json={"id": "chat-none"})
     response = httpx.post(url + "/api/chat", json=body)
     assert response.status_code == 409 and "no tool call waiting" in response.json()["error"]["message"]
+
+
+def _call(call_id: str, kind: str = "approval") -> PendingCall:
+    return PendingCall(call_id, "t", {}, kind, 0.0)  # type: ignore[arg-type]
+
+
+def test_ag_ui_resume_entries_and_tool_messages_become_decisions() -> None:
+    waiting = {"a": _call("a"), "b": _call("b"), "c": _call("c"), "d": _call("d"), "k": _call("k", "client")}
+    run = agui.parse_input(
+        {
+            "threadId": "t",
+            "runId": "r",
+            "state": {},
+            "tools": [],
+            "context": [],
+            "messages": [
+                {"id": "m1", "role": "user", "content": "hi"},
+                {"id": "m2", "role": "tool", "toolCallId": "k", "content": "blue"},
+            ],
+            "resume": [
+                {"interruptId": "a", "status": "resolved", "payload": {"approved": True}},
+                {"interruptId": "b", "status": "resolved", "payload": {"approved": False, "reason": "no"}},
+                {"interruptId": "c", "status": "cancelled"},
+                {"interruptId": "d", "status": "resolved"},
+            ],
+        }
+    )
+    assert agui.wants_resume(run)
+    assert agui.resume_decisions(run, waiting) == {
+        "a": True,
+        "b": "no",
+        "c": "the user cancelled the approval",
+        "d": True,
+        "k": "blue",
+    }
+    bad = run.model_copy(update={"resume": [run.resume[0].model_copy(update={"payload": {"ok": 1}})]})  # type: ignore[index]
+    with pytest.raises(ValueError, match=r"must be \{'approved': true\|false"):
+        agui.resume_decisions(bad, waiting)
+
+
+def test_a_bad_ag_ui_resume_payload_or_tool_schema_is_a_422(url: str) -> None:
+    base = {"threadId": "t-bad", "runId": "r", "state": {}, "context": [], "messages": []}
+    response = httpx.post(
+        url + "/ag-ui",
+        json={**base, "tools": [], "resume": [{"interruptId": "x", "status": "resolved", "payload": [1]}]},
+    )
+    assert response.status_code == 422 and "'approved': true|false" in response.json()["error"]["message"]
+    tool = {"name": "pick", "description": "", "parameters": {"type": "string"}}
+    response = httpx.post(
+        url + "/ag-ui", json={**base, "tools": [tool], "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+    )
+    assert response.status_code == 422 and "must be a JSON object schema" in response.json()["error"]["message"]
+
+
+def test_vercel_tool_parts_become_decisions() -> None:
+    waiting = {i: _call(i) for i in "abcd"} | {"k": _call("k", "client"), "e": _call("e", "client")}
+
+    def part(call_id: str, state: str, **more: Any) -> dict[str, Any]:
+        return {"type": "tool-x", "toolCallId": call_id, "state": state, "input": {}, **more}
+
+    message = {
+        "id": "m",
+        "role": "assistant",
+        "parts": [
+            {"type": "text", "text": "hi"},
+            part("a", "approval-responded", approval={"id": "a", "approved": True}),
+            part("b", "approval-responded", approval={"id": "b", "approved": False, "reason": "no"}),
+            part("c", "approval-responded", approval={"id": "c", "approved": False}),
+            part("d", "approval-requested", approval={"id": "d"}),  # not answered yet: keeps waiting
+            part("k", "output-available", output={"color": "blue"}),
+            part("e", "output-error", errorText="no camera"),
+            part("zz", "output-available", output=1),  # does not wait: ignored
+        ],
+    }
+    assert vercel.resumed_message({"messages": [message]}) is message
+    assert vercel.resumed_message({"messages": [{"role": "user", "parts": []}]}) is None
+    decisions = vercel.resume_decisions(message, waiting)
+    assert {k: v for k, v in decisions.items() if k != "e"} == {
+        "a": True,
+        "b": "no",
+        "c": False,
+        "k": {"color": "blue"},
+    }
+    assert str(decisions["e"]) == "no camera"
