@@ -60,6 +60,17 @@ def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served
     assert deleted == ["a.txt"] and p.locator(".approval").count() == 0
     assert "deleted a.txt" in p.locator("#messages .msg.assistant").last.inner_text()
 
+    # answered at once, before the run that asked has finished: the answer waits for that end
+    expect(p.locator("#send")).to_be_enabled()
+    p.locator("#prompt").focus()
+    p.keyboard.type("delete_file for 'c.txt'")
+    p.keyboard.press("Enter")
+    p.locator(".tool-card.waiting .approve").wait_for()
+    p.keyboard.press("Enter")
+    expect(p.locator(".tool-card").nth(1).locator(".result")).to_have_text("deleted c.txt")
+    expect(p.locator("#send")).to_be_enabled()
+    assert deleted == ["a.txt", "c.txt"]
+
     send(p, "delete_file for 'b.txt'")
     waiting = p.locator(".tool-card.waiting")
     expect(waiting.locator(".deny")).to_be_visible()
@@ -71,7 +82,7 @@ def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served
     finished = int(p.locator("#messages").get_attribute("data-finished") or 0)
     p.keyboard.press("Enter")
     p.locator(f"#messages[data-finished='{finished + 1}']").wait_for(state="attached")
-    denied = p.locator(".tool-card").nth(1)
+    denied = p.locator(".tool-card").nth(2)
     expect(denied.locator(".result")).to_have_text("error: the user denied this tool call; do not retry it")
-    assert deleted == ["a.txt"]
+    assert deleted == ["a.txt", "c.txt"]
     page.shot("denied")

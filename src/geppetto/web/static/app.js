@@ -484,6 +484,8 @@
 
   // Answers one waiting call (true approves, false denies) and follows the inference that resumes.
   async function decideCall(sessionId, view, callId, value) {
+    // The question arrives just before its run finishes: an answer given at once waits for that end.
+    for (let i = 0; i < 100 && state.running; i++) await new Promise((resolve) => setTimeout(resolve, 50));
     if (state.running || state.sending) return false;
     let started;
     state.sending = true;
