@@ -166,7 +166,8 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                 "parameters": [_SESSION_ID],
                 "get": {
                     "summary": "A session: settings, status, its latest Turn (blocks with provenance), the count "
-                    "and last page of its snapshots (older pages at older_snapshots), its last inferences",
+                    "and last page of its snapshots (older pages at older_snapshots), its last inferences, the tool calls "
+                    "waiting for a decision (pending_approvals)",
                     "responses": {"200": _json("The session", {"type": "object"}), **_ERRORS},
                 },
                 "delete": {"summary": "Delete a session", "responses": {"204": {"description": "Deleted"}, **_ERRORS}},
