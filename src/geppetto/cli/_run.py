@@ -23,6 +23,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._terminal import Spinner, spinning
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -77,10 +78,16 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             chain = cli_middlewares(
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
+            # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
+            spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
             session = Session(
-                opened.engine, tools=tools, middlewares=chain, sinks=sinks, approval=False if options.yes else None
+                opened.engine,
+                tools=tools,
+                middlewares=chain,
+                sinks=[spinner.sink, *sinks],
+                approval=False if options.yes else None,
             )
-            turn = await session.run(prompt)
+            turn = await spinning(spinner, session.run(prompt))
             while waiting := session.pending_approvals:
                 # One shot, nobody to ask: the calls are denied and the model answers without them.
                 names = ", ".join(sorted({c.name for c in waiting}))
