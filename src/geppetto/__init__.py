@@ -36,10 +36,12 @@ from .middleware import Middleware, with_middleware
 from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
 from .session import ExecutionHandle, Session
 from .testing import FunctionEngine, ScriptedEngine
-from .tools import ToolDefinition, ToolRegistry, tool
+from .tools import ApprovalPendingError, ApprovalPolicy, PendingCall, ToolDefinition, ToolRegistry, client_tool, tool
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
 
 __all__ = [
+    "ApprovalPendingError",
+    "ApprovalPolicy",
     "AuthenticationError",
     "BadRequestError",
     "Block",
@@ -58,6 +60,7 @@ __all__ = [
     "Middleware",
     "NotFoundError",
     "OutputValidationError",
+    "PendingCall",
     "PreviousResponseNotFoundError",
     "ProviderConnectionError",
     "ProviderError",
@@ -75,6 +78,7 @@ __all__ = [
     "Turn",
     "TurnFormatError",
     "UsageError",
+    "client_tool",
     "load_turn",
     "output_config",
     "output_of",

@@ -95,6 +95,9 @@ def run(
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
     mcp: McpOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call that needs approval (else it is not run).")
+    ] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
@@ -111,6 +114,7 @@ def run(
         json_events=json_events,
         save_turn=save_turn,
         mcp=tuple(mcp or ()),
+        yes=yes,
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 
@@ -135,9 +139,15 @@ def chat(
     store: StoreOpt = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call without asking (tools that need approval).")
+    ] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
+
+    A tool call that needs approval (an MCP tool annotated destructive, say) is asked about: y runs
+    it, n (or Enter) denies it, any other text denies it with that text as the reason.
 
     Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
@@ -159,6 +169,7 @@ def chat(
         continue_last=continue_last,
         persist=not no_store,
         mcp=tuple(mcp or ()),
+        yes=yes,
     )
     guarded(repl.run)
 

@@ -19,6 +19,7 @@ from ..session import ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
 from ..web._report import plural
+from ._approve import ask_approvals
 from ._demo_tools import demo_registry
 from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
@@ -97,8 +98,10 @@ class ChatRepl:
         continue_last: bool = False,
         persist: bool = True,
         mcp: tuple[str, ...] = (),
+        yes: bool = False,
     ) -> None:
         self.settings = settings
+        self.yes = yes
         self.resume = resume
         self.store_target = store
         self.persist = persist
@@ -148,6 +151,7 @@ class ChatRepl:
             store=self.store,
             session_id=session_id or new_id(),
             record_events=self.store is not None,
+            approval=False if self.yes else None,
         )
         if latest is not None:
             session.append(latest)
@@ -207,6 +211,7 @@ class ChatRepl:
                     self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
                     self.session = self._new_session(latest, session_id=session_id)
                     self._where()
+                    self._ask_about_waiting(runner)
                     self._loop(runner)
             finally:
                 self.close()
@@ -276,6 +281,7 @@ class ChatRepl:
         print(ANSWER, end="", flush=True)
         try:
             turn = runner.run(self._infer(text))
+            turn = self._ask_about_waiting(runner) or turn
             if self.resume is not None:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
@@ -289,6 +295,21 @@ class ChatRepl:
             print(f"\nerror: {exc}")
         sys.stdout.flush()
         _print_notes()
+
+    def _ask_about_waiting(self, runner: asyncio.Runner) -> Turn | None:
+        """Ask y/n for each tool call waiting for approval and resume, until nothing waits. Returns the
+        turn the last resume produced (None when nothing waited)."""
+        assert self.session is not None
+        turn = None
+        while calls := self.session.pending_approvals:
+            decisions = ask_approvals(calls)
+            if decisions is None:
+                turn = runner.run(self.session.drop_pending("the user interrupted the approval"))
+                print("(the waiting tool calls were dropped)")
+                break
+            print(ANSWER, end="", flush=True)
+            turn = runner.run(self.session.resume(decisions))
+        return turn
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")

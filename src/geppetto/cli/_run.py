@@ -40,6 +40,7 @@ class RunOptions:
     json_events: bool = False
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
+    yes: bool = False
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -79,8 +80,21 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             )
             # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
             spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
-            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=[spinner.sink, *sinks])
-            return await spinning(spinner, session.run(prompt))
+            session = Session(
+                opened.engine,
+                tools=tools,
+                middlewares=chain,
+                sinks=[spinner.sink, *sinks],
+                approval=False if options.yes else None,
+            )
+            turn = await spinning(spinner, session.run(prompt))
+            while waiting := session.pending_approvals:
+                # One shot, nobody to ask: the calls are denied and the model answers without them.
+                names = ", ".join(sorted({c.name for c in waiting}))
+                print(f"note: {names} needs approval and was not run; pass --yes to allow it", file=sys.stderr)
+                reason = "geppetto run cannot ask the user; they can rerun with --yes to allow it"
+                turn = await session.resume({c.call_id: reason for c in waiting})
+            return turn
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

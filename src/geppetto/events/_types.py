@@ -16,6 +16,7 @@ __all__ = [
     "STOP_REFUSAL",
     "STOP_TOOL_CALLS",
     "Event",
+    "EventApprovalRequested",
     "EventError",
     "EventFinal",
     "EventInterrupt",
@@ -138,6 +139,16 @@ class EventToolResult(Event):
     name: str = ""
     result: Any = None
     error: str | None = None
+
+
+@dataclass
+class EventApprovalRequested(Event):
+    """The tool loop stopped: ``calls`` wait for a person (``kind`` ``"approval"``) or the client
+    (``"client"``), each a dict with ``call_id``, ``name``, ``arguments``, ``kind``, ``requested_at`` and
+    ``expires_at``. Answer them with ``await session.resume({call_id: ...})``."""
+
+    type: ClassVar[str] = "approval_requested"
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
