@@ -1,5 +1,17 @@
 """The data model: Turn, Block, BlockKind, typed keys, serde and chat-message conversion."""
 
+from ._builtin import (
+    PAYLOAD_BUILTIN,
+    PAYLOAD_CITATIONS,
+    PAYLOAD_EXTRA,
+    PAYLOAD_ITEM,
+    PAYLOAD_LOGPROBS,
+    PAYLOAD_PHASE,
+    BuiltinTool,
+    builtin_of,
+    raw_block,
+    with_extra,
+)
 from ._keys import (
     BlockMetadata,
     JSONCodec,
@@ -60,6 +72,16 @@ from ._serde import (
 )
 
 __all__ = [
+    "PAYLOAD_BUILTIN",
+    "PAYLOAD_CITATIONS",
+    "PAYLOAD_EXTRA",
+    "PAYLOAD_ITEM",
+    "PAYLOAD_LOGPROBS",
+    "PAYLOAD_PHASE",
+    "BuiltinTool",
+    "builtin_of",
+    "raw_block",
+    "with_extra",
     "BLOCK_META_INFERENCE_ID",
     "BLOCK_META_MIDDLEWARE",
     "BLOCK_META_PREFIX_FINGERPRINT",

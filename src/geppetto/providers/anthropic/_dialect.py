@@ -24,6 +24,8 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig,
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
+    PAYLOAD_CITATIONS,
+    PAYLOAD_EXTRA,
     PAYLOAD_ENCRYPTED_CONTENT,
     PAYLOAD_ERROR,
     PAYLOAD_ID,
@@ -33,11 +35,11 @@ from ...turns import (
     BlockKind,
     Turn,
 )
-from .._streaming import ToolSpec, image_parts, tool_result_text
+from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
+from ._blocks import PROVIDER, replay_content
 
 __all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
 
-PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -95,7 +97,12 @@ def _content(block: Block) -> tuple[str, Content | list[Content] | None]:
             result["is_error"] = True
         return "user", result
     if kind is BlockKind.LLM_TEXT:
-        return "assistant", ({"type": "text", "text": block.text} if block.text.strip() else None)
+        if not block.text.strip():
+            return "assistant", None  # Claude refuses blank text blocks
+        text: Content = {"type": "text", "text": block.text}
+        if p.get(PAYLOAD_CITATIONS) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+            text["citations"] = p[PAYLOAD_CITATIONS]
+        return "assistant", text
     if kind is BlockKind.TOOL_CALL:
         call = {
             "type": "tool_use",
@@ -106,6 +113,8 @@ def _content(block: Block) -> tuple[str, Content | list[Content] | None]:
         return "assistant", call
     if kind is BlockKind.REASONING:
         return "assistant", _reasoning_content(block)
+    if kind is BlockKind.OTHER:
+        return "assistant", replay_content(block)
     return "", None
 
 
@@ -129,6 +138,8 @@ def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
                 system.append({"type": "text", "text": block.text})
             continue
         role, content = _content(block)
+        if isinstance(content, dict) and block.payload.get(PAYLOAD_EXTRA) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+            content = {**content, **block.payload[PAYLOAD_EXTRA]}
         if role and content is not None:
             _append(messages, role, content)
     for msg in messages:
@@ -169,8 +180,10 @@ def build_request(
     max_tokens: int | None = None,
     thinking_budget: int | None = None,
     output: Any = READ_FROM_TURN,
+    builtin_tools: list[dict[str, Any]] | None = None,
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """The streaming ``POST /v1/messages`` body for ``turn``.
+    """The streaming (``stream=False``: whole) ``POST /v1/messages`` body for ``turn``.
 
     ``max_tokens`` is required by the API: the default is 4096, plus ``thinking_budget`` when thinking is
     on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
@@ -184,11 +197,12 @@ def build_request(
     system, messages = build_messages(turn)
     thinking = thinking_budget is not None and thinking_replay_ok(messages)
     limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)
-    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": True}
+    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": stream}
     if system:
         body["system"] = system
-    if tools:
-        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+    if tools or builtin_tools:
+        functions = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+        body["tools"] = functions + builtin_specs(builtin_tools or [], "Claude", '{"type": "web_search_20250305", "name": "web_search"}')
         if tool_choice is not None:
             body["tool_choice"] = _tool_choice(tool_choice)
     if thinking:

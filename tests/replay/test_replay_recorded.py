@@ -1,0 +1,158 @@
+"""Every genuine recorded answer of the real services, replayed through the matching engine.
+
+An ``httpx.MockTransport`` answers the engine with the recorded status, headers and body (a whole JSON
+answer, or the recorded Server-Sent Events). The Turn it leaves must hold everything: building the next
+request from it must send the answer back exactly as the service gave it (see ``expected_*`` for the
+only normalizations: what the services themselves refuse as input, such as blank text blocks).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from geppetto.providers.anthropic import ClaudeEngine
+from geppetto.providers.gemini import GeminiEngine
+from geppetto.turns import Block, Turn
+
+from .recordings import RECORDED, Exchange, genuine_exchanges
+
+pytestmark = pytest.mark.skipif(
+    not RECORDED.is_dir(), reason=f"the recorded provider traffic is not at {RECORDED} (see the README there)"
+)
+
+
+def _of(provider: str) -> list[Exchange]:
+    return [e for e in genuine_exchanges() if e.provider == provider] if RECORDED.is_dir() else []
+
+
+def _client(exchange: Exchange, seen: list[httpx.Request]) -> httpx.AsyncClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(exchange.status, headers=exchange.headers, content=exchange.body_bytes)
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(answer))
+
+
+def _turn() -> Turn:
+    return Turn(blocks=[Block.user("go on")])
+
+
+# -- Claude ------------------------------------------------------------------------------------------
+
+
+def expected_claude(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The content as it goes back: Claude refuses blank text blocks, so those are left out; a ``null`` or
+    empty ``citations`` says nothing."""
+    out = []
+    for block in content:
+        if block.get("type") == "text":
+            if not str(block.get("text") or "").strip():
+                continue
+            block = {k: v for k, v in block.items() if not (k == "citations" and not v)}
+        out.append(block)
+    return out
+
+
+@pytest.mark.parametrize("exchange", _of("anthropic"), ids=lambda e: e.id)
+async def test_claude_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
+    seen: list[httpx.Request] = []
+    body = exchange.request_body
+    engine = ClaudeEngine(
+        str(body.get("model") or "claude"), api_key="k", http=_client(exchange, seen), stream=bool(body.get("stream"))
+    )
+    turn = await engine.run_inference(_turn())
+    assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    if exchange.streamed:
+        recorded = _claude_streamed_content(exchange)
+    else:
+        recorded = exchange.response["parsed_body"]["content"]
+    messages = engine.build_request(turn)["messages"]
+    replayed = messages[-1]["content"] if messages[-1]["role"] == "assistant" else []
+    assert replayed == expected_claude(recorded)
+
+
+def _claude_streamed_content(exchange: Exchange) -> list[dict[str, Any]]:
+    """The content blocks a recorded stream carried, assembled independently of the engine."""
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for line in str(exchange.response["body"]["string"]).splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:])
+        index = event.get("index")
+        if event["type"] == "content_block_start":
+            blocks[index] = dict(event["content_block"])
+        elif event["type"] == "content_block_delta":
+            delta, block = event["delta"], blocks[index]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = block.get("signature", "") + delta["signature"]
+            elif delta["type"] == "input_json_delta":
+                partial[index] = partial.get(index, "") + delta["partial_json"]
+            elif delta["type"] == "citations_delta":
+                block.setdefault("citations", []).append(delta["citation"])
+    for index, raw in partial.items():
+        blocks[index]["input"] = json.loads(raw) if raw.strip() else {}
+    return [blocks[i] for i in sorted(blocks)]
+
+
+# -- Gemini ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exchange", _of("gemini"), ids=lambda e: e.id)
+async def test_gemini_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
+    seen: list[httpx.Request] = []
+    model = exchange.request["uri"].split("/models/", 1)[1].split(":", 1)[0]
+    engine = GeminiEngine(model, api_key="k", http=_client(exchange, seen), stream=exchange.streamed)
+    turn = await engine.run_inference(_turn())
+    assert seen[0].url.path.endswith(":streamGenerateContent" if exchange.streamed else ":generateContent")
+    contents = engine.build_request(turn)["contents"]
+    replayed = contents[-1]["parts"] if contents[-1]["role"] == "model" else []
+    assert replayed == expected_gemini(_gemini_parts(exchange))
+
+
+def _gemini_parts(exchange: Exchange) -> list[dict[str, Any]]:
+    if not exchange.streamed:
+        chunks = [exchange.response["parsed_body"]]
+    else:
+        text = str(exchange.response["body"]["string"])
+        chunks = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    parts: list[dict[str, Any]] = []
+    for chunk in chunks:
+        for candidate in chunk.get("candidates") or []:
+            parts.extend((candidate.get("content") or {}).get("parts") or [])
+    return parts
+
+
+def expected_gemini(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts as they go back: consecutive text parts of one kind (thought or not) with no signature
+    between them are one run (a stream splits text anywhere), and an empty text part without a
+    signature says nothing."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if set(part) <= {"text", "thought"} and not part.get("text"):
+            continue
+        last = out[-1] if out else None
+        mergeable = set(part) <= {"text", "thought"} or set(part) == {"text", "thought", "thoughtSignature"}
+        if (
+            last is not None
+            and "text" in part
+            and "text" in last
+            and "thoughtSignature" not in last
+            and bool(last.get("thought")) == bool(part.get("thought"))
+            and mergeable
+        ):
+            merged = {**last, "text": last["text"] + part["text"]}
+            if "thoughtSignature" in part:
+                merged["thoughtSignature"] = part["thoughtSignature"]
+            out[-1] = merged
+            continue
+        out.append(dict(part))
+    return out
