@@ -100,5 +100,13 @@ def genuine_exchanges() -> tuple[Exchange, ...]:
             if provider is None or interaction["request"].get("method", "POST") != "POST":
                 continue
             if _genuine(interaction["response"]):
-                found.append(Exchange(str(path.relative_to(RECORDED)), index, provider, interaction["request"], interaction["response"]))
+                found.append(
+                    Exchange(
+                        str(path.relative_to(RECORDED)),
+                        index,
+                        provider,
+                        interaction["request"],
+                        interaction["response"],
+                    )
+                )
     return tuple(found)

@@ -50,19 +50,27 @@ def builtin_of_content(raw: dict[str, Any]) -> BuiltinTool | None:
     if kind == "server_tool_use":
         name = str(raw.get("name") or "")
         return BuiltinTool(
-            tool=_TOOL_NAMES.get(name, name), phase="call", call_id=str(raw.get("id") or ""), name=name,
+            tool=_TOOL_NAMES.get(name, name),
+            phase="call",
+            call_id=str(raw.get("id") or ""),
+            name=name,
             input=raw.get("input"),
         )
     if kind == "mcp_tool_use":
         return BuiltinTool(
-            tool="mcp", phase="call", call_id=str(raw.get("id") or ""), name=str(raw.get("name") or ""),
+            tool="mcp",
+            phase="call",
+            call_id=str(raw.get("id") or ""),
+            name=str(raw.get("name") or ""),
             input=raw.get("input"),
         )
     if kind == "mcp_tool_result" or kind.endswith(_RESULT_SUFFIX):
         base = "mcp" if kind == "mcp_tool_result" else kind.removesuffix(_RESULT_SUFFIX)
         content = raw.get("content")
         info = BuiltinTool(tool=_TOOL_NAMES.get(base, base), phase="result", call_id=str(raw.get("tool_use_id") or ""))
-        error = bool(raw.get("is_error")) or (isinstance(content, dict) and str(content.get("type", "")).endswith("_error"))
+        error = bool(raw.get("is_error")) or (
+            isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+        )
         if error:
             info["error"] = True
         sources = _sources(content)

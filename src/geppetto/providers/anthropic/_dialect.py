@@ -138,7 +138,11 @@ def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
                 system.append({"type": "text", "text": block.text})
             continue
         role, content = _content(block)
-        if isinstance(content, dict) and block.payload.get(PAYLOAD_EXTRA) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+        if (
+            isinstance(content, dict)
+            and block.payload.get(PAYLOAD_EXTRA)
+            and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER
+        ):
             content = {**content, **block.payload[PAYLOAD_EXTRA]}
         if role and content is not None:
             _append(messages, role, content)
@@ -202,7 +206,9 @@ def build_request(
         body["system"] = system
     if tools or builtin_tools:
         functions = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
-        body["tools"] = functions + builtin_specs(builtin_tools or [], "Claude", '{"type": "web_search_20250305", "name": "web_search"}')
+        body["tools"] = functions + builtin_specs(
+            builtin_tools or [], "Claude", '{"type": "web_search_20250305", "name": "web_search"}'
+        )
         if tool_choice is not None:
             body["tool_choice"] = _tool_choice(tool_choice)
     if thinking:

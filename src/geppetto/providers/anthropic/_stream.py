@@ -209,7 +209,11 @@ class ClaudeStreamReducer:
                 raw["input"] = parse_args("".join(block.json))
             for key, value in block.extra.items():
                 start_value = raw.get(key)
-                raw[key] = (start_value or "") + value if isinstance(value, str) and not isinstance(start_value, (dict, list)) else value
+                raw[key] = (
+                    (start_value or "") + value
+                    if isinstance(value, str) and not isinstance(start_value, (dict, list))
+                    else value
+                )
             self._done.append((index, kept_block(raw)))
 
     def _received(self) -> str:

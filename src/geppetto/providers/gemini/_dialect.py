@@ -23,7 +23,9 @@ from typing import Any
 from ..._json import dumps
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema, wire_schema_encoded
 from ...turns import (
+    BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
+    PAYLOAD_EXTRA,
     PAYLOAD_ERROR,
     PAYLOAD_ID,
     PAYLOAD_NAME,
@@ -33,7 +35,8 @@ from ...turns import (
     BlockKind,
     Turn,
 )
-from .._streaming import ToolSpec, call_names, image_parts
+from .._streaming import ToolSpec, builtin_specs, call_names, image_parts
+from ._parts import PROVIDER, replay_part
 
 __all__ = [
     "FOREIGN_CALL_SIGNATURE",
@@ -45,7 +48,6 @@ __all__ = [
     "sign_current_turn",
 ]
 
-PROVIDER = "gemini"
 FOREIGN_CALL_SIGNATURE = "skip_thought_signature_validator"
 """Google's documented stand-in signature for function calls that carry no signature of their own."""
 
@@ -112,9 +114,14 @@ def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
                 "args": args if isinstance(args, dict) else {},
             }
         }
+        if p.get(PAYLOAD_EXTRA) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+            call.update(p[PAYLOAD_EXTRA])
         return "model", [_signed(call, block)]
     if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
         return "model", [_signed({"text": block.text, "thought": True}, block)]
+    if kind is BlockKind.OTHER:
+        part = replay_part(block)
+        return ("model", [part]) if part is not None else ("", [])
     return "", []
 
 
@@ -172,8 +179,9 @@ def build_request(
     sign_calls: bool = False,
     model: str = "",
     output: Any = READ_FROM_TURN,
+    builtin_tools: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
+    """The ``streamGenerateContent`` (or ``generateContent``) body for ``turn`` (the model is in the URL).
 
     Tool parameters go out as ``parametersJsonSchema`` (full JSON Schema, unlike ``parameters``).
     ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
@@ -184,11 +192,13 @@ def build_request(
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}
+    if builtin_tools:
+        body["tools"] = builtin_specs(builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}')
     if tools:
         declarations = [
             {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools
         ]
-        body["tools"] = [{"functionDeclarations": declarations}]
+        body["tools"] = [{"functionDeclarations": declarations}, *body.get("tools", [])]
         if tool_choice is not None:
             config: dict[str, Any] = {"mode": _MODES.get(tool_choice, "ANY")}
             if tool_choice not in _MODES:
