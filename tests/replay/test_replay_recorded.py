@@ -66,10 +66,7 @@ async def test_claude_replays_the_recorded_answer_exactly(exchange: Exchange) ->
     )
     turn = await engine.run_inference(_turn())
     assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
-    if exchange.streamed:
-        recorded = _claude_streamed_content(exchange)
-    else:
-        recorded = exchange.response["parsed_body"]["content"]
+    recorded = _claude_streamed_content(exchange) if exchange.streamed else exchange.response["parsed_body"]["content"]
     messages = engine.build_request(turn)["messages"]
     replayed = messages[-1]["content"] if messages[-1]["role"] == "assistant" else []
     assert replayed == expected_claude(recorded)

@@ -156,7 +156,7 @@ def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) ->
 def builtin_specs(tools: list[dict[str, Any]], provider: str, example: str) -> list[dict[str, Any]]:
     """A provider's built-in tool definitions, checked to be its own JSON objects with a ``type``."""
     for tool in tools:
-        if not isinstance(tool, dict) or not tool.get("type") and not _gemini_style(tool):
+        if not isinstance(tool, dict) or (not tool.get("type") and not _gemini_style(tool)):
             raise UsageError(
                 f"builtin_tools takes {provider}'s own tool definitions (dicts such as {example}), got {tool!r}"
             )

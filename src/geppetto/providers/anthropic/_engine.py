@@ -10,9 +10,8 @@ import httpx
 from ...output import READ_FROM_TURN, StructuredOutputConfig
 from ...turns import Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, anthropic_error_info
+from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
-from .._http import SSEEvent
 from ._blocks import message_events
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
 from ._stream import ClaudeStreamReducer

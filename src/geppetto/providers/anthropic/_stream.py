@@ -109,6 +109,19 @@ class _Open:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _assembled(block: _Open) -> dict[str, Any]:
+    """A content block geppetto does not model, whole: its start with the streamed input parsed in and the
+    string fields its other deltas carried appended (``compaction_delta``'s ``content``)."""
+    whole = dict(block.start)
+    if block.json:
+        whole["input"] = parse_args("".join(block.json))
+    for key, value in block.extra.items():
+        before = whole.get(key)
+        joinable = isinstance(value, str) and (before is None or isinstance(before, str))
+        whole[key] = (before or "") + value if joinable else value
+    return whole
+
+
 class ClaudeStreamReducer:
     """Reduces one Messages stream to reasoning, text and tool_call blocks in content order."""
 
@@ -203,18 +216,8 @@ class ClaudeStreamReducer:
             args = parse_args(raw) if raw else start.get("input") or {}
             call = Block.tool_call(str(start.get("id") or ""), str(start.get("name") or ""), args)
             self._done.append((index, with_extra(call, start, _TOOL_USE_FIELDS)))
-        else:  # server tools, MCP, compaction, ...: kept exactly, their streamed input parsed in
-            raw = dict(start)
-            if block.json:
-                raw["input"] = parse_args("".join(block.json))
-            for key, value in block.extra.items():
-                start_value = raw.get(key)
-                raw[key] = (
-                    (start_value or "") + value
-                    if isinstance(value, str) and not isinstance(start_value, (dict, list))
-                    else value
-                )
-            self._done.append((index, kept_block(raw)))
+        else:  # server tools, MCP, compaction, ...: kept exactly, their streamed parts put in
+            self._done.append((index, kept_block(_assembled(block))))
 
     def _received(self) -> str:
         parts = [f"{self._events} events", f"{len(self._done)} complete content blocks"]

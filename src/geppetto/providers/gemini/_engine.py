@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 
+from ..._json import dumps
 from ...output import READ_FROM_TURN
 from ...turns import Turn
 from .._engine_base import StreamingEngine
-from ..._json import dumps
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
