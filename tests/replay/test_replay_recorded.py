@@ -14,8 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
+from geppetto import ProviderError
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
+from geppetto.providers.openai_responses import ResponsesEngine
+from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
 from geppetto.turns import Block, BlockKind, Turn
 
 from .recordings import RECORDED, Exchange, genuine_exchanges
@@ -175,3 +178,102 @@ def expected_gemini(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         out.append(dict(part))
     return out
+
+
+# -- OpenAI Responses --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exchange", _of("responses"), ids=lambda e: e.id)
+async def test_responses_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
+    seen: list[httpx.Request] = []
+    body = exchange.request_body
+    engine = ResponsesEngine(
+        str(body.get("model") or "gpt-5"),
+        api_key="k",
+        http=_client(exchange, seen),
+        stream=bool(body.get("stream")),
+        mode="stateless",
+    )
+    if exchange.status >= 400:
+        with pytest.raises(ProviderError) as info:
+            await engine.run_inference(_turn())
+        assert info.value.status == exchange.status
+        return
+    turn = await engine.run_inference(_turn())
+    assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    replayed = blocks_to_items(turn.blocks[1:])
+    stored = _responses_answer(exchange).get("store") is not False
+    assert replayed == expected_responses(_responses_answer(exchange).get("output") or [], stored=stored)
+
+
+def _responses_answer(exchange: Exchange) -> dict[str, Any]:
+    if not exchange.streamed:
+        return dict(exchange.response["parsed_body"])
+    for line in str(exchange.response["body"]["string"]).splitlines():
+        if line.startswith("data:") and '"response.completed"' in line:
+            return dict(json.loads(line[5:])["response"])
+    raise AssertionError("the recorded stream has no response.completed")
+
+
+def expected_responses(output: list[dict[str, Any]], *, stored: bool) -> list[dict[str, Any]]:
+    """The output items as the engine's documented pairing rules send them back (``_items`` module): a
+    reasoning item goes (encrypted, or by reference when the response was stored) only right before the
+    item it produced, which then keeps its id; other messages go as plain assistant messages (the API
+    refuses an id whose reasoning is missing); plaintext reasoning is never sent; hosted tool items the
+    server completed go exactly as they came."""
+    out: list[dict[str, Any]] = []
+    paired = -1
+    for index, item in enumerate(output):
+        kind = item.get("type")
+        follower = output[index + 1] if index + 1 < len(output) else {}
+        if kind == "reasoning":
+            if _produces(follower) and (item.get("encrypted_content") or stored):
+                out.append(_reasoning(item))
+                paired = index + 1
+            continue
+        with_id = index == paired
+        if kind == "message":
+            text = "".join(p.get("text") or p.get("refusal") or "" for p in item["content"])
+            if not text.strip():
+                continue
+            phase = {"phase": item["phase"]} if item.get("phase") else {}
+            if not with_id:
+                out.append({"role": "assistant", "content": text, **phase})
+                continue
+            part = {
+                "type": "output_text",
+                "text": text,
+                "annotations": [a for p in item["content"] for a in p.get("annotations") or []],
+                "logprobs": [lp for p in item["content"] for lp in p.get("logprobs") or []],
+            }
+            out.append(
+                {
+                    "type": "message",
+                    "id": item["id"],
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [part],
+                    **phase,
+                }
+            )
+        elif kind == "function_call" and item.get("status") != "incomplete":
+            call = {k: item[k] for k in ("type", "call_id", "name", "arguments")}
+            out.append({**call, "id": item["id"]} if with_id else call)
+        elif kind in REPLAYABLE_ITEM_TYPES and item.get("id"):
+            out.append(item)
+    return out
+
+
+def _produces(item: dict[str, Any]) -> bool:
+    if item.get("type") == "function_call":
+        return item.get("status") != "incomplete"
+    if item.get("type") == "message":
+        return bool("".join(p.get("text") or "" for p in item.get("content") or []).strip())
+    return item.get("type") in REPLAYABLE_ITEM_TYPES
+
+
+def _reasoning(item: dict[str, Any]) -> dict[str, Any]:
+    if not item.get("encrypted_content"):
+        return {"type": "item_reference", "id": item["id"]}
+    summary = [{"type": "summary_text", "text": s["text"]} for s in item.get("summary") or []]
+    return {"type": "reasoning", "id": item["id"], "summary": summary, "encrypted_content": item["encrypted_content"]}

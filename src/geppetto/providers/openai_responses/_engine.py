@@ -72,7 +72,8 @@ class ResponsesEngine(TransportOwner):
     is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
     :data:`~geppetto.providers.openai_responses.metrics`. ``validate_every=N`` compares the server's
     stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
-    chain's new links or the conversation's items).
+    chain's new links or the conversation's items). ``stream=False`` asks for the whole Response in one
+    JSON answer instead of an event stream (the same blocks and events come of it, without deltas).
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -109,6 +110,7 @@ class ResponsesEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
+        stream: bool = True,
     ) -> None:
         if validate_every is not None and validate_every < 1:
             raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
@@ -145,6 +147,7 @@ class ResponsesEngine(TransportOwner):
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
+        self.stream = stream
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -155,7 +158,7 @@ class ResponsesEngine(TransportOwner):
 
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
-        return Api(self._transport, self._headers)
+        return Api(self._transport, self._headers, whole=not self.stream)
 
     async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
@@ -215,7 +218,7 @@ class ResponsesEngine(TransportOwner):
                 include.append("reasoning.encrypted_content")
         if include:
             body["include"] = include
-        body["stream"] = True
+        body["stream"] = self.stream
         return body
 
     def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:

@@ -21,14 +21,19 @@ from typing import Any
 
 from geppetto._json import dumps
 from geppetto.turns import (
+    BLOCK_META_PROVIDER,
     BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
+    PAYLOAD_CITATIONS,
     PAYLOAD_ENCRYPTED_CONTENT,
     PAYLOAD_ERROR,
     PAYLOAD_ID,
     PAYLOAD_IMAGES,
+    PAYLOAD_ITEM,
     PAYLOAD_ITEM_ID,
+    PAYLOAD_LOGPROBS,
     PAYLOAD_NAME,
+    PAYLOAD_PHASE,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
     Block,
@@ -49,8 +54,6 @@ __all__ = [
     "tool_output_text",
 ]
 
-PAYLOAD_ITEM = "item"
-"""Payload key of an ``other`` block: the raw output item geppetto does not model (e.g. a web search call)."""
 
 REPLAYABLE_ITEM_TYPES = frozenset(
     {
@@ -167,15 +170,28 @@ def _replayable_reasoning(block: Block, follower: Block | None, references: bool
 def _assistant(block: Block, with_id: bool) -> dict[str, Any] | None:
     if not block.text.strip():
         return None
+    own = BLOCK_META_PROVIDER.get(block.metadata) == "openai"
+    phase = block.payload.get(PAYLOAD_PHASE) if own else None
+    item: dict[str, Any]
     if with_id:
-        return {
+        part = {
+            "type": "output_text",
+            "text": block.text,
+            "annotations": list(block.payload.get(PAYLOAD_CITATIONS) or []) if own else [],
+            "logprobs": list(block.payload.get(PAYLOAD_LOGPROBS) or []) if own else [],
+        }
+        item = {
             "type": "message",
             "id": block.payload[PAYLOAD_ITEM_ID],
             "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
+            "content": [part],
         }
-    return {"role": "assistant", "content": block.text}
+    else:
+        item = {"role": "assistant", "content": block.text}
+    if phase:
+        item["phase"] = phase
+    return item
 
 
 def _function_call(block: Block, with_id: bool) -> dict[str, Any] | None:

@@ -27,9 +27,10 @@ from geppetto.events import (
 )
 from geppetto.providers._http import SSEEvent, malformed
 from geppetto.providers._streaming import parse_args
-from geppetto.turns import Block, BlockKind
+from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, PAYLOAD_PHASE, Block, BlockKind, raw_block
 
-from ._items import PAYLOAD_ITEM, REPLAYABLE_ITEM_TYPES
+from ._hosted import builtin_of_item
+from ._items import REPLAYABLE_ITEM_TYPES
 
 __all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
 
@@ -46,6 +47,21 @@ def content_text(content: Any) -> str:
 
 def message_text(item: dict[str, Any]) -> str:
     return content_text(item.get("content"))
+
+
+def message_block(item: dict[str, Any]) -> Block:
+    """An assistant message as an llm_text block with its annotations, logprobs and ``phase``."""
+    block = Block.llm_text(message_text(item), item_id=item.get("id"))
+    parts = [p for p in item.get("content") or [] if isinstance(p, dict)]
+    annotations = [a for p in parts for a in p.get("annotations") or []]
+    logprobs = [lp for p in parts for lp in p.get("logprobs") or []]
+    if annotations:
+        block.payload[PAYLOAD_CITATIONS] = annotations
+    if logprobs:
+        block.payload[PAYLOAD_LOGPROBS] = logprobs
+    if item.get("phase"):
+        block.payload[PAYLOAD_PHASE] = item["phase"]
+    return block
 
 
 def item_to_block(item: dict[str, Any]) -> Block | None:
@@ -65,7 +81,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
             summary=summary,
         )
     if kind == "message":
-        return Block.llm_text(message_text(item), item_id=item.get("id"))
+        return message_block(item)
     if kind == "function_call":
         if item.get("status") == "incomplete":
             return None
@@ -73,7 +89,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
         return Block.tool_call(
             str(item.get("call_id") or ""), str(item.get("name") or ""), args, item_id=item.get("id")
         )
-    return Block(BlockKind.OTHER, {PAYLOAD_ITEM: item}, role="assistant")
+    return raw_block(item, builtin_of_item(item))
 
 
 def unreplayed_items(items: list[dict[str, Any]]) -> str | None:
