@@ -89,6 +89,11 @@ def _genuine(response: dict[str, Any]) -> bool:
     return not _HAND_MADE_ID.search(text.replace("'", '"'))
 
 
+def _echo_server(uri: str) -> bool:
+    """The source project's echo endpoints (they answer with the request, not as a provider would)."""
+    return uri.split("/")[2].endswith("workers.dev")
+
+
 @functools.cache
 def genuine_exchanges() -> tuple[Exchange, ...]:
     """Every genuine generation exchange of the four APIs, in file order."""
@@ -99,7 +104,7 @@ def genuine_exchanges() -> tuple[Exchange, ...]:
             provider = _provider(str(interaction["request"].get("uri", "")))
             if provider is None or interaction["request"].get("method", "POST") != "POST":
                 continue
-            if _genuine(interaction["response"]):
+            if _genuine(interaction["response"]) and not _echo_server(str(interaction["request"]["uri"])):
                 found.append(
                     Exchange(
                         str(path.relative_to(RECORDED)),

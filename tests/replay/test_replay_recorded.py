@@ -17,9 +17,10 @@ import pytest
 from geppetto import ProviderError
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
+from geppetto.providers.openai_chat import ChatEngine
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
-from geppetto.turns import Block, BlockKind, Turn
+from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn
 
 from .recordings import RECORDED, Exchange, genuine_exchanges
 
@@ -277,3 +278,81 @@ def _reasoning(item: dict[str, Any]) -> dict[str, Any]:
         return {"type": "item_reference", "id": item["id"]}
     summary = [{"type": "summary_text", "text": s["text"]} for s in item.get("summary") or []]
     return {"type": "reasoning", "id": item["id"], "summary": summary, "encrypted_content": item["encrypted_content"]}
+
+
+# -- OpenAI Chat Completions -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("exchange", _of("chat"), ids=lambda e: e.id)
+async def test_chat_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
+    seen: list[httpx.Request] = []
+    body = exchange.request_body
+    engine = ChatEngine(
+        str(body.get("model") or "gpt-4o"), api_key="k", http=_client(exchange, seen), stream=bool(body.get("stream"))
+    )
+    if exchange.status >= 400:
+        with pytest.raises(ProviderError) as info:
+            await engine.run_inference(_turn())
+        assert info.value.status == exchange.status
+        return
+    turn = await engine.run_inference(_turn())
+    assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    messages = engine.build_request(turn)["messages"]
+    replayed = messages[-1] if messages[-1]["role"] == "assistant" else None
+    expected = expected_chat(_chat_message(exchange))
+    for sent, came in zip(
+        (replayed or {}).get("tool_calls") or [], (expected or {}).get("tool_calls") or [], strict=True
+    ):
+        if not came["id"]:  # a compatible server that names no call id: the engine makes one
+            assert sent["id"].startswith("call_")
+            came["id"] = sent["id"]
+    assert replayed == expected
+    text = next((b for b in turn.blocks if b.kind is BlockKind.LLM_TEXT), None)
+    annotations = _chat_message(exchange).get("annotations")
+    if annotations:
+        assert text is not None and text.payload[PAYLOAD_CITATIONS] == annotations
+
+
+def _chat_message(exchange: Exchange) -> dict[str, Any]:
+    if not exchange.streamed:
+        return dict(exchange.response["parsed_body"]["choices"][0]["message"])
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    calls: dict[int, dict[str, Any]] = {}
+    for line in str(exchange.response["body"]["string"]).splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        for choice in json.loads(line[5:]).get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                message["content"] = (message["content"] or "") + delta["content"]
+            for fragment in delta.get("tool_calls") or []:
+                call = calls.setdefault(
+                    fragment["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                call["id"] = call["id"] or fragment.get("id") or ""
+                function = fragment.get("function") or {}
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
+
+
+def expected_chat(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The assistant message as it goes back: its text (or refusal) and tool calls; ``annotations`` and
+    ``refusal`` are output-only fields (kept in the Turn, checked above)."""
+    text = message.get("content") or message.get("refusal") or None
+    calls = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+        }
+        for c in message.get("tool_calls") or []
+    ]
+    if not text and not calls:
+        return None
+    out: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        out["tool_calls"] = calls
+    return out

@@ -20,8 +20,8 @@ import json
 from typing import Any
 
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, wire_schema_encoded
-from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, tool_result_text
+from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_EXTRA, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, parse_args, tool_result_text
 
 __all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
 
@@ -41,8 +41,16 @@ def _user_message(block: Block) -> Message:
     return {"role": "user", "content": parts}
 
 
-def _arguments(args: Any) -> str:
-    return args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+def _arguments(block: Block) -> str:
+    """A call's arguments as JSON text: the text the server sent when the arguments are still what it meant
+    (so the call goes back exactly as it came), else freshly written."""
+    args = block.payload.get(PAYLOAD_ARGS)
+    if isinstance(args, str):
+        return args
+    sent = (block.payload.get(PAYLOAD_EXTRA) or {}).get("arguments")
+    if isinstance(sent, str) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER and parse_args(sent) == args:
+        return sent
+    return json.dumps(args if args is not None else {}, ensure_ascii=False)
 
 
 class _Assistant:
@@ -110,7 +118,7 @@ def build_messages(
                         "type": "function",
                         "function": {
                             "name": str(p.get(PAYLOAD_NAME, "")),
-                            "arguments": _arguments(p.get(PAYLOAD_ARGS)),
+                            "arguments": _arguments(block),
                         },
                     }
                 )
@@ -155,8 +163,9 @@ def build_request(
     reasoning_content: bool = True,
     thinking: bool = False,
     output: Any = READ_FROM_TURN,
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """The streaming ``POST /chat/completions`` body for ``turn``.
+    """The streaming (``stream=False``: whole) ``POST /chat/completions`` body for ``turn``.
 
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
     ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
@@ -169,9 +178,9 @@ def build_request(
         "messages": build_messages(
             turn, system_role=system_role, reasoning_content=reasoning_content, thinking=thinking
         ),
-        "stream": True,
+        "stream": stream,
     }
-    if stream_usage:
+    if stream_usage and stream:
         body["stream_options"] = {"include_usage": True}
     if tools:
         body["tools"] = [
