@@ -38,8 +38,8 @@ def _input(item: dict[str, Any]) -> Any:
 
 
 def _sources(item: dict[str, Any]) -> list[dict[str, Any]]:
-    action = item.get("action") if isinstance(item.get("action"), dict) else {}
-    found = action.get("sources") or item.get("results") or []
+    action = item.get("action")
+    found = (action.get("sources") if isinstance(action, dict) else None) or item.get("results") or []
     return [
         {"url": str(s.get("url") or s.get("filename") or ""), "title": str(s.get("title") or s.get("filename") or "")}
         for s in found
