@@ -20,7 +20,8 @@ from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
-from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn
+from geppetto.events import Event, EventBuiltinTool, with_sinks
+from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn, builtin_of, turn_from_dict, turn_to_dict
 
 from .recordings import RECORDED, Exchange, genuine_exchanges
 
@@ -43,6 +44,26 @@ def _client(exchange: Exchange, seen: list[httpx.Request]) -> httpx.AsyncClient:
 
 def _turn() -> Turn:
     return Turn(blocks=[Block.user("go on")])
+
+
+async def _run(engine: Any) -> tuple[Turn, list[Event]]:
+    """Run ``engine`` on a one-question Turn; the Turn and the events it published."""
+    events: list[Event] = []
+    with with_sinks(events.append):
+        turn = await engine.run_inference(_turn())
+    return turn, events
+
+
+def _stored(turn: Turn) -> Turn:
+    """``turn`` after a trip through a store's JSON form."""
+    return turn_from_dict(json.loads(json.dumps(turn_to_dict(turn))))
+
+
+def _check_builtin(turn: Turn, events: list[Event]) -> None:
+    """Each built-in tool block of the Turn was announced by one event, in order."""
+    announced = [(e.call_id, e.tool, e.phase) for e in events if isinstance(e, EventBuiltinTool)]
+    typed = [builtin_of(b) for b in turn.blocks]
+    assert announced == [(t["call_id"], t["tool"], t["phase"]) for t in typed if t is not None]
 
 
 # -- Claude ------------------------------------------------------------------------------------------
@@ -68,12 +89,15 @@ async def test_claude_replays_the_recorded_answer_exactly(exchange: Exchange) ->
     engine = ClaudeEngine(
         str(body.get("model") or "claude"), api_key="k", http=_client(exchange, seen), stream=bool(body.get("stream"))
     )
-    turn = await engine.run_inference(_turn())
+    turn, events = await _run(engine)
     assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    _check_builtin(turn, events)
     recorded = _claude_streamed_content(exchange) if exchange.streamed else exchange.response["parsed_body"]["content"]
+    assert len(turn.blocks) == 1 + len(recorded)  # one block per content block, nothing dropped
     messages = engine.build_request(turn)["messages"]
     replayed = messages[-1]["content"] if messages[-1]["role"] == "assistant" else []
     assert replayed == expected_claude(recorded)
+    assert engine.build_request(_stored(turn)) == engine.build_request(turn)
 
 
 def _claude_streamed_content(exchange: Exchange) -> list[dict[str, Any]]:
@@ -112,7 +136,8 @@ async def test_gemini_replays_the_recorded_answer_exactly(exchange: Exchange) ->
     seen: list[httpx.Request] = []
     model = exchange.request["uri"].split("/models/", 1)[1].split(":", 1)[0]
     engine = GeminiEngine(model, api_key="k", http=_client(exchange, seen), stream=exchange.streamed)
-    turn = await engine.run_inference(_turn())
+    turn, events = await _run(engine)
+    _check_builtin(turn, events)
     assert seen[0].url.path.endswith(":streamGenerateContent" if exchange.streamed else ":generateContent")
     contents = engine.build_request(turn)["contents"]
     replayed = contents[-1]["parts"] if contents[-1]["role"] == "model" else []
@@ -124,6 +149,7 @@ async def test_gemini_replays_the_recorded_answer_exactly(exchange: Exchange) ->
             came["functionCall"] = {**came["functionCall"], "id": sent.get("functionCall", {}).get("id")}
             assert str(came["functionCall"]["id"]).startswith("call_")
     assert replayed == expected
+    assert engine.build_request(_stored(turn)) == engine.build_request(turn)
     # Thought summaries without a signature are not sent back, but the Turn keeps them.
     thoughts = "".join(p["text"] for p in parts if p.get("thought"))
     assert "".join(b.text for b in turn.blocks if b.kind is BlockKind.REASONING) == thoughts
@@ -200,9 +226,11 @@ async def test_responses_replays_the_recorded_answer_exactly(exchange: Exchange)
             await engine.run_inference(_turn())
         assert info.value.status == exchange.status
         return
-    turn = await engine.run_inference(_turn())
+    turn, events = await _run(engine)
     assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    _check_builtin(turn, events)
     replayed = blocks_to_items(turn.blocks[1:])
+    assert blocks_to_items(_stored(turn).blocks[1:]) == replayed
     stored = _responses_answer(exchange).get("store") is not False
     assert replayed == expected_responses(_responses_answer(exchange).get("output") or [], stored=stored)
 
@@ -297,6 +325,7 @@ async def test_chat_replays_the_recorded_answer_exactly(exchange: Exchange) -> N
         return
     turn = await engine.run_inference(_turn())
     assert json.loads(seen[0].content)["stream"] is bool(body.get("stream"))
+    assert engine.build_request(_stored(turn)) == engine.build_request(turn)
     messages = engine.build_request(turn)["messages"]
     replayed = messages[-1] if messages[-1]["role"] == "assistant" else None
     expected = expected_chat(_chat_message(exchange))

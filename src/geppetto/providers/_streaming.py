@@ -22,8 +22,10 @@ from .._json import dumps
 from ..events import (
     STOP_END,
     STOP_TOOL_CALLS,
+    EventBuiltinTool,
     EventError,
     EventFinal,
+    EventMetadata,
     EventReasoningDelta,
     EventStart,
     EventTextDelta,
@@ -49,6 +51,7 @@ from ..turns import (
     Block,
     BlockKind,
     Turn,
+    builtin_of,
     result_text,
 )
 from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
@@ -70,6 +73,7 @@ __all__ = [
     "normalize_tool_choice",
     "normalize_tools",
     "parse_args",
+    "publish_builtin",
     "request_tools",
     "resolve_api_key",
     "run_stream",
@@ -385,6 +389,27 @@ def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
     return blocks
 
 
+def publish_builtin(meta: EventMetadata, blocks: list[Block]) -> None:
+    """An :class:`~geppetto.events.EventBuiltinTool` for each built-in tool call or result among ``blocks``."""
+    for block in blocks:
+        info = builtin_of(block)
+        if info is None:
+            continue
+        publish(
+            EventBuiltinTool(
+                meta,
+                call_id=str(info.get("call_id") or ""),
+                tool=str(info.get("tool") or ""),
+                phase=str(info.get("phase") or "call"),
+                name=str(info.get("name") or ""),
+                input=info.get("input"),
+                output=info.get("output"),
+                error=bool(info.get("error")),
+                sources=list(info.get("sources") or []),
+            )
+        )
+
+
 def _calls(block: Block, name: str) -> bool:
     return block.kind is BlockKind.TOOL_CALL and block.payload.get(PAYLOAD_NAME) == name
 
@@ -440,6 +465,7 @@ async def run_stream(
     TURN_META_MODEL.set(turn.metadata, model)
     TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
+    publish_builtin(meta, result.blocks)
     for block in result.blocks:
         if block.kind is BlockKind.TOOL_CALL:
             publish(

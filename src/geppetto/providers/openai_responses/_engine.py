@@ -18,6 +18,7 @@ from geppetto.providers._streaming import (
     engine_transport,
     is_openai_reasoning_model,
     key_hint,
+    publish_builtin,
     resolve_api_key,
     too_large_hint,
     with_hint,
@@ -366,6 +367,7 @@ class ResponsesEngine(TransportOwner):
         if usage is not None:
             TURN_META_USAGE.set(turn.metadata, usage.to_dict())
         meta = metadata_for(turn, self.provider, self.model)
+        publish_builtin(meta, blocks)
         for block in blocks:
             if block.kind is BlockKind.TOOL_CALL:
                 p = block.payload
