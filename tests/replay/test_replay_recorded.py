@@ -15,12 +15,12 @@ import httpx
 import pytest
 
 from geppetto import ProviderError
+from geppetto.events import Event, EventBuiltinTool, with_sinks
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
-from geppetto.events import Event, EventBuiltinTool, with_sinks
 from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn, builtin_of, turn_from_dict, turn_to_dict
 
 from .recordings import RECORDED, Exchange, genuine_exchanges
