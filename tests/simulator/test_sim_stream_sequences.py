@@ -40,7 +40,7 @@ def test_responses_reasoning_summary_and_incomplete_terminal(oai: httpx.Client, 
         ),
         (
             "response.content_part.added",
-            {**msg, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}},
+            {**msg, "content_index": 0, "part": {**text, "text": ""}},  # logprobs too, as the API's schema requires
         ),
         ("response.output_text.delta", {**msg, "content_index": 0, "delta": "Done ", "logprobs": []}),
         ("response.output_text.delta", {**msg, "content_index": 0, "delta": "now", "logprobs": []}),

@@ -37,6 +37,8 @@ _MISSING_REASONING = (
 _OPENAI_MODELS = ("gpt-", "chatgpt", *REASONING_PREFIXES)
 _THINKING_MODELS = ("reason", "deepseek-r1")
 DEFAULT_REASONING = "Thinking about the request."
+SYSTEM_FINGERPRINT = "fp_geppetto_sim"
+"""The backend configuration the simulator reports (a string, as the API's ``system_fingerprint`` is)."""
 
 
 def thinking_mode(body: dict[str, Any]) -> bool:
@@ -200,7 +202,12 @@ async def create_chat_completion(call: Call) -> ASGIApp:
     completion_id = new_id("chatcmpl-")
     with state.lock:
         state.contexts[completion_id] = copy.deepcopy(messages)
-    head = {"id": completion_id, "created": state.now(), "model": body.get("model"), "system_fingerprint": None}
+    head = {
+        "id": completion_id,
+        "created": state.now(),
+        "model": body.get("model"),
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+    }
     usage = _usage(messages, message, reply)
     if not body.get("stream"):
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}

@@ -168,7 +168,11 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
         )
         for ci, part in enumerate(item["content"]):
             ids = {"item_id": item_id, "output_index": index, "content_index": ci}
-            seq.emit("response.content_part.added", **ids, part={"type": "output_text", "text": "", "annotations": []})
+            seq.emit(
+                "response.content_part.added",
+                **ids,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+            )
             for delta in chunks(part["text"]):
                 seq.emit("response.output_text.delta", **ids, delta=delta, logprobs=[])
             seq.emit("response.output_text.done", **ids, text=part["text"], logprobs=[])
