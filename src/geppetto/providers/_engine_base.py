@@ -22,9 +22,9 @@ from ._streaming import (
     StreamReducer,
     ToolSpec,
     TransportOwner,
+    check_tool_choice,
     engine_transport,
     key_hint,
-    normalize_tool_choice,
     normalize_tools,
     request_tools,
     resolve_api_key,
@@ -72,7 +72,9 @@ class StreamingEngine(TransportOwner):
         self.base_url = (base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
         self.api_key = self.resolve_key(api_key)
         self.tools: list[ToolSpec] = normalize_tools(tools)
-        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
+        # A name may be one of the engine's tools or one a Session's tool loop offers: names are checked per
+        # request, against the tools offered then (as the Responses engine does).
+        self.tool_choice = check_tool_choice(tool_choice)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.headers = dict(headers or {})

@@ -65,6 +65,7 @@ __all__ = [
     "budget_for_effort",
     "builtin_specs",
     "call_names",
+    "check_tool_choice",
     "engine_transport",
     "image_parts",
     "is_openai_reasoning_model",
@@ -119,12 +120,23 @@ def normalize_tools(tools: Iterable[Any] | None) -> list[ToolSpec]:
     return specs
 
 
+def check_tool_choice(choice: str | None) -> str | None:
+    """Refuse a ``tool_choice`` that cannot be a mode or a tool name (the name is checked per request)."""
+    if choice is None or (isinstance(choice, str) and choice.strip()):
+        return choice
+    raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a tool")
+
+
 def normalize_tool_choice(choice: str | None, tools: list[ToolSpec]) -> str | None:
     """Check ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools."""
     if choice is None or choice in ("auto", "none", "required"):
         return choice
     if choice not in {t.name for t in tools}:
-        raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a given tool")
+        offered = ", ".join(sorted(t.name for t in tools))
+        raise UsageError(
+            f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a tool offered "
+            f"(the engine's and the Session's tools: {offered})"
+        )
     return choice
 
 

@@ -80,7 +80,8 @@ class ClaudeEngine(StreamingEngine):
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
-            self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
+            # raises the ConfigurationError that names the fix, at construction (the tool may be a Session's)
+            build_request(Turn(), model=model, tools=[], tool_choice=tool_choice, thinking_budget=thinking_budget)
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
