@@ -81,6 +81,10 @@ def run(
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
     mcp: McpOpt = None,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the prompt; repeatable."),
+    ] = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -94,6 +98,7 @@ def run(
         json_events=json_events,
         save_turn=save_turn,
         mcp=tuple(mcp or ()),
+        attach=tuple(attach or ()),
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
-from ..turns import BlockKind, Turn, save_turn
+from ..turns import BlockKind, Turn, attach_files, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
     EngineSettings,
@@ -39,6 +39,8 @@ class RunOptions:
     json_events: bool = False
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
+    attach: tuple[Path, ...] = ()
+    """Files attached to the prompt (``--attach``)."""
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -69,6 +71,7 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
 
 
 async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Turn:
+    attachments = [file_attachment(path) for path in options.attach]  # a bad file fails before any request
     profile = choose_profile(options.settings)
     base = demo_registry() if options.with_tools else None
     async with mcp_tools([*(profile.mcp_servers or []), *options.mcp], base) as tools:
@@ -77,7 +80,10 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
             session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-            return await session.run(prompt)
+            if not attachments:
+                return await session.run(prompt)
+            attach_files(session.prompt(prompt).blocks[-1], attachments)
+            return await session.start_inference().wait()
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

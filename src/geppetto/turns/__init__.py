@@ -12,6 +12,7 @@ from ._builtin import (
     raw_block,
     with_extra,
 )
+from ._files import PAYLOAD_FILES, attach_files, file_attachment
 from ._keys import (
     BlockMetadata,
     JSONCodec,
@@ -85,6 +86,7 @@ __all__ = [
     "PAYLOAD_ENCRYPTED_CONTENT",
     "PAYLOAD_ERROR",
     "PAYLOAD_EXTRA",
+    "PAYLOAD_FILES",
     "PAYLOAD_ID",
     "PAYLOAD_IMAGES",
     "PAYLOAD_ITEM",
@@ -113,6 +115,7 @@ __all__ = [
     "Turn",
     "TurnData",
     "TurnMetadata",
+    "attach_files",
     "block_meta_key",
     "blocks_from_messages",
     "builtin_of",
@@ -120,6 +123,7 @@ __all__ = [
     "copy_json",
     "dumps_json",
     "dumps_yaml",
+    "file_attachment",
     "load_turn",
     "loads_json",
     "loads_yaml",

@@ -35,6 +35,7 @@ from ...turns import (
     BlockKind,
     Turn,
 )
+from .._files import claude_file_blocks
 from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
 from ._blocks import PROVIDER, replay_content
 
@@ -73,7 +74,7 @@ def _user_content(block: Block) -> list[Content]:
             content.append({"type": "image", "source": {"type": "url", "url": value}})
         else:
             content.append({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": value}})
-    return content
+    return [*claude_file_blocks(block), *content]  # documents before the question, as Claude advises
 
 
 def _tool_input(args: Any) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from ...turns import (
     BlockKind,
     Turn,
 )
+from .._files import gemini_file_parts
 from .._streaming import ToolSpec, builtin_specs, call_names, image_parts
 from ._parts import PROVIDER, replay_part
 
@@ -74,7 +75,7 @@ def _user_parts(block: Block) -> list[Part]:
             parts.append({"fileData": {"fileUri": value, "mimeType": media_type or "image/png"}})
         else:
             parts.append({"inlineData": {"mimeType": media_type, "data": value}})
-    return parts
+    return [*parts, *gemini_file_parts(block)]
 
 
 def _function_response(block: Block, names: dict[str, str]) -> Part:

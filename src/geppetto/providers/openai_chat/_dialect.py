@@ -21,6 +21,7 @@ from typing import Any
 
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, wire_schema_encoded
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_EXTRA, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from .._files import chat_file_parts
 from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, parse_args, tool_result_text
 
 __all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
@@ -32,13 +33,14 @@ Message = dict[str, Any]
 
 def _user_message(block: Block) -> Message:
     images = image_parts(block)
-    if not images:
+    files = chat_file_parts(block)
+    if not images and not files:
         return {"role": "user", "content": block.text}
     parts: list[dict[str, Any]] = [{"type": "text", "text": block.text}] if block.text else []
     for kind, value, media_type in images:
         url = value if kind == "url" else f"data:{media_type};base64,{value}"
         parts.append({"type": "image_url", "image_url": {"url": url}})
-    return {"role": "user", "content": parts}
+    return {"role": "user", "content": [*parts, *files]}
 
 
 def _arguments(block: Block) -> str:
