@@ -254,3 +254,27 @@ def test_the_text_printer_shows_a_failed_builtin_result() -> None:
     out = io.StringIO()
     TextPrinter(out)(EventBuiltinTool(EventMetadata(), call_id="c", tool="code_execution", phase="result", error=True))
     assert out.getvalue() == "⚙ code_execution: error\n"
+
+
+def test_a_gemini_text_part_with_a_field_geppetto_has_no_name_for_stays_text_and_goes_back_with_it() -> None:
+    chunk = {
+        "candidates": [
+            {
+                "content": {
+                    "role": "model",
+                    "parts": [{"text": "A"}, {"text": "B", "partMetadata": {"k": 1}}, {"text": "C"}],
+                },
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    deltas, result = reduce(GeminiStreamReducer(), sse_events(f"data: {json.dumps(chunk)}\n\n"))
+    assert deltas == [("text", "A"), ("text", "B"), ("text", "C")]
+    blocks = [from_provider(b, "gemini") for b in result.blocks]
+    assert [(b.text, b.payload.get("extra")) for b in blocks] == [
+        ("A", None),
+        ("B", {"partMetadata": {"k": 1}}),
+        ("C", None),
+    ]
+    parts = gemini_request(Turn(blocks=[Block.user("?"), *blocks]), tools=[])["contents"][1]["parts"]
+    assert parts == [{"text": "A"}, {"text": "B", "partMetadata": {"k": 1}}, {"text": "C"}]

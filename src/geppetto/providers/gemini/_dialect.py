@@ -95,7 +95,16 @@ def needs_signed_calls(model: str, thinking_budget: int | None = None) -> bool:
 
 
 def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
-    """The role ("user" / "model" / "") a block belongs to and its parts."""
+    """The role ("user" / "model" / "") a block belongs to and its parts; the fields of its part geppetto
+    has no name for go back on it when Gemini produced it."""
+    role, parts = _bare_parts(block, names)
+    extra = block.payload.get(PAYLOAD_EXTRA)
+    if role == "model" and len(parts) == 1 and extra and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+        parts = [{**parts[0], **extra}]
+    return role, parts
+
+
+def _bare_parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
     kind = block.kind
     p = block.payload
     if kind is BlockKind.USER:
@@ -115,8 +124,6 @@ def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
                 "args": args if isinstance(args, dict) else {},
             }
         }
-        if p.get(PAYLOAD_EXTRA) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
-            call.update(p[PAYLOAD_EXTRA])
         return "model", [_signed(call, block)]
     if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
         return "model", [_signed({"text": block.text, "thought": True}, block)]

@@ -119,28 +119,23 @@ class GeminiStreamReducer:
             extra = {k: v for k, v in part.items() if k not in ("functionCall", "thoughtSignature")}
             self._segments.append(_Segment("call", signature=signature, call=part["functionCall"], extra=extra))
             return []
-        if "text" not in part or set(part) - _TEXT_FIELDS:
+        if "text" not in part:
             # Code execution, server tools, images, a bare signature...: kept whole, signature on it.
             self._segments.append(_Segment("raw", call=part))
             return []
         kind = "thought" if part.get("thought") else "text"
         text = str(part.get("text") or "")
+        extra = {k: v for k, v in part.items() if k not in _TEXT_FIELDS}  # fields geppetto has no name for
         last = self._segments[-1] if self._segments else None
-        if last is None or last.kind != kind or last.signature:
-            last = _Segment(kind)
+        if last is None or last.kind != kind or last.signature or last.extra or extra:
+            last = _Segment(kind, extra=extra)
             self._segments.append(last)
         last.text.append(text)
         if signature:
-            self._attach(last, signature)
+            last.signature = signature  # the run ends here: a signed part is never joined by another
         if not text:
             return []
         return [("reasoning" if kind == "thought" else "text", text)]
-
-    def _attach(self, segment: _Segment, signature: str) -> None:
-        if segment.signature:  # keep both signatures exactly: start a fresh empty segment for this one
-            self._segments.append(_Segment(segment.kind if segment.kind != "call" else "text", signature=signature))
-        else:
-            segment.signature = signature
 
     def _received(self) -> str:
         calls = [str(s.call.get("name") or "?") for s in self._segments if s.kind == "call"]
