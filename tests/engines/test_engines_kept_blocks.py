@@ -278,3 +278,22 @@ def test_a_gemini_text_part_with_a_field_geppetto_has_no_name_for_stays_text_and
     ]
     parts = gemini_request(Turn(blocks=[Block.user("?"), *blocks]), tools=[])["contents"][1]["parts"]
     assert parts == [{"text": "A"}, {"text": "B", "partMetadata": {"k": 1}}, {"text": "C"}]
+
+
+def test_the_typed_server_tool_helpers_are_each_providers_own_definitions() -> None:
+    from geppetto.providers.anthropic import server_tools as claude_tools
+    from geppetto.providers.gemini import server_tools as gemini_tools
+
+    claude = ClaudeEngine(
+        "claude-sonnet-4-5",
+        api_key="k",
+        builtin_tools=[claude_tools.web_search(max_uses=2, allowed_domains=["a.org"]), claude_tools.code_execution()],
+    )
+    assert claude.build_request(Turn(blocks=[Block.user("hi")]))["tools"] == [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 2, "allowed_domains": ["a.org"]},
+        {"type": "code_execution_20250825", "name": "code_execution"},
+    ]
+    gemini = GeminiEngine(
+        "gemini-2.5-flash", api_key="k", builtin_tools=[gemini_tools.google_search(), gemini_tools.url_context()]
+    )
+    assert gemini.build_request(Turn(blocks=[Block.user("hi")]))["tools"] == [{"googleSearch": {}}, {"urlContext": {}}]
