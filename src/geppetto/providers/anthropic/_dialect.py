@@ -7,6 +7,10 @@
 - Reasoning is sent only when Claude can take it back: a thinking block with its ``signature``
   (unmodified), or a ``redacted_thinking`` block Claude produced. Anything else (OpenAI encrypted
   reasoning, Gemini thoughts, thinking without a signature) stays in the Turn but is left out.
+- ``other`` blocks Claude produced (server tools, MCP, compaction: see :mod:`._blocks`) go back as they
+  came, and so do a text block's ``citations`` and the fields kept under ``payload["extra"]``; other
+  providers' ``other`` blocks and citations are left out. Attached documents go first in their user
+  message (see :mod:`geppetto.providers._files`).
 - Tool call ids from other providers are kept, with characters Claude refuses replaced by ``_``.
 - With thinking on, the assistant message that the current tool loop continues must start with a
   thinking block. When it does not (its calls came from another provider), thinking is switched off for

@@ -12,6 +12,9 @@
   Gemini's own calls made without thinking) gets the placeholder Google documents for that case
   (``skip_thought_signature_validator``). Older turns and other models are sent as they are.
 - Reasoning Gemini did not produce (OpenAI encrypted items, Claude thinking) stays in the Turn, unsent.
+- ``other`` blocks Gemini produced (code execution, server tools, images, bare signatures: see
+  :mod:`._parts`) go back as the parts they came as; other providers' are left out. Attached files
+  follow the user's text and images as ``inlineData`` / ``fileData``.
 """
 
 from __future__ import annotations
