@@ -297,3 +297,45 @@ def test_the_typed_server_tool_helpers_are_each_providers_own_definitions() -> N
         "gemini-2.5-flash", api_key="k", builtin_tools=[gemini_tools.google_search(), gemini_tools.url_context()]
     )
     assert gemini.build_request(Turn(blocks=[Block.user("hi")]))["tools"] == [{"googleSearch": {}}, {"urlContext": {}}]
+
+
+def test_chat_fields_without_a_name_go_back_only_to_the_server_that_sent_them() -> None:
+    from geppetto.providers.openai_chat import ChatStreamReducer
+    from geppetto.providers.openai_chat import build_request as chat_request
+
+    google = "https://generativelanguage.googleapis.com/v1beta/openai"
+    signed = {"google": {"thought_signature": "sig"}}
+    chunk = {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "role": "assistant",
+                    "extra_content": signed,
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "extra_content": signed,
+                            "function": {"name": "now", "arguments": "{}"},
+                        }
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+    _, result = reduce(ChatStreamReducer(server=google), sse_events(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"))
+    turn = Turn(blocks=[Block.user("time?"), *(from_provider(b, "openai_chat") for b in result.blocks)])
+    back = chat_request(turn, model="gemini-3-flash", tools=[], server=google)["messages"][1]
+    assert back == {
+        "extra_content": signed,
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"extra_content": signed, "id": "c1", "type": "function", "function": {"name": "now", "arguments": "{}"}}
+        ],
+    }
+    elsewhere = chat_request(turn, model="gpt-4o", tools=[], server="https://api.openai.com/v1")["messages"][1]
+    assert "extra_content" not in elsewhere and "extra_content" not in elsewhere["tool_calls"][0]

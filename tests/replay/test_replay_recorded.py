@@ -368,11 +368,13 @@ def _chat_message(exchange: Exchange) -> dict[str, Any]:
 
 
 def expected_chat(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The assistant message as it goes back: its text (or refusal) and tool calls; ``annotations`` and
-    ``refusal`` are output-only fields (kept in the Turn, checked above)."""
+    """The assistant message as it goes back: its text (or refusal), tool calls and the fields geppetto has
+    no name for (Gemini's ``extra_content``); ``annotations`` and ``refusal`` are output-only fields (kept
+    in the Turn, checked above)."""
     text = message.get("content") or message.get("refusal") or None
     calls = [
         {
+            **{k: v for k, v in c.items() if k not in ("index", "id", "type", "function") and v is not None},
             "id": c["id"],
             "type": "function",
             "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
@@ -381,7 +383,9 @@ def expected_chat(message: dict[str, Any]) -> dict[str, Any] | None:
     ]
     if not text and not calls:
         return None
-    out: dict[str, Any] = {"role": "assistant", "content": text}
+    named = {"role", "content", "refusal", "annotations", "tool_calls", "audio", "function_call", "reasoning_content"}
+    out: dict[str, Any] = {k: v for k, v in message.items() if k not in named and v is not None}
+    out.update({"role": "assistant", "content": text})
     if calls:
         out["tool_calls"] = calls
     return out

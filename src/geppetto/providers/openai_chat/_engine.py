@@ -116,6 +116,7 @@ class ChatEngine(StreamingEngine):
             reasoning_content=self.base_url != DEFAULT_BASE_URL,  # a compatible server's extension
             thinking=self._thinking(turn),
             stream=self.stream,
+            server=self.base_url,
         )
 
     def _thinking(self, turn: Turn) -> bool:
@@ -139,7 +140,7 @@ class ChatEngine(StreamingEngine):
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def reducer(self) -> StreamReducer:
-        return ChatStreamReducer()
+        return ChatStreamReducer(server=self.base_url)
 
     def whole_events(self, answer: Any) -> list[SSEEvent]:
         return completion_events(answer if isinstance(answer, dict) else {})

@@ -64,6 +64,13 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_DELTA_FIELDS = frozenset(
+    {"role", "content", "refusal", "reasoning", "reasoning_content", "tool_calls", "annotations", "function_call"}
+)
+_FRAGMENT_FIELDS = frozenset({"index", "id", "type", "function"})
 
 
 def completion_events(completion: dict[str, Any]) -> list[SSEEvent]:
@@ -79,10 +86,28 @@ def completion_events(completion: dict[str, Any]) -> list[SSEEvent]:
     return [SSEEvent("", dumps(chunk)), SSEEvent("", "[DONE]")]
 
 
+def _call_block(call: _Call, server: str) -> Block:
+    """A finished call; what it carried beyond geppetto's fields kept under ``payload["extra"]``: the
+    arguments text when it differs from how geppetto writes them, the call's unnamed fields."""
+    sent = "".join(call.arguments)
+    block = Block.tool_call(call.id or new_call_id(), call.name, parse_args(sent))
+    args = block.payload[PAYLOAD_ARGS]
+    extra: dict[str, Any] = {}
+    if sent and not isinstance(args, str) and sent != json.dumps(args, ensure_ascii=False):
+        extra["arguments"] = sent  # the text as sent, to send back as it came
+    if call.extra:
+        extra.update({"call": call.extra, "server": server})
+    if extra:
+        block.payload[PAYLOAD_EXTRA] = extra
+    return block
+
+
 class ChatStreamReducer:
     """Reduces one Chat Completions stream (choice 0) to reasoning, text and tool_call blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: str = "") -> None:
+        self.server = server
+        """The base URL of the server streaming: unnamed fields go back only to it."""
         self.finished = False
         self.response_id = ""
         self.model = ""
@@ -94,6 +119,8 @@ class ChatStreamReducer:
         self._chunks = 0
         self._annotations: list[Any] = []
         self._logprobs: list[Any] = []
+        self._message_extra: dict[str, Any] = {}
+        """Message fields geppetto has no name for (Gemini's ``extra_content`` / ``thought_signature``)."""
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         data = event.data.strip()
@@ -139,6 +166,7 @@ class ChatStreamReducer:
                 self._text.append(content)
                 out.append(("text", content))
         self._annotations.extend(delta.get("annotations") or [])
+        self._message_extra.update({k: v for k, v in delta.items() if k not in _DELTA_FIELDS and v is not None})
         for fragment in delta.get("tool_calls") or []:
             call = self._calls.setdefault(self._index(fragment), _Call())
             call.id = call.id or str(fragment.get("id") or "")
@@ -146,6 +174,7 @@ class ChatStreamReducer:
             call.name = call.name or str(function.get("name") or "")
             if function.get("arguments"):
                 call.arguments.append(str(function["arguments"]))
+            call.extra.update({k: v for k, v in fragment.items() if k not in _FRAGMENT_FIELDS and v is not None})
         return out
 
     def _index(self, fragment: dict[str, Any]) -> int:
@@ -193,12 +222,10 @@ class ChatStreamReducer:
                 raise StreamError(
                     f"tool call {index} arrived without a name", received=self._received(), provider=PROVIDER
                 )
-            sent = "".join(call.arguments)
-            block = Block.tool_call(call.id or new_call_id(), call.name, parse_args(sent))
-            args = block.payload[PAYLOAD_ARGS]
-            if sent and not isinstance(args, str) and sent != json.dumps(args, ensure_ascii=False):
-                block.payload[PAYLOAD_EXTRA] = {"arguments": sent}  # the text as sent, to send back as it came
-            blocks.append(block)
+            blocks.append(_call_block(call, self.server))
+        if blocks and self._message_extra:
+            extra = blocks[0].payload.setdefault(PAYLOAD_EXTRA, {})
+            extra.update({"message": self._message_extra, "server": self.server})
         stop = chat_stop_reason(self._finish_reason, bool(self._calls))
         return StreamResult(blocks, self._usage or Usage(), stop, self.response_id)
 
