@@ -1,9 +1,14 @@
 """Every genuine recorded answer of the real services, replayed through the matching engine.
 
 An ``httpx.MockTransport`` answers the engine with the recorded status, headers and body (a whole JSON
-answer, or the recorded Server-Sent Events). The Turn it leaves must hold everything: building the next
-request from it must send the answer back exactly as the service gave it (see ``expected_*`` for the
-only normalizations: what the services themselves refuse as input, such as blank text blocks).
+answer, or the recorded Server-Sent Events; an error status must raise the matching error). The Turn it
+leaves must hold everything: building the next request from it sends the answer back as the service
+gave it, a trip through a store's JSON form changes nothing, and every built-in tool block was announced
+by an ``EventBuiltinTool``. The ``expected_*`` functions hold the only normalizations, each a documented
+rule of the engine: what a service refuses as input (Claude's blank text blocks), how a stream splits
+text (Gemini's text runs), what a provider does not take back (Gemini's unsigned thought summaries,
+Chat's output-only ``annotations``), ids the engine makes where a service gives none, and the Responses
+pairing rules. Loaded from ``../shared/reference/recorded`` beside the repository (see ``recordings``).
 """
 
 from __future__ import annotations
