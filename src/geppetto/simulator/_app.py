@@ -259,6 +259,7 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
         r("/v1/messages", "anthropic", _anthropic.create_message, ["POST"], generation=True),
         Route("/v1/models", _models_route(state, max_body), methods=["GET"]),
         r("/v1beta/models", "gemini", list_gemini_models, ["GET"]),
+        r("/v1/messages/count_tokens", "anthropic", _anthropic.count_tokens, ["POST"]),
         r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         *_conversations.routes(r),
