@@ -21,8 +21,17 @@ import yaml
 
 from geppetto.simulator import BuiltinCall, Reply, Simulator, ToolCall
 
-ROOT = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "recorded"
-MISSING = f"the recorded provider traffic is not at {ROOT} (it lives in ../shared/reference/recorded)"
+_REPO = Path(__file__).resolve().parents[2]
+# The copy kept with the tests (tests/fixtures/recorded, with its licence), else the shared one beside the checkout.
+ROOT = next(
+    (
+        p
+        for p in (_REPO / "tests" / "fixtures" / "recorded", _REPO.parent / "shared" / "reference" / "recorded")
+        if p.is_dir()
+    ),
+    _REPO / "tests" / "fixtures" / "recorded",
+)
+MISSING = f"the recorded provider traffic is not at {ROOT} (a copy lives in tests/fixtures/recorded)"
 
 _PLAIN_HEADERS = {"content-type", "content-length"}
 _HAND_MADE = re.compile(r"\b(resp_1234|resp_test|msg_test_|msg_1234|chatcmpl-1234|toolu_1234|call_1234)")
