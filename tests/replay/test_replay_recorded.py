@@ -8,7 +8,7 @@ by an ``EventBuiltinTool``. The ``expected_*`` functions hold the only normaliza
 rule of the engine: what a service refuses as input (Claude's blank text blocks), how a stream splits
 text (Gemini's text runs), what a provider does not take back (Gemini's unsigned thought summaries,
 Chat's output-only ``annotations``), ids the engine makes where a service gives none, and the Responses
-pairing rules. Loaded from ``../shared/reference/recorded`` beside the repository (see ``recordings``).
+pairing rules. Loaded from ``tests/fixtures/recorded``, else ``../shared/reference/recorded`` (``recordings``).
 """
 
 from __future__ import annotations
