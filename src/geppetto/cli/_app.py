@@ -99,6 +99,10 @@ def run(
         bool, typer.Option("--yes", "-y", help="Approve every tool call that needs approval (else it is not run).")
     ] = False,
     verbose: VerboseOpt = False,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the prompt; repeatable."),
+    ] = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -115,6 +119,7 @@ def run(
         save_turn=save_turn,
         mcp=tuple(mcp or ()),
         yes=yes,
+        attach=tuple(attach or ()),
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
-from ..turns import BlockKind, Turn, save_turn
+from ..turns import BlockKind, Turn, attach_files, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
     EngineSettings,
@@ -41,6 +41,8 @@ class RunOptions:
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
     yes: bool = False
+    attach: tuple[Path, ...] = ()
+    """Files attached to the prompt (``--attach``)."""
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -71,6 +73,7 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
 
 
 async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Turn:
+    attachments = [file_attachment(path) for path in options.attach]  # a bad file fails before any request
     profile = choose_profile(options.settings)
     base = demo_registry() if options.with_tools else None
     async with mcp_tools([*(profile.mcp_servers or []), *options.mcp], base) as tools:
@@ -87,7 +90,11 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 sinks=[spinner.sink, *sinks],
                 approval=False if options.yes else None,
             )
-            turn = await spinning(spinner, session.run(prompt))
+            if attachments:
+                attach_files(session.prompt(prompt).blocks[-1], attachments)
+                turn = await spinning(spinner, session.start_inference().wait())
+            else:
+                turn = await spinning(spinner, session.run(prompt))
             while waiting := session.pending_approvals:
                 # One shot, nobody to ask: the calls are denied and the model answers without them.
                 names = ", ".join(sorted({c.name for c in waiting}))

@@ -152,6 +152,25 @@ class EventApprovalRequested(Event):
 
 
 @dataclass
+class EventBuiltinTool(Event):
+    """A provider built-in tool (web search, code execution, MCP...) was called or answered on the server.
+
+    Nothing runs on the client: the call and its result are already in the Turn as ``other`` blocks
+    typed under ``payload["builtin"]`` (see :class:`geppetto.turns.BuiltinTool`, whose fields these are).
+    """
+
+    type: ClassVar[str] = "builtin_tool"
+    call_id: str = ""
+    tool: str = ""
+    phase: str = "call"
+    name: str = ""
+    input: Any = None
+    output: Any = None
+    error: bool = False
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class EventFinal(Event):
     """The inference finished; usage and stop reason are in the metadata."""
 

@@ -99,7 +99,12 @@ DONE = "data: [DONE]\n\n"
 class VercelStream:
     """Turns the events of one inference (bus event dicts) into UI message chunks: ``start``, a step per
     provider call, text and reasoning parts opened before their deltas and closed before a tool call, tool
-    input and output, ``finish`` (or ``error``)."""
+    input and output, ``finish`` (or ``error``).
+
+    As the ``ai`` package's ``streamText`` does, a step that called tools ends only once their outputs
+    are in (``start-step``, ``tool-input-available``, ``tool-output-available``, ``finish-step``): the
+    provider call's ``final`` waits for the results of the calls it made, and a new step, or the end of
+    the run, ends it in any case."""
 
     def __init__(
         self, message_id: str | None = None, *, answered: Collection[str] = (), denied: Collection[str] = ()
@@ -110,6 +115,10 @@ class VercelStream:
         self._text: str | None = None
         self._reasoning: str | None = None
         self._step = False
+        self._pending: set[str] = set()
+        """Tool calls of the open step whose outputs have not arrived."""
+        self._ending = False
+        """The step's provider call finished; the step ends once ``_pending`` is empty."""
 
     def _close(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -122,17 +131,26 @@ class VercelStream:
         return out
 
     def _open_step(self) -> list[dict[str, Any]]:
-        if self._step:
+        if self._step and not self._ending:
             return []
+        out = self._end_step()  # a step still waiting for tool outputs ends where the next begins
         self._step = True
-        return [{"type": "start-step"}]
+        return [*out, {"type": "start-step"}]
 
     def _end_step(self) -> list[dict[str, Any]]:
         out = self._close()
         if self._step:
             self._step = False
             out.append({"type": "finish-step"})
+        self._pending.clear()
+        self._ending = False
         return out
+
+    def _output(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        self._pending.discard(str(chunk["toolCallId"]))
+        if self._ending and not self._pending:
+            return [chunk, *self._end_step()]
+        return [chunk]
 
     def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
@@ -158,6 +176,7 @@ class VercelStream:
             return [*out, {"type": "reasoning-delta", "id": self._reasoning, "delta": str(event["delta"])}]
         if kind == "tool_call":
             args = event.get("args")
+            self._pending.add(str(event.get("call_id") or ""))
             return [
                 *self._open_step(),
                 *self._close(),
@@ -181,9 +200,16 @@ class VercelStream:
             if call_id in self.denied:
                 return [{"type": "tool-output-denied", "toolCallId": call_id}]
             if event.get("error"):
-                return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}]
-            return [{"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}]
+                return self._output(
+                    {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}
+                )
+            return self._output(
+                {"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}
+            )
         if kind == "final":
+            if self._pending:  # its tool calls' outputs belong to this step
+                self._ending = True
+                return self._close()
             return self._end_step()
         if kind == EVENTS_MISSING:  # events the bus lost: a data part where they would have been
             return [{"type": "data-events-missing", "data": missing_payload(event)}]

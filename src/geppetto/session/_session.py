@@ -27,10 +27,25 @@ from ._store import EventLogStore, TimedEvent, TurnStore
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
-RunHook = Callable[[Turn], contextlib.AbstractContextManager[Any]]
+RunHook = Callable[[Turn, str], contextlib.AbstractContextManager[Any]]
 RUN_HOOKS: list[RunHook] = []
-"""Context managers entered around every inference a session runs (given the working turn), e.g. the
-OpenTelemetry span of a ``Session.run``; an exception of the inference passes through them."""
+"""Context managers entered around every inference a session runs (given the working turn and the
+provider of the session's engine, "" when it names none), e.g. the OpenTelemetry span of a
+``Session.run``; an exception of the inference passes through them."""
+
+
+def engine_provider(engine: Any) -> str:
+    """The provider an engine talks to (``openai``, ``anthropic``...), looking through middleware wrappers
+    (their ``engine``); "" when none names one."""
+    for _ in range(32):  # wrappers nest a few deep; a cycle must not hang
+        provider = getattr(engine, "provider", None)
+        if isinstance(provider, str) and provider:
+            return provider
+        engine = getattr(engine, "engine", None)
+        if engine is None:
+            break
+    return ""
+
 
 IncomingHook = Callable[[Mapping[str, str]], contextlib.AbstractContextManager[Any]]
 INCOMING_HOOKS: list[IncomingHook] = []
@@ -457,7 +472,7 @@ class Session:
         sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
         with with_sinks(*sinks), contextlib.ExitStack() as hooks:
             for hook in RUN_HOOKS:
-                hooks.enter_context(hook(work))
+                hooks.enter_context(hook(work, engine_provider(self.engine)))
             try:
                 out = await self.engine.run_inference(work)
             except asyncio.CancelledError:
