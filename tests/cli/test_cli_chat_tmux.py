@@ -28,12 +28,15 @@ class Terminal:
 
     def __init__(self, socket: str, cmd: str, env: dict[str, str]) -> None:
         self.base = [str(TMUX), "-L", socket]
-        subprocess.run(
-            [*self.base, "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "220", "-y", "60", cmd],
-            env=env,
-            check=True,
-            timeout=30,
-        )
+        start = [*self.base, "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "220", "-y", "60", cmd]
+        for attempt in range(3):  # on a busy machine a new tmux server now and then exits as it starts
+            res = subprocess.run(start, env=env, capture_output=True, text=True, timeout=30, check=False)
+            if res.returncode == 0:
+                return
+            if "server exited unexpectedly" not in res.stderr or attempt == 2:
+                raise AssertionError(f"tmux could not start: {res.stderr.strip()}")
+            self.kill()
+            time.sleep(0.5)
 
     def screen(self) -> str:
         res = subprocess.run(
