@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,8 @@ REASON_TEXT = {
     "another chain or conversation",
 }
 """Why a response is not an anchor, by reason code."""
+
+log = logging.getLogger("geppetto.providers.openai_responses")
 
 _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 _RID, _FP = str(BLOCK_META_RESPONSE_ID), str(BLOCK_META_PREFIX_FINGERPRINT)
@@ -341,6 +344,12 @@ def tag_blocks(
     new = turn.blocks[start:]
     for block in new:
         BLOCK_META_RESPONSE_ID.set(block.metadata, response_id)
+    log.debug(
+        "responses: tagged %d blocks with response_id %s%s",
+        len(new),
+        response_id,
+        "" if stored and not refused else f" ({'not anchorable: ' + refused if refused else 'not stored'})",
+    )
     if not stored or not new:
         return
     h = prefix.copy() if prefix is not None else prefix_hasher(turn.blocks[:start], include_system=include_system)

@@ -40,9 +40,10 @@ from ._anchors import tag_blocks
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_chained, plan_conversation, plan_full, plan_stateless
-from ._send import Api, send_with_fallbacks
+from ._plan import Plan, plan_request
+from ._send import Api, send_with_fallbacks, turn_ids
 from ._state import MODES, ConversationState, get_state, set_state
+from ._switch import CHAINING_ENV, chaining_enabled
 from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 from ._validate import ValidatedLinks, Validation, validate_server_context
@@ -248,32 +249,57 @@ class ResponsesEngine(TransportOwner):
             )
         return mode
 
-    def _plan(self, turn: Turn, mode: str, state: ConversationState | None) -> Plan:
-        include_system = not self.instructions_mode
-        if self.server_ignores_state:
-            return plan_full(turn, include_system=include_system)
-        if mode == "chained":
-            return plan_chained(turn, state, include_system=include_system, metrics=self.metrics)
-        if mode == "conversation":
-            return plan_conversation(turn, state, include_system=include_system, metrics=self.metrics)
-        if self.store and state is not None and state.previous_response_id:
-            # a Turn that goes on after a stored response: keep its proof, hash only the new blocks (a fresh
-            # Turn's few blocks cost less hashed once than sealed; store=False writes no fingerprint at all)
-            return plan_stateless(turn, state, include_system=include_system)
-        return plan_full(turn, include_system=include_system)
+    def _sent_mode(self, turn: Turn, mode: str, state: ConversationState | None) -> str:
+        """``mode``, or ``stateless`` while the kill switch ``GEPPETTO_CHAINING=off`` is set (logged)."""
+        if mode == "stateless" or chaining_enabled():
+            return mode
+        lost = ""
+        if state is not None and state.base:
+            lost = f"; the context before this Turn (base {state.base}) is not carried over"
+        log.info(
+            "responses: chaining is off (%s=off): a stateless request instead of a %s one (%s)%s",
+            CHAINING_ENV,
+            mode,
+            turn_ids(turn),
+            lost,
+        )
+        return "stateless"
+
+    def plan(self, turn: Turn) -> Plan:
+        """What :meth:`run_inference` would send for ``turn`` now (mode, anchor, blocks), by the code it plans
+        with, recording nothing: ``geppetto inspect`` and the web inspector show this."""
+        state = get_state(turn)
+        return plan_request(
+            turn,
+            self._sent_mode(turn, self._mode_for(state), state),
+            state,
+            include_system=not self.instructions_mode,
+            store=self.store,
+            ignores_state=self.server_ignores_state,
+            metrics=None,
+        )
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
         """Send the Turn (or its delta), append the response's blocks in output order, tag them, return the Turn."""
         self._output = None  # the config is read afresh for every request
         state = get_state(turn)
-        mode = self._mode_for(state)
+        requested = self._mode_for(state)
+        mode = self._sent_mode(turn, requested, state)
         meta = metadata_for(turn, self.provider, self.model)
         publish(EventStart(meta))
         start = len(turn.blocks)
         streams: list[StreamState] = []
         try:
-            plan = self._plan(turn, mode, state)
+            plan = plan_request(
+                turn,
+                mode,
+                state,
+                include_system=not self.instructions_mode,
+                store=self.store,
+                ignores_state=self.server_ignores_state,
+                metrics=self.metrics,
+            )
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
@@ -296,7 +322,7 @@ class ResponsesEngine(TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
-        self._record(turn, start, plan, streams[-1], mode)
+        self._record(turn, start, plan, streams[-1], requested, state)
         if self.validate_every and mode != "stateless":
             self._since_validation += 1
             if self._since_validation >= self.validate_every:
@@ -325,9 +351,19 @@ class ResponsesEngine(TransportOwner):
             reread=reread,
         )
 
-    def _record(self, turn: Turn, start: int, plan: Plan, stream: StreamState, mode: str) -> None:
+    def _record(
+        self,
+        turn: Turn,
+        start: int,
+        plan: Plan,
+        stream: StreamState,
+        mode: str,
+        prior: ConversationState | None,
+    ) -> None:
         response = stream.response
         blocks = stream.blocks()
+        others = len(turn.blocks) - start  # blocks another run appended to this Turn while this one ran
+        start = len(turn.blocks)
         for block in blocks:
             BLOCK_META_PROVIDER.set(block.metadata, self.provider)
             turn.append(block)
@@ -335,7 +371,24 @@ class ResponsesEngine(TransportOwner):
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
         if not response_id:
-            log.warning("responses: the response carried no id; its blocks cannot anchor a later request")
+            log.warning(
+                "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
+            )
+        elif others:
+            # One inference per Turn at a time (seed 000, edge case 5): this answer was asked for on a Turn
+            # that no longer ends where the request ended, so the server's context behind it is not the
+            # Turn's. Its blocks keep their response id but never anchor; the state is left as it was.
+            log.warning(
+                "responses: %d block(s) were added to the Turn while response %s was running (two inferences "
+                "at once on one Turn?); its %d block(s) will not anchor a later request, which sends them "
+                "as new input instead (%s). Run one inference per Turn at a time: await each run, or give "
+                "each concurrent run its own turn.clone()",
+                others,
+                response_id,
+                len(blocks),
+                turn_ids(turn),
+            )
+            tag_blocks(turn, start, response_id, refused="concurrent inference on the same Turn", stored=self.store)
         else:
             if refused and self.store:
                 log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)
@@ -350,7 +403,12 @@ class ResponsesEngine(TransportOwner):
                 stored=self.store,
             )
             if self.store:
-                cid = plan.conversation_id if mode == "conversation" else None
+                # the mode asked for is kept (the kill switch may have sent this request stateless); so is
+                # the conversation a stateless request left alone
+                if plan.mode == "conversation":
+                    cid = plan.conversation_id
+                else:
+                    cid = prior.conversation_id if prior is not None and mode == "conversation" else None
                 set_state(turn, ConversationState(mode, cid, response_id, plan.base))
         self._finish(turn, response, blocks, plan)
 

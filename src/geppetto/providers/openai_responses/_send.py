@@ -25,14 +25,14 @@ from geppetto._exceptions import (
 )
 from geppetto.events import metadata_for
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
-from geppetto.turns import Turn
+from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._stream import StreamState, consume_stream, usage_of
 
-__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks"]
+__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks", "turn_ids"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -77,6 +77,14 @@ class Sender(Protocol):
 
 class StateIgnored(GeppettoError):
     """The server answered without echoing previous_response_id / conversation: it ignores server state."""
+
+
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"
 
 
 def describe(plan: Plan) -> str:
@@ -136,7 +144,9 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
         )
     body = engine.build_body(turn, plan)
     if plan.fallback:
-        log.warning("responses: %s; sending the whole Turn (fallback: %s)", plan.detail, plan.fallback)
+        log.warning(
+            "responses: %s; sending the whole Turn (fallback: %s; %s)", plan.detail, plan.fallback, turn_ids(turn)
+        )
         engine.metrics.fallback(plan.fallback)
     engine.metrics.request(plan.mode, len(plan.items) + len(plan.seed_items or []), full=plan.full)
     log.info("responses: %s", describe(plan))
@@ -225,9 +235,10 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
         engine.server_ignores_state = True
         log.warning(
             "responses: the server at %s did not echo %s; it ignores server-side state, so this engine "
-            "re-sends the whole Turn and stays stateless",
+            "re-sends the whole Turn and stays stateless (%s)",
             engine.base_url,
             exc,
+            turn_ids(turn),
         )
         retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=f"{exc} ignored")
     retry.prefix = retry.prefix or plan.prefix
