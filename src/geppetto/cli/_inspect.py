@@ -26,6 +26,37 @@ def _chains(turn: Turn) -> bool:
     return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai")
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _carrying(plan: ChainedPlan) -> str:
+    if plan.conversation:
+        return f"conversation={plan.conversation}"
+    if plan.anchor:
+        return f"previous_response_id={plan.anchor}"
+    if plan.mode == "conversation":
+        return "in a new conversation"
+    return "without previous_response_id" if plan.mode == "chained" else "without server state"
+
+
+def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
+    """The request the engine would send now and, when that one sends the whole Turn, the one after a new
+    prompt (both by the engine's own planning code)."""
+    if plan.error:
+        return [f"no request can be sent now: {plan.reason}"]
+    if not plan.full:
+        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {_count(blocks, 'block')}"]
+    lines = [f"{plan.mode} request now: {_carrying(plan)}, sends all {_count(blocks, 'block')} ({plan.reason})"]
+    after = plan.next
+    if after is not None and not after.error and not after.full:
+        lines.append(
+            f"after a new prompt: {_carrying(after)}, sends the prompt"
+            + (f" and {_count(len(after.sent_ids), 'block')} before it" if after.sent_ids else " only")
+        )
+    return lines
+
+
 def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
     """Print the table of ``turn``'s blocks and a one-line summary of the chained request; return the plan."""
     plan = chained_plan(turn)
@@ -50,14 +81,7 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
     if not _chains(turn):
         provider = TURN_META_PROVIDER.get(turn.metadata)
         console.print(f"the last answer came from {provider}, which does not chain: every request sends the whole Turn")
-    elif plan.anchor is None:
-        console.print(
-            f"no valid anchor ({plan.reason}): a chained request sends all {len(turn.blocks)} blocks, "
-            "without previous_response_id"
-        )
     else:
-        console.print(
-            f"chained request: previous_response_id={plan.anchor}, sends {len(plan.sent_ids)} of "
-            f"{len(turn.blocks)} blocks"
-        )
+        for line in plan_lines(plan, len(turn.blocks)):
+            console.print(line)
     return plan
