@@ -43,8 +43,8 @@ from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_request
 from ._send import Api, send_with_fallbacks, turn_ids
 from ._state import MODES, ConversationState, get_state, set_state
-from ._switch import CHAINING_ENV, chaining_enabled
 from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
+from ._switch import CHAINING_ENV, chaining_enabled
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 from ._validate import ValidatedLinks, Validation, validate_server_context
 
