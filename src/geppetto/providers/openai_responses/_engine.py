@@ -74,6 +74,8 @@ class ResponsesEngine(TransportOwner):
     :data:`~geppetto.providers.openai_responses.metrics`. ``validate_every=N`` compares the server's
     stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
     chain's new links or the conversation's items).
+    ``delete_replaced_conversations=True`` deletes a conversation the engine replaced with a new one
+    (it no longer matched the Turn); by default it is left on the server (``docs/decisions.md``).
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -110,6 +112,7 @@ class ResponsesEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
+        delete_replaced_conversations: bool = False,
     ) -> None:
         if validate_every is not None and validate_every < 1:
             raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
@@ -146,6 +149,7 @@ class ResponsesEngine(TransportOwner):
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
+        self.delete_replaced_conversations = delete_replaced_conversations
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -323,6 +327,8 @@ class ResponsesEngine(TransportOwner):
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
         self._record(turn, start, plan, streams[-1], requested, state)
+        if plan.replaced and self.delete_replaced_conversations:
+            await self._delete_replaced(turn, plan)
         if self.validate_every and mode != "stateless":
             self._since_validation += 1
             if self._since_validation >= self.validate_every:
@@ -333,6 +339,22 @@ class ResponsesEngine(TransportOwner):
                     log.warning("responses: validation with the server failed: %s", exc)
                     self.metrics.validation("error")
         return turn
+
+    async def _delete_replaced(self, turn: Turn, plan: Plan) -> None:
+        """``delete_replaced_conversations=True``: delete the conversation a new one replaced (after the
+        answer was recorded: a failure is logged and the answer stands)."""
+        try:
+            await self._api().delete(f"conversations/{plan.replaced}")
+        except (ProviderError, httpx.HTTPError) as exc:
+            log.warning(
+                "responses: could not delete conversation %s, replaced by %s: %s (%s)",
+                plan.replaced,
+                plan.conversation_id,
+                exc,
+                turn_ids(turn),
+            )
+            return
+        log.info("responses: deleted conversation %s, replaced by %s", plan.replaced, plan.conversation_id)
 
     async def validate(self, turn: Turn, *, reread: bool = True) -> Validation:
         """Read the context the server holds at the Turn's anchor and compare it with the Turn (see
@@ -439,5 +461,9 @@ class ResponsesEngine(TransportOwner):
                 "responses.sent": None if plan.full else [b.id for b in plan.blocks],
             }
         )
+        if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
+            meta.extra["responses.conversation_created"] = plan.conversation_id
+            if plan.replaced:
+                meta.extra["responses.conversation_replaced"] = plan.replaced
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
         publish(EventFinal(meta, text))

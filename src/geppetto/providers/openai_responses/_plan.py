@@ -50,6 +50,8 @@ class Plan:
     is sent: into ``reuse_conversation`` when that one turns out to be empty, else into a new one.
     ``fallback`` is a reason code when server state could have been used but was not (``detail``
     says why, for the log). ``base`` is the ``ConversationState.base`` to record afterwards.
+    ``created`` is set once sending made a new conversation for the request; ``replaced`` then names the
+    conversation it took the place of (one that still exists on the server, holding other context).
     """
 
     mode: str
@@ -64,6 +66,8 @@ class Plan:
     detail: str = ""
     base: str | None = None
     prefix: Any = None
+    created: bool = False
+    replaced: str | None = None
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""

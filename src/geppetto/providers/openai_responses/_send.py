@@ -50,6 +50,9 @@ class Api:
             "POST", path, body, headers=self.headers, error_parser=openai_error_info
         )
 
+    async def delete(self, path: str) -> Any:
+        return await self.transport.request_json("DELETE", path, headers=self.headers, error_parser=openai_error_info)
+
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return await self.transport.request_json(
             "GET", path, params=params, headers=self.headers, error_parser=openai_error_info
@@ -132,8 +135,17 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
     created = await http.post("conversations", {"items": items[:step]})
     cid = str(created["id"])
     await _append_items(http, cid, items[step:])
-    log.info("responses: new conversation %s seeded with %d items", cid, len(items))
-    plan.conversation_id = cid
+    plan.conversation_id, plan.created = cid, True
+    if reuse and empty is False:
+        plan.replaced = reuse  # it still exists, holding context the Turn no longer matches
+        log.info(
+            "responses: new conversation %s seeded with %d items, replacing %s (left on the server)",
+            cid,
+            len(items),
+            reuse,
+        )
+    else:
+        log.info("responses: new conversation %s seeded with %d items", cid, len(items))
 
 
 async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
