@@ -292,7 +292,7 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     in chained mode."""
     from ..providers.openai_responses._plan import plan_chained
 
-    requests = []
+    requests: list[dict[str, Any]] = []
     for rid, first in _first_blocks(turn.blocks).items():
         context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
