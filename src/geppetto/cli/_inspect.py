@@ -47,7 +47,8 @@ def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
         return [f"no request can be sent now: {plan.reason}"]
     if not plan.full:
         return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {_count(blocks, 'block')}"]
-    lines = [f"{plan.mode} request now: {_carrying(plan)}, sends all {_count(blocks, 'block')} ({plan.reason})"]
+    whole = "its 1 block" if blocks == 1 else f"all {blocks} blocks"
+    lines = [f"{plan.mode} request now: {_carrying(plan)}, sends {whole} ({plan.reason})"]
     after = plan.next
     if after is not None and not after.error and not after.full:
         lines.append(
