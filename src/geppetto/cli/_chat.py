@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -57,7 +58,8 @@ def _notes_on_their_own_line() -> Iterator[None]:
         def emit(self, record: logging.LogRecord) -> None:
             if record.levelno != logging.WARNING or "fallback:" not in record.getMessage():
                 return
-            reason = record.getMessage().removeprefix("responses: ")
+            # the ids that end the warning are for logs; the chat's note is once per reason
+            reason = _IDS.sub(")", record.getMessage().removeprefix("responses: "))
             if reason not in seen:
                 seen.add(reason)
                 _PENDING_NOTES.append(reason)
@@ -73,6 +75,7 @@ def _notes_on_their_own_line() -> Iterator[None]:
 
 
 _PENDING_NOTES: list[str] = []
+_IDS = re.compile(r"; session=\S+ turn=\S+ inference=\S+\)$")
 
 
 def _print_notes() -> None:
