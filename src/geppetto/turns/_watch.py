@@ -108,8 +108,7 @@ def same_json(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-_SCALARS = (str, int, float, bool, type(None))
-_SCALAR_TYPES = frozenset(_SCALARS)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def watched(value: Any, seal: Seal) -> Any:

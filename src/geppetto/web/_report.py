@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import UsageError
@@ -55,9 +55,9 @@ REJECTION_FALLBACKS = frozenset({"previous_response_not_found", "conversation_no
 @dataclass(frozen=True)
 class ChainedPlan:
     """What the Responses engine would send for this turn, worked out by its own planning code
-    (``_plan.plan_request``) in the mode the Turn asks for (``mode``; ``stateless`` while the kill switch is
-    off; a stateless Turn is shown as chained would send it): ``anchor`` is the ``previous_response_id`` the request carries (None: none),
-    ``sent_ids`` the ids of the blocks it sends, ``full`` whether they are the whole Turn, ``reason`` why
+    (``_plan.plan_request``) in the mode the Turn asks for (``mode``; ``stateless`` while the kill switch
+    is off; a stateless Turn is shown as chained would send it): ``anchor`` is the ``previous_response_id``
+    the request carries (None: none), ``sent_ids`` the ids of the blocks it sends, ``full`` whether they are the whole Turn, ``reason`` why
     the whole Turn goes (or why nothing can be sent: then ``error`` is set and ``sent_ids`` is empty).
     ``next`` is the plan after one more user prompt (its ``sent_ids`` without that prompt), None for
     that plan itself."""
@@ -127,19 +127,7 @@ def chained_plan(turn: Turn) -> ChainedPlan:
     prompt = Block.user("(the next prompt)")
     ahead.append(prompt)
     after = _engine_plan(ahead)
-    after = ChainedPlan(
-        after.anchor,
-        [i for i in after.sent_ids if i != prompt.id],
-        after.reason,
-        after.mode,
-        after.conversation,
-        after.full,
-        after.fallback,
-        after.error,
-    )
-    return ChainedPlan(
-        now.anchor, now.sent_ids, now.reason, now.mode, now.conversation, now.full, now.fallback, now.error, after
-    )
+    return replace(now, next=replace(after, sent_ids=[i for i in after.sent_ids if i != prompt.id]))
 
 
 def describe(block: Block) -> str:
