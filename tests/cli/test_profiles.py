@@ -35,7 +35,7 @@ def test_profiles_file_is_read_from_the_config_dir(tmp_path: Path) -> None:
     ("text", "fragment"),
     [
         ("profiles:\n  p:\n    provider: nope\n", "use one of openai-responses"),
-        ("profiles:\n  p:\n    modle: x\n", "profiles.p.'modle' is not a setting (did you mean 'mode'?); allowed: "),
+        ("profiles:\n  p:\n    modle: x\n", "profiles.p.'modle' is not a setting (did you mean 'model'?); allowed: "),
         ("profiles: [1, 2]\n", "expected a mapping"),
         ("default: missing\nprofiles: {}\n", "default profile 'missing' is not defined"),
         ("profiles: {p: [unclosed\n", "not valid YAML at line 2; fix or remove the file"),

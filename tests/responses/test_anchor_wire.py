@@ -38,6 +38,12 @@ blocks = st.one_of(
     st.builds(lambda c, r, e: Block.tool_use(c, r, error=e), text, json_values, text),
     st.builds(lambda t: Block.user(t, [{"url": "https://example.test/a.png"}]), text),
     st.builds(lambda v: Block(BlockKind.USER, {"text": v}), json_values),
+    st.builds(lambda t, p: Block(BlockKind.LLM_TEXT, {"text": t, "item_id": "msg_1", "phase": p}), text, text),
+    st.builds(lambda t, k, v: Block(BlockKind.LLM_TEXT, {"text": t, k: v}), text, text, json_values),
+    st.builds(
+        lambda c, r, k, v: Block(BlockKind.TOOL_USE, {"id": c, "result": r, k: v}), text, json_values, text, json_values
+    ),
+    st.builds(lambda t, k, v: Block(BlockKind.USER, {"text": t, k: v}), text, text, json_values),
 )
 
 

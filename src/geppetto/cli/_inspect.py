@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_PROVIDER, Turn
-from ..web._report import ChainedPlan, chained_plan, describe, request_marks, turn_report
+from ..web._report import ChainedPlan, chained_plan, describe, plural, request_marks, turn_report
 
 __all__ = ["ChainedPlan", "chained_plan", "describe", "render_turn", "turn_report"]
 
@@ -26,10 +26,6 @@ def _chains(turn: Turn) -> bool:
     return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai")
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'' if n == 1 else 's'}"
-
-
 def _carrying(plan: ChainedPlan) -> str:
     if plan.conversation:
         return f"conversation={plan.conversation}"
@@ -46,14 +42,14 @@ def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
     if plan.error:
         return [f"no request can be sent now: {plan.reason}"]
     if not plan.full:
-        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {_count(blocks, 'block')}"]
+        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {plural(blocks, 'block')}"]
     whole = "its 1 block" if blocks == 1 else f"all {blocks} blocks"
     lines = [f"{plan.mode} request now: {_carrying(plan)}, sends {whole} ({plan.reason})"]
     after = plan.next
     if after is not None and not after.error and not after.full:
         lines.append(
             f"after a new prompt: {_carrying(after)}, sends the prompt"
-            + (f" and {_count(len(after.sent_ids), 'block')} before it" if after.sent_ids else " only")
+            + (f" and {plural(len(after.sent_ids), 'block')} before it" if after.sent_ids else " only")
         )
     return lines
 

@@ -420,8 +420,13 @@ class Runner:
         return session
 
     async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:
-        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest."""
-        self._hot[session_id] = _Hot(await self.store.latest_seq(session_id), settings, session)
+        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest
+        (which the store remembers, so no query is needed)."""
+        known = getattr(self.store, "known_seq", None)
+        seq = known(session_id) if known is not None else None
+        self._hot[session_id] = _Hot(
+            seq if seq is not None else await self.store.latest_seq(session_id), settings, session
+        )
         if len(self._hot) > HOT_SESSIONS:
             del self._hot[next(iter(self._hot))]
 

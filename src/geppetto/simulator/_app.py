@@ -19,6 +19,8 @@ from ._call import Call, Handler
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
+from ._models_list import list_gemini_models, list_models
+from ._openai_count import count_input_tokens
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -218,6 +220,23 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(api, SimError(status, f"Invalid URL ({request.method} {path})"))
 
 
+def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitable[Any]]:
+    """GET /v1/models is OpenAI's, Anthropic's and Gemini's v1 path: Anthropic's version header or Gemini's
+    key (header or ``key`` parameter) picks that API's key check and shape; else OpenAI's."""
+    openai = endpoint(state, "openai", list_models, max_body=max_body)
+    anthropic = endpoint(state, "anthropic", list_models, max_body=max_body)
+    gemini = endpoint(state, "gemini", list_gemini_models, max_body=max_body)
+
+    async def run(request: Request) -> Any:
+        if "anthropic-version" in request.headers:
+            return await anthropic(request)
+        if "x-goog-api-key" in request.headers or "key" in request.query_params:
+            return await gemini(request)
+        return await openai(request)
+
+    return run
+
+
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The simulator's Starlette app over `state`."""
 
@@ -227,11 +246,14 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
     routes = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
         r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),
+        r("/v1/responses/input_tokens", "openai", count_input_tokens, ["POST"]),
         r("/v1/responses/{response_id}", "openai", _openai.get_response, ["GET"]),
         r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
         r("/v1/chat/completions", "openai", _chat.create_chat_completion, ["POST"], generation=True),
         r("/v1/messages", "anthropic", _anthropic.create_message, ["POST"], generation=True),
+        Route("/v1/models", _models_route(state, max_body), methods=["GET"]),
+        r("/v1beta/models", "gemini", list_gemini_models, ["GET"]),
         r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         *_conversations.routes(r),

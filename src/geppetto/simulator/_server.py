@@ -13,6 +13,8 @@ from .._asgi import ThreadedServer
 from ._app import DEFAULT_MAX_BODY, build_app
 from ._faults import Fault
 from ._model import Reply
+from ._openai import chain_items
+from ._openai_compaction import prune
 from ._state import RecordedRequest, SimState
 
 
@@ -128,6 +130,16 @@ class Simulator:
             if response_id not in self.state.contexts:
                 raise KeyError(f"no response {response_id!r} was produced by this simulator")
             return copy.deepcopy(self.state.contexts[response_id])
+
+    def held_items(self, response_id: str) -> list[dict[str, Any]]:
+        """The context a request chained on the stored response ``response_id`` starts from: the chain's
+        inputs and outputs up to its end, from the latest item an in-request compaction made.
+
+        Raises KeyError naming the id when no stored response has it."""
+        with self.state.lock:
+            if response_id not in self.state.responses:
+                raise KeyError(f"no stored response {response_id!r} in this simulator")
+            return prune(self.state, chain_items(self.state, response_id))
 
     def forget(self, response_id: str) -> None:
         """Drop a stored response as if it expired: chaining on it now fails with previous_response_not_found."""

@@ -81,6 +81,8 @@ class SimState:
         self.items: dict[str, dict[str, Any]] = {}
         # Output item id -> id of the reasoning item that produced it (for every response, stored or not).
         self.produced_by: dict[str, str] = {}
+        # Ids of the compaction items in-request compaction made (a context starts at the latest one).
+        self.compactions: set[str] = set()
         # Any response id (all APIs, stored or not) -> the effective context the model saw.
         self.contexts: dict[str, list[Any]] = {}
 

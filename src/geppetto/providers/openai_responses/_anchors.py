@@ -23,9 +23,8 @@ from geppetto.turns import (
     BLOCK_META_PREFIX_FINGERPRINT,
     BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
-    PAYLOAD_ERROR,
     PAYLOAD_ID,
-    PAYLOAD_IMAGES,
+    PAYLOAD_ITEM_ID,
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_TEXT,
@@ -38,7 +37,7 @@ from geppetto.turns._cow import FrozenBlock, LazyBlockList
 from geppetto.turns._model import seal_block, seal_of
 from geppetto.turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
-from ._items import RESPONSE_BLOCKS, arguments_text, block_identity, compact_json
+from ._items import RESPONSE_BLOCKS, arguments_text, block_identity, compact_json, tool_output_text
 from ._state import ConversationState, get_state
 
 __all__ = [
@@ -123,37 +122,47 @@ def _frozen_wire(block: FrozenBlock, include_system: bool) -> bytes | None:
 
 
 def _fresh_wire(block: Block, include_system: bool) -> bytes | None:
-    """``_CANON(block_identity(block)) + "\\n"`` as UTF-8. The plain kinds (text messages, a function
-    call, a tool result) are written straight from their fields, byte for byte what the encoder makes of
-    their identity (``tests/responses/test_anchor_wire.py`` holds them equal), since a Turn just loaded
-    makes every block's wire form at once and the encoder's generic walk was most of that cost."""
+    """``_CANON(block_identity(block)) + "\\n"`` as UTF-8. A plain block (a text message, a function call, a
+    tool result, holding only the payload fields its wire item is made of) is written straight from its
+    fields, byte for byte what the encoder makes of its identity (``tests/responses/test_anchor_wire.py``
+    holds them equal), since a Turn just loaded makes every block's wire form at once and the encoder's
+    generic walk was most of that cost. A block with any other payload field (a phase, images, an error)
+    goes the general way, so a field added to the wire item later can never be left out here."""
     payload = block.payload
     kind = block.kind
+    keys = payload.keys()
     if kind is BlockKind.TOOL_USE:
         call = payload.get(PAYLOAD_ID)
-        result = payload.get(PAYLOAD_RESULT)
-        if call and type(result) is str and payload.get(PAYLOAD_ERROR) is None:
-            return (f'{{"call_id":{_STR(str(call))},"output":{_STR(result)},"type":"function_call_output"}}\n').encode()
+        if keys <= _PLAIN_TOOL_USE and call:
+            output = tool_output_text(block)
+            return f'{{"call_id":{_STR(str(call))},"output":{_STR(output)},"type":"function_call_output"}}\n'.encode()
     elif kind is BlockKind.TOOL_CALL:
         call, name = payload.get(PAYLOAD_ID), payload.get(PAYLOAD_NAME)
-        if call and name:
+        if keys <= _PLAIN_TOOL_CALL and call and name:
             args = arguments_text(payload.get(PAYLOAD_ARGS))
             return (
                 f'{{"arguments":{_STR(args)},"call_id":{_STR(str(call))},"name":{_STR(str(name))},'
                 '"type":"function_call"}\n'
             ).encode()
-    elif kind is BlockKind.USER or kind is BlockKind.LLM_TEXT or (kind is BlockKind.SYSTEM and include_system):
+    elif kind is BlockKind.LLM_TEXT:
         text = payload.get(PAYLOAD_TEXT)
-        if type(text) is str and not payload.get(PAYLOAD_IMAGES):
-            if kind is BlockKind.LLM_TEXT:
-                if not text.strip():
-                    return None
-                role = "assistant"
-            else:
-                role = "user" if kind is BlockKind.USER else ("developer" if block.role == "developer" else "system")
+        if keys <= _PLAIN_LLM_TEXT and type(text) is str:
+            return f'{{"content":{_STR(text)},"role":"assistant"}}\n'.encode() if text.strip() else None
+    elif kind is BlockKind.USER or (kind is BlockKind.SYSTEM and include_system):
+        text = payload.get(PAYLOAD_TEXT)
+        if keys <= _PLAIN_MESSAGE and type(text) is str:
+            role = "user" if kind is BlockKind.USER else ("developer" if block.role == "developer" else "system")
             return f'{{"content":{_STR(text)},"role":"{role}"}}\n'.encode()
     identity = block_identity(block, include_system=include_system)
     return None if identity is None else (_CANON(identity) + "\n").encode()
+
+
+_PLAIN_MESSAGE = frozenset({PAYLOAD_TEXT})
+_PLAIN_LLM_TEXT = frozenset({PAYLOAD_TEXT, PAYLOAD_ITEM_ID})
+_PLAIN_TOOL_CALL = frozenset({PAYLOAD_ID, PAYLOAD_NAME, PAYLOAD_ARGS, PAYLOAD_ITEM_ID})
+_PLAIN_TOOL_USE = frozenset({PAYLOAD_ID, PAYLOAD_RESULT})
+"""The payload fields of the plain blocks whose wire form ``_fresh_wire`` writes itself: exactly the ones
+their wire identity is made of (an item id is not part of it)."""
 
 
 def _absorb(h: Any, block: Block, include_system: bool) -> None:
