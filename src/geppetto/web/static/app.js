@@ -785,7 +785,7 @@
       el(
         "section",
         { "aria-labelledby": "next-heading" },
-        el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next conversation request" : "Next chained request"),
+        el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next request (conversation mode)" : "Next chained request"),
         el("p", { id: "next-request" }, nextText),
       ),
     );
