@@ -72,6 +72,8 @@ class Profile:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    background: bool | None = None
+    """Responses only: background responses (resumed after a broken stream, picked up by another worker)."""
     simulator: bool = False
     """Start the bundled simulator and point the engine at it."""
     mcp_servers: list[Any] | None = None
@@ -106,6 +108,7 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "temperature": ((int, float), "a number such as 0.2"),
     "max_tokens": ((int,), "a whole number such as 1024"),
     "reasoning_effort": ((str,), "minimal, low, medium or high"),
+    "background": ((bool,), "true or false"),
     "simulator": ((bool,), "true or false"),
     "mcp_servers": ((list,), "a list of MCP servers: command lines, URLs or mappings"),
 }
@@ -272,7 +275,7 @@ ENGINE_CLASSES: dict[str, tuple[str, str]] = {
     "gemini": ("geppetto.providers.gemini", "GeminiEngine"),
 }
 
-_OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort")
+_OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort", "background")
 _ALIASES = {"max_tokens": "max_output_tokens"}
 
 

@@ -183,6 +183,10 @@ def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[s
     }
 
 
+SYSTEM_FINGERPRINT = "fp_5e10b7c2a1"
+"""The backend configuration the simulator reports (a string, as the service sends; it never changes)."""
+
+
 async def create_chat_completion(call: Call) -> ASGIApp:
     """POST /v1/chat/completions."""
     body = call.obj()
@@ -200,7 +204,13 @@ async def create_chat_completion(call: Call) -> ASGIApp:
     completion_id = new_id("chatcmpl-")
     with state.lock:
         state.contexts[completion_id] = copy.deepcopy(messages)
-    head = {"id": completion_id, "created": state.now(), "model": body.get("model"), "system_fingerprint": None}
+    head = {
+        "id": completion_id,
+        "created": state.now(),
+        "model": body.get("model"),
+        "service_tier": "default",
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+    }
     usage = _usage(messages, message, reply)
     if not body.get("stream"):
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}

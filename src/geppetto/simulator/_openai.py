@@ -10,6 +10,8 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._background import check_background, start_background
+from ._builtin import decide_builtin, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -65,6 +67,11 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(fmt, dict) and fmt.get("type") == "json_object":
         return {"type": "object", "properties": {"answer": {"type": "string"}}}
     return None
+
+
+def _obfuscate(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_obfuscation") is False)
 
 
 def _reasoning_on(body: dict[str, Any]) -> bool:
@@ -147,15 +154,18 @@ def _respond(
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
     rendered = input_tokens(context, instructions)
     seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
-    reply = state.next_reply() or decide(
-        to_msgs(seen, instructions),
-        tool_specs(body.get("tools")),
-        tool_choice(body.get("tool_choice")),
-        _schema(body),
+    msgs = to_msgs(seen, instructions)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("responses", body))
+        or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
     if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
         reply = replace(reply, reasoning=reasoning_summary(to_msgs(context, instructions), reply))
-    output = output_items(state, reply, _reasoning_on(body))
+    raw_include = body.get("include")
+    include = frozenset(str(i) for i in raw_include) if isinstance(raw_include, list) else frozenset()
+    top = body.get("top_logprobs")
+    output = output_items(state, reply, _reasoning_on(body), include, top if isinstance(top, int) else 0)
     with_phases(str(body.get("model") or ""), output)
     if compacted is not None:  # the compaction comes first: the model answers from it
         output.insert(0, compacted)
@@ -198,6 +208,7 @@ async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
     validate("CreateResponse", body)
+    check_background(body)
     state = call.state
     selectors = _selectors(call, body)
     prev, _, conv_id = selectors
@@ -209,9 +220,11 @@ async def create_response(call: Call) -> ASGIApp:
 
     try:
         obj = _respond(state, body, context, selectors)
+        if body.get("background"):
+            return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):
             return SSEStream(
-                stream_frames(obj),
+                stream_frames(obj, _obfuscate(body)),
                 call.fault,
                 lambda: state.closing,
                 lambda: _commit(state, obj, new_input, conv_id),

@@ -37,6 +37,7 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
+from ._background import check_background, not_an_anchor
 from ._cache import PromptCacheKey, check_cache_settings, prompt_cache_key_for
 from ._context import compact_blocks, count_turn_tokens
 from ._metrics import ResponsesMetrics
@@ -84,6 +85,11 @@ class ResponsesEngine(TransportOwner):
     ``delete_replaced_conversations=True`` deletes a conversation the engine replaced with a new one
     (it no longer matched the Turn); by default it is left on the server (``docs/decisions.md``).
 
+    ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
+    stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
+    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
+    a response that did not finish never anchors a later request.
+
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
     :class:`~geppetto.providers._http.HttpTransport` (which other engines may share: the key goes with
@@ -123,7 +129,11 @@ class ResponsesEngine(TransportOwner):
         compact_threshold: int | None = None,
         prompt_cache_key: PromptCacheKey = True,
         prompt_cache_retention: str | None = None,
+        background: bool = False,
+        poll_interval: float = 1.0,
+        max_resumes: int = 5,
     ) -> None:
+        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
         if compact_threshold is not None and (
             not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
         ):
@@ -170,6 +180,7 @@ class ResponsesEngine(TransportOwner):
         self.delete_replaced_conversations = delete_replaced_conversations
         self.compact_threshold = compact_threshold
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
+        self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -236,6 +247,8 @@ class ResponsesEngine(TransportOwner):
         if self.compact_threshold is not None:
             body["context_management"] = [{"type": "compaction", "compact_threshold": self.compact_threshold}]
         include = list(self.include)
+        if self.background:
+            body["background"] = body["store"] = True  # background responses must be stored
         if not self.store:
             body["store"] = False
             if "reasoning.encrypted_content" not in include:
@@ -414,6 +427,7 @@ class ResponsesEngine(TransportOwner):
         settle_output(turn, blocks, self._output_of(turn))
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
+        unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
         if not response_id:
             log.warning(
                 "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
@@ -433,6 +447,8 @@ class ResponsesEngine(TransportOwner):
                 turn_ids(turn),
             )
             tag_blocks(turn, start, response_id, refused="concurrent inference on the same Turn", stored=self.store)
+        elif unfinished:
+            log.warning("responses: response %s cannot anchor a later request: %s", response_id, unfinished)
         else:
             if refused and self.store:
                 log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)
