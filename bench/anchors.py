@@ -20,6 +20,13 @@ check as the request before it would. The incremental check runs at every step (
 is timed at every 500th step and its cumulative cost is the sum over all steps of the cost interpolated
 between those samples (running it at all 10,000 steps takes minutes).
 
+Part 3, the first chained request on a freshly loaded Turn (issue 36: under 1 ms for 100 blocks): the
+engine's planning of a chained request (``_plan.plan_request``: the anchor check, then the delta's
+items), timed on a 100-block Turn with a new prompt appended, ``cold`` just after it was loaded (from
+a turn file, ``loads_json``; from a SQLite store, ``load_latest`` of a new store object, as a resumed
+session reads it) and ``warm`` on a Turn whose earlier blocks the previous request proved (one response,
+its tool result and the new prompt appended since). Median and best of 200 loads each.
+
 Run: `.venv/bin/python bench/anchors.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
 non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target. With
 ``--memory`` it prints only the bytes per block that what the scans keep adds to a 10,002-block session
@@ -34,14 +41,19 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 from _common import table
 
-from geppetto.providers.openai_responses import blocks_after_response
+from geppetto.providers.openai_responses import blocks_after_response, get_state
 from geppetto.providers.openai_responses._anchors import _absorb, scan_anchors, tag_blocks
-from geppetto.turns import Block, Turn, copy_json
+from geppetto.providers.openai_responses._plan import plan_request
+from geppetto.turns import Block, Turn, copy_json, dumps_json, loads_json
 
 SIZES = (100, 1_000, 10_000, 100_000)
+COLD_BLOCKS = 100
+COLD_RUNS = 200
+COLD_TARGET_MS = 1.0
 SESSION_STEPS = 10_000
 SAMPLE_EVERY = 500
 TARGET_GROWTH = 1.2
@@ -206,7 +218,68 @@ def memory(steps: int = 5_000) -> float:
     return (kept - base) / len(turn.blocks)
 
 
+def _plan_ms(turn: Turn, anchor: str) -> float:
+    """One chained request's planning on ``turn`` (ms); checks it chains on ``anchor`` with a delta."""
+    start = time.perf_counter()
+    plan = plan_request(turn, "chained", get_state(turn), include_system=True)
+    elapsed = (time.perf_counter() - start) * 1000
+    if plan.previous_response_id != anchor or plan.full:
+        raise SystemExit(f"ERROR: the cold/warm request did not chain on {anchor}: {plan.detail}")
+    return elapsed
+
+
+def cold_first_request() -> dict[str, tuple[float, float]]:
+    """Median and best ms of the first chained request's planning: on a Turn loaded from a turn file, on
+    one loaded from a SQLite store, and (warm) on one the previous request proved."""
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from geppetto.session.stores import open_store
+
+    turn, anchor = build(COLD_BLOCKS)
+    turn.append(Block.user("next question"))
+    text = dumps_json(turn)
+    figures: dict[str, list[float]] = {"turn file": [], "SQLite store": [], "warm": []}
+    for _ in range(COLD_RUNS):
+        figures["turn file"].append(_plan_ms(loads_json(text), anchor))
+
+    async def from_store() -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "bench.sqlite"
+            writer = open_store(path)
+            await writer.save_snapshot("s-bench", loads_json(text))
+            writer.close()
+            for _ in range(COLD_RUNS):
+                reader = open_store(path)
+                loaded = await reader.load_latest("s-bench")
+                reader.close()
+                assert loaded is not None
+                figures["SQLite store"].append(_plan_ms(loaded, anchor))
+
+    asyncio.run(from_store())
+    warm = loads_json(text)
+    hasher = scan_anchors(warm, incremental=True).hasher
+    step = int(anchor.split("_")[1]) + 1
+    for _ in range(COLD_RUNS):
+        start = len(warm.blocks)
+        warm.append(Block.tool_call(f"call_{step}", "lookup", {"q": step}, item_id=f"fc_{step}"))
+        tag_blocks(warm, start, f"resp_{step}", prefix=hasher)
+        warm.append(Block.tool_use(f"call_{step}", f"result {step:06d} " * 14))
+        warm.append(Block.user(f"question {step}"))
+        plan_start = time.perf_counter()
+        plan = plan_request(warm, "chained", get_state(warm), include_system=True)
+        figures["warm"].append((time.perf_counter() - plan_start) * 1000)
+        if plan.previous_response_id != f"resp_{step}" or plan.full:
+            raise SystemExit("ERROR: the warm request did not chain")
+        hasher = plan.prefix
+        step += 1
+    return {name: (sorted(ms)[len(ms) // 2], min(ms)) for name, ms in figures.items()}
+
+
 def main() -> int:
+    if "--cold" in sys.argv:
+        return report_cold()
     if "--memory" in sys.argv:
         print(f"SUMMARY: what the anchor scans keep: {memory():.0f} bytes per block (10,002-block session)")
         return 0
@@ -239,12 +312,31 @@ def main() -> int:
         f"10,000-step session: anchor checks {inc_total:.3f} s cumulative incremental, {full_total:.1f} s with a "
         f"full pass per request (estimated from every {SAMPLE_EVERY}th step), {full_total / inc_total:,.0f}x."
     )
+    print()
+    cold_verdict = report_cold(summary=False)
     print(
-        f"SUMMARY: per-request anchor check 100 -> 100k blocks grows {growth:.2f}x incremental (target <= "
+        f"SUMMARY: {cold_verdict}; per-request anchor check 100 -> 100k blocks grows {growth:.2f}x incremental (target <= "
         f"{TARGET_GROWTH}, {verdict}) vs {full_growth:,.0f}x for a full pass; 10,000-step session {inc_total:.2f} s "
         f"vs {full_total:.1f} s"
     )
     return 0
+
+
+def report_cold(*, summary: bool = True) -> Any:
+    figures = cold_first_request()
+    print(
+        table(
+            [f"first chained request, {COLD_BLOCKS}-block Turn", "median ms", "best ms"],
+            [[name, f"{median:.3f}", f"{best:.3f}"] for name, (median, best) in figures.items()],
+        )
+    )
+    worst = max(median for name, (median, _) in figures.items() if name != "warm")
+    verdict = "met" if worst < COLD_TARGET_MS else "missed"
+    line = f"cold first chained request {worst:.3f} ms median (target < {COLD_TARGET_MS:g} ms, {verdict})"
+    if summary:
+        print(f"SUMMARY: {line}, warm {figures['warm'][0]:.3f} ms")
+        return 0
+    return f"{line}, warm {figures['warm'][0]:.3f} ms"
 
 
 if __name__ == "__main__":

@@ -126,6 +126,11 @@ def test_inspect_json_has_full_ids_and_the_plan(geppetto_sim: Simulator, tmp_pat
     )
     assert res.returncode == 0, res.stderr
     report = json.loads(geppetto("inspect", "--json", str(saved), config_dir=tmp_path).stdout)
-    assert [(b["kind"], b["chained"]) for b in report["blocks"]] == [("user", None), ("llm_text", "anchor")]
-    assert report["chained"]["anchor"] == report["blocks"][1]["response_id"] and report["chained"]["sends"] == []
+    # Nothing follows the anchor: the engine sends the whole Turn now (never an empty input), and chains on
+    # the answer once a prompt follows it. The prediction is the engine's own plan.
+    assert [(b["kind"], b["chained"]) for b in report["blocks"]] == [("user", "send"), ("llm_text", "send")]
+    chained = report["chained"]
+    assert (chained["anchor"], chained["full"], chained["fallback"]) == (None, True, "empty_delta")
+    assert chained["sends"] == [b["id"] for b in report["blocks"]]
+    assert chained["next"]["anchor"] == report["blocks"][1]["response_id"] and chained["next"]["sends"] == []
     assert len(report["blocks"][0]["id"]) == 36 and report["provider"] == "openai"

@@ -108,8 +108,19 @@ def test_saved_turn_loads_and_inspect_marks_the_anchor(geppetto_sim: Simulator, 
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[2].strip() for row in rows] == ["user", "tool_call", "tool_use", "llm_text"]
-    assert [row.split("│")[7].strip() for row in rows] == ["", "", "", "anchor"]
-    assert f"chained request: previous_response_id={last_response}, sends 0 of 4 blocks" in shown.stdout
+    # Nothing follows the anchor: the engine sends the whole Turn (never an empty input); a new prompt chains.
+    assert [row.split("│")[7].strip() for row in rows] == ["send", "send", "send", "send"]
+    said = " ".join(shown.stdout.split())  # the console wraps long lines
+    assert (
+        f"chained request now: without previous_response_id, sends all 4 blocks (nothing after anchor "
+        f"{last_response} to send)" in said
+    )
+    assert f"after a new prompt: previous_response_id={last_response}, sends the prompt only" in said
+    # ... which is what the engine does: a request on the saved Turn as it is sends all 4 blocks
+    from geppetto.providers.openai_responses import ResponsesEngine
+
+    plan = ResponsesEngine("sim-1", api_key="k", base_url=geppetto_sim.openai_url).plan(load_turn(saved))
+    assert (plan.previous_response_id, len(plan.blocks), plan.fallback) == (None, 4, "empty_delta")
 
     # A block appended after the anchor is exactly what a chained request sends.
     turn.append(turn.blocks[0].copy())
@@ -121,7 +132,7 @@ def test_saved_turn_loads_and_inspect_marks_the_anchor(geppetto_sim: Simulator, 
     shown = geppetto("inspect", str(edited), config_dir=tmp_path)
     rows = [line for line in shown.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[7].strip() for row in rows] == ["", "", "", "anchor", "send"]
-    assert "sends 1 of 5 blocks" in shown.stdout
+    assert f"chained request: previous_response_id={last_response}, sends 1 of 5 blocks" in shown.stdout
 
 
 def test_middleware_flags(geppetto_sim: Simulator, tmp_path: Path) -> None:

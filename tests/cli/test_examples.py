@@ -37,6 +37,7 @@ def test_every_example_is_tested() -> None:
             "structured_output.py",
             "mcp_tools.py",
             "approval.py",
+            "compaction.py",
         ]
     )
 
@@ -122,3 +123,30 @@ def test_cross_provider_session_continues_one_turn(tmp_path: Path) -> None:
         "blocks: ['user', 'tool_call', 'tool_use', 'llm_text', 'user', 'tool_call', 'tool_use', 'llm_text', "
         "'user', 'llm_text']"
     )
+
+
+def test_compaction_summarizes_the_older_blocks_and_chains_again(tmp_path: Path) -> None:
+    out = _run(tmp_path, "compaction.py")
+    turns = out.split("requests:\n", 1)[0].splitlines()
+    assert [line.split(" -> ")[1].split(":")[0] for line in turns] == [
+        "2 blocks",
+        "4 blocks",
+        "6 blocks",
+        "8 blocks",
+        "4 blocks",  # past eight: a summary and the last two steps
+        "6 blocks",
+        "8 blocks",
+    ]
+    assert turns[4].endswith("(7 blocks compacted)")
+    requests = out.split("requests:\n", 1)[1].splitlines()[:-1]
+    assert [r.split("chained=")[1] for r in requests] == [
+        "False",  # the first request
+        "True",
+        "True",
+        "True",
+        "False (the summary)",
+        "False",  # the request after the compaction: a new chain (the one fallback)
+        "True",
+        "True",
+    ]
+    assert out.splitlines()[-1] == "fallbacks: 1 (fallback:fingerprint_mismatch)"

@@ -175,11 +175,19 @@ async def test_logging_middleware_logs_ids_and_counts(caplog: pytest.LogCaptureF
     # the ids and counts are in the message itself, for handlers that print only the message
     assert records[0].getMessage() == "inference start session=s-1 inference=i-1 turn=t-1 blocks=1"
     done = records[1].getMessage()
-    assert done.startswith("inference done session=s-1 inference=i-1 turn=t-1 blocks=3 added=2 in ")
+    a, b = (blk.id for blk in turn.blocks[1:])
+    assert done.startswith(f"inference done session=s-1 inference=i-1 turn=t-1 blocks=3 added=2 new=[{a} {b}] in ")
     assert done.endswith("s") and float(done.rsplit(" ", 1)[1][:-1]) >= 0
     ids = {"session_id": "s-1", "inference_id": "i-1", "turn_id": "t-1"}
-    assert records[0].geppetto == {**ids, "blocks": 1}  # type: ignore[attr-defined]
-    assert records[1].geppetto == {**ids, "blocks": 3, "added": 2}  # type: ignore[attr-defined]
+    first = turn.blocks[0].id
+    assert records[0].geppetto == {**ids, "blocks": 1, "block_ids": [first]}  # type: ignore[attr-defined]
+    assert records[1].geppetto == {  # type: ignore[attr-defined]
+        **ids,
+        "blocks": 3,
+        "added": 2,
+        "block_ids": [first, a, b],
+        "new_block_ids": [a, b],
+    }
 
 
 async def test_logging_middleware_shows_unset_ids_as_a_dash(caplog: pytest.LogCaptureFixture) -> None:
@@ -188,7 +196,7 @@ async def test_logging_middleware_shows_unset_ids_as_a_dash(caplog: pytest.LogCa
         await engine.run_inference(Turn(id="t-0"))
     messages = [r.getMessage() for r in caplog.records if r.name == "geppetto.inference"]
     assert messages[0] == "inference start session=- inference=- turn=t-0 blocks=0"
-    assert messages[1].startswith("inference done session=- inference=- turn=t-0 blocks=1 added=1 in ")
+    assert messages[1].startswith("inference done session=- inference=- turn=t-0 blocks=1 added=1 new=[")
 
 
 async def test_logging_middleware_logs_failure_and_reraises(caplog: pytest.LogCaptureFixture) -> None:

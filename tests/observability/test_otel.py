@@ -390,3 +390,11 @@ def test_an_incoming_traceparent_in_geppetto_serve_becomes_the_parent(
     assert format(traced.parent.span_id, "016x") == span_id
     other = next(s for s in runs if s.attributes["geppetto.inference.id"] == untraced["inference_id"])
     assert other.parent is None, "without a traceparent the inference starts its own trace"
+
+
+def test_the_chaining_gauge_follows_the_kill_switch(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> None:
+    (point,) = otel.points("geppetto.responses.chaining_enabled")
+    assert point.value == 1
+    monkeypatch.setenv("GEPPETTO_CHAINING", "off")
+    (point,) = otel.points("geppetto.responses.chaining_enabled")
+    assert point.value == 0

@@ -184,6 +184,10 @@ def test_chat_with_tools_then_the_inspector_matches_the_simulator(
                 assert item["output"][:40] in block.locator("td.content").inner_text()
             elif isinstance(item.get("content"), str):
                 assert block.locator("td.content").inner_text() == item["content"]
+    # the next request, as the engine's planning code works it out: it chains on the last answer
+    next_request = p.locator("#next-request")
+    assert next_request.inner_text().startswith("previous_response_id resp_")
+    assert next_request.inner_text().endswith(", then the next prompt")
     page.shot("inspector")
 
     p.click("#nav-dashboard")

@@ -35,7 +35,10 @@ async def test_conversation_requests_are_counted_as_conversation(geppetto_sim: S
     assert (totals["requests"], totals["conversation"], totals["chained"], totals["stateless"]) == (2, 2, 0, 0)
     conversation = report["requests"][1]["conversation"]
     assert conversation and conversation.startswith("conv_")
-    assert report["chained"]["mode"] == "conversation" and report["chained"]["conversation"] == conversation
+    # the next request (after a new prompt), by the engine's own plan: in the same conversation
+    chained = report["chained"]
+    assert chained["mode"] == "conversation" and chained["next"]["conversation"] == conversation
+    assert chained["next"]["anchor"] is None  # never a previous_response_id in conversation mode
     both = dashboard([report, report])
     assert (both["conversation"], both["chained"], both["stateless"]) == (4, 0, 0)
     old = {k: v for k, v in report["totals"].items() if k != "conversation"}  # a summary kept before the key
@@ -55,9 +58,12 @@ def test_inspect_names_the_conversation_as_the_next_anchor(geppetto_sim: Simulat
         env={"COLUMNS": "300", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"},
     )
     assert out.returncode == 0, out.stderr
-    last = out.stdout.strip().splitlines()[-1]
-    assert last.startswith("next request (conversation mode): conversation=conv_"), last
-    assert "previous_response_id" not in last and last.endswith(f"of {len(turn.blocks)} blocks")
+    said = " ".join(out.stdout.rsplit("┘", 1)[1].split())  # what follows the table, unwrapped
+    now, after = said.split(" after a new prompt: ")
+    # nothing follows the last answer: the engine sends the whole Turn now, into a new conversation
+    assert now.startswith(f"conversation request now: in a new conversation, sends all {len(turn.blocks)} blocks")
+    assert after.startswith("conversation=conv_") and after.endswith("sends the prompt only"), after
+    assert "previous_response_id" not in said
 
 
 def test_counts_read_right_in_the_pages() -> None:

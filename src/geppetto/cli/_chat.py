@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,7 +57,8 @@ def _notes_on_their_own_line() -> Iterator[None]:
         def emit(self, record: logging.LogRecord) -> None:
             if record.levelno != logging.WARNING or "fallback:" not in record.getMessage():
                 return
-            reason = record.getMessage().removeprefix("responses: ")
+            # the ids that end the warning are for logs; the chat's note is once per reason
+            reason = _IDS.sub(")", record.getMessage().removeprefix("responses: "))
             if reason not in seen:
                 seen.add(reason)
                 _PENDING_NOTES.append(reason)
@@ -72,6 +74,7 @@ def _notes_on_their_own_line() -> Iterator[None]:
 
 
 _PENDING_NOTES: list[str] = []
+_IDS = re.compile(r"; session=\S+ turn=\S+ inference=\S+\)$")
 
 
 def _print_notes() -> None:

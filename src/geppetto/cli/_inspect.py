@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_PROVIDER, Turn
-from ..web._report import ChainedPlan, chained_plan, describe, next_mode, plural, request_marks, turn_report
+from ..web._report import ChainedPlan, chained_plan, describe, plural, request_marks, turn_report
 
 __all__ = ["ChainedPlan", "chained_plan", "describe", "render_turn", "turn_report"]
 
@@ -24,6 +24,34 @@ def _preview(text: str, width: int = 32) -> str:
 def _chains(turn: Turn) -> bool:
     """Whether the turn's last engine was the Responses engine (or none is recorded)."""
     return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai")
+
+
+def _carrying(plan: ChainedPlan) -> str:
+    if plan.conversation:
+        return f"conversation={plan.conversation}"
+    if plan.anchor:
+        return f"previous_response_id={plan.anchor}"
+    if plan.mode == "conversation":
+        return "in a new conversation"
+    return "without previous_response_id" if plan.mode == "chained" else "without server state"
+
+
+def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
+    """The request the engine would send now and, when that one sends the whole Turn, the one after a new
+    prompt (both by the engine's own planning code)."""
+    if plan.error:
+        return [f"no request can be sent now: {plan.reason}"]
+    if not plan.full:
+        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {plural(blocks, 'block')}"]
+    whole = "its 1 block" if blocks == 1 else f"all {blocks} blocks"
+    lines = [f"{plan.mode} request now: {_carrying(plan)}, sends {whole} ({plan.reason})"]
+    after = plan.next
+    if after is not None and not after.error and not after.full:
+        lines.append(
+            f"after a new prompt: {_carrying(after)}, sends the prompt"
+            + (f" and {plural(len(after.sent_ids), 'block')} before it" if after.sent_ids else " only")
+        )
+    return lines
 
 
 def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> ChainedPlan:
@@ -50,20 +78,7 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
     if not _chains(turn):
         provider = TURN_META_PROVIDER.get(turn.metadata)
         console.print(f"the last answer came from {provider}, which does not chain: every request sends the whole Turn")
-    elif (conversation := next_mode(turn)["conversation"]) is not None:
-        # conversation mode names the server conversation, never a previous_response_id
-        console.print(
-            f"next request (conversation mode): conversation={conversation}, sends {len(plan.sent_ids)} of "
-            f"{plural(len(turn.blocks), 'block')}"
-        )
-    elif plan.anchor is None:
-        console.print(
-            f"no valid anchor ({plan.reason}): a chained request sends all {plural(len(turn.blocks), 'block')}, "
-            "without previous_response_id"
-        )
     else:
-        console.print(
-            f"chained request: previous_response_id={plan.anchor}, sends {len(plan.sent_ids)} of "
-            f"{plural(len(turn.blocks), 'block')}"
-        )
+        for line in plan_lines(plan, len(turn.blocks)):
+            console.print(line)
     return plan

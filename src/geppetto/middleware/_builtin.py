@@ -96,11 +96,12 @@ def reorder_tool_results() -> Middleware:
 
 
 def logging_middleware(logger: logging.Logger | None = None, level: int = logging.INFO) -> Middleware:
-    """Log each inference's start and end with its session, inference and turn ids and block counts.
+    """Log each inference's start and end with its session, inference and turn ids, block counts and block ids.
 
     The ids and counts are in the message itself (``inference done session=s1 inference=i1 turn=t1
-    blocks=3 added=2 in 0.412s``; an id not set yet shows as ``-``) and, for structured handlers, in
-    ``record.geppetto``. A failure is logged at ERROR and re-raised; a cancelled inference
+    blocks=3 added=2 new=[b7 b8] in 0.412s``: ``new`` are the ids of the blocks the inference added; an
+    id not set yet shows as ``-``) and, for structured handlers, in ``record.geppetto`` (with
+    ``block_ids``, every block's id in order, at start and end, and ``new_block_ids``). A failure is logged at ERROR and re-raised; a cancelled inference
     (:class:`asyncio.CancelledError`) is logged at ``level`` as cancelled and re-raised, since
     cancelling is a caller's choice, not an error.
     """
@@ -118,7 +119,14 @@ def logging_middleware(logger: logging.Logger | None = None, level: int = loggin
                 for name, key in (("session", "session_id"), ("inference", "inference_id"), ("turn", "turn_id"))
             )
             before = len(turn.blocks)
-            log.log(level, "inference start %s blocks=%d", who, before, extra={"geppetto": {**ids, "blocks": before}})
+            known = [b.id for b in turn.blocks]
+            log.log(
+                level,
+                "inference start %s blocks=%d",
+                who,
+                before,
+                extra={"geppetto": {**ids, "blocks": before, "block_ids": known}},
+            )
             started = time.perf_counter()
             try:
                 out = await next_handler(turn)
@@ -146,14 +154,25 @@ def logging_middleware(logger: logging.Logger | None = None, level: int = loggin
                 )
                 raise
             after = len(out.blocks)
+            seen = set(known)
+            new_ids = [b.id for b in out.blocks if b.id not in seen]
             log.log(
                 level,
-                "inference done %s blocks=%d added=%d in %.3fs",
+                "inference done %s blocks=%d added=%d new=[%s] in %.3fs",
                 who,
                 after,
                 after - before,
+                " ".join(new_ids),
                 time.perf_counter() - started,
-                extra={"geppetto": {**ids, "blocks": after, "added": after - before}},
+                extra={
+                    "geppetto": {
+                        **ids,
+                        "blocks": after,
+                        "added": after - before,
+                        "block_ids": [b.id for b in out.blocks],
+                        "new_block_ids": new_ids,
+                    }
+                },
             )
             return out
 

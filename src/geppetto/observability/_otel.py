@@ -413,6 +413,8 @@ class _OtelResponsesExporter:
             if kind == "counter":
                 self._counts[key] = Counter()
                 meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)
+            elif kind == "gauge":
+                meter.create_observable_gauge(otel_name, callbacks=[_gauge_reader(key)], description=description)
             else:
                 self.histograms[key] = meter.create_histogram(otel_name, description=description)
 
@@ -432,6 +434,17 @@ class _OtelResponsesExporter:
         instrument = self.histograms.get(key)
         if instrument is not None:
             instrument.record(value)
+
+
+def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
+    from ..providers.openai_responses._metrics import GAUGES
+
+    read_value = GAUGES[key]
+
+    def read(options: Any) -> Iterable[Observation]:
+        return [Observation(read_value())]
+
+    return read
 
 
 _RESPONSES_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelResponsesExporter] = weakref.WeakKeyDictionary()

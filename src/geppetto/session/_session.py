@@ -257,6 +257,7 @@ class Session:
         self._history: list[_Entry] = []
         self._since = 0  # blocks the history added since the last snapshot that keeps its whole list
         self._known: set[str] = set()  # ids of the blocks earlier snapshots hold
+        self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
 
     @staticmethod
@@ -417,6 +418,9 @@ class Session:
         """Run the engine on a copy of the latest snapshot in a task and return its handle.
 
         ``inference_id`` names the inference (a fresh id when None), e.g. one a server recorded first.
+        The working turn keeps the latest snapshot's ``Turn.id`` unless an inference already ran as that id
+        (running again with no new prompt, or after ``append(latest.clone())``): then it gets a fresh one,
+        which the handle's ``turn_id`` and the output carry.
 
         Raises :class:`~geppetto.SessionBusyError` while another inference runs, and
         :class:`~geppetto.UsageError` when there is nothing to run.
@@ -430,9 +434,18 @@ class Session:
                 "or session.append(turn) with at least one block first"
             )
         inference_id = inference_id or new_id()
+        turn_id = self._turn_id_for(seed)
+        # the seed's own new blocks, stamped with the id it can no longer run as, move to the fresh one
+        moved = (
+            []
+            if turn_id == seed.id
+            else [i for i, b in enumerate(seed.blocks) if b.turn_id == seed.id and b.id not in self._known]
+        )
         frozen = self._settle_latest()
         assert frozen is not None
-        work = _derive(seed, frozen, seed.id)
+        work = _derive(seed, frozen, turn_id)
+        for i in moved:
+            work.blocks[i].turn_id = turn_id
         # Ids go on the working turn before the engine runs, so every event carries them.
         TURN_META_SESSION_ID.set(work.metadata, self.session_id)
         TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
@@ -444,9 +457,25 @@ class Session:
                 "start_inference() needs a running event loop: call it from async code, "
                 "e.g. asyncio.run(session.run(text))"
             ) from None
+        self._ran.add(work.id)
         task = loop.create_task(self._run(work, inference_id, prior))
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
+
+    def _turn_id_for(self, seed: Turn) -> str:
+        """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
+        already used it (a second run with no new prompt, ``append(latest.clone())``, a restored latest, a
+        Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
+        if seed.id and seed.id not in self._ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
+            return seed.id
+        fresh = new_id()
+        log.debug(
+            "session %s: turn %s was already run by an inference; this one runs as turn %s",
+            self.session_id,
+            seed.id,
+            fresh,
+        )
+        return fresh
 
     async def run(self, text: str, *, output: Any = None) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a

@@ -21,7 +21,7 @@ from typing import Any, SupportsIndex
 
 from ._keys import BlockMetadata, copy_json
 from ._model import Block, seal_block, seal_of
-from ._watch import NO_EDIT, BlockList, Watch
+from ._watch import NO_EDIT, BlockList, Watch, same_json
 
 __all__ = [
     "Frozen",
@@ -73,12 +73,12 @@ def thaw(frozen: FrozenBlock, watch: Watch | None = None) -> Block:
     """A private, editable copy of ``frozen``; sealed for ``watch`` (with the remembered wire form) when
     the copy sits where a reader's proof covers it."""
     d = frozen.__dict__
-    copy = Block(
-        d["kind"], copy_json(d["payload"]), d["role"], d["id"], d["turn_id"], BlockMetadata(copy_json(d["metadata"]))
-    )
-    if watch is not None:
-        seal = seal_block(copy, watch)
-        seal.key, seal.wire = d.get("key"), d.get("wire")
+    metadata = BlockMetadata(copy_json(d["metadata"]))
+    if watch is None:
+        return Block(d["kind"], copy_json(d["payload"]), d["role"], d["id"], d["turn_id"], metadata)
+    copy = Block(d["kind"], {}, d["role"], d["id"], d["turn_id"], metadata)
+    seal = seal_block(copy, watch, payload=d["payload"])  # the payload copied once, into watched containers
+    seal.key, seal.wire = d.get("key"), d.get("wire")
     return copy
 
 
@@ -341,7 +341,7 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
         for i in sorted(blocks.touched):
             if i < k:
                 item = _raw(blocks, i)
-                if type(item) is not FrozenBlock and item != old[i]:
+                if type(item) is not FrozenBlock and not _same_block(item, old[i]):
                     out[i] = patches[i] = freeze_block(item)
         keep = k
     else:
@@ -350,7 +350,7 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
         item = _raw(blocks, i)
         if type(item) is FrozenBlock:
             out.append(item)
-        elif i < len(old) and item == old[i]:
+        elif i < len(old) and _same_block(item, old[i]):
             out.append(old[i])
         else:
             out.append(freeze_block(item))
@@ -361,6 +361,14 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
     if keep == len(old) == n and not patches:
         return base  # nothing changed: the same snapshot
     return Frozen(out, base, keep, patches)
+
+
+def _same_block(a: Block, b: Block) -> bool:
+    """Equal as stored and as sent: ``==`` of blocks ignores the order of a mapping's keys, but the order
+    of a tool call's arguments is part of what goes on the wire (and into fingerprints)."""
+    if a.kind is not b.kind or a.role != b.role or a.id != b.id or a.turn_id != b.turn_id:
+        return False
+    return same_json(a.payload, b.payload) and same_json(dict(a.metadata), dict(b.metadata))
 
 
 def _raw(blocks: list[Block], i: int) -> Block:

@@ -86,11 +86,14 @@ def copy_json(value: Any) -> Any:
         raise MetadataTypeError(f"a value {TOO_DEEP}; flatten it (it cannot be copied)") from None
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _copy(value: Any) -> Any:
-    if type(value) is dict:
-        return {k: _copy(v) for k, v in value.items()}
+    if type(value) is dict:  # scalars are shared without a call each (most values of a block are)
+        return {k: v if type(v) in _PLAIN else _copy(v) for k, v in value.items()}
     if type(value) is list:
-        return [_copy(v) for v in value]
+        return [v if type(v) in _PLAIN else _copy(v) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, dict):  # a watched payload's dicts and lists copy as plain ones

@@ -108,7 +108,7 @@ def same_json(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def watched(value: Any, seal: Seal) -> Any:
@@ -116,18 +116,20 @@ def watched(value: Any, seal: Seal) -> Any:
     shared). A value that cannot be watched marks the seal ``loose`` and is kept as it is."""
     kind = type(value)
     if kind is dict or kind is WatchedDict:
-        out = WatchedDict()
-        for k, v in value.items():
-            dict.__setitem__(out, k, watched(v, seal))
+        out = WatchedDict(value)  # the C copy (no __setitem__ per key); containers inside are replaced below
+        for k, v in out.items():
+            if type(v) not in _SCALAR_TYPES:
+                dict.__setitem__(out, k, watched(v, seal))  # a value replaced: the dict keeps its size
         out._seal = seal
         return out
     if kind is list or kind is WatchedList:
-        items = WatchedList()
-        for v in value:
-            list.append(items, watched(v, seal))
+        items = WatchedList(value)
+        for i, v in enumerate(items):
+            if type(v) not in _SCALAR_TYPES:
+                list.__setitem__(items, i, watched(v, seal))
         items._seal = seal
         return items
-    if kind not in _SCALARS:
+    if kind not in _SCALAR_TYPES:
         seal.loose = True
     return value
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .._exceptions import UsageError
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -43,7 +44,6 @@ __all__ = [
     "dashboard",
     "describe",
     "inference_totals",
-    "next_mode",
     "plural",
     "request_marks",
     "session_report",
@@ -57,24 +57,80 @@ REJECTION_FALLBACKS = frozenset({"previous_response_not_found", "conversation_no
 
 @dataclass(frozen=True)
 class ChainedPlan:
-    """What a chained Responses request for this turn would do: the anchor (None: full resend), the
-    ids of the blocks it would send, and why there is no anchor when there is none."""
+    """What the Responses engine would send for this turn, worked out by its own planning code
+    (``_plan.plan_request``) in the mode the Turn asks for (``mode``; ``stateless`` while the kill switch
+    is off; a stateless Turn is shown as chained would send it): ``anchor`` is the ``previous_response_id``
+    the request carries (None: none), ``sent_ids`` the ids of the blocks it sends, ``full`` whether they are the whole Turn, ``reason`` why
+    the whole Turn goes (or why nothing can be sent: then ``error`` is set and ``sent_ids`` is empty).
+    ``next`` is the plan after one more user prompt (its ``sent_ids`` without that prompt), None for
+    that plan itself."""
 
     anchor: str | None
     sent_ids: list[str]
     reason: str = ""
+    mode: str = "chained"
+    conversation: str | None = None
+    full: bool = False
+    fallback: str = ""
+    error: bool = False
+    next: ChainedPlan | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "anchor": self.anchor,
+            "conversation": self.conversation,
+            "sends": self.sent_ids,
+            "full": self.full,
+            "fallback": self.fallback or None,
+            "reason": self.reason or None,
+            "error": self.error,
+        }
+        if self.next is not None:
+            out["next"] = self.next.to_dict()
+        return out
+
+
+def _engine_plan(turn: Turn) -> ChainedPlan:
+    from ..providers.openai_responses._plan import plan_request
+    from ..providers.openai_responses._state import get_state
+    from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
+
+    state = get_state(turn)
+    mode = state.mode if state is not None and state.mode != "stateless" else "chained"
+    off = ""
+    try:
+        if not chaining_enabled():
+            mode, off = "stateless", f"chaining is off ({CHAINING_ENV}=off)"
+    except UsageError as exc:
+        return ChainedPlan(None, [], str(exc), mode, error=True)
+    try:
+        plan = plan_request(turn, mode, state, include_system=True)
+    except UsageError as exc:
+        return ChainedPlan(None, [], str(exc), mode, error=True)
+    reason = off or plan.detail
+    if plan.full and not reason:
+        reason = "the first request of a chain" if mode == "chained" else "a new conversation"
+    return ChainedPlan(
+        plan.previous_response_id,
+        [b.id for b in plan.blocks],
+        reason,
+        mode,
+        plan.conversation_id,
+        plan.full,
+        plan.fallback,
+    )
 
 
 def chained_plan(turn: Turn) -> ChainedPlan:
-    """The anchor and the blocks after it, by the engine's own rules (find_best_anchor/blocks_after_response)."""
-    from ..providers.openai_responses import blocks_after_response
-    from ..providers.openai_responses._anchors import scan_anchors
-
-    scan = scan_anchors(turn)
-    anchor = scan.best()
-    if anchor is None:
-        return ChainedPlan(None, [b.id for b in turn.blocks], scan.reason())
-    return ChainedPlan(anchor, [b.id for b in blocks_after_response(turn, anchor)])
+    """What the engine would send for ``turn`` now, and after one more prompt (``next``), by the engine's
+    own planning code: with nothing after the anchor it sends the whole Turn, never an empty input."""
+    now = _engine_plan(turn)
+    ahead = turn.clone()
+    prompt = Block.user("(the next prompt)")
+    ahead.append(prompt)
+    after = _engine_plan(ahead)
+    return replace(now, next=replace(after, sent_ids=[i for i in after.sent_ids if i != prompt.id]))
 
 
 def describe(block: Block) -> str:
@@ -138,20 +194,8 @@ def turn_report(turn: Turn) -> dict[str, Any]:
         "turn_id": turn.id,
         "provider": TURN_META_PROVIDER.get(turn.metadata),
         "blocks": [_block_row(i, b, mark) for i, (b, mark) in enumerate(zip(turn.blocks, marks, strict=True))],
-        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None, **next_mode(turn)},
+        "chained": plan.to_dict(),
     }
-
-
-def next_mode(turn: Turn) -> dict[str, Any]:
-    """How the next request names the server's context: ``{"mode": "conversation", "conversation": ID}``
-    when the Turn talks to a server conversation (the request then sends ``conversation``, never
-    ``previous_response_id``), else ``{"mode": "chained", "conversation": None}``."""
-    from ..providers.openai_responses._state import get_state
-
-    state = get_state(turn)
-    if state is not None and state.mode == "conversation" and state.conversation_id:
-        return {"mode": "conversation", "conversation": state.conversation_id}
-    return {"mode": "chained", "conversation": None}
 
 
 def plural(n: int, word: str) -> str:
@@ -273,26 +317,31 @@ def _request(snapshot: _Snapshot | None, final: dict[str, Any], inference_id: st
 
 
 def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
-    """The requests a Turn's response tags show, with the anchor each could have used (engine rules)."""
-    from ..providers.openai_responses._anchors import blocks_after_response, scan_anchors
+    """The requests a Turn's response tags show, each as the engine's planning code would have sent it
+    in chained mode."""
+    from ..providers.openai_responses._plan import plan_chained
 
-    requests = []
-    for index, (rid, first) in enumerate(_first_blocks(turn.blocks).items()):
+    requests: list[dict[str, Any]] = []
+    for rid, first in _first_blocks(turn.blocks).items():
         context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
-        anchor = scan_anchors(prefix).best()
-        sent = blocks_after_response(prefix, anchor) if anchor else list(context)
+        try:
+            plan = plan_chained(prefix, None, include_system=True, metrics=None)
+        except UsageError:  # pending tool calls before it: not a request the engine would send
+            continue
+        anchor = plan.previous_response_id
+        sent = plan.blocks
         requests.append(
             {
-                "index": index,
+                "index": len(requests),
                 "inference_id": BLOCK_META_INFERENCE_ID.get(turn.blocks[first].metadata),
                 "response_id": rid,
-                "mode": "chained" if anchor else "stateless",
+                "mode": plan.mode,
                 "anchor": anchor,
                 "previous_response_id": anchor,
                 "conversation": None,
-                "full": anchor is None,
-                "fallback": None,
+                "full": plan.full,
+                "fallback": plan.fallback or None,
                 "inferred": True,
                 **_delta(context, sent, anchor, sizes=True),
             }

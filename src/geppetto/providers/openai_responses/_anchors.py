@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,14 +22,22 @@ from typing import Any
 from geppetto.turns import (
     BLOCK_META_PREFIX_FINGERPRINT,
     BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ARGS,
+    PAYLOAD_ID,
+    PAYLOAD_ITEM_ID,
+    PAYLOAD_NAME,
+    PAYLOAD_RESULT,
+    PAYLOAD_TEXT,
     Block,
+    BlockKind,
     Turn,
     block_meta_key,
 )
+from geppetto.turns._cow import FrozenBlock, LazyBlockList
 from geppetto.turns._model import seal_block, seal_of
 from geppetto.turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
-from ._items import RESPONSE_BLOCKS, block_identity
+from ._items import RESPONSE_BLOCKS, arguments_text, block_identity, compact_json, tool_output_text
 from ._state import ConversationState, get_state
 
 __all__ = [
@@ -60,7 +69,10 @@ REASON_TEXT = {
 }
 """Why a response is not an anchor, by reason code."""
 
-_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+log = logging.getLogger("geppetto.providers.openai_responses")
+
+_CANON = compact_json(sort_keys=True)
+_STR = json.encoder.encode_basestring  # a JSON string as _CANON writes one (ensure_ascii=False)
 _RID, _FP = str(BLOCK_META_RESPONSE_ID), str(BLOCK_META_PREFIX_FINGERPRINT)
 _COUNT, _REFUSED = str(RESPONSE_BLOCKS), str(ANCHOR_REFUSED)
 watch_metadata_keys(_RID, _FP, _COUNT, _REFUSED)  # what a sealed block's proof depends on besides its wire form
@@ -99,9 +111,58 @@ def _wire(block: Block, include_system: bool) -> bytes | None:
     return _fresh_wire(block, include_system)
 
 
+def _frozen_wire(block: FrozenBlock, include_system: bool) -> bytes | None:
+    d = block.__dict__
+    if d.get("key") is include_system:
+        wire: bytes | None = d["wire"]
+        return wire
+    d["wire"] = wire = _fresh_wire(block, include_system)
+    d["key"] = include_system
+    return wire
+
+
 def _fresh_wire(block: Block, include_system: bool) -> bytes | None:
+    """``_CANON(block_identity(block)) + "\\n"`` as UTF-8. A plain block (a text message, a function call, a
+    tool result, holding only the payload fields its wire item is made of) is written straight from its
+    fields, byte for byte what the encoder makes of its identity (``tests/responses/test_anchor_wire.py``
+    holds them equal), since a Turn just loaded makes every block's wire form at once and the encoder's
+    generic walk was most of that cost. A block with any other payload field (a phase, images, an error)
+    goes the general way, so a field added to the wire item later can never be left out here."""
+    payload = block.payload
+    kind = block.kind
+    keys = payload.keys()
+    if kind is BlockKind.TOOL_USE:
+        call = payload.get(PAYLOAD_ID)
+        if keys <= _PLAIN_TOOL_USE and call:
+            output = tool_output_text(block)
+            return f'{{"call_id":{_STR(str(call))},"output":{_STR(output)},"type":"function_call_output"}}\n'.encode()
+    elif kind is BlockKind.TOOL_CALL:
+        call, name = payload.get(PAYLOAD_ID), payload.get(PAYLOAD_NAME)
+        if keys <= _PLAIN_TOOL_CALL and call and name:
+            args = arguments_text(payload.get(PAYLOAD_ARGS))
+            return (
+                f'{{"arguments":{_STR(args)},"call_id":{_STR(str(call))},"name":{_STR(str(name))},'
+                '"type":"function_call"}\n'
+            ).encode()
+    elif kind is BlockKind.LLM_TEXT:
+        text = payload.get(PAYLOAD_TEXT)
+        if keys <= _PLAIN_LLM_TEXT and type(text) is str:
+            return f'{{"content":{_STR(text)},"role":"assistant"}}\n'.encode() if text.strip() else None
+    elif kind is BlockKind.USER or (kind is BlockKind.SYSTEM and include_system):
+        text = payload.get(PAYLOAD_TEXT)
+        if keys <= _PLAIN_MESSAGE and type(text) is str:
+            role = "user" if kind is BlockKind.USER else ("developer" if block.role == "developer" else "system")
+            return f'{{"content":{_STR(text)},"role":"{role}"}}\n'.encode()
     identity = block_identity(block, include_system=include_system)
     return None if identity is None else (_CANON(identity) + "\n").encode()
+
+
+_PLAIN_MESSAGE = frozenset({PAYLOAD_TEXT})
+_PLAIN_LLM_TEXT = frozenset({PAYLOAD_TEXT, PAYLOAD_ITEM_ID})
+_PLAIN_TOOL_CALL = frozenset({PAYLOAD_ID, PAYLOAD_NAME, PAYLOAD_ARGS, PAYLOAD_ITEM_ID})
+_PLAIN_TOOL_USE = frozenset({PAYLOAD_ID, PAYLOAD_RESULT})
+"""The payload fields of the plain blocks whose wire form ``_fresh_wire`` writes itself: exactly the ones
+their wire identity is made of (an item id is not part of it)."""
 
 
 def _absorb(h: Any, block: Block, include_system: bool) -> None:
@@ -257,10 +318,17 @@ def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None
     spans, h, include_system, seed = proof.spans, proof.hasher, proof.include_system, proof.seed
     touched: list[str] = []
     n = len(blocks)
+    lazy = watch is not None and isinstance(blocks, LazyBlockList)
     for i in range(start, n):
-        block = blocks[i]
-        loose = watch is not None and seal_block(block, watch).loose
-        wire = _wire(block, include_system)
+        block = list.__getitem__(blocks, i) if lazy else blocks[i]
+        if lazy and type(block) is FrozenBlock:
+            # A version shared with stored snapshots stays as it is: nobody holds it, and a read of it
+            # later gets a copy sealed for this watch (LazyBlockList._read), so the proof still sees any
+            # change. Its wire form is remembered on it, and handed to that copy.
+            loose, wire = False, _frozen_wire(block, include_system)
+        else:
+            loose = watch is not None and seal_block(block, watch).loose
+            wire = _wire(block, include_system)
         if loose:
             proof.loose.append((i, wire))  # re-checked on every scan
         if wire is not None:
@@ -279,7 +347,7 @@ def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None
             span.contiguous = span.contiguous and span.last == i - 1
             span.last = i
             span.seen += 1
-        if i + 1 < n and blocks[i + 1].metadata.get(_RID) == rid:
+        if i + 1 < n and list.__getitem__(blocks, i + 1).metadata.get(_RID) == rid:  # a look, not a read
             continue  # not the end of this run of the response's blocks
         span.expected = _int(meta.get(_COUNT))
         span.refused = bool(meta.get(_REFUSED))
@@ -341,6 +409,12 @@ def tag_blocks(
     new = turn.blocks[start:]
     for block in new:
         BLOCK_META_RESPONSE_ID.set(block.metadata, response_id)
+    log.debug(
+        "responses: tagged %d blocks with response_id %s%s",
+        len(new),
+        response_id,
+        "" if stored and not refused else f" ({'not anchorable: ' + refused if refused else 'not stored'})",
+    )
     if not stored or not new:
         return
     h = prefix.copy() if prefix is not None else prefix_hasher(turn.blocks[:start], include_system=include_system)

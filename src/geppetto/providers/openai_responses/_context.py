@@ -19,7 +19,7 @@ from ._cache import PromptCacheKey, prompt_cache_key_for
 from ._items import blocks_to_items, replayed
 from ._plan import Plan, plan_full
 from ._send import Api
-from ._state import ConversationState, get_state
+from ._state import get_state
 from ._stream import item_to_block, message_text
 
 
@@ -34,9 +34,7 @@ class ContextEngine(Protocol):
 
     def _api(self) -> Api: ...
 
-    def _mode_for(self, state: ConversationState | None) -> str: ...
-
-    def _plan(self, turn: Turn, mode: str, state: ConversationState | None) -> Plan: ...
+    def plan(self, turn: Turn) -> Plan: ...
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
@@ -132,8 +130,7 @@ async def compact_blocks(engine: ContextEngine, blocks: list[Block], turn: Turn 
 
 
 def _count_plan(engine: ContextEngine, turn: Turn) -> Plan:
-    state = get_state(turn)
-    plan = engine._plan(turn, engine._mode_for(state), state)
+    plan = engine.plan(turn)  # the request the engine would send now, by its own planning code
     if plan.seed_items is not None:  # a request would first make a conversation: count the Turn as it stands
         plan = plan_full(turn, include_system=not engine.instructions_mode)
     return plan

@@ -43,10 +43,11 @@ from ._cache import PromptCacheKey, check_cache_settings, prompt_cache_key_for
 from ._context import compact_blocks, count_turn_tokens
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_chained, plan_conversation, plan_full, plan_stateless
-from ._send import Api, send_with_fallbacks
+from ._plan import Plan, plan_request
+from ._send import Api, send_with_fallbacks, turn_ids
 from ._state import MODES, ConversationState, get_state, set_state
 from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
+from ._switch import CHAINING_ENV, chaining_enabled
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 from ._validate import ValidatedLinks, Validation, validate_server_context
 
@@ -84,6 +85,8 @@ class ResponsesEngine(TransportOwner):
     ``prompt_cache_key``: True (the default) sends one key per session, derived from the Turn's session
     id; a string sends that key; a callable ``(turn) -> str | None`` chooses; None or False sends none.
     ``prompt_cache_retention`` (``in_memory`` or ``24h``) is passed through.
+    ``delete_replaced_conversations=True`` deletes a conversation the engine replaced with a new one
+    (it no longer matched the Turn); by default it is left on the server (``docs/decisions.md``).
 
     ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
     stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
@@ -125,6 +128,7 @@ class ResponsesEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
+        delete_replaced_conversations: bool = False,
         compact_threshold: int | None = None,
         prompt_cache_key: PromptCacheKey = True,
         prompt_cache_retention: str | None = None,
@@ -181,6 +185,7 @@ class ResponsesEngine(TransportOwner):
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
+        self.delete_replaced_conversations = delete_replaced_conversations
         self.compact_threshold = compact_threshold
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
@@ -292,32 +297,57 @@ class ResponsesEngine(TransportOwner):
             )
         return mode
 
-    def _plan(self, turn: Turn, mode: str, state: ConversationState | None) -> Plan:
-        include_system = not self.instructions_mode
-        if self.server_ignores_state:
-            return plan_full(turn, include_system=include_system)
-        if mode == "chained":
-            return plan_chained(turn, state, include_system=include_system, metrics=self.metrics)
-        if mode == "conversation":
-            return plan_conversation(turn, state, include_system=include_system, metrics=self.metrics)
-        if self.store and state is not None and state.previous_response_id:
-            # a Turn that goes on after a stored response: keep its proof, hash only the new blocks (a fresh
-            # Turn's few blocks cost less hashed once than sealed; store=False writes no fingerprint at all)
-            return plan_stateless(turn, state, include_system=include_system)
-        return plan_full(turn, include_system=include_system)
+    def _sent_mode(self, turn: Turn, mode: str, state: ConversationState | None) -> str:
+        """``mode``, or ``stateless`` while the kill switch ``GEPPETTO_CHAINING=off`` is set (logged)."""
+        if mode == "stateless" or chaining_enabled():
+            return mode
+        lost = ""
+        if state is not None and state.base:
+            lost = f"; the context before this Turn (base {state.base}) is not carried over"
+        log.info(
+            "responses: chaining is off (%s=off): a stateless request instead of a %s one (%s)%s",
+            CHAINING_ENV,
+            mode,
+            turn_ids(turn),
+            lost,
+        )
+        return "stateless"
+
+    def plan(self, turn: Turn) -> Plan:
+        """What :meth:`run_inference` would send for ``turn`` now (mode, anchor, blocks), by the code it plans
+        with, recording nothing: ``geppetto inspect`` and the web inspector show this."""
+        state = get_state(turn)
+        return plan_request(
+            turn,
+            self._sent_mode(turn, self._mode_for(state), state),
+            state,
+            include_system=not self.instructions_mode,
+            store=self.store,
+            ignores_state=self.server_ignores_state,
+            metrics=None,
+        )
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
         """Send the Turn (or its delta), append the response's blocks in output order, tag them, return the Turn."""
         self._output = None  # the config is read afresh for every request
         state = get_state(turn)
-        mode = self._mode_for(state)
+        requested = self._mode_for(state)
+        mode = self._sent_mode(turn, requested, state)
         meta = metadata_for(turn, self.provider, self.model)
         publish(EventStart(meta))
         start = len(turn.blocks)
         streams: list[StreamState] = []
         try:
-            plan = self._plan(turn, mode, state)
+            plan = plan_request(
+                turn,
+                mode,
+                state,
+                include_system=not self.instructions_mode,
+                store=self.store,
+                ignores_state=self.server_ignores_state,
+                metrics=self.metrics,
+            )
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
@@ -340,7 +370,9 @@ class ResponsesEngine(TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
-        self._record(turn, start, plan, streams[-1], mode)
+        self._record(turn, start, plan, streams[-1], requested, state)
+        if plan.replaced and self.delete_replaced_conversations:
+            await self._delete_replaced(turn, plan)
         if self.validate_every and mode != "stateless":
             self._since_validation += 1
             if self._since_validation >= self.validate_every:
@@ -351,6 +383,22 @@ class ResponsesEngine(TransportOwner):
                     log.warning("responses: validation with the server failed: %s", exc)
                     self.metrics.validation("error")
         return turn
+
+    async def _delete_replaced(self, turn: Turn, plan: Plan) -> None:
+        """``delete_replaced_conversations=True``: delete the conversation a new one replaced (after the
+        answer was recorded: a failure is logged and the answer stands)."""
+        try:
+            await self._api().delete(f"conversations/{plan.replaced}")
+        except (ProviderError, httpx.HTTPError) as exc:
+            log.warning(
+                "responses: could not delete conversation %s, replaced by %s: %s (%s)",
+                plan.replaced,
+                plan.conversation_id,
+                exc,
+                turn_ids(turn),
+            )
+            return
+        log.info("responses: deleted conversation %s, replaced by %s", plan.replaced, plan.conversation_id)
 
     async def validate(self, turn: Turn, *, reread: bool = True) -> Validation:
         """Read the context the server holds at the Turn's anchor and compare it with the Turn (see
@@ -369,9 +417,19 @@ class ResponsesEngine(TransportOwner):
             reread=reread,
         )
 
-    def _record(self, turn: Turn, start: int, plan: Plan, stream: StreamState, mode: str) -> None:
+    def _record(
+        self,
+        turn: Turn,
+        start: int,
+        plan: Plan,
+        stream: StreamState,
+        mode: str,
+        prior: ConversationState | None,
+    ) -> None:
         response = stream.response
         blocks = stream.blocks()
+        others = len(turn.blocks) - start  # blocks another run appended to this Turn while this one ran
+        start = len(turn.blocks)
         for block in blocks:
             BLOCK_META_PROVIDER.set(block.metadata, self.provider)
             turn.append(block)
@@ -380,7 +438,24 @@ class ResponsesEngine(TransportOwner):
         refused = unreplayed_items(stream.output_items())
         unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
         if not response_id:
-            log.warning("responses: the response carried no id; its blocks cannot anchor a later request")
+            log.warning(
+                "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
+            )
+        elif others:
+            # One inference per Turn at a time (seed 000, edge case 5): this answer was asked for on a Turn
+            # that no longer ends where the request ended, so the server's context behind it is not the
+            # Turn's. Its blocks keep their response id but never anchor; the state is left as it was.
+            log.warning(
+                "responses: %d block(s) were added to the Turn while response %s was running (two inferences "
+                "at once on one Turn?); its %d block(s) will not anchor a later request, which sends them "
+                "as new input instead (%s). Run one inference per Turn at a time: await each run, or give "
+                "each concurrent run its own turn.clone()",
+                others,
+                response_id,
+                len(blocks),
+                turn_ids(turn),
+            )
+            tag_blocks(turn, start, response_id, refused="concurrent inference on the same Turn", stored=self.store)
         elif unfinished:
             log.warning("responses: response %s cannot anchor a later request: %s", response_id, unfinished)
         else:
@@ -397,7 +472,12 @@ class ResponsesEngine(TransportOwner):
                 stored=self.store,
             )
             if self.store:
-                cid = plan.conversation_id if mode == "conversation" else None
+                # the mode asked for is kept (the kill switch may have sent this request stateless); so is
+                # the conversation a stateless request left alone
+                if plan.mode == "conversation":
+                    cid = plan.conversation_id
+                else:
+                    cid = prior.conversation_id if prior is not None and mode == "conversation" else None
                 set_state(turn, ConversationState(mode, cid, response_id, plan.base))
         self._finish(turn, response, blocks, plan)
 
@@ -429,5 +509,9 @@ class ResponsesEngine(TransportOwner):
                 "responses.sent": None if plan.full else [b.id for b in plan.blocks],
             }
         )
+        if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
+            meta.extra["responses.conversation_created"] = plan.conversation_id
+            if plan.replaced:
+                meta.extra["responses.conversation_replaced"] = plan.replaced
         text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
         publish(EventFinal(meta, text))

@@ -16,7 +16,7 @@ they came, the others (calls that would need an output from the client) are neve
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from geppetto._json import dumps
@@ -83,7 +83,34 @@ def arguments_text(args: Any) -> str:
     return _ARGS_JSON(args if args is not None else {})
 
 
-_ARGS_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+def compact_json(*, sort_keys: bool) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=...).encode`` for JSON values,
+    without making the C encoder again on every call (most of the cost of encoding a small value), which
+    matters where every block of a Turn just loaded is encoded at once. Values come from JSON, so there is
+    no check for cycles. Where the C encoder is missing, or writes other text, it is the plain encoder."""
+    plain = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys).encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has it
+        return plain
+
+    def default(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    try:
+        encode = make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, True)
+    except TypeError:  # pragma: no cover - another signature
+        return plain
+
+    def fast(value: Any) -> str:
+        if isinstance(value, str):  # the C encoder takes containers; a bare string is one escape
+            return json.encoder.encode_basestring(value)
+        return "".join(encode(value, 0))
+
+    sample = {"b": [1, 1.5, "é\n\u2028", None, True, {"z": {}, "a": []}], "a": -0.0}
+    return fast if fast(sample) == plain(sample) and fast("x") == plain("x") else plain
+
+
+_ARGS_JSON = compact_json(sort_keys=False)
 
 
 def tool_output_text(block: Block) -> str:

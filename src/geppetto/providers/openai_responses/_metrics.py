@@ -10,22 +10,27 @@
   ``full_items``: input items of requests that sent the whole Turn (first requests, fallbacks,
   stateless mode, the seed of a new conversation included);
 - ``anchor_seconds``: time spent selecting the anchor;
-- ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``).
+- ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``);
+- ``chaining_enabled``: 1 while chaining and conversation mode are on, 0 while the kill switch
+  ``GEPPETTO_CHAINING=off`` sends every request stateless (a gauge, read when asked).
 
 When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
 ``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
 ``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``,
-``geppetto_responses_validations_total{result}``.
+``geppetto_responses_validations_total{result}``, the gauge ``geppetto_responses_chaining_enabled``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FALLBACK_REASONS", "METRICS", "ResponsesMetrics", "metrics"]
+from ._switch import chaining_enabled
+
+__all__ = ["FALLBACK_REASONS", "GAUGES", "METRICS", "ResponsesMetrics", "chaining_gauge", "metrics"]
 
 _MAX_SAMPLES = 10_000
 _ITEM_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
@@ -77,9 +82,28 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
     "delta": ("geppetto_responses_delta_items", "Input items of delta requests", "histogram", ""),
     "full": ("geppetto_responses_full_items", "Input items of whole-Turn requests", "histogram", ""),
     "anchor": ("geppetto_responses_anchor_seconds", "Anchor selection time", "histogram", ""),
+    "chaining": (
+        "geppetto_responses_chaining_enabled",
+        "1 while chaining and conversation mode are on, 0 while GEPPETTO_CHAINING=off sends every request stateless",
+        "gauge",
+        "",
+    ),
 }
 """The one definition of the engine's metrics: key -> (name, description, kind, label). Every exporter
 (Prometheus here, OpenTelemetry in :mod:`geppetto.observability`) builds its instruments from it."""
+
+
+def chaining_gauge() -> float:
+    """The value of the ``chaining`` gauge: 1.0 when chaining is on, 0.0 when the kill switch is off (or its
+    value is not understood: every request then fails with an error naming the fix, so nothing chains)."""
+    try:
+        return 1.0 if chaining_enabled() else 0.0
+    except ValueError:
+        return 0.0
+
+
+GAUGES: dict[str, Callable[[], float]] = {"chaining": chaining_gauge}
+"""How each gauge of :data:`METRICS` is read (at collection time; nothing is recorded per request)."""
 
 
 class _PrometheusExporter:
@@ -91,6 +115,9 @@ class _PrometheusExporter:
         for key, (name, description, kind, label) in table.items():
             if kind == "counter":
                 self.instruments[key] = _prom.Counter(name, description, [label], **kw)
+            elif kind == "gauge":
+                gauge = self.instruments[key] = _prom.Gauge(name, description, **kw)
+                gauge.set_function(GAUGES[key])
             elif key in ("delta", "full"):
                 self.instruments[key] = _prom.Histogram(name, description, buckets=_ITEM_BUCKETS, **kw)
             else:
@@ -178,9 +205,10 @@ class ResponsesMetrics:
             del samples[: len(samples) - _MAX_SAMPLES]
 
     def snapshot(self) -> dict[str, Any]:
-        """A copy: ``{"counters", "delta_items", "full_items", "anchor_seconds"}``."""
+        """A copy: ``{"counters", "delta_items", "full_items", "anchor_seconds", "chaining_enabled"}``."""
         with self._lock:
             return {
+                "chaining_enabled": chaining_gauge(),
                 "counters": dict(self.counters),
                 "delta_items": list(self.delta_items),
                 "full_items": list(self.full_items),

@@ -17,7 +17,7 @@ from geppetto._exceptions import UsageError
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
-from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
+from ._anchors import REASON_TEXT, AnchorScan, blocks_after_response, chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed
 from ._metrics import ResponsesMetrics
 from ._state import ConversationState
@@ -29,6 +29,7 @@ __all__ = [
     "plan_conversation",
     "plan_full",
     "plan_new_conversation",
+    "plan_request",
     "plan_stateless",
     "seed_split",
 ]
@@ -49,6 +50,8 @@ class Plan:
     is sent: into ``reuse_conversation`` when that one turns out to be empty, else into a new one.
     ``fallback`` is a reason code when server state could have been used but was not (``detail``
     says why, for the log). ``base`` is the ``ConversationState.base`` to record afterwards.
+    ``created`` is set once sending made a new conversation for the request; ``replaced`` then names the
+    conversation it took the place of (one that still exists on the server, holding other context).
     """
 
     mode: str
@@ -63,6 +66,8 @@ class Plan:
     detail: str = ""
     base: str | None = None
     prefix: Any = None
+    created: bool = False
+    replaced: str | None = None
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""
@@ -85,11 +90,29 @@ def plan_stateless(turn: Turn, state: ConversationState | None, *, include_syste
     return plan_full(turn, include_system=include_system, prefix=scan.hasher)
 
 
-def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics) -> AnchorScan:
+def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics | None) -> AnchorScan:
     start = time.perf_counter()
     scan = scan_anchors(turn, include_system=include_system, seed=seed, incremental=True)
-    metrics.anchor_time(time.perf_counter() - start)
+    if metrics is not None:
+        metrics.anchor_time(time.perf_counter() - start)
+    if log.isEnabledFor(logging.DEBUG):
+        _log_candidates(scan)
     return scan
+
+
+def _log_candidates(scan: AnchorScan) -> None:
+    """One DEBUG line per response of the Turn: taken as the anchor, passed over for a later one, or why not."""
+    if not scan.spans:
+        log.debug("responses: anchor candidates: none (no block carries a response id)")
+    for rid, span in reversed(scan.spans.items()):
+        problem = span.problem()
+        if problem is not None:
+            verdict = f"rejected: {REASON_TEXT[problem]} ({problem})"
+        elif rid == scan.best_id:
+            verdict = "valid: the anchor"
+        else:
+            verdict = f"valid, but {scan.best_id} ends later"
+        log.debug("responses: anchor candidate %s (blocks %d-%d): %s", rid, span.first, span.last, verdict)
 
 
 def _delta(turn: Turn, anchor: str, include_system: bool) -> tuple[list[Block], list[dict[str, Any]]]:
@@ -107,7 +130,7 @@ def _delta(turn: Turn, anchor: str, include_system: bool) -> tuple[list[Block], 
 
 
 def plan_chained(
-    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics
+    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics | None
 ) -> Plan:
     """Anchor + delta when a valid anchor exists; else the whole Turn (after ``state.base`` for a
     fresh Turn), with a reason code when that is a fallback."""
@@ -168,7 +191,7 @@ def _mismatch_code(scan: AnchorScan, last: str | None) -> str:
 
 
 def plan_conversation(
-    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics
+    turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics | None
 ) -> Plan:
     """Conversation + delta when the conversation provably holds the Turn up to its last response; the
     whole Turn into the conversation for a fresh Turn; else the Turn in a (new or empty) conversation."""
@@ -195,3 +218,29 @@ def plan_conversation(
     if base:
         detail += f"; the context held before this Turn in {base} is not carried over"
     return plan_new_conversation(turn, include_system=include_system, fallback=code, detail=detail, reuse=cid)
+
+
+def plan_request(
+    turn: Turn,
+    mode: str,
+    state: ConversationState | None,
+    *,
+    include_system: bool,
+    store: bool = True,
+    ignores_state: bool = False,
+    metrics: ResponsesMetrics | None = None,
+) -> Plan:
+    """The plan of the request the engine sends for ``turn`` in ``mode`` (the one place that decides it:
+    the engine sends it, ``geppetto inspect`` and the web inspector show it). ``ignores_state``: the
+    server ignores server-side state, so the whole Turn goes. ``metrics`` gets the anchor selection time."""
+    if ignores_state:
+        return plan_full(turn, include_system=include_system)
+    if mode == "chained":
+        return plan_chained(turn, state, include_system=include_system, metrics=metrics)
+    if mode == "conversation":
+        return plan_conversation(turn, state, include_system=include_system, metrics=metrics)
+    if store and state is not None and state.previous_response_id:
+        # a Turn that goes on after a stored response: keep its proof, hash only the new blocks (a fresh
+        # Turn's few blocks cost less hashed once than sealed; store=False writes no fingerprint at all)
+        return plan_stateless(turn, state, include_system=include_system)
+    return plan_full(turn, include_system=include_system)

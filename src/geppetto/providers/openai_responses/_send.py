@@ -26,7 +26,7 @@ from geppetto._exceptions import (
 from geppetto._json import dumps
 from geppetto.events import metadata_for
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
-from geppetto.turns import Turn
+from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
 from ._items import blocks_to_items
@@ -34,7 +34,7 @@ from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._stream import StreamState, consume_stream, usage_of
 
-__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks"]
+__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks", "turn_ids"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -53,6 +53,9 @@ class Api:
         return await self.transport.request_json(
             "POST", path, body, headers=self.headers, error_parser=openai_error_info
         )
+
+    async def delete(self, path: str) -> Any:
+        return await self.transport.request_json("DELETE", path, headers=self.headers, error_parser=openai_error_info)
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return await self.transport.request_json(
@@ -92,6 +95,14 @@ class Sender(Protocol):
 
 class StateIgnored(GeppettoError):
     """The server answered without echoing previous_response_id / conversation: it ignores server state."""
+
+
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"
 
 
 def describe(plan: Plan) -> str:
@@ -139,8 +150,17 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
     created = await http.post("conversations", {"items": items[:step]})
     cid = str(created["id"])
     await _append_items(http, cid, items[step:])
-    log.info("responses: new conversation %s seeded with %d items", cid, len(items))
-    plan.conversation_id = cid
+    plan.conversation_id, plan.created = cid, True
+    if reuse and empty is False:
+        plan.replaced = reuse  # it still exists, holding context the Turn no longer matches
+        log.info(
+            "responses: new conversation %s seeded with %d items, replacing %s (left on the server)",
+            cid,
+            len(items),
+            reuse,
+        )
+    else:
+        log.info("responses: new conversation %s seeded with %d items", cid, len(items))
 
 
 async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
@@ -151,7 +171,9 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
         )
     body = engine.build_body(turn, plan)
     if plan.fallback:
-        log.warning("responses: %s; sending the whole Turn (fallback: %s)", plan.detail, plan.fallback)
+        log.warning(
+            "responses: %s; sending the whole Turn (fallback: %s; %s)", plan.detail, plan.fallback, turn_ids(turn)
+        )
         engine.metrics.fallback(plan.fallback)
     engine.metrics.request(plan.mode, len(plan.items) + len(plan.seed_items or []), full=plan.full)
     log.info("responses: %s", describe(plan))
@@ -249,9 +271,10 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
         engine.server_ignores_state = True
         log.warning(
             "responses: the server at %s did not echo %s; it ignores server-side state, so this engine "
-            "re-sends the whole Turn and stays stateless",
+            "re-sends the whole Turn and stays stateless (%s)",
             engine.base_url,
             exc,
+            turn_ids(turn),
         )
         retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=f"{exc} ignored")
     retry.prefix = retry.prefix or plan.prefix

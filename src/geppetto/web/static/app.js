@@ -727,13 +727,6 @@
     return parts.join(", ");
   }
 
-  function nextRequest(next) {
-    if (next.mode === "conversation" && next.conversation)
-      return ["conversation ", el("code", {}, next.conversation), `, then the blocks after the last answer (${next.sends.length} now, and the next prompt)`];
-    if (next.anchor) return ["previous_response_id ", el("code", {}, next.anchor), `, then the blocks after it (${next.sends.length} now, and the next prompt)`];
-    return `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`;
-  }
-
   function renderInspector(main, report, backLink) {
     main.replaceChildren();
     const t = report.totals || {};
@@ -843,13 +836,23 @@
     );
 
     // the next request
-    const next = report.chained || {};
+    // the engine's own plan for the request after the next prompt (the server works it out with the
+    // engine's planning code, so this is what the engine will send)
+    const next = (report.chained || {}).next || report.chained || {};
+    const blocksWord = (n) => `${n} block${n === 1 ? "" : "s"}`;
+    const nextText = next.error
+      ? `no request can be sent: ${next.reason}`
+      : next.full
+        ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : "without previous_response_id"}: ${next.reason || "no response yet"}`
+        : next.conversation
+          ? ["conversation ", el("code", {}, next.conversation), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`]
+          : ["previous_response_id ", el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
     main.append(
       el(
         "section",
         { "aria-labelledby": "next-heading" },
         el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next request (conversation mode)" : "Next chained request"),
-        el("p", { id: "next-request" }, nextRequest(next)),
+        el("p", { id: "next-request" }, nextText),
       ),
     );
     select(report.requests.length - 1);
