@@ -88,7 +88,8 @@ async def test_a_call_that_needs_approval_ends_the_inference_pending_and_an_appr
     assert ran == ["delete a.txt"] and session.pending_approvals == []
     assert [b.kind for b in final.blocks][1:] == [BlockKind.TOOL_CALL, BlockKind.TOOL_USE, BlockKind.LLM_TEXT]
     assert _uses(final) == {"c1": ("deleted a.txt", None)} and final.blocks[-1].text == "Deleted."
-    assert final.id == out.id  # the same turn goes on
+    assert final.id != out.id  # a resume is an inference: a fresh Turn id (seed 002)
+    assert [b.turn_id for b in final.blocks[:2]] == [out.id, out.id]  # the paused inference's blocks keep theirs
     assert engine.turns[-1].blocks[-1].kind is BlockKind.TOOL_USE  # the model saw the result
     assert APPROVAL.get(final.blocks[1].metadata)["state"] == "approved"
 
