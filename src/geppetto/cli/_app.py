@@ -38,6 +38,10 @@ ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PRO
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+AttachOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable."),
+]
 McpOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -81,10 +85,7 @@ def run(
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
     mcp: McpOpt = None,
-    attach: Annotated[
-        list[Path] | None,
-        typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the prompt; repeatable."),
-    ] = None,
+    attach: AttachOpt = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -123,10 +124,11 @@ def chat(
     store: StoreOpt = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
+    attach: AttachOpt = None,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
 
-    Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
+    Commands: /attach FILE, /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
 
     if sum((resume is not None, session is not None, continue_last)) > 1:
@@ -144,6 +146,7 @@ def chat(
         continue_last=continue_last,
         persist=not no_store,
         mcp=tuple(mcp or ()),
+        attach=tuple(attach or ()),
     )
     guarded(repl.run)
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
-from ..turns import BlockKind, Turn, attach_files, file_attachment, save_turn
+from ..turns import BlockKind, Turn, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
     EngineSettings,
@@ -80,10 +80,7 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
             session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-            if not attachments:
-                return await session.run(prompt)
-            attach_files(session.prompt(prompt).blocks[-1], attachments)
-            return await session.start_inference().wait()
+            return await session.run(prompt, files=attachments)
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

@@ -4,7 +4,7 @@ See :mod:`geppetto.turns._files` for the attachment shape. What goes where:
 
 | | Responses | Chat Completions | Claude | Gemini |
 |---|---|---|---|---|
-| document, inline | ``input_file.file_data`` | ``file.file_data`` | ``document`` base64 (PDF) / text (``text/*``) | ``inlineData`` |
+| document, inline | ``input_file.file_data`` | ``file.file_data`` (PDF), text part (``text/*``) | ``document`` base64 (PDF) / text (``text/*``) | ``inlineData`` |
 | document, URL | ``input_file.file_url`` | refused | ``document`` url (PDF) | ``fileData`` |
 | document, file id | ``input_file.file_id`` | ``file.file_id`` | ``document`` file | ``fileData`` |
 | audio, inline | refused | ``input_audio`` (wav, mp3) | refused | ``inlineData`` |
@@ -81,9 +81,31 @@ def chat_file_parts(block: Block) -> list[dict[str, Any]]:
             )
         elif file.source == "file_id":
             out.append({"type": "file", "file": {"file_id": file.value}})
+        elif file.media_type == "application/pdf":
+            out.append({"type": "file", "file": {"file_data": file.data_url, "filename": file.filename or "file.pdf"}})
+        elif file.media_type.startswith("text/"):
+            out.append({"type": "text", "text": _framed_text(file, "Chat Completions")})
         else:
-            out.append({"type": "file", "file": {"file_data": file.data_url, "filename": file.filename or "file"}})
+            raise _refuse(
+                file,
+                "Chat Completions",
+                "it reads inline files as PDFs only (and text, which goes as text); convert it to PDF, "
+                "pass a file_id, or use ResponsesEngine",
+            )
     return out
+
+
+def _decoded_text(file: FileRef, provider: str) -> str:
+    try:
+        return base64.b64decode(file.value, validate=True).decode("utf-8")
+    except ValueError as exc:
+        raise _refuse(file, provider, "its data is not base64 of UTF-8 text") from exc
+
+
+def _framed_text(file: FileRef, provider: str) -> str:
+    """A text file inline as a text part, framed with its name and type so the model tells it from the prompt."""
+    name = f' name="{file.filename}"' if file.filename else ""
+    return f'-----BEGIN FILE{name} type="{file.media_type}"-----\n{_decoded_text(file, provider)}\n-----END FILE-----'
 
 
 def _claude_source(file: FileRef) -> dict[str, Any]:
@@ -94,11 +116,7 @@ def _claude_source(file: FileRef) -> dict[str, Any]:
             return {"type": "url", "url": file.value}
         return {"type": "base64", "media_type": "application/pdf", "data": file.value}
     if file.media_type.startswith("text/") and file.source == "data":
-        try:
-            text = base64.b64decode(file.value, validate=True).decode("utf-8")
-        except ValueError as exc:
-            raise _refuse(file, "Claude", "its data is not base64 of UTF-8 text") from exc
-        return {"type": "text", "media_type": "text/plain", "data": text}
+        return {"type": "text", "media_type": "text/plain", "data": _decoded_text(file, "Claude")}
     raise _refuse(
         file, "Claude", "it reads PDFs (inline, by URL or file id) and plain text (inline or file id); convert it first"
     )

@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
 from .._exceptions import UsageError
 from ._model import Block
 
-__all__ = ["MAX_ATTACHMENT_BYTES", "PAYLOAD_FILES", "FileRef", "attach_files", "file_attachment", "file_refs"]
+__all__ = [
+    "MAX_ATTACHMENT_BYTES",
+    "PAYLOAD_FILES",
+    "FileRef",
+    "attach_files",
+    "attachments",
+    "file_attachment",
+    "file_refs",
+]
 
 PAYLOAD_FILES = "files"
 """Payload key of a user block: its attached files (see the module docstring)."""
@@ -86,7 +96,22 @@ def file_refs(block: Block) -> list[FileRef]:
     return out
 
 
-def file_attachment(path: str | Path) -> dict[str, Any]:
+def attachments(items: Iterable[Any]) -> list[dict[str, Any]]:
+    """Attachment dicts from paths (read by :func:`file_attachment`) and dicts (copied as they are)."""
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, str | PathLike):
+            out.append(file_attachment(item))
+        elif isinstance(item, Mapping):
+            out.append(dict(item))
+        else:
+            raise UsageError(
+                f"an attachment is a path or a dict with 'media_type' and one of 'url', 'data', 'file_id'; got {item!r}"
+            )
+    return out
+
+
+def file_attachment(path: str | PathLike[str], *, max_bytes: int = MAX_ATTACHMENT_BYTES) -> dict[str, Any]:
     """A file on disk as a user block attachment (inline base64, its media type guessed from the name).
 
     An image goes under ``Block.user(..., images=[...])``, anything else under ``payload["files"]``:
@@ -95,9 +120,10 @@ def file_attachment(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         raise UsageError(f"cannot attach {str(file)!r}: no such file")
     size = file.stat().st_size
-    if size > MAX_ATTACHMENT_BYTES:
+    if size > max_bytes:
         raise UsageError(
-            f"cannot attach {str(file)!r}: {size} bytes is more than {MAX_ATTACHMENT_BYTES}; upload it to the provider and pass its file_id"
+            f"cannot attach {str(file)!r}: {size} bytes is more than the {max_bytes} bytes sent inline; "
+            "upload it to the provider and attach its file_id instead"
         )
     media_type = _MEDIA_FIXES.get(file.suffix.lower()) or mimetypes.guess_type(file.name)[0]
     if not media_type:

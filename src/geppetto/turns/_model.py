@@ -112,11 +112,19 @@ class Block:
         return cls(BlockKind.SYSTEM, {PAYLOAD_TEXT: text})
 
     @classmethod
-    def user(cls, text: str, images: list[dict[str, Any]] | None = None) -> Block:
+    def user(cls, text: str, images: list[dict[str, Any]] | None = None, files: Iterable[Any] | None = None) -> Block:
+        """A user's message. ``images`` are image dicts; ``files`` are attachments: paths read inline
+        (``"report.pdf"``) or dicts with a ``media_type`` and one of ``url``, ``data`` (base64) or
+        ``file_id`` (see :mod:`geppetto.turns._files`); images among them join ``images``."""
         payload: dict[str, Any] = {PAYLOAD_TEXT: text}
         if images:
             payload[PAYLOAD_IMAGES] = images
-        return cls(BlockKind.USER, payload)
+        block = cls(BlockKind.USER, payload)
+        if files:
+            from ._files import attach_files, attachments
+
+            attach_files(block, attachments(files))
+        return block
 
     @classmethod
     def llm_text(cls, text: str, *, item_id: str | None = None) -> Block:
