@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
+from ._attachments import check_claude_files, claude_files
 from ._call import Call
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
@@ -43,6 +44,8 @@ def to_msgs(body: dict[str, Any]) -> list[Msg]:
             kind = block.get("type")
             if kind == "text":
                 msgs.append(Msg("assistant" if role == "assistant" else "user", str(block.get("text", ""))))
+            elif kind in ("document", "image") and role == "user":
+                msgs.extend(claude_files([block]))
             elif kind == "tool_use":
                 msgs.append(Msg("call", json.dumps(block.get("input")), str(block.get("name")), str(block.get("id"))))
             elif kind == "tool_result":
@@ -97,6 +100,7 @@ async def create_message(call: Call) -> ASGIApp:
     body = call.obj()
     state = call.state
     check_request(state, body)
+    check_claude_files(body["messages"])
     schema = check_anthropic_format(body)
     reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
     content = _content(state, body, reply)

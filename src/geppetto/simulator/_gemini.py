@@ -9,6 +9,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._attachments import check_gemini_files, gemini_files
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
@@ -40,6 +41,8 @@ def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
                 continue
             if part.get("text") is not None:
                 msgs.append(Msg(role, str(part["text"])))
+            elif role == "user" and (part.get("inlineData") or part.get("fileData")):
+                msgs.extend(gemini_files(part))
             elif part.get("functionCall") is not None:
                 fc = part["functionCall"]
                 msgs.append(
@@ -117,6 +120,7 @@ async def generate(call: Call) -> ASGIApp:
     check_shape(body)
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
+    check_gemini_files(contents)
     check_gemini_output(body, model)
     reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
     config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._attachments import check_responses_files
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -180,6 +181,7 @@ async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
     validate("CreateResponse", body)
+    check_responses_files(body.get("input"))
     state = call.state
     selectors = _selectors(call, body)
     prev, _, conv_id = selectors
