@@ -315,7 +315,9 @@ def gemini_files(part: dict[str, Any]) -> list[Msg]:
     blob = part.get("inlineData")
     if isinstance(blob, dict):
         media_type = str(blob.get("mimeType"))
-        return _file_msgs([_describe(media_type.split("/")[0], media_type, str(blob.get("data", "")))])
+        major = media_type.split("/")[0]
+        name = major if major in ("image", "audio", "video") else "document"
+        return _file_msgs([_describe(name, media_type, str(blob.get("data", "")))])
     file = part.get("fileData")
     if isinstance(file, dict):
         return _file_msgs([_describe(str(file.get("fileUri")), str(file.get("mimeType") or ""))])
