@@ -431,8 +431,8 @@ class ChatRepl:
             return True
         file = file_attachment(Path(arg).expanduser())
         self.attached.append(file)
-        size = len(file["data"]) * 3 // 4
-        print(f"attached {file['filename']} ({file['media_type']}, about {size} bytes); it goes with your next prompt")
+        size = Path(arg).expanduser().stat().st_size
+        print(f"attached {file['filename']} ({file['media_type']}, {size} bytes); it goes with your next prompt")
         return True
 
     def _help(self, _arg: str) -> bool:

@@ -34,7 +34,13 @@ __all__ = [
 PAYLOAD_FILES = "files"
 """Payload key of a user block: its attached files (see the module docstring)."""
 
-_MEDIA_FIXES = {".md": "text/markdown", ".csv": "text/csv", ".json": "application/json", ".mp3": "audio/mpeg"}
+_MEDIA_FIXES = {
+    ".md": "text/markdown",
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".mp3": "audio/mpeg",
+    ".wav": "audio/wav",
+}
 MAX_ATTACHMENT_BYTES = 50 << 20
 """The largest file :func:`file_attachment` reads inline (providers take far less: 32 MB for Claude PDFs)."""
 
