@@ -35,6 +35,7 @@ from ._guard import (
     json_content_type,
     public_event,
 )
+from ._messages import prompt_files
 from ._openapi import openapi_document
 from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
 
@@ -317,12 +318,18 @@ def build_app(
     async def post_message(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         body = _object(await read_json(request, max_body))
-        if unknown := sorted(set(body) - {"text"}):
-            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text only", "invalid_request")
+        if unknown := sorted(set(body) - {"text", "files"}):
+            raise ApiError(
+                422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text and files only", "invalid_request"
+            )
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
-        started = await runner.start(session_id, text.strip())
+        try:
+            files = prompt_files(body.get("files"))
+        except ValueError as exc:
+            raise ApiError(422, str(exc), "invalid_request") from None
+        started = await runner.start(session_id, text.strip(), files=files)
         return JSONResponse(
             {
                 "inference_id": started.inference_id,

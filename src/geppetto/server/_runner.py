@@ -190,9 +190,16 @@ class Runner:
 
     # -- inferences ---------------------------------------------------------------------------
     async def start(
-        self, session_id: str, text: str, *, seed: Turn | None = None, settings: dict[str, Any] | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        seed: Turn | None = None,
+        settings: dict[str, Any] | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> Started:
-        """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
+        """Begin an inference of ``text`` (with ``files`` attached) in ``session_id``; :class:`Busy` while one
+        runs in any worker.
 
         ``seed``, for a session with no snapshot yet, is saved first as its history (a front-end that
         holds earlier messages). ``settings``: the session's, when the caller has just read them."""
@@ -220,7 +227,7 @@ class Runner:
             self._running.pop(session_id, None)
             await lease.release()
             raise
-        task = asyncio.get_running_loop().create_task(self._run(session_id, text, settings, running, lease))
+        task = asyncio.get_running_loop().create_task(self._run(session_id, text, settings, running, lease, files))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return Started(session_id, inference_id, after)
@@ -287,7 +294,13 @@ class Runner:
                 await probe.release()
 
     async def _run(
-        self, session_id: str, text: str, settings: dict[str, Any], running: _Running, lease: SessionLease
+        self,
+        session_id: str,
+        text: str,
+        settings: dict[str, Any],
+        running: _Running,
+        lease: SessionLease,
+        files: list[dict[str, Any]] | None = None,
     ) -> None:
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
@@ -305,7 +318,7 @@ class Runner:
         unsaved: Turn | None = None
         try:
             session = await self._session(session_id, settings, sink)
-            session.prompt(text)
+            session.prompt(text, files=files)
             running.handle = session.start_inference(inference_id=running.inference_id)
             if running.cancelled:
                 running.handle.cancel()

@@ -1,0 +1,68 @@
+"""Attachments through ``geppetto serve``: a prompt's ``files`` reach the engine (the simulator's answer names
+them) and the store; a bad one is refused with 422 before anything starts, and a path is never read; the web
+chat's file input sends the chosen files with the prompt and shows them, live and after a reload."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import httpx
+import pytest
+from test_server import events_of, new_session, server  # noqa: F401  (the server fixture)
+from test_web import Page, browser, expect, page, send, served  # noqa: F401  (the browser fixtures)
+from test_web import new_session as open_session
+
+PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
+
+
+def test_a_prompt_with_files_reaches_the_engine_and_the_store(server: httpx.Client) -> None:  # noqa: F811
+    sid = new_session(server)
+    files = [{"media_type": "application/pdf", "data": PDF, "filename": "a.pdf"}]
+    response = server.post(f"/api/sessions/{sid}/messages", json={"text": "Summarize.", "files": files})
+    assert response.status_code == 202, response.text
+    events = events_of(server, sid, response.json()["after"])
+    assert events[-1]["data"]["status"] == "completed"
+    text = "".join(e["data"]["delta"] for e in events if e["event"] == "text_delta")
+    assert text == "You said: Summarize. Attached: a.pdf (application/pdf, 13 bytes)."
+    turn = server.get(f"/api/sessions/{sid}").json()["latest"]
+    assert turn["blocks"][0]["payload"]["files"] == files
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (["/etc/passwd"], "files is a list of {"),  # a path is never read by the server
+        ({"media_type": "application/pdf"}, "files is a list of {"),
+        ([{"data": PDF}], "has no 'media_type'"),
+        ([{"media_type": "application/pdf", "data": PDF, "url": "https://x.test/a.pdf"}], "exactly one of"),
+    ],
+)
+def test_bad_files_are_refused_before_anything_starts(
+    server: httpx.Client,  # noqa: F811
+    files: Any,
+    message: str,
+) -> None:
+    sid = new_session(server)
+    response = server.post(f"/api/sessions/{sid}/messages", json={"text": "Hi", "files": files})
+    assert response.status_code == 422, response.text
+    assert message in response.json()["error"]["message"]
+    assert server.get(f"/api/sessions/{sid}").json()["latest"] is None  # nothing started, nothing saved
+
+
+def test_the_web_chat_sends_chosen_files_with_the_prompt(served: str, page: Page) -> None:  # noqa: F811
+    p = page.page
+    open_session(p, served)
+    p.set_input_files("#attach", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Paris is sunny."}])
+    send(p, "Summarize.")
+    assert p.locator("#messages .msg.user .attached").inner_text() == "Attached: notes.txt"
+    answer = p.locator("#messages .msg.assistant").last.inner_text()
+    assert 'Attached: notes.txt (text/plain, 15 bytes): "Paris is sunny."' in answer
+    assert p.locator("#attach").evaluate("input => input.files.length") == 0  # sent once
+    send(p, "Thanks.")
+    assert "Attached" not in p.locator("#messages .msg.assistant").last.inner_text()
+    page.shot("attached")
+    p.reload()
+    p.locator("#messages .msg.user .attached").wait_for()
+    assert p.locator("#messages .msg.user .attached").all_inner_texts() == ["Attached: notes.txt"]
+    expect(p.locator("#attach")).to_be_visible()
