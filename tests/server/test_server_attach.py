@@ -1,17 +1,22 @@
 """Attachments through ``geppetto serve``: a prompt's ``files`` reach the engine (the simulator's answer names
 them) and the store; a bad one is refused with 422 before anything starts, and a path is never read; the web
-chat's file input sends the chosen files with the prompt and shows them, live and after a reload."""
+chat's file input sends the chosen files with the prompt and shows them, live and after a reload; ``geppetto
+serve --max-body`` takes larger ones, and the 413 says so."""
 
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from server_support import Worker, write_sim_profile
 from test_server import events_of, new_session, server  # noqa: F401  (the server fixture)
 from test_web import Page, browser, expect, page, send, served  # noqa: F401  (the browser fixtures)
 from test_web import new_session as open_session
+
+from geppetto.simulator import Simulator
 
 PDF = base64.b64encode(b"%PDF-1.4 tiny").decode()
 
@@ -66,3 +71,21 @@ def test_the_web_chat_sends_chosen_files_with_the_prompt(served: str, page: Page
     p.locator("#messages .msg.user .attached").wait_for()
     assert p.locator("#messages .msg.user .attached").all_inner_texts() == ["Attached: notes.txt"]
     expect(p.locator("#attach")).to_be_visible()
+
+
+def test_serve_max_body_takes_larger_attachments_and_the_413_names_it(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    write_sim_profile(geppetto_sim)
+    worker = Worker("--profile", "simtest", "--store", str(tmp_path / "s.db"), "--max-body", "4000")
+    try:
+        sid = httpx.post(worker.url + "/api/sessions", json={}).json()["id"]
+        big = [{"media_type": "application/pdf", "data": base64.b64encode(b"%PDF" + b"0" * 3000).decode()}]
+        refused = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hi", "files": big})
+        assert refused.status_code == 413
+        assert (
+            "the limit is 4000 bytes (geppetto serve --max-body BYTES raises it" in refused.json()["error"]["message"]
+        )
+        small = [{"media_type": "application/pdf", "data": PDF, "filename": "a.pdf"}]
+        taken = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hi", "files": small})
+        assert taken.status_code == 202, taken.text
+    finally:
+        worker.stop()

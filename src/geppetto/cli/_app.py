@@ -248,6 +248,15 @@ def serve(
             "repeatable, '*' for any.",
         ),
     ] = None,
+    max_body: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body",
+            min=1,
+            metavar="BYTES",
+            help="The largest request body taken (1 MiB by default); attached files count, base64-encoded.",
+        ),
+    ] = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -274,6 +283,7 @@ def serve(
         workers,
         with_tools,
         list(mcp or ()),
+        max_body=max_body,
         sweep_interval=sweep_interval,
         log_level=log_level.lower(),
         log_format=log_format.lower(),

@@ -63,6 +63,9 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
+_RAISE_LIMIT = " (geppetto serve --max-body BYTES raises it, for larger attachments say)"
+
+
 async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None = None) -> Any:
     """The request's JSON body; 413 past ``max_body`` bytes (read no further), 415 when a body is not sent
     as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold: anywhere in
@@ -72,12 +75,14 @@ async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None
         raise _not_json(content_type)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise ApiError(413, f"the body is {declared} bytes; the limit is {max_body} bytes", "body_too_large")
+        raise ApiError(
+            413, f"the body is {declared} bytes; the limit is {max_body} bytes{_RAISE_LIMIT}", "body_too_large"
+        )
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_body:
-            raise ApiError(413, f"the body is over the limit of {max_body} bytes", "body_too_large")
+            raise ApiError(413, f"the body is over the limit of {max_body} bytes{_RAISE_LIMIT}", "body_too_large")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
