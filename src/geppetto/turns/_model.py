@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._attach import attachments, place_attachments
 from ._keys import BlockMetadata, TurnData, TurnMetadata, copy_json
 from ._watch import BlockList, Seal, Watch, watch_metadata, watched
 
@@ -119,12 +120,9 @@ class Block:
         payload: dict[str, Any] = {PAYLOAD_TEXT: text}
         if images:
             payload[PAYLOAD_IMAGES] = images
-        block = cls(BlockKind.USER, payload)
         if files:
-            from ._files import attach_files, attachments
-
-            attach_files(block, attachments(files))
-        return block
+            place_attachments(payload, attachments(files))
+        return cls(BlockKind.USER, payload)
 
     @classmethod
     def llm_text(cls, text: str, *, item_id: str | None = None) -> Block:
