@@ -287,14 +287,20 @@ def claude_files(content: Any) -> list[Msg]:
 
 
 # -- Gemini ----------------------------------------------------------------------------------------
+def _proto(value: dict[str, Any], name: str) -> Any:
+    """A field by its JSON name or its proto (snake_case) name, both of which the service reads."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+    return value.get(name, value.get(snake))
+
+
 def check_gemini_files(contents: list[Any]) -> None:
     """Inline data needs its mimeType and base64 that decodes; file data needs its fileUri."""
     for position, content in enumerate(contents):
         for index, part in enumerate(content.get("parts") or []):
             where = f"contents[{position}].parts[{index}]"
-            blob = part.get("inlineData")
+            blob = _proto(part, "inlineData")
             if isinstance(blob, dict):
-                if not blob.get("mimeType"):
+                if not _proto(blob, "mimeType"):
                     raise SimError(
                         400, f"* GenerateContentRequest.{where}.inline_data.mime_type: mime_type is required"
                     )
@@ -305,20 +311,20 @@ def check_gemini_files(contents: list[Any]) -> None:
                         f"Invalid value at '{where}.inline_data.data' (TYPE_BYTES), Base64 decoding failed for "
                         f'"{data[:40]}"',
                     )
-            file = part.get("fileData")
-            if isinstance(file, dict) and not file.get("fileUri"):
+            file = _proto(part, "fileData")
+            if isinstance(file, dict) and not _proto(file, "fileUri"):
                 raise SimError(400, f"* GenerateContentRequest.{where}.file_data.file_uri: file_uri is required")
 
 
 def gemini_files(part: dict[str, Any]) -> list[Msg]:
     """A Gemini part's attachment, described (none for other parts)."""
-    blob = part.get("inlineData")
+    blob = _proto(part, "inlineData")
     if isinstance(blob, dict):
-        media_type = str(blob.get("mimeType"))
+        media_type = str(_proto(blob, "mimeType"))
         major = media_type.split("/")[0]
         name = major if major in ("image", "audio", "video") else "document"
         return _file_msgs([_describe(name, media_type, str(blob.get("data", "")))])
-    file = part.get("fileData")
+    file = _proto(part, "fileData")
     if isinstance(file, dict):
-        return _file_msgs([_describe(str(file.get("fileUri")), str(file.get("mimeType") or ""))])
+        return _file_msgs([_describe(str(_proto(file, "fileUri")), str(_proto(file, "mimeType") or ""))])
     return []

@@ -41,7 +41,7 @@ def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
                 continue
             if part.get("text") is not None:
                 msgs.append(Msg(role, str(part["text"])))
-            elif role == "user" and (part.get("inlineData") or part.get("fileData")):
+            elif role == "user":
                 msgs.extend(gemini_files(part))
             elif part.get("functionCall") is not None:
                 fc = part["functionCall"]
