@@ -288,3 +288,22 @@ def test_the_simulator_refuses_gemini_parts_the_service_refuses(
     assert message in _message(
         _post(geppetto_sim, "v1beta/models/gemini-2.5-flash:generateContent", body, openai=False)
     )
+
+
+async def test_claude_file_ids_send_the_files_beta_beside_the_engines_own(geppetto_sim: Simulator) -> None:
+    file_id = {"media_type": "application/pdf", "file_id": "file_011"}
+    async with geppetto_sim.engine("anthropic", headers={"anthropic-beta": "web-fetch-2025-09-10"}) as engine:
+        await engine.run_inference(Turn(blocks=[Block.user("Summarize.")]))
+        await engine.run_inference(Turn(blocks=[Block.user("Summarize.", files=[file_id])]))
+    plain, with_file = geppetto_sim.requests
+    assert plain.headers["anthropic-beta"] == "web-fetch-2025-09-10"  # no file: the engine's betas alone
+    assert with_file.headers["anthropic-beta"] == "web-fetch-2025-09-10,files-api-2025-04-14"
+
+
+def test_the_simulator_refuses_a_claude_file_source_without_the_files_beta(geppetto_sim: Simulator) -> None:
+    block = {"type": "document", "source": {"type": "file", "file_id": "file_011"}}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": [block]}]}
+    assert _message(_post(geppetto_sim, "v1/messages", body, openai=False)) == (
+        "messages.0.content.0.document.source: Input tag 'file' found using 'type' does not match any of the "
+        "expected tags: 'base64', 'text', 'url', 'content'"
+    )

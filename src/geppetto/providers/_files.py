@@ -20,7 +20,10 @@ from .._exceptions import UsageError
 from ..turns import Block
 from ..turns._files import FileRef, file_refs
 
-__all__ = ["chat_file_parts", "claude_file_blocks", "gemini_file_parts", "responses_file_parts"]
+__all__ = ["chat_file_parts", "claude_file_blocks", "claude_files_beta", "gemini_file_parts", "responses_file_parts"]
+
+CLAUDE_FILES_BETA = "files-api-2025-04-14"
+"""The beta Claude's ``file`` sources (Anthropic's Files API) need in the ``anthropic-beta`` header."""
 
 GEMINI_FILES = "https://generativelanguage.googleapis.com/v1beta/"
 """Where a Gemini file id (``files/abc``) lives, as the ``fileUri`` Gemini takes."""
@@ -133,6 +136,17 @@ def claude_file_blocks(block: Block) -> list[dict[str, Any]]:
             document["title"] = file.filename
         out.append(document)
     return out
+
+
+def claude_files_beta(body: dict[str, Any], headers: dict[str, str]) -> dict[str, str]:
+    """The ``anthropic-beta`` header a Claude body needs when it refers to uploaded files (``file``
+    sources), the engine's own betas kept; nothing when it has none or the beta is there already."""
+    blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"]]
+    if not any(isinstance(b.get("source"), dict) and b["source"].get("type") == "file" for b in blocks):
+        return {}
+    name = next((k for k in headers if k.lower() == "anthropic-beta"), "anthropic-beta")
+    betas = [b.strip() for b in headers.get(name, "").split(",") if b.strip()]
+    return {} if CLAUDE_FILES_BETA in betas else {name: ",".join([*betas, CLAUDE_FILES_BETA])}
 
 
 def gemini_file_parts(block: Block) -> list[dict[str, Any]]:

@@ -100,7 +100,7 @@ async def create_message(call: Call) -> ASGIApp:
     body = call.obj()
     state = call.state
     check_request(state, body)
-    check_claude_files(body["messages"])
+    check_claude_files(body["messages"], call.request.headers.get("anthropic-beta", ""))
     schema = check_anthropic_format(body)
     reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
     content = _content(state, body, reply)

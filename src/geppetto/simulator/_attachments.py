@@ -245,12 +245,22 @@ def responses_files(content: Any) -> list[Msg]:
 
 
 # -- Claude ----------------------------------------------------------------------------------------
-def check_claude_files(messages: list[Any]) -> None:
-    """An inline PDF must be a PDF, and base64 must decode (the shapes are checked with the request's)."""
+_CLAUDE_SOURCES = {"document": "'base64', 'text', 'url', 'content'", "image": "'base64', 'url'"}
+
+
+def check_claude_files(messages: list[Any], betas: str = "") -> None:
+    """An inline PDF must be a PDF, and base64 must decode (the shapes are checked with the request's); a
+    ``file`` source (the Files API) needs its beta in ``anthropic-beta`` (``betas``), else it is unknown."""
     for index, message in enumerate(messages):
         content = message.get("content")
         for position, block in enumerate(content if isinstance(content, list) else []):
             source = block.get("source") if block.get("type") in ("document", "image") else None
+            if isinstance(source, dict) and source.get("type") == "file" and "files-api-2025-04-14" not in betas:
+                raise SimError(
+                    400,
+                    f"messages.{index}.content.{position}.{block['type']}.source: Input tag 'file' found using "
+                    f"'type' does not match any of the expected tags: {_CLAUDE_SOURCES[block['type']]}",
+                )
             if not isinstance(source, dict) or source.get("type") != "base64":
                 continue
             raw = _decoded(str(source.get("data", "")))
