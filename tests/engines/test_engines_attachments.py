@@ -48,6 +48,7 @@ CASES = [
     ("openai-responses", "sim-1", [{"media_type": "application/pdf", "file_id": "file-abc"}], ["file file-abc"]),
     ("openai-chat", "sim-1", [INLINE_PDF], ["a.pdf (application/pdf, 13 bytes)"]),
     ("openai-chat", "sim-1", [{"media_type": "application/pdf", "file_id": "file-abc"}], ["file file-abc"]),
+    ("openai-chat", "sim-1", [INLINE_TEXT], ['notes.txt (text/plain, 15 bytes): "Paris is sunny."']),
     ("openai-chat", "gpt-4o-audio-preview", [WAV_AUDIO], ["audio (audio/wav, 12 bytes)"]),
     ("anthropic", "sim-1", [INLINE_PDF], ["a.pdf (application/pdf, 13 bytes)"]),
     ("anthropic", "sim-1", [INLINE_TEXT], ['notes.txt (text/plain, 15 bytes): "Paris is sunny."']),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 from ._errors import SimError
@@ -164,12 +165,28 @@ def _check_chat_file(file: dict[str, Any], where: str) -> None:
     raise SimError(400, _CHAT_PDF.format(path=f"{where}.file_data", got=got), param=f"{where}.file_data")
 
 
+_FRAMED = re.compile(
+    r'-----BEGIN FILE(?: name="([^"]*)")?(?: id="[^"]*")? type="([^"]*)"-----\n(.*)\n-----END FILE-----\s*$', re.S
+)
+
+
+def framed_file(part: dict[str, Any]) -> re.Match[str] | None:
+    """A text part holding a whole text file framed ``-----BEGIN FILE name=".." type=".."-----`` (as geppetto
+    and other clients send text files to Chat Completions), read as an attachment rather than as the prompt."""
+    text = part.get("text") if part.get("type") == "text" else None
+    return _FRAMED.match(text) if isinstance(text, str) and text.startswith("-----BEGIN FILE") else None
+
+
 def chat_files(content: Any) -> list[Msg]:
     """The attachments of a Chat message's content, described."""
     out: list[str] = []
     for part in content if isinstance(content, list) else []:
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "image_url":
+        framed = framed_file(part) if kind == "text" else None
+        if framed is not None:
+            encoded = base64.b64encode(framed.group(3).encode()).decode()
+            out.append(_describe(framed.group(1) or "file", framed.group(2), encoded))
+        elif kind == "image_url":
             out.append(_url_or_data("image", str((part.get("image_url") or {}).get("url", ""))))
         elif kind == "file":
             file = part.get("file") or {}

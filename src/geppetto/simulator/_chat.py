@@ -15,7 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from ._attachments import chat_files, check_chat_files
+from ._attachments import chat_files, check_chat_files, framed_file
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
@@ -80,7 +80,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and not framed_file(p))
     return ""
 
 
