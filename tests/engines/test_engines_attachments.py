@@ -308,3 +308,20 @@ def test_the_simulator_refuses_a_claude_file_source_without_the_files_beta(geppe
         "messages.0.content.0.document.source: Input tag 'file' found using 'type' does not match any of the "
         "expected tags: 'base64', 'text', 'url', 'content'"
     )
+
+
+@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini"])
+async def test_a_tool_loop_with_an_attachment_runs_and_resends_it(geppetto_sim: Simulator, provider: str) -> None:
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return f"{city}: 18C and sunny"
+
+    async with geppetto_sim.engine(provider) as engine:
+        session = Session(engine, tools=[get_weather])
+        turn = await session.run("What is the weather in Paris?", files=[INLINE_PDF])
+    assert turn.blocks[-1].text == "Here is what the tools returned. get_weather: Paris: 18C and sunny."
+    assert len(geppetto_sim.requests) == 2
+    for request in geppetto_sim.requests:
+        check_sent(request.path, request.body)
+    if provider != "openai-responses":  # chained: the second request carries only the tool result
+        assert PDF in str(geppetto_sim.requests[-1].body)

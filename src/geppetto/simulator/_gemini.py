@@ -41,8 +41,6 @@ def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
                 continue
             if part.get("text") is not None:
                 msgs.append(Msg(role, str(part["text"])))
-            elif role == "user":
-                msgs.extend(gemini_files(part))
             elif part.get("functionCall") is not None:
                 fc = part["functionCall"]
                 msgs.append(
@@ -54,6 +52,8 @@ def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
                 output = response.get("output", response) if isinstance(response, dict) else response
                 text_out = output if isinstance(output, str) else json.dumps(output)
                 msgs.append(Msg("result", text_out, call_id=str(fr.get("id") or fr.get("name"))))
+            elif role == "user":
+                msgs.extend(gemini_files(part))
     return msgs
 
 
