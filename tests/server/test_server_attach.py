@@ -1,11 +1,12 @@
 """Attachments through ``geppetto serve``: a prompt's ``files`` reach the engine (the simulator's answer names
-them) and the store; a bad one is refused with 422 before anything starts, and a path is never read; the web
-chat's file input sends the chosen files with the prompt and shows them, live and after a reload; ``geppetto
-serve --max-body`` takes larger ones, and the 413 says so."""
+them) and the store, as do ``useChat`` file parts; a bad one is refused with 422 before anything starts, and
+a path is never read; the web chat's file input sends the chosen files with the prompt and shows them, live
+and after a reload; ``geppetto serve --max-body`` takes larger ones, and the 413 says so."""
 
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,26 @@ def test_a_prompt_with_files_reaches_the_engine_and_the_store(server: httpx.Clie
     assert text == "You said: Summarize. Attached: a.pdf (application/pdf, 13 bytes)."
     turn = server.get(f"/api/sessions/{sid}").json()["latest"]
     assert turn["blocks"][0]["payload"]["files"] == files
+
+
+def test_a_use_chat_file_part_is_attached_to_the_prompt(server: httpx.Client) -> None:  # noqa: F811
+    part = {
+        "type": "file",
+        "mediaType": "application/pdf",
+        "filename": "a.pdf",
+        "url": f"data:application/pdf;base64,{PDF}",
+    }
+    message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Summarize."}, part]}
+    response = server.post("/api/chat", json={"id": "chat-files", "messages": [message]})
+    assert response.status_code == 200, response.text
+    deltas = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    text = "".join(d["delta"] for d in deltas if d["type"] == "text-delta")
+    assert text == "You said: Summarize. Attached: a.pdf (application/pdf, 13 bytes)."
+    stored = server.get("/api/sessions/chat-files").json()["latest"]["blocks"][0]["payload"]["files"]
+    assert stored == [{"media_type": "application/pdf", "data": PDF, "filename": "a.pdf"}]
+    bad = {**message, "parts": [{"type": "text", "text": "Hi"}, {"type": "file", "url": "https://x.test/a"}]}
+    refused = server.post("/api/chat", json={"id": "chat-bad", "messages": [bad]})
+    assert refused.status_code == 422 and "has no 'media_type'" in refused.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(

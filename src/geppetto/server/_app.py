@@ -381,9 +381,11 @@ def build_app(
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     # -- front-end protocols -------------------------------------------------------------------
-    async def protocol_start(session_id: str, prompt: str, seed: Any) -> Started:
+    async def protocol_start(
+        session_id: str, prompt: str, seed: Any, files: list[dict[str, Any]] | None = None
+    ) -> Started:
         settings = await runner.ensure_session(session_id)
-        return await runner.start(session_id, prompt, seed=seed, settings=settings)
+        return await runner.start(session_id, prompt, seed=seed, settings=settings, files=files)
 
     async def run_stream(started: Started) -> AsyncIterator[dict[str, Any]]:
         """The bus events of one inference, from its start to its ``run_finished``."""
@@ -430,9 +432,10 @@ def build_app(
         body = await read_json(request, max_body, ("id",))
         try:
             chat_id, prompt, seed = vercel.prompt_and_seed(body)
+            files = prompt_files(vercel.prompt_files(body))
         except ValueError as exc:
             raise ApiError(422, str(exc), "invalid_request") from None
-        started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
+        started = await protocol_start(_session_id(chat_id, "id"), prompt, seed, files)
         stream = vercel.VercelStream()
 
         async def out() -> AsyncIterator[str]:
