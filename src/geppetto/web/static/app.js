@@ -496,9 +496,9 @@
         "div",
         { class: "buttons" },
         el("button", { type: "submit", id: "send" }, "Send"),
+        el("button", { type: "button", id: "cancel", class: "secondary", disabled: true, onclick: () => cancelRun(sessionId) }, "Cancel"),
         el("label", { for: "attach", class: "attach" }, "Attach files"),
         el("input", { type: "file", id: "attach", multiple: true }),
-        el("button", { type: "button", id: "cancel", class: "secondary", disabled: true, onclick: () => cancelRun(sessionId) }, "Cancel"),
       ),
     );
     form.addEventListener("submit", (event) => {
