@@ -40,7 +40,12 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (ov
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
 AttachOpt = Annotated[
     list[Path] | None,
-    typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable."),
+    typer.Option(
+        "--attach",
+        "-a",
+        metavar="FILE",
+        help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable.",
+    ),
 ]
 McpOpt = Annotated[
     list[str] | None,
