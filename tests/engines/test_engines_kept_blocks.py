@@ -145,6 +145,10 @@ def test_a_builtin_tool_that_is_not_the_providers_own_definition_is_refused_nami
         claude_request(Turn(blocks=[Block.user("hi")]), model="claude", tools=[], builtin_tools=["web_search"])  # type: ignore[list-item]
     with pytest.raises(UsageError, match=r"Gemini's own tool definitions .*googleSearch"):
         gemini_request(Turn(blocks=[Block.user("hi")]), tools=[], builtin_tools=[{"name": "search"}])
+    with pytest.raises(UsageError, match="Claude's own tool definitions"):  # another provider's form
+        claude_request(Turn(blocks=[Block.user("hi")]), model="claude", tools=[], builtin_tools=[{"googleSearch": {}}])
+    with pytest.raises(UsageError, match="Gemini's own tool definitions"):
+        gemini_request(Turn(blocks=[Block.user("hi")]), tools=[], builtin_tools=[{"type": "web_search_20250305"}])
 
 
 GEMINI_CHUNKS = [

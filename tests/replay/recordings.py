@@ -1,4 +1,5 @@
-"""The genuine recorded provider exchanges under ``../shared/reference/recorded`` (see its README).
+"""The genuine recorded provider exchanges (``tests/fixtures/recorded``, a copy of
+``../shared/reference/recorded``; see its README).
 
 An exchange is genuine when its response kept a header besides ``content-type`` / ``content-length``
 (the services send ``request-id``, ``openai-processing-ms``, ``server-timing``, ``alt-svc``, ...; the
@@ -16,8 +17,16 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = Path(REPO.parent, "shared", "reference", "recorded")
-"""Where the recordings live: beside the repository, as on the machine CI runs on."""
+RECORDED = next(
+    (
+        p
+        for p in (REPO / "tests" / "fixtures" / "recorded", REPO.parent / "shared" / "reference" / "recorded")
+        if p.is_dir()
+    ),
+    REPO / "tests" / "fixtures" / "recorded",
+)
+"""Where the recordings live: the copy kept with the tests (with its licence), else the shared one beside
+the checkout."""
 
 _HAND_MADE_ID = re.compile(r'"id":\s*"(?:resp_1234|msg_test|msg_123|chatcmpl-123|resp_123\b)')
 _PLAIN_HEADERS = {"content-type", "content-length"}

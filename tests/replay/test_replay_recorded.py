@@ -1,9 +1,14 @@
 """Every genuine recorded answer of the real services, replayed through the matching engine.
 
 An ``httpx.MockTransport`` answers the engine with the recorded status, headers and body (a whole JSON
-answer, or the recorded Server-Sent Events). The Turn it leaves must hold everything: building the next
-request from it must send the answer back exactly as the service gave it (see ``expected_*`` for the
-only normalizations: what the services themselves refuse as input, such as blank text blocks).
+answer, or the recorded Server-Sent Events; an error status must raise the matching error). The Turn it
+leaves must hold everything: building the next request from it sends the answer back as the service
+gave it, a trip through a store's JSON form changes nothing, and every built-in tool block was announced
+by an ``EventBuiltinTool``. The ``expected_*`` functions hold the only normalizations, each a documented
+rule of the engine: what a service refuses as input (Claude's blank text blocks), how a stream splits
+text (Gemini's text runs), what a provider does not take back (Gemini's unsigned thought summaries,
+Chat's output-only ``annotations``), ids the engine makes where a service gives none, and the Responses
+pairing rules. Loaded from ``tests/fixtures/recorded``, else ``../shared/reference/recorded`` (``recordings``).
 """
 
 from __future__ import annotations
@@ -245,52 +250,59 @@ def _responses_answer(exchange: Exchange) -> dict[str, Any]:
 
 
 def expected_responses(output: list[dict[str, Any]], *, stored: bool) -> list[dict[str, Any]]:
-    """The output items as the engine's documented pairing rules send them back (``_items`` module): a
+    """The output items as the engine's documented rules send them back (``_items`` and ``_parts``): a
     reasoning item goes (encrypted, or by reference when the response was stored) only right before the
-    item it produced, which then keeps its id; other messages go as plain assistant messages (the API
-    refuses an id whose reasoning is missing); plaintext reasoning is never sent; hosted tool items the
-    server completed go exactly as they came."""
+    item it produced, which then keeps its id; a message with more than plain text (annotations, several
+    parts) that no reasoning came before in a stored response goes with its id too; other messages go as
+    plain assistant messages (the API refuses an id whose reasoning is missing); token logprobs and
+    plaintext-only reasoning are never sent; hosted tool items the server completed go as they came."""
     out: list[dict[str, Any]] = []
-    paired = -1
+    paired, reasoned = -1, False
     for index, item in enumerate(output):
         kind = item.get("type")
         follower = output[index + 1] if index + 1 < len(output) else {}
         if kind == "reasoning":
+            reasoned = True
             if _produces(follower) and (item.get("encrypted_content") or stored):
                 out.append(_reasoning(item))
                 paired = index + 1
             continue
-        with_id = index == paired
         if kind == "message":
-            text = "".join(p.get("text") or p.get("refusal") or "" for p in item["content"])
-            if not text.strip():
-                continue
-            phase = {"phase": item["phase"]} if item.get("phase") else {}
-            if not with_id:
-                out.append({"role": "assistant", "content": text, **phase})
-                continue
-            part = {
-                "type": "output_text",
-                "text": text,
-                "annotations": [a for p in item["content"] for a in p.get("annotations") or []],
-                "logprobs": [lp for p in item["content"] for lp in p.get("logprobs") or []],
-            }
-            out.append(
-                {
-                    "type": "message",
-                    "id": item["id"],
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [part],
-                    **phase,
-                }
-            )
+            message = _message(item, with_id=index == paired, standalone=stored and not reasoned)
+            if message is not None:
+                out.append(message)
         elif kind == "function_call" and item.get("status") != "incomplete":
             call = {k: item[k] for k in ("type", "call_id", "name", "arguments")}
-            out.append({**call, "id": item["id"]} if with_id else call)
+            out.append({**call, "id": item["id"]} if index == paired else call)
         elif kind in REPLAYABLE_ITEM_TYPES and item.get("id"):
             out.append(item)
     return out
+
+
+def _message(item: dict[str, Any], *, with_id: bool, standalone: bool) -> dict[str, Any] | None:
+    parts = item["content"]
+    text = "".join(p.get("text") or p.get("refusal") or "" for p in parts)
+    if not text.strip():
+        return None
+    phase = {"phase": item["phase"]} if item.get("phase") else {}
+    plain = len(parts) == 1 and parts[0].get("type") == "output_text" and not parts[0].get("annotations")
+    if not with_id and not (standalone and not plain):
+        return {"role": "assistant", "content": text, **phase}
+    if plain:
+        content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+    else:
+        content = [
+            {**p, "annotations": p.get("annotations") or [], "logprobs": []} if p.get("type") == "output_text" else p
+            for p in parts
+        ]
+    return {
+        "type": "message",
+        "id": item["id"],
+        "role": "assistant",
+        "status": "completed",
+        "content": content,
+        **phase,
+    }
 
 
 def _produces(item: dict[str, Any]) -> bool:
@@ -305,7 +317,13 @@ def _reasoning(item: dict[str, Any]) -> dict[str, Any]:
     if not item.get("encrypted_content"):
         return {"type": "item_reference", "id": item["id"]}
     summary = [{"type": "summary_text", "text": s["text"]} for s in item.get("summary") or []]
-    return {"type": "reasoning", "id": item["id"], "summary": summary, "encrypted_content": item["encrypted_content"]}
+    out = {"type": "reasoning", "id": item["id"], "summary": summary, "encrypted_content": item["encrypted_content"]}
+    texts = [
+        {"type": "reasoning_text", "text": c["text"]}
+        for c in item.get("content") or []
+        if c.get("type") == "reasoning_text"
+    ]
+    return {**out, "content": texts} if texts else out
 
 
 # -- OpenAI Chat Completions -------------------------------------------------------------------------

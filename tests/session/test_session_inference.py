@@ -359,3 +359,36 @@ def test_start_inference_outside_an_event_loop_names_the_fix() -> None:
     with pytest.raises(gp.UsageError, match="needs a running event loop"):
         session.start_inference()
     assert not session.running
+
+
+async def test_a_saved_snapshot_never_changes_with_the_output_the_caller_edits(tmp_path: object) -> None:
+    """Stores that read the Turn at once get the Session's own output (no copy); a store that keeps what
+    it is given gets a copy. Either way, editing ``session.latest`` afterwards leaves the snapshot alone."""
+    from geppetto.session.stores import open_store
+
+    kept: list[Turn] = []
+
+    class KeepingStore:
+        async def save_snapshot(self, session_id: str, turn: Turn) -> None:
+            kept.append(turn)
+
+        async def load_session(self, session_id: str) -> list[Turn]:
+            return list(kept)
+
+        async def list_sessions(self) -> list[str]:
+            return ["S"]
+
+    sql = open_store(str(tmp_path) + "/s.db")  # type: ignore[operator]
+    for store in (MemoryTurnStore(), sql, KeepingStore()):
+        session = Session(ScriptedEngine([Block.llm_text("A1"), Block.llm_text("A2")]), store=store, session_id="S")
+        out = await session.run("U1")
+        is_copy = out is not (await store.load_session("S"))[-1]
+        assert is_copy, "a loaded snapshot is never the caller's Turn"
+        out.blocks[1].payload["text"] = "edited"
+        out.append(Block.user("added"))
+        saved = (await store.load_session("S"))[-1]
+        assert [b.text for b in saved.blocks] == ["U1", "A1"], type(store).__name__
+        await session.run("U2")
+        saved = (await store.load_session("S"))[-1]
+        assert [b.text for b in saved.blocks] == ["U1", "edited", "added", "U2", "A2"], type(store).__name__
+    sql.close()

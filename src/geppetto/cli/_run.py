@@ -23,6 +23,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._terminal import Spinner, spinning
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -79,8 +80,10 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             chain = cli_middlewares(
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
-            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-            return await session.run(prompt, files=attachments)
+            # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
+            spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
+            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=[spinner.sink, *sinks])
+            return await spinning(spinner, session.run(prompt, files=attachments))
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

@@ -169,18 +169,17 @@ def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) ->
     return specs, normalize_tool_choice(tool_choice, specs) if specs else None
 
 
-def builtin_specs(tools: list[dict[str, Any]], provider: str, example: str) -> list[dict[str, Any]]:
-    """A provider's built-in tool definitions, checked to be its own JSON objects with a ``type``."""
+def builtin_specs(
+    tools: list[dict[str, Any]], provider: str, example: str, valid: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """A provider's built-in tool definitions, each checked by ``valid`` to be in that provider's own form
+    (a refusal shows ``example``)."""
     for tool in tools:
-        if not isinstance(tool, dict) or (not tool.get("type") and not _gemini_style(tool)):
+        if not isinstance(tool, dict) or not valid(tool):
             raise UsageError(
                 f"builtin_tools takes {provider}'s own tool definitions (dicts such as {example}), got {tool!r}"
             )
     return [dict(t) for t in tools]
-
-
-def _gemini_style(tool: Any) -> bool:
-    return isinstance(tool, dict) and len(tool) == 1 and isinstance(next(iter(tool.values())), dict)
 
 
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")

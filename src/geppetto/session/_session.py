@@ -475,9 +475,12 @@ class Session:
     async def _save(self, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:
         if self.store is None:
             return
-        snapshot = Turn(
-            frozen.lazy(), out.id, TurnMetadata(copy_json(dict(out.metadata))), TurnData(copy_json(dict(out.data)))
-        )
+        if getattr(self.store, "reads_at_once", False):
+            snapshot = out  # read whole before the store's first await: no caller can change it meanwhile
+        else:
+            snapshot = Turn(
+                frozen.lazy(), out.id, TurnMetadata(copy_json(dict(out.metadata))), TurnData(copy_json(dict(out.data)))
+            )
         try:
             if events is None:
                 await self.store.save_snapshot(self.session_id, snapshot)

@@ -76,6 +76,10 @@ def recorded(inference_id: str, events: Sequence[TimedEvent]) -> list[RecordedEv
 class MemoryTurnStore:
     """An :class:`EventLogStore` in a dict: for tests and short-lived processes. Stores and returns copies."""
 
+    reads_at_once = True
+    """``save_snapshot`` reads all it keeps of the Turn before it first awaits: a Session may hand it its
+    own output rather than a copy (a store without this attribute is given a copy)."""
+
     def __init__(self) -> None:
         # Per snapshot: its id, metadata, data and frozen blocks (unchanged blocks shared between snapshots).
         self._sessions: dict[str, list[tuple[str, dict[str, Any], dict[str, Any], Frozen]]] = {}

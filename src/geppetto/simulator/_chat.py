@@ -38,8 +38,6 @@ _MISSING_REASONING = (
 _OPENAI_MODELS = ("gpt-", "chatgpt", *REASONING_PREFIXES)
 _THINKING_MODELS = ("reason", "deepseek-r1")
 DEFAULT_REASONING = "Thinking about the request."
-SYSTEM_FINGERPRINT = "fp_geppetto_sim"
-"""The backend configuration the simulator reports (a string, as the API's ``system_fingerprint`` is)."""
 
 
 def thinking_mode(body: dict[str, Any]) -> bool:
@@ -187,6 +185,10 @@ def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[s
     }
 
 
+SYSTEM_FINGERPRINT = "fp_5e10b7c2a1"
+"""The backend configuration the simulator reports (a string, as the service sends; it never changes)."""
+
+
 async def create_chat_completion(call: Call) -> ASGIApp:
     """POST /v1/chat/completions."""
     body = call.obj()
@@ -209,6 +211,7 @@ async def create_chat_completion(call: Call) -> ASGIApp:
         "id": completion_id,
         "created": state.now(),
         "model": body.get("model"),
+        "service_tier": "default",
         "system_fingerprint": SYSTEM_FINGERPRINT,
     }
     usage = _usage(messages, message, reply)

@@ -23,18 +23,35 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class BuiltinCall:
+    """A call of one of the service's own tools, run by the service within the answer, with its result.
+
+    `kind` is "web_search", "code_execution", "file_search" or "web_fetch"; `query` is what was searched,
+    the code run or the URL fetched; `output` the scripted result (search results as `title`/`url`/`text`
+    dicts, or the program's printed output). Each API renders it in its own item, block or part kinds.
+    """
+
+    kind: str
+    query: str
+    output: str | list[dict[str, str]] = ""
+
+
+@dataclass(frozen=True)
 class Reply:
     """What the simulated model answers next: text, tool calls and/or reasoning text.
 
     `reasoning` makes every API emit its reasoning form (a reasoning item, a thinking block, a thought
     part) even for a non-reasoning model. `stop` overrides the stop reason ("max_tokens" makes the
-    response incomplete / truncated in each API's terms).
+    response incomplete / truncated in each API's terms; "pause_turn" is Claude's pause in a long server-tool
+    turn, which the client continues by sending the answer back as the last assistant message). `builtin` are calls of the service's own tools
+    (web search, code execution...) made before the text, shown as the API shows them.
     """
 
     text: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     reasoning: str | None = None
     stop: str | None = None
+    builtin: list[BuiltinCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -322,3 +339,19 @@ def _attached(msgs: list[Msg], last_user: int) -> list[str]:
     while end < len(msgs) and msgs[end].role == "file":
         end += 1
     return [m.text for m in msgs[start:end] if m.role == "file"]
+
+
+def reasoning_summary(msgs: list[Msg], reply: Reply) -> str:
+    """A short Markdown summary of how the scripted model reached ``reply``, as a reasoning model's summary
+    reads: a bold heading, then a sentence on the plan."""
+    users = [m.text for m in msgs if m.role == "user"]
+    asked = " ".join((users[-1] if users else "").split())
+    asked = asked if len(asked) <= 60 else asked[:59] + "…"
+    if reply.tool_calls:
+        names = ", ".join(f"`{call.name}`" for call in reply.tool_calls)
+        plan = f"The answer needs data I do not have, so I will call {names} first."
+    elif msgs and msgs[-1].role == "result":
+        plan = "The tools have answered; I will put their results into a reply."
+    else:
+        plan = "No tool is needed; I will answer directly."
+    return f"**Considering the request**\n\nThe user wrote “{asked}”. {plan}"

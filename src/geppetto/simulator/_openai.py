@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._attachments import check_responses_files
+from ._background import check_background, start_background
+from ._builtin import decide_builtin, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
-from ._model import decide, is_reasoning_model
+from ._model import decide, is_reasoning_model, reasoning_summary
+from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
-from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
+from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
 from ._state import Conversation, SimState, StoredResponse, new_id
 from ._validate import bound_error, enum_error, validate
@@ -66,11 +70,24 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _obfuscate(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_obfuscation") is False)
+
+
 def _reasoning_on(body: dict[str, Any]) -> bool:
     setting = body.get("reasoning")
     if isinstance(setting, dict) and setting.get("effort") not in (None, "none"):
         return True
     return is_reasoning_model(str(body.get("model") or ""))
+
+
+def _summary_wanted(body: dict[str, Any]) -> bool:
+    """Whether a reasoning item carries a summary: asked for (``reasoning.summary``), as the API does, or
+    always for the simulator's own reasoning models (``sim-reasoner``...), so reasoning can be seen offline."""
+    setting = body.get("reasoning")
+    asked = isinstance(setting, dict) and setting.get("summary") in ("auto", "concise", "detailed")
+    return asked or str(body.get("model") or "").startswith("sim-")
 
 
 def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str | None]:
@@ -121,6 +138,7 @@ def _context(
             raise SimError(400, "Invalid 'input': provide at least one input item.", param="input", code="empty_input")
         context = prefix + new_input
         check_context(state, context)
+        context = prune(state, context)
         if conv_id:
             state.busy_conversations.add(conv_id)
     return context, new_input
@@ -135,20 +153,30 @@ def _respond(
     """The response object the scripted model produces for `context` (recording the context it saw)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
-    reply = state.next_reply() or decide(
-        to_msgs(context, instructions),
-        tool_specs(body.get("tools")),
-        tool_choice(body.get("tool_choice")),
-        _schema(body),
+    rendered = input_tokens(context, instructions)
+    seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
+    msgs = to_msgs(seen, instructions)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("responses", body))
+        or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
-    output = output_items(state, reply, _reasoning_on(body))
+    if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
+        reply = replace(reply, reasoning=reasoning_summary(to_msgs(context, instructions), reply))
+    raw_include = body.get("include")
+    include = frozenset(str(i) for i in raw_include) if isinstance(raw_include, list) else frozenset()
+    top = body.get("top_logprobs")
+    output = output_items(state, reply, _reasoning_on(body), include, top if isinstance(top, int) else 0)
+    with_phases(str(body.get("model") or ""), output)
+    if compacted is not None:  # the compaction comes first: the model answers from it
+        output.insert(0, compacted)
     response_id = new_id("resp_")
     obj = response_object(
         body,
         response_id=response_id,
         created_at=state.now(),
         output=output,
-        usage_=usage(input_tokens(context, instructions), output),
+        usage_=usage(rendered, output),
         previous_response_id=prev,
         conversation=conv_id,
         store=store,
@@ -182,6 +210,7 @@ async def create_response(call: Call) -> ASGIApp:
     body = call.obj()
     validate("CreateResponse", body)
     check_responses_files(body.get("input"))
+    check_background(body)
     state = call.state
     selectors = _selectors(call, body)
     prev, _, conv_id = selectors
@@ -193,9 +222,11 @@ async def create_response(call: Call) -> ASGIApp:
 
     try:
         obj = _respond(state, body, context, selectors)
+        if body.get("background"):
+            return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):
             return SSEStream(
-                stream_frames(obj),
+                stream_frames(obj, _obfuscate(body)),
                 call.fault,
                 lambda: state.closing,
                 lambda: _commit(state, obj, new_input, conv_id),
@@ -283,6 +314,7 @@ async def compact_response(call: Call) -> ASGIApp:
     with state.lock:
         context = (chain_items(state, prev) if prev else []) + normalize_input(state, body.get("input"))
         check_context(state, context)
+        context = prune(state, context)
     kept = [copy.deepcopy(i) for i in context if i.get("type") == "message" and i.get("role") == "user"]
     folded = [i for i in context if not (i.get("type") == "message" and i.get("role") == "user")]
     summary = " ".join(f"{m.role}: {m.text}" for m in to_msgs(folded) if m.text)

@@ -224,7 +224,7 @@ class Frozen:
     positions in ``patches``, and ``tail`` follows them. A snapshot deep in a history may drop its whole
     list (:meth:`drop`) and rebuild it from its parent on demand."""
 
-    __slots__ = ("_blocks", "keep", "parent", "patches", "tail")
+    __slots__ = ("_blocks", "keep", "memo", "parent", "patches", "tail")
 
     def __init__(
         self,
@@ -238,6 +238,7 @@ class Frozen:
         self.keep = keep if parent is not None else 0
         self.patches = patches or {}
         self.tail = blocks[self.keep :]
+        self.memo: dict[str, Any] | None = None  # facts measured on these blocks, for whoever measured them
 
     @property
     def delta(self) -> int:
@@ -329,6 +330,11 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
         return Frozen([freeze_block(_raw(blocks, i)) for i in range(n)])
     old = base.blocks
     patches: dict[int, FrozenBlock] = {}
+    if type(blocks) is LazyBlockList and blocks.origin is base and not blocks.touched and blocks.moved >= len(old):
+        if n == len(old):
+            return base  # nothing read, moved or added since it was made: the same snapshot
+        if n > len(old):  # appends only: the base's entries and the new ones
+            return Frozen(old + [freeze_block(_raw(blocks, i)) for i in range(len(old), n)], base, len(old))
     if type(blocks) is LazyBlockList and blocks.origin is base:
         k = min(blocks.moved, len(old), n)
         out = old[:k]

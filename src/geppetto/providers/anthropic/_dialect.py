@@ -212,7 +212,10 @@ def build_request(
     if tools or builtin_tools:
         functions = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
         body["tools"] = functions + builtin_specs(
-            builtin_tools or [], "Claude", '{"type": "web_search_20250305", "name": "web_search"}'
+            builtin_tools or [],
+            "Claude",
+            '{"type": "web_search_20250305", "name": "web_search"}',
+            lambda tool: isinstance(tool.get("type"), str) and bool(tool["type"]),
         )
         if tool_choice is not None:
             body["tool_choice"] = _tool_choice(tool_choice)

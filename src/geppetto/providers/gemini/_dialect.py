@@ -175,6 +175,11 @@ def build_contents(turn: Turn, *, sign_calls: bool = False) -> tuple[list[Part],
     return system, contents
 
 
+def _one_tool(tool: dict[str, Any]) -> bool:
+    """Gemini's form of a built-in tool: one key naming it, its settings as an object."""
+    return len(tool) == 1 and isinstance(next(iter(tool.values())), dict)
+
+
 _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 
@@ -204,7 +209,9 @@ def build_request(
     if system:
         body["systemInstruction"] = {"parts": system}
     if builtin_tools:
-        body["tools"] = builtin_specs(builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}')
+        body["tools"] = builtin_specs(
+            builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}', _one_tool
+        )
     if tools:
         declarations = [
             {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools

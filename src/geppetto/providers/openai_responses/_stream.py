@@ -27,10 +27,11 @@ from geppetto.events import (
 )
 from geppetto.providers._http import SSEEvent, malformed
 from geppetto.providers._streaming import parse_args
-from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, PAYLOAD_PHASE, Block, BlockKind, raw_block
+from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, Block, BlockKind, raw_block
 
 from ._hosted import builtin_of_item
 from ._items import REPLAYABLE_ITEM_TYPES
+from ._parts import mark_standalone, message_extras, reasoning_extras
 
 __all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
 
@@ -50,8 +51,11 @@ def message_text(item: dict[str, Any]) -> str:
 
 
 def message_block(item: dict[str, Any]) -> Block:
-    """An assistant message as an llm_text block with its annotations, logprobs and ``phase``."""
+    """An assistant message as an llm_text block: its phase and content parts as ``_parts`` keeps them (what
+    goes back), and, as a view in the vocabulary every engine uses, its annotations as ``citations`` and its
+    token ``logprobs`` (never sent back)."""
     block = Block.llm_text(message_text(item), item_id=item.get("id"))
+    block.payload.update(message_extras(item))
     parts = [p for p in item.get("content") or [] if isinstance(p, dict)]
     annotations = [a for p in parts for a in p.get("annotations") or []]
     logprobs = [lp for p in parts for lp in p.get("logprobs") or []]
@@ -59,8 +63,6 @@ def message_block(item: dict[str, Any]) -> Block:
         block.payload[PAYLOAD_CITATIONS] = annotations
     if logprobs:
         block.payload[PAYLOAD_LOGPROBS] = logprobs
-    if item.get("phase"):
-        block.payload[PAYLOAD_PHASE] = item["phase"]
     return block
 
 
@@ -74,12 +76,14 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
     if kind == "reasoning":
         summary = [str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, dict)]
         text = "".join(str(c.get("text", "")) for c in item.get("content") or [] if isinstance(c, dict))
-        return Block.reasoning(
+        block = Block.reasoning(
             text=text or None,
             item_id=item.get("id"),
             encrypted_content=item.get("encrypted_content") or None,
             summary=summary,
         )
+        block.payload.update(reasoning_extras(item))
+        return block
     if kind == "message":
         return message_block(item)
     if kind == "function_call":
@@ -153,8 +157,8 @@ class StreamState:
         return [it for it in items if isinstance(it, dict)]
 
     def blocks(self) -> list[Block]:
-        """Blocks of the finished response in output order."""
-        return [b for b in (item_to_block(it) for it in self.output_items()) if b is not None]
+        """Blocks of the finished response in output order (see ``mark_standalone``)."""
+        return mark_standalone(self.output_items(), [item_to_block(it) for it in self.output_items()])
 
     def finished_text_blocks(self) -> list[Block]:
         """Finished assistant messages only: what is safe to keep from a broken stream."""
