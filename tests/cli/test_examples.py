@@ -38,6 +38,7 @@ def test_every_example_is_tested() -> None:
             "mcp_tools.py",
             "approval.py",
             "compaction.py",
+            "attachments.py",
         ]
     )
 
@@ -71,6 +72,20 @@ def test_structured_output_gives_a_model_on_every_engine_and_retries_a_wrong_ans
     assert all("City(name='Paris', population=2100000, kind='capital'" in line for line in lines[:4])
     assert lines[4] == "retried after: population: Field required; kind: Input should be 'capital' or 'town'"
     assert lines[5].startswith("valid answer: name='Paris' population=2100000 kind='capital'")
+
+
+def test_attachments_reach_every_engine_and_claude_refuses_audio(tmp_path: Path) -> None:
+    lines = _run(tmp_path, "attachments.py").splitlines()
+    named = 'Attached: report.pdf (application/pdf, 22 bytes); notes.txt (text/plain, 15 bytes): "Paris is sunny.".'
+    assert lines[:3] == [f"{p}: You said: Summarize. {named}" for p in ("openai-responses", "openai-chat", "anthropic")]
+    assert lines[3] == (
+        "gemini: You said: Summarize. Attached: document (application/pdf, 22 bytes); "
+        'document (text/plain, 15 bytes): "Paris is sunny.".'
+    )
+    assert lines[4] == (
+        "refused: Claude cannot take the audio 'memo.wav' (audio/wav) inline: it takes no audio input; "
+        "transcribe it first, or use GeminiEngine"
+    )
 
 
 def test_simple_inference(tmp_path: Path) -> None:

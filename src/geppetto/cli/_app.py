@@ -39,6 +39,15 @@ ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PRO
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+AttachOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--attach",
+        "-a",
+        metavar="FILE",
+        help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable.",
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Log what geppetto decides (requests, anchors, fallbacks) to stderr.")
 ]
@@ -99,10 +108,7 @@ def run(
         bool, typer.Option("--yes", "-y", help="Approve every tool call that needs approval (else it is not run).")
     ] = False,
     verbose: VerboseOpt = False,
-    attach: Annotated[
-        list[Path] | None,
-        typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the prompt; repeatable."),
-    ] = None,
+    attach: AttachOpt = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -147,6 +153,7 @@ def chat(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking (tools that need approval).")
     ] = False,
+    attach: AttachOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
@@ -154,7 +161,7 @@ def chat(
     A tool call that needs approval (an MCP tool annotated destructive, say) is asked about: y runs
     it, n (or Enter) denies it, any other text denies it with that text as the reason.
 
-    Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
+    Commands: /attach FILE, /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
 
     _verbose(verbose)
@@ -175,6 +182,7 @@ def chat(
         persist=not no_store,
         mcp=tuple(mcp or ()),
         yes=yes,
+        attach=tuple(attach or ()),
     )
     guarded(repl.run)
 
@@ -276,6 +284,15 @@ def serve(
             "repeatable, '*' for any.",
         ),
     ] = None,
+    max_body: Annotated[
+        int | None,
+        typer.Option(
+            "--max-body",
+            min=1,
+            metavar="BYTES",
+            help="The largest request body taken (1 MiB by default); attached files count, base64-encoded.",
+        ),
+    ] = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -302,6 +319,7 @@ def serve(
         workers,
         with_tools,
         list(mcp or ()),
+        max_body=max_body,
         sweep_interval=sweep_interval,
         log_level=log_level.lower(),
         log_format=log_format.lower(),

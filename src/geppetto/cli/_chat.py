@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -18,7 +19,7 @@ from ..engine import Handler
 from ..middleware import Middleware
 from ..session import ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
-from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
+from ..turns import BlockKind, Turn, file_attachment, load_turn, new_id, save_turn
 from ..web._report import plural
 from ._approve import ask_approvals
 from ._demo_tools import demo_registry
@@ -41,8 +42,8 @@ from ._terminal import START_ONE, Spinner, read_line, spinning
 __all__ = ["HELP", "ChatRepl"]
 
 HELP = (
-    "commands: /save FILE · /load FILE · /inspect · /history · /reset · /mode stateless|chained|conversation · "
-    "/help · /exit"
+    "commands: /attach FILE · /save FILE · /load FILE · /inspect · /history · /reset · "
+    "/mode stateless|chained|conversation · /help · /exit"
 )
 PROMPT = "you> "
 
@@ -102,6 +103,7 @@ class ChatRepl:
         persist: bool = True,
         mcp: tuple[str, ...] = (),
         yes: bool = False,
+        attach: tuple[Path, ...] = (),
     ) -> None:
         self.settings = settings
         self.yes = yes
@@ -119,7 +121,11 @@ class ChatRepl:
         self.session: Session | None = None
         self._handle: ExecutionHandle | None = None
         self.spinner = Spinner(sys.stdout, ANSWER)
+        self.attach = attach
+        self.attached: list[dict[str, Any]] = []
+        """Files that go with the next prompt (``--attach``, ``/attach``)."""
         self.commands: dict[str, Callable[[str], bool]] = {
+            "/attach": self._attach,
             "/save": self._save,
             "/load": self._load,
             "/inspect": self._inspect,
@@ -201,6 +207,7 @@ class ChatRepl:
             import readline  # noqa: F401  (line editing and history for input())
         with asyncio.Runner() as runner, contextlib.ExitStack() as stack:
             try:
+                self.attached = [file_attachment(path) for path in self.attach]  # a bad file fails first
                 # What to continue first: a wrong --resume or --session fails before anything is shown.
                 stored, session_id = runner.run(self._open_store())
                 latest = stored if stored is not None else self._resumed()
@@ -267,7 +274,7 @@ class ChatRepl:
 
     async def _infer(self, text: str) -> Turn:
         assert self.session is not None
-        self.session.prompt(text)
+        self.session.prompt(text, files=self.attached)
         self._handle = self.session.start_inference()
         return await spinning(self.spinner, self._handle.wait())
 
@@ -285,17 +292,22 @@ class ChatRepl:
         try:
             turn = runner.run(self._infer(text))
             turn = self._ask_about_waiting(runner) or turn
+            self.attached = []  # they went with this prompt
             if self.resume is not None:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
             runner.run(self._settle())
             self.session = self._same_session(before)
-            print("\n(interrupted; the conversation is back to before this prompt)")
+            kept = "; the attached files stay for the next prompt" if self.attached else ""
+            print(f"\n(interrupted; the conversation is back to before this prompt{kept})")
         except StoreError as exc:  # the answer is in the session; only saving it failed
+            self.attached = []
             print(f"\nerror: {exc}")
         except GeppettoError as exc:
             self.session = self._same_session(before)
-            print(f"\nerror: {exc}")
+            dropped = f" (the {len(self.attached)} attached file(s) were dropped)" if self.attached else ""
+            self.attached = []
+            print(f"\nerror: {exc}{dropped}")
         sys.stdout.flush()
         _print_notes()
 
@@ -387,6 +399,17 @@ class ChatRepl:
         self.opened = self.opened.rebuild(mode=arg)
         self.session = self._same_session(self._latest())
         print(f"mode is now {arg}")
+        return True
+
+    def _attach(self, arg: str) -> bool:
+        if not arg:
+            names = ", ".join(str(f.get("filename")) for f in self.attached) or "none"
+            print(f"usage: /attach FILE (the file goes with your next prompt); attached now: {names}")
+            return True
+        file = file_attachment(Path(arg).expanduser())
+        self.attached.append(file)
+        size = Path(arg).expanduser().stat().st_size
+        print(f"attached {file['filename']} ({file['media_type']}, {size} bytes); it goes with your next prompt")
         return True
 
     def _help(self, _arg: str) -> bool:

@@ -12,7 +12,7 @@ from rich.console import Console
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..session import Session
-from ..turns import BlockKind, Turn, attach_files, file_attachment, save_turn
+from ..turns import BlockKind, Turn, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
     EngineSettings,
@@ -90,11 +90,7 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 sinks=[spinner.sink, *sinks],
                 approval=False if options.yes else None,
             )
-            if attachments:
-                attach_files(session.prompt(prompt).blocks[-1], attachments)
-                turn = await spinning(spinner, session.start_inference().wait())
-            else:
-                turn = await spinning(spinner, session.run(prompt))
+            turn = await spinning(spinner, session.run(prompt, files=attachments))
             while waiting := session.pending_approvals:
                 # One shot, nobody to ask: the calls are denied and the model answers without them.
                 names = ", ".join(sorted({c.name for c in waiting}))

@@ -115,6 +115,10 @@ class StreamingEngine(TransportOwner):
         """The headers that carry the key (and any version the API requires)."""
         raise NotImplementedError
 
+    def body_headers(self, body: dict[str, Any]) -> dict[str, str]:
+        """Headers this request's body needs (a beta it uses); they override the engine's headers."""
+        return {}
+
     def reducer(self) -> StreamReducer:
         """A fresh reducer for one stream of this dialect."""
         raise NotImplementedError
@@ -143,7 +147,7 @@ class StreamingEngine(TransportOwner):
         output = STRUCTURED_OUTPUT.get(turn.data)
         body = self.build_request(turn, output)
         path, params = self.endpoint()
-        headers = {**self.headers, **self.auth_headers()}
+        headers = {**self.headers, **self.auth_headers(), **self.body_headers(body)}
         return await run_stream(
             turn,
             provider=self.provider,

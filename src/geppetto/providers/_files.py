@@ -4,7 +4,7 @@ See :mod:`geppetto.turns._files` for the attachment shape. What goes where:
 
 | | Responses | Chat Completions | Claude | Gemini |
 |---|---|---|---|---|
-| document, inline | ``input_file.file_data`` | ``file.file_data`` | ``document`` base64 (PDF) / text (``text/*``) | ``inlineData`` |
+| document, inline | ``input_file.file_data`` | ``file.file_data`` (PDF), text part (``text/*``) | ``document`` base64 (PDF) / text (``text/*``) | ``inlineData`` |
 | document, URL | ``input_file.file_url`` | refused | ``document`` url (PDF) | ``fileData`` |
 | document, file id | ``input_file.file_id`` | ``file.file_id`` | ``document`` file | ``fileData`` |
 | audio, inline | refused | ``input_audio`` (wav, mp3) | refused | ``inlineData`` |
@@ -20,7 +20,10 @@ from .._exceptions import UsageError
 from ..turns import Block
 from ..turns._files import FileRef, file_refs
 
-__all__ = ["chat_file_parts", "claude_file_blocks", "gemini_file_parts", "responses_file_parts"]
+__all__ = ["chat_file_parts", "claude_file_blocks", "claude_files_beta", "gemini_file_parts", "responses_file_parts"]
+
+CLAUDE_FILES_BETA = "files-api-2025-04-14"
+"""The beta Claude's ``file`` sources (Anthropic's Files API) need in the ``anthropic-beta`` header."""
 
 GEMINI_FILES = "https://generativelanguage.googleapis.com/v1beta/"
 """Where a Gemini file id (``files/abc``) lives, as the ``fileUri`` Gemini takes."""
@@ -81,9 +84,31 @@ def chat_file_parts(block: Block) -> list[dict[str, Any]]:
             )
         elif file.source == "file_id":
             out.append({"type": "file", "file": {"file_id": file.value}})
+        elif file.media_type == "application/pdf":
+            out.append({"type": "file", "file": {"file_data": file.data_url, "filename": file.filename or "file.pdf"}})
+        elif file.media_type.startswith("text/"):
+            out.append({"type": "text", "text": _framed_text(file, "Chat Completions")})
         else:
-            out.append({"type": "file", "file": {"file_data": file.data_url, "filename": file.filename or "file"}})
+            raise _refuse(
+                file,
+                "Chat Completions",
+                "it reads inline files as PDFs only (and text, which goes as text); convert it to PDF, "
+                "pass a file_id, or use ResponsesEngine",
+            )
     return out
+
+
+def _decoded_text(file: FileRef, provider: str) -> str:
+    try:
+        return base64.b64decode(file.value, validate=True).decode("utf-8")
+    except ValueError as exc:
+        raise _refuse(file, provider, "its data is not base64 of UTF-8 text") from exc
+
+
+def _framed_text(file: FileRef, provider: str) -> str:
+    """A text file inline as a text part, framed with its name and type so the model tells it from the prompt."""
+    name = f' name="{file.filename}"' if file.filename else ""
+    return f'-----BEGIN FILE{name} type="{file.media_type}"-----\n{_decoded_text(file, provider)}\n-----END FILE-----'
 
 
 def _claude_source(file: FileRef) -> dict[str, Any]:
@@ -94,11 +119,7 @@ def _claude_source(file: FileRef) -> dict[str, Any]:
             return {"type": "url", "url": file.value}
         return {"type": "base64", "media_type": "application/pdf", "data": file.value}
     if file.media_type.startswith("text/") and file.source == "data":
-        try:
-            text = base64.b64decode(file.value, validate=True).decode("utf-8")
-        except ValueError as exc:
-            raise _refuse(file, "Claude", "its data is not base64 of UTF-8 text") from exc
-        return {"type": "text", "media_type": "text/plain", "data": text}
+        return {"type": "text", "media_type": "text/plain", "data": _decoded_text(file, "Claude")}
     raise _refuse(
         file, "Claude", "it reads PDFs (inline, by URL or file id) and plain text (inline or file id); convert it first"
     )
@@ -115,6 +136,17 @@ def claude_file_blocks(block: Block) -> list[dict[str, Any]]:
             document["title"] = file.filename
         out.append(document)
     return out
+
+
+def claude_files_beta(body: dict[str, Any], headers: dict[str, str]) -> dict[str, str]:
+    """The ``anthropic-beta`` header a Claude body needs when it refers to uploaded files (``file``
+    sources), the engine's own betas kept; nothing when it has none or the beta is there already."""
+    blocks = [b for m in body.get("messages") or [] if isinstance(m.get("content"), list) for b in m["content"]]
+    if not any(isinstance(b.get("source"), dict) and b["source"].get("type") == "file" for b in blocks):
+        return {}
+    name = next((k for k in headers if k.lower() == "anthropic-beta"), "anthropic-beta")
+    betas = [b.strip() for b in headers.get(name, "").split(",") if b.strip()]
+    return {} if CLAUDE_FILES_BETA in betas else {name: ",".join([*betas, CLAUDE_FILES_BETA])}
 
 
 def gemini_file_parts(block: Block) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ from ._guard import (
     json_content_type,
     public_event,
 )
+from ._messages import prompt_files
 from ._openapi import openapi_document
 from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
 
@@ -63,6 +64,9 @@ class ApiError(Exception):
         self.status, self.message, self.kind = status, message, kind
 
 
+_RAISE_LIMIT = " (geppetto serve --max-body BYTES raises it, for larger attachments say)"
+
+
 async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None = None) -> Any:
     """The request's JSON body; 413 past ``max_body`` bytes (read no further), 415 when a body is not sent
     as ``application/json``, 400 when it is not JSON, 422 for a string the stores cannot hold: anywhere in
@@ -72,12 +76,14 @@ async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None
         raise _not_json(content_type)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise ApiError(413, f"the body is {declared} bytes; the limit is {max_body} bytes", "body_too_large")
+        raise ApiError(
+            413, f"the body is {declared} bytes; the limit is {max_body} bytes{_RAISE_LIMIT}", "body_too_large"
+        )
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_body:
-            raise ApiError(413, f"the body is over the limit of {max_body} bytes", "body_too_large")
+            raise ApiError(413, f"the body is over the limit of {max_body} bytes{_RAISE_LIMIT}", "body_too_large")
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -322,12 +328,18 @@ def build_app(
     async def post_message(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         body = _object(await read_json(request, max_body))
-        if unknown := sorted(set(body) - {"text"}):
-            raise ApiError(422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text only", "invalid_request")
+        if unknown := sorted(set(body) - {"text", "files"}):
+            raise ApiError(
+                422, f"unknown field(s) {', '.join(unknown)}; a prompt takes text and files only", "invalid_request"
+            )
         text = body.get("text")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(422, 'send the prompt as {"text": "..."} with some text', "invalid_request")
-        started = await runner.start(session_id, text.strip())
+        try:
+            files = prompt_files(body.get("files"))
+        except ValueError as exc:
+            raise ApiError(422, str(exc), "invalid_request") from None
+        started = await runner.start(session_id, text.strip(), files=files)
         return JSONResponse(
             {
                 "inference_id": started.inference_id,
@@ -399,9 +411,17 @@ def build_app(
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     # -- front-end protocols -------------------------------------------------------------------
-    async def protocol_start(session_id: str, prompt: str, seed: Any, client_tools: Any = None) -> Started:
+    async def protocol_start(
+        session_id: str,
+        prompt: str,
+        seed: Any,
+        client_tools: Any = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> Started:
         settings = await runner.ensure_session(session_id)
-        return await runner.start(session_id, prompt, seed=seed, settings=settings, client_tools=client_tools)
+        return await runner.start(
+            session_id, prompt, seed=seed, settings=settings, client_tools=client_tools, files=files
+        )
 
     async def run_stream(started: Started) -> AsyncIterator[dict[str, Any]]:
         """The bus events of one inference, from its start to its ``run_finished``."""
@@ -483,9 +503,10 @@ def build_app(
         else:
             try:
                 chat_id, prompt, seed = vercel.prompt_and_seed(body)
+                files = prompt_files(vercel.prompt_files(body))
             except ValueError as exc:
                 raise ApiError(422, str(exc), "invalid_request") from None
-            started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
+            started = await protocol_start(_session_id(chat_id, "id"), prompt, seed, files=files)
             stream = vercel.VercelStream()
 
         async def out() -> AsyncIterator[str]:

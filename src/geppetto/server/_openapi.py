@@ -31,6 +31,21 @@ _ERRORS = {str(code): _error() for code in (400, 401, 403, 404, 405, 409, 413, 4
 TEXT = {"type": "string", "pattern": "^[^\\u0000]*$"}
 NON_BLANK = {"type": "string", "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"}
 SESSION_ID = {**NON_BLANK, "maxLength": 200}  # _app.MAX_ID
+FILES = {
+    "type": "array",
+    "description": "Attachments: a media type and one of base64 data, a URL or a provider file id",
+    "items": {
+        "type": "object",
+        "required": ["media_type"],
+        "properties": {
+            "media_type": {"type": "string"},
+            "data": {"type": "string", "contentEncoding": "base64"},
+            "url": {"type": "string"},
+            "file_id": {"type": "string"},
+            "filename": {"type": "string"},
+        },
+    },
+}
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": SESSION_ID}
 
 
@@ -183,7 +198,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                                 "schema": {
                                     "type": "object",
                                     "required": ["text"],
-                                    "properties": {"text": NON_BLANK},
+                                    "properties": {"text": NON_BLANK, "files": FILES},
                                     "additionalProperties": False,
                                 }
                             }

@@ -206,8 +206,10 @@ class Runner:
         settings: dict[str, Any] | None = None,
         decisions: Mapping[str, Any] | None = None,
         client_tools: Sequence[ToolDefinition] | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> Started:
-        """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
+        """Begin an inference of ``text`` (with ``files`` attached) in ``session_id``; :class:`Busy` while one
+        runs in any worker.
 
         ``seed``, for a session with no snapshot yet, is saved first as its history (a front-end that
         holds earlier messages). ``settings``: the session's, when the caller has just read them.
@@ -243,7 +245,7 @@ class Runner:
                 session.tools.declare(client_tools)
             try:
                 if decisions is None:
-                    session.prompt(text)
+                    session.prompt(text, files=files)
                 else:
                     prepare_resume(session, decisions)
             except UsageError:

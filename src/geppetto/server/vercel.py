@@ -13,7 +13,7 @@ from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
 
-__all__ = ["HEADERS", "VercelStream", "prompt_and_seed", "resume_decisions", "resumed_message"]
+__all__ = ["HEADERS", "VercelStream", "prompt_and_seed", "prompt_files", "resume_decisions", "resumed_message"]
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -77,6 +77,22 @@ def resume_decisions(message: dict[str, Any], waiting: Mapping[str, PendingCall]
         elif state == "output-error" and call.kind == "client":
             decisions[call.call_id] = ToolReportedError(str(part.get("errorText") or "the client's tool failed"))
     return decisions
+
+
+def prompt_files(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The last user message's ``file`` parts (``mediaType``, ``url``: a ``data:`` URL or an http(s) one,
+    ``filename``) as attachments, None when it has none; call :func:`prompt_and_seed` first."""
+    users = [m for m in body["messages"] if m.get("role") == "user"]
+    parts = users[-1].get("parts") if users else None
+    files = [p for p in parts if isinstance(p, dict) and p.get("type") == "file"] if isinstance(parts, list) else []
+    out = []
+    for part in files:
+        url = str(part.get("url") or "")
+        head, inline, data = url.partition(";base64,")
+        source = {"data": data} if inline and head.startswith("data:") else {"url": url}  # kept inline as bytes
+        item = {"media_type": part.get("mediaType"), **source, "filename": part.get("filename")}
+        out.append({k: v for k, v in item.items() if v})
+    return out or None
 
 
 def _value(result: Any) -> Any:

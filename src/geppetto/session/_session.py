@@ -367,19 +367,25 @@ class Session:
         self._adopt(turn)
         return turn
 
-    def prompt(self, text: str, images: builtins.list[dict[str, Any]] | None = None) -> Turn:
+    def prompt(
+        self,
+        text: str,
+        images: builtins.list[dict[str, Any]] | None = None,
+        files: Iterable[Any] | None = None,
+    ) -> Turn:
         """Start the next turn (the seeds' Policy A): copy the latest snapshot (its blocks shared until
         read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
-        the history. Returns that seed."""
+        the history. Returns that seed. ``files`` are attachments, as :meth:`Block.user` takes them."""
         self._check_idle("prompt")
         expired = _approvals.check_no_waiting(self, "prompt")
+        user = Block.user(text, images, files)  # a bad attachment fails before the history changes
         frozen = self._settle_latest()
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
         if expired:
             drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
-        seed.append(Block.user(text, images))
+        seed.append(user)
         self._push(seed)
         return seed
 
@@ -477,16 +483,17 @@ class Session:
         )
         return fresh
 
-    async def run(self, text: str, *, output: Any = None) -> Turn:
+    async def run(self, text: str, *, output: Any = None, files: Iterable[Any] | None = None) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
         timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes.
 
         ``output`` asks for a structured answer: a pydantic model, dataclass, TypedDict, JSON schema dict
         or a :class:`~geppetto.StructuredOutputConfig` (``output_config(Model, require_valid=True)``).
         Read the answer with :func:`~geppetto.output_of` (``output_of(turn, Model)``). It holds for this
-        run only; a config you set in the turn's data yourself stays.
+        run only; a config you set in the turn's data yourself stays. ``files`` are attachments (paths or
+        dicts, as :meth:`Block.user` takes them).
         """
-        seed = self.prompt(text)
+        seed = self.prompt(text, files=files)
         if output is not None:
             STRUCTURED_OUTPUT.set(seed.data, output_config(output))
             self._run_output = True

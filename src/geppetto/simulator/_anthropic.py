@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
+from ._attachments import check_claude_files, claude_files
 from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
 from ._call import Call
 from ._faults import SSEStream, sse
@@ -46,6 +47,8 @@ def to_msgs(body: dict[str, Any]) -> list[Msg]:
             kind = block.get("type")
             if kind == "text":
                 msgs.append(Msg(speaker, str(block.get("text", ""))))
+            elif kind in ("document", "image") and role == "user":
+                msgs.extend(claude_files([block]))
             elif kind == "tool_use":
                 msgs.append(Msg("call", json.dumps(block.get("input")), str(block.get("name")), str(block.get("id"))))
             elif kind == "tool_result":
@@ -115,6 +118,7 @@ async def create_message(call: Call) -> ASGIApp:
     body = call.obj()
     state = call.state
     check_request(state, body)
+    check_claude_files(body["messages"], call.request.headers.get("anthropic-beta", ""))
     schema = check_anthropic_format(body)
     msgs = to_msgs(body)
     reply = (

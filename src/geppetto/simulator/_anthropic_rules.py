@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._attachments import CLAUDE_DOCUMENT, CLAUDE_IMAGE
 from ._errors import SimError
 from ._shapes import Problem, array, find_problem, obj, one_of, scalar, tagged
 from ._state import SimState
@@ -50,8 +51,8 @@ _BLOCK = tagged(
     "type",
     {
         "text": _TEXT,
-        "image": _SOURCED,
-        "document": _SOURCED,
+        "image": CLAUDE_IMAGE,
+        "document": CLAUDE_DOCUMENT,
         "search_result": _SEARCH_RESULT,
         "thinking": obj({"thinking": _STR, "signature": _STR}, "thinking", "signature"),
         "redacted_thinking": obj({"data": _STR}, "data"),

@@ -15,6 +15,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._attachments import chat_files, check_chat_files, framed_file
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
@@ -77,7 +78,7 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and not framed_file(p))
     return ""
 
 
@@ -127,6 +128,7 @@ def to_msgs(messages: list[Any]) -> list[Msg]:
                 msgs.append(Msg("call", str(fn.get("arguments", "")), str(fn.get("name", "")), str(c.get("id"))))
         else:
             msgs.append(Msg("user" if role == "user" else "system", text))
+            msgs.extend(chat_files(message.get("content")) if role == "user" else [])
     return msgs
 
 
@@ -193,6 +195,7 @@ async def create_chat_completion(call: Call) -> ASGIApp:
     validate("CreateChatCompletionRequest", body)
     messages = body["messages"]
     check_messages(messages)
+    check_chat_files(messages, str(body.get("model") or ""))
     if thinking_mode(body):
         check_reasoning_replayed(messages)
     state = call.state

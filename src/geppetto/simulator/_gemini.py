@@ -11,6 +11,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._attachments import check_gemini_files, gemini_files
 from ._builtin import decide_builtin, gemini_grounding, gemini_parts, offered
 from ._call import Call
 from ._errors import SimError
@@ -63,6 +64,8 @@ def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
                 output = response.get("output", response) if isinstance(response, dict) else response
                 text_out = output if isinstance(output, str) else json.dumps(output)
                 msgs.append(Msg("result", text_out, call_id=str(fr.get("id") or fr.get("name"))))
+            elif role == "user":
+                msgs.extend(gemini_files(part))
     return msgs
 
 
@@ -142,6 +145,7 @@ async def generate(call: Call) -> ASGIApp:
     body = check_shape(body)
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
+    check_gemini_files(contents)
     check_gemini_output(body, model)
     msgs = to_msgs(body, contents)
     reply = (

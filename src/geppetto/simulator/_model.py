@@ -65,7 +65,8 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Msg:
-    """One neutral context entry: role is user, assistant, system, call or result."""
+    """One neutral context entry: role is user, assistant, system, call, result or file (an attachment of
+    the user message before it, its text a description such as ``a.pdf (application/pdf, 13 bytes)``)."""
 
     role: str
     text: str = ""
@@ -323,7 +324,21 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
             return Reply(tool_calls=[ToolCall(tool.name, fill_value(tool.parameters or {"type": "object"}, user_text))])
     if schema is not None:
         return Reply(text=json.dumps(fill_value(schema, _question(msgs), prose=True), separators=(",", ":")))
-    return Reply(text=f"You said: {user_text}" if user_text else "Hello from the geppetto simulator.")
+    answer = f"You said: {user_text}" if user_text else "Hello from the geppetto simulator."
+    files = _attached(msgs, last_user)
+    return Reply(text=f"{answer} Attached: {'; '.join(files)}." if files else answer)
+
+
+def _attached(msgs: list[Msg], last_user: int) -> list[str]:
+    """Descriptions of the files that came with the latest user message (before or after its text)."""
+    if last_user < 0:
+        return [m.text for m in msgs if m.role == "file"]
+    start, end = last_user, last_user + 1
+    while start > 0 and msgs[start - 1].role in ("user", "file"):
+        start -= 1
+    while end < len(msgs) and msgs[end].role == "file":
+        end += 1
+    return [m.text for m in msgs[start:end] if m.role == "file"]
 
 
 def reasoning_summary(msgs: list[Msg], reply: Reply) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._attachments import check_responses_files
 from ._background import check_background, start_background
 from ._builtin import decide_builtin, offered
 from ._call import Call
@@ -208,6 +209,7 @@ async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
     validate("CreateResponse", body)
+    check_responses_files(body.get("input"))
     check_background(body)
     state = call.state
     selectors = _selectors(call, body)

@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+from ._attachments import responses_files
 from ._errors import SimError
 from ._model import Msg, ToolSpec
 from ._state import SimState, new_id
@@ -191,6 +192,7 @@ def to_msgs(items: list[dict[str, Any]], instructions: str | None = None) -> lis
                     _text_of(item.get("content")),
                 )
             )
+            msgs.extend(responses_files(item.get("content")) if role == "user" else [])
         elif kind == "function_call":
             msgs.append(
                 Msg("call", str(item.get("arguments", "")), str(item.get("name", "")), str(item.get("call_id")))

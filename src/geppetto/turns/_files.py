@@ -10,23 +10,22 @@ to do instead, what the provider cannot take.
 
 from __future__ import annotations
 
-import base64
-import mimetypes
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from .._exceptions import UsageError
+from ._attach import MAX_ATTACHMENT_BYTES, PAYLOAD_FILES, attachments, file_attachment, place_attachments
 from ._model import Block
 
-__all__ = ["MAX_ATTACHMENT_BYTES", "PAYLOAD_FILES", "FileRef", "attach_files", "file_attachment", "file_refs"]
-
-PAYLOAD_FILES = "files"
-"""Payload key of a user block: its attached files (see the module docstring)."""
-
-_MEDIA_FIXES = {".md": "text/markdown", ".csv": "text/csv", ".json": "application/json", ".mp3": "audio/mpeg"}
-MAX_ATTACHMENT_BYTES = 50 << 20
-"""The largest file :func:`file_attachment` reads inline (providers take far less: 32 MB for Claude PDFs)."""
+__all__ = [
+    "MAX_ATTACHMENT_BYTES",
+    "PAYLOAD_FILES",
+    "FileRef",
+    "attach_files",
+    "attachments",
+    "file_attachment",
+    "file_refs",
+]
 
 
 @dataclass(frozen=True)
@@ -86,35 +85,7 @@ def file_refs(block: Block) -> list[FileRef]:
     return out
 
 
-def file_attachment(path: str | Path) -> dict[str, Any]:
-    """A file on disk as a user block attachment (inline base64, its media type guessed from the name).
-
-    An image goes under ``Block.user(..., images=[...])``, anything else under ``payload["files"]``:
-    :func:`attach_files` puts each where it belongs."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"cannot attach {str(file)!r}: no such file")
-    size = file.stat().st_size
-    if size > MAX_ATTACHMENT_BYTES:
-        raise UsageError(
-            f"cannot attach {str(file)!r}: {size} bytes is more than {MAX_ATTACHMENT_BYTES}; upload it to the provider and pass its file_id"
-        )
-    media_type = _MEDIA_FIXES.get(file.suffix.lower()) or mimetypes.guess_type(file.name)[0]
-    if not media_type:
-        raise UsageError(
-            f"cannot tell what {file.name!r} is from its name; attach a file with a known extension (.pdf, .txt, .wav, .png...)"
-        )
-    data = base64.b64encode(file.read_bytes()).decode("ascii")
-    return {"media_type": media_type, "data": data, "filename": file.name}
-
-
 def attach_files(block: Block, attachments: list[dict[str, Any]]) -> Block:
     """``block`` (a user block) with ``attachments`` added: images to its images, other files to its files."""
-    for item in attachments:
-        media_type = str(item.get("media_type") or "")
-        if media_type.startswith("image/"):
-            image = {k: v for k, v in item.items() if k in ("url", "data", "media_type", "file_id")}
-            block.payload.setdefault("images", []).append(image)
-        else:
-            block.payload.setdefault(PAYLOAD_FILES, []).append(dict(item))
+    place_attachments(block.payload, attachments)
     return block

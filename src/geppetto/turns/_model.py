@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._attach import attachments, place_attachments
 from ._keys import BlockMetadata, TurnData, TurnMetadata, copy_json
 from ._watch import BlockList, Seal, Watch, watch_metadata, watched
 
@@ -112,10 +113,15 @@ class Block:
         return cls(BlockKind.SYSTEM, {PAYLOAD_TEXT: text})
 
     @classmethod
-    def user(cls, text: str, images: list[dict[str, Any]] | None = None) -> Block:
+    def user(cls, text: str, images: list[dict[str, Any]] | None = None, files: Iterable[Any] | None = None) -> Block:
+        """A user's message. ``images`` are image dicts; ``files`` are attachments: paths read inline
+        (``"report.pdf"``) or dicts with a ``media_type`` and one of ``url``, ``data`` (base64) or
+        ``file_id`` (see :mod:`geppetto.turns._files`); images among them join ``images``."""
         payload: dict[str, Any] = {PAYLOAD_TEXT: text}
         if images:
             payload[PAYLOAD_IMAGES] = images
+        if files:
+            place_attachments(payload, attachments(files))
         return cls(BlockKind.USER, payload)
 
     @classmethod

@@ -10,6 +10,7 @@ import httpx
 from ...output import READ_FROM_TURN, StructuredOutputConfig
 from ...turns import Turn
 from .._engine_base import StreamingEngine
+from .._files import claude_files_beta
 from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._blocks import message_events
@@ -104,6 +105,9 @@ class ClaudeEngine(StreamingEngine):
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-api-key": str(self.api_key), "anthropic-version": ANTHROPIC_VERSION}
+
+    def body_headers(self, body: dict[str, Any]) -> dict[str, str]:
+        return claude_files_beta(body, self.headers)
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()

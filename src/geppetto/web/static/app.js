@@ -263,9 +263,11 @@
       return node;
     }
 
-    user(text) {
+    user(text, files) {
       this.end();
-      this.add(el("div", { class: "msg user" }, el("span", { class: "who" }, "You"), el("div", { class: "body plain" }, text)));
+      const names = (files || []).map((f) => f.filename || f.url || f.file_id || f.media_type);
+      const attached = names.length ? [el("div", { class: "attached muted" }, `Attached: ${names.join(", ")}`)] : [];
+      this.add(el("div", { class: "msg user" }, el("span", { class: "who" }, "You"), el("div", { class: "body plain" }, text), ...attached));
     }
 
     textDelta(delta) {
@@ -385,7 +387,7 @@
     history(blocks) {
       for (const block of blocks) {
         const p = block.payload || {};
-        if (block.kind === "user") this.user(blockText(block));
+        if (block.kind === "user") this.user(blockText(block), [...(p.files || []), ...(p.images || [])]);
         else if (block.kind === "llm_text") {
           this.textDelta(blockText(block));
         } else if (block.kind === "reasoning") {
@@ -482,14 +484,26 @@
     }
   }
 
+  // A chosen file as the server takes it: its media type, base64 data and name.
+  async function attachment(file) {
+    const data = new Uint8Array(await file.arrayBuffer());
+    let binary = "";
+    for (let i = 0; i < data.length; i += 0x8000) binary += String.fromCharCode(...data.subarray(i, i + 0x8000));
+    return { media_type: file.type || "application/octet-stream", data: btoa(binary), filename: file.name };
+  }
+
   async function sendPrompt(sessionId) {
     const prompt = $("#prompt");
+    const picker = $("#attach");
     const text = prompt.value.trim();
     if (!text || state.running || state.sending) return;
     let started;
+    let files = [];
     state.sending = true; // a second Enter before the server answers sends nothing
     try {
-      started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body: { text } });
+      files = await Promise.all([...(picker ? picker.files : [])].map(attachment));
+      const body = files.length ? { text, files } : { text };
+      started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body });
     } catch (e) {
       state.view.error(e.message);
       return;
@@ -497,7 +511,8 @@
       state.sending = false;
     }
     prompt.value = "";
-    state.view.user(text);
+    if (picker) picker.value = "";
+    state.view.user(text, files);
     follow(sessionId, state.view, started.after, started.inference_id, true);
   }
 
@@ -566,6 +581,8 @@
         { class: "buttons" },
         el("button", { type: "submit", id: "send" }, "Send"),
         el("button", { type: "button", id: "cancel", class: "secondary", disabled: true, onclick: () => cancelRun(sessionId) }, "Cancel"),
+        el("label", { for: "attach", class: "attach" }, "Attach files"),
+        el("input", { type: "file", id: "attach", multiple: true }),
       ),
     );
     form.addEventListener("submit", (event) => {
