@@ -33,6 +33,7 @@ from ..events import (
     publish,
 )
 from ..output import READ_FROM_TURN, settle_output
+from ..pricing import record_usage
 from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
     BLOCK_META_PROVIDER,
@@ -45,7 +46,6 @@ from ..turns import (
     TURN_META_MODEL,
     TURN_META_PROVIDER,
     TURN_META_STOP_REASON,
-    TURN_META_USAGE,
     Block,
     BlockKind,
     Turn,
@@ -293,7 +293,8 @@ class StreamResult:
     """A finished stream: the blocks in output order, usage, the normalized stop reason, the response id."""
 
     blocks: list[Block]
-    usage: Usage
+    usage: Usage | None
+    """None when the stream reported none (the request is then unpriced)."""
     stop_reason: str
     response_id: str = ""
 
@@ -423,7 +424,6 @@ async def run_stream(
     settle_output(turn, result.blocks, output)
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
-    TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
     for block in result.blocks:
         if block.kind is BlockKind.TOOL_CALL:
@@ -433,7 +433,7 @@ async def run_stream(
                 )
             )
     final = metadata_for(turn, provider, model)
-    final.usage = result.usage
+    record_usage(turn, result.blocks, final, provider=provider, model=model, usage=result.usage)
     final.stop_reason = result.stop_reason
     final.duration_s = time.monotonic() - started
     if result.response_id:

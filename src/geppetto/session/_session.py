@@ -15,6 +15,7 @@ from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
+from ..pricing import PriceTable, use_prices
 from ..tools import Tool, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList, freeze
@@ -22,6 +23,7 @@ from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._watch import BlockList, Watch
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
+from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
@@ -190,6 +192,9 @@ class Session:
     ``store`` gets every completed output snapshot; ``sinks`` receive the events of every inference.
     With ``record_events=True`` the store (an :class:`~geppetto.session.EventLogStore`) also keeps each
     inference's events: with its snapshot, or alone when the inference failed or was cancelled.
+    ``limits`` (:class:`~geppetto.UsageLimits`) bound what the session spends, checked before each request
+    (:class:`~geppetto.UsageLimitExceeded`); ``prices`` is the table its requests are priced with
+    (``geppetto.pricing``); :attr:`usage` holds the totals.
 
     >>> session = Session(engine)                      # doctest: +SKIP
     >>> session.prompt("Hello")                        # doctest: +SKIP
@@ -207,8 +212,12 @@ class Session:
         sinks: Sequence[EventSink] = (),
         tool_loop_options: dict[str, Any] | None = None,
         record_events: bool = False,
+        limits: UsageLimits | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         checked = self._check_engine(engine)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise UsageError(f"limits= takes a geppetto.UsageLimits(...), got {type(limits).__name__}")
         if record_events and not isinstance(store, EventLogStore):
             raise UsageError(
                 "record_events=True needs a store that keeps event logs: pass store=open_store() "
@@ -223,6 +232,10 @@ class Session:
         if tools is not None:
             self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
             chain.append(tool_loop(self.tools, **(tool_loop_options or {})))
+        self._meter = UsageMeter(limits)
+        self.prices = prices
+        """The price table this session's requests are priced with (None: ``geppetto.pricing.default_prices()``)."""
+        chain.append(self._meter.middleware)  # innermost: it sees every request the tool loop makes
         self._chain = tuple(chain)
         self._run_output = False
         """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
@@ -253,7 +266,27 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
+        self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
+
+    @property
+    def usage(self) -> SessionUsage:
+        """What the session's requests used and cost so far (a copy): ``requests``, ``tool_calls``, tokens
+        (``input_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_write_tokens``, ``reasoning_tokens``)
+        and ``cost`` in USD (None when a request could not be priced). A restored session starts from the
+        totals its latest stored snapshot holds."""
+        return self._meter.totals.copy()
+
+    @property
+    def limits(self) -> UsageLimits | None:
+        """The :class:`~geppetto.UsageLimits` checked before each request; set it to change them."""
+        return self._meter.limits
+
+    @limits.setter
+    def limits(self, value: UsageLimits | None) -> None:
+        if value is not None and not isinstance(value, UsageLimits):
+            raise UsageError(f"session.limits takes a geppetto.UsageLimits(...) or None, got {type(value).__name__}")
+        self._meter.limits = value
 
     @classmethod
     async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
@@ -273,6 +306,9 @@ class Session:
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
         session._adopt(latest)
+        totals = TURN_META_SESSION_USAGE.get(latest.metadata)
+        if totals is not None:
+            session._meter.totals = SessionUsage.from_dict(totals)
         return session
 
     def _push(self, turn: Turn) -> None:
@@ -348,6 +384,7 @@ class Session:
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
+        TURN_META_INFERENCE_USAGE.delete(seed.metadata)
         seed.append(Block.user(text, images))
         self._push(seed)
         return seed
@@ -409,7 +446,8 @@ class Session:
         origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
         recorded: list[TimedEvent] | None = [] if self.record_events else None
         sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
-        with with_sinks(*sinks), contextlib.ExitStack() as hooks:
+        start = self._meter.begin()
+        with with_sinks(*sinks), use_prices(self.prices), contextlib.ExitStack() as hooks:
             for hook in RUN_HOOKS:
                 hooks.enter_context(hook(work))
             try:
@@ -423,6 +461,8 @@ class Session:
                 raise
         if out.id != work.id:  # an engine that built a new turn still answers for this one
             out.id = work.id
+        TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
+        TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
         stamp_inference(
             out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
         )

@@ -171,7 +171,7 @@ class ChatStreamReducer:
                 )
             blocks.append(Block.tool_call(call.id or new_call_id(), call.name, parse_args("".join(call.arguments))))
         stop = chat_stop_reason(self._finish_reason, bool(self._calls))
-        return StreamResult(blocks, self._usage or Usage(), stop, self.response_id)
+        return StreamResult(blocks, self._usage, stop, self.response_id)
 
     def completed_blocks(self) -> list[Block]:
         # Nothing in a chat stream is complete before its finish_reason.
