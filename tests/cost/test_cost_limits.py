@@ -83,3 +83,118 @@ async def test_max_requests_raises_before_the_fourth_request_with_three_steps_ke
     out = await session.run("again")  # the two replies left: one more tool call, then the answer
     assert out.blocks[-1].text == "done"
     assert session.usage.requests == 5
+
+
+LONG = " ".join(f"rule{i} applies." for i in range(700))  # ~2,100 tokens: long enough to be cached
+
+
+async def test_max_input_tokens_raises_before_sending_from_the_counted_prefix(geppetto_sim: Simulator) -> None:
+    engine = ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url)
+    session = gp.Session(engine, limits=gp.UsageLimits(max_input_tokens=500))
+    session.append(gp.Turn([gp.Block.system(LONG)]))
+    with pytest.raises(gp.UsageLimitExceeded, match="max_input_tokens=500") as caught:
+        await session.run("hello")
+    paths = [r.path for r in geppetto_sim.requests]
+    assert paths == ["/v1/messages/count_tokens"]  # counted, never sent
+    counted = await engine.count_tokens(caught.value.turn)
+    assert caught.value.value == counted > 500
+    assert "counted by the provider" in str(caught.value)
+    assert session.usage.requests == 0
+
+
+async def test_an_unpriced_model_with_max_cost_raises_before_any_request(geppetto_sim: Simulator) -> None:
+    engine = ClaudeEngine("sim-unknown-model", "sk-ant-test", geppetto_sim.url)
+    session = gp.Session(engine, limits=gp.UsageLimits(max_cost=1.0), prices=PRICES)
+    with pytest.raises(gp.UsageLimitExceeded, match="max_cost=1 cannot be enforced.*allow_unpriced=True"):
+        await session.run("hello")
+    assert geppetto_sim.requests == []
+    # allowed explicitly: the request runs, and the session's cost says it is unknown
+    session.limits = gp.UsageLimits(max_cost=1.0, allow_unpriced=True)
+    await session.run("hello")
+    assert session.usage.requests == 1 and session.usage.unpriced_requests == 1
+    assert session.usage.cost is None
+
+
+async def test_max_cost_stops_the_session_once_spent(geppetto_sim: Simulator) -> None:
+    five_step_loop(geppetto_sim)
+    session = gp.Session(
+        ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url),
+        tools=[lookup],
+        prices=PRICES,
+        limits=gp.UsageLimits(max_cost=1e-9),
+    )
+    with pytest.raises(gp.UsageLimitExceeded, match="max_cost") as caught:
+        await session.run("go")
+    assert session.usage.requests == 1
+    assert caught.value.value == pytest.approx(session.usage.cost)
+
+
+async def test_claude_requests_carry_cache_breakpoints_and_the_second_reads_the_cache(geppetto_sim: Simulator) -> None:
+    session = gp.Session(ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url), prices=PRICES)
+    session.append(gp.Turn([gp.Block.system(LONG)]))
+    first = await session.run("hello")
+    second = await session.run("and again")
+    bodies = [r.body for r in geppetto_sim.requests if r.path == "/v1/messages"]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+        marks = sum("cache_control" in b for m in body["messages"] for b in m["content"]) + len(body["system"])
+        assert marks <= 4
+    one, two = (gp.events.Usage.from_dict(t.metadata["geppetto.usage@v1"]) for t in (first, second))
+    assert one.cache_write_tokens > 0 and one.cached_tokens == 0
+    assert two.cached_tokens >= one.cache_write_tokens
+    assert session.usage.cached_tokens == two.cached_tokens
+    # the read is billed at the cached rate: cheaper than the same tokens uncached
+    cost = price(two, "anthropic", "sim-1", PRICES)
+    assert cost is not None and cost.cached_input == pytest.approx(two.cached_tokens * 0.5 / 1e6)
+
+
+async def test_prompt_cache_off_sends_no_breakpoints(geppetto_sim: Simulator) -> None:
+    session = gp.Session(ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url, prompt_cache=False))
+    session.append(gp.Turn([gp.Block.system(LONG)]))
+    await session.run("hello")
+    body = next(r.body for r in geppetto_sim.requests if r.path == "/v1/messages")
+    assert "cache_control" not in str(body)
+
+
+def test_prompt_cache_refuses_an_unknown_mode() -> None:
+    with pytest.raises(gp.ConfigurationError, match="prompt_cache='always'"):
+        ClaudeEngine("sim-1", "k", prompt_cache="always")
+
+
+async def test_gemini_reports_implicit_cache_reads_and_counts_tokens(geppetto_sim: Simulator) -> None:
+    engine = GeminiEngine("sim-1", "g-test", geppetto_sim.url)
+    session = gp.Session(engine, prices=PRICES)
+    session.append(gp.Turn([gp.Block.system(LONG)]))
+    await session.run("hello")
+    assert session.usage.cached_tokens == 0
+    seed = session.prompt("again")
+    counted = await engine.count_tokens(seed)
+    out = await session.start_inference().wait()
+    usage = gp.events.Usage.from_dict(out.metadata["geppetto.usage@v1"])
+    assert usage.input_tokens == counted
+    assert usage.cached_tokens > 1000
+
+
+async def test_chat_engine_count_is_an_estimate(geppetto_sim: Simulator) -> None:
+    engine = ChatEngine("sim-1", "sk-test", geppetto_sim.openai_url)
+    session = gp.Session(engine, limits=gp.UsageLimits(max_total_tokens=100))
+    session.append(gp.Turn([gp.Block.system(LONG)]))
+    with pytest.raises(gp.UsageLimitExceeded, match=r"max_total_tokens=100.*\(estimated\)"):
+        await session.run("hello")
+    assert engine.count_is_estimate and geppetto_sim.requests == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"max_requests": -1}, "max_requests=-1"), ({"max_cost": "1"}, "max_cost='1'"), ({"per": "day"}, "per='day'")],
+)
+def test_usage_limits_refuse_bad_values(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(gp.UsageError, match=message):
+        gp.UsageLimits(**kwargs)
+
+
+def test_session_refuses_limits_of_the_wrong_type() -> None:
+    with pytest.raises(gp.UsageError, match="limits= takes a geppetto.UsageLimits"):
+        gp.Session(gp.ScriptedEngine([]), limits={"max_requests": 1})  # type: ignore[arg-type]

@@ -11,10 +11,12 @@ from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
 from ._call import Call
+from ._errors import SimError
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
 from ._output_rules import check_anthropic_format
+from ._prompt_cache import Segment, cache_use
 from ._state import SimState, new_id
 from ._tokens import ITEM_OVERHEAD, count_items, count_text, count_value
 
@@ -92,6 +94,42 @@ def _content(state: SimState, body: dict[str, Any], reply: Reply) -> list[dict[s
     return blocks
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The input tokens of a Messages request (cache reads and writes included)."""
+    system = body.get("system")
+    return count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
+
+
+def _marked(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(b, dict) and "cache_control" in b for b in value)
+
+
+def _segments(body: dict[str, Any]) -> list[Segment]:
+    """The request as cache segments: tools, the system prompt, then each block of each message."""
+    tools, system = body.get("tools") or [], body.get("system")
+    segments = [Segment(tools, 0, _marked(tools))]
+    if system:
+        segments.append(Segment(system, ITEM_OVERHEAD + count_value(system), _marked(system)))
+    for message in body["messages"]:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        for i, block in enumerate(blocks):
+            overhead = ITEM_OVERHEAD if i == 0 else 0
+            marked = isinstance(block, dict) and "cache_control" in block
+            segments.append(Segment([message.get("role"), block], overhead + count_value(block), marked))
+    return segments
+
+
+async def count_tokens(call: Call) -> ASGIApp:
+    """POST /v1/messages/count_tokens: the request's input tokens, as the service counts before sending."""
+    body = call.obj()
+    extra = sorted(set(body) & {"stream", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "metadata"})
+    if extra:
+        raise SimError(400, f"{extra[0]}: Extra inputs are not permitted")
+    check_request(call.state, {"max_tokens": 1, **body})
+    return JSONResponse({"input_tokens": prompt_tokens(body)})
+
+
 async def create_message(call: Call) -> ASGIApp:
     """POST /v1/messages."""
     body = call.obj()
@@ -101,8 +139,8 @@ async def create_message(call: Call) -> ASGIApp:
     reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
-    system = body.get("system")
-    input_tokens = count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
+    input_tokens = prompt_tokens(body)
+    cached = cache_use(state, str(body.get("model")), _segments(body))
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"
     )
@@ -110,9 +148,9 @@ async def create_message(call: Call) -> ASGIApp:
     with state.lock:
         state.contexts[message_id] = copy.deepcopy(body["messages"])
     usage = {
-        "input_tokens": input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "input_tokens": input_tokens - cached.read - cached.write,
+        "cache_creation_input_tokens": cached.write,
+        "cache_read_input_tokens": cached.read,
         "output_tokens": output_tokens,
         "service_tier": "standard",
     }

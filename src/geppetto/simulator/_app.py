@@ -232,6 +232,7 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
         r("/v1/chat/completions", "openai", _chat.create_chat_completion, ["POST"], generation=True),
         r("/v1/messages", "anthropic", _anthropic.create_message, ["POST"], generation=True),
+        r("/v1/messages/count_tokens", "anthropic", _anthropic.count_tokens, ["POST"]),
         r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         *_conversations.routes(r),
