@@ -461,8 +461,9 @@ class Session:
                 raise
         if out.id != work.id:  # an engine that built a new turn still answers for this one
             out.id = work.id
-        TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
-        TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
+        if self._meter.reported:
+            TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
+            TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
         stamp_inference(
             out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
         )

@@ -139,6 +139,9 @@ class UsageMeter:
         self.limits = limits
         self.totals = totals or SessionUsage()
         self._start = self.totals.copy()
+        self.reported = False
+        """Whether a request since :meth:`begin` reported usage (an engine that reports none, like a scripted
+        one in tests, leaves the turn's metadata as it was)."""
         self.engine: Engine | None = None
         """The engine whose ``count_tokens``, ``provider`` and ``model`` the checks read (the session sets it)."""
 
@@ -152,6 +155,7 @@ class UsageMeter:
     def begin(self) -> SessionUsage:
         """Mark an inference's start (for ``per="inference"`` limits); returns the totals so far."""
         self._start = self.totals.copy()
+        self.reported = False
         return self._start
 
     def middleware(self, next_handler: Handler) -> Handler:
@@ -168,7 +172,9 @@ class UsageMeter:
             self.totals.add(
                 Usage.from_dict(raw) if raw is not None else None, None if cost is None else cost["total"], calls
             )
-            TURN_META_SESSION_USAGE.set(out.metadata, self.totals.to_dict())
+            if raw is not None:
+                self.reported = True
+                TURN_META_SESSION_USAGE.set(out.metadata, self.totals.to_dict())
             if self.limits is not None and self.limits.max_tool_calls is not None:
                 self._tool_calls(out, self.limits.max_tool_calls)
             return out
