@@ -38,6 +38,18 @@ ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PRO
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+UsageOpt = Annotated[
+    bool, typer.Option("--usage", help="Print tokens (cached, written, reasoning) and cost after each answer.")
+]
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits",
+        metavar="LIMITS",
+        help="Usage limits, e.g. max_requests=20,max_cost=1.5 (also max_tool_calls, max_input_tokens, "
+        "max_output_tokens, max_total_tokens, allow_unpriced=true); default: the profile's `limits`.",
+    ),
+]
 McpOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -81,6 +93,8 @@ def run(
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
     mcp: McpOpt = None,
+    usage: UsageOpt = False,
+    limits: LimitsOpt = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -94,6 +108,8 @@ def run(
         json_events=json_events,
         save_turn=save_turn,
         mcp=tuple(mcp or ()),
+        usage=usage,
+        limits=limits,
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 
@@ -240,6 +256,7 @@ def serve(
             "repeatable, '*' for any.",
         ),
     ] = None,
+    limits: LimitsOpt = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -271,6 +288,7 @@ def serve(
         log_format=log_format.lower(),
     )
     options.allowed_hosts, options.allowed_origins = list(allowed_host or ()), list(allowed_origin or ())
+    options.limits = limits
     guarded(lambda: run_server(options, api_key))
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
-from ..session import Session
+from ..session import Session, UsageLimits
 from ..turns import BlockKind, Turn, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
@@ -23,6 +23,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._usage import usage_line
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -39,6 +40,8 @@ class RunOptions:
     json_events: bool = False
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
+    usage: bool = False
+    limits: str | None = None
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -76,8 +79,13 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             chain = cli_middlewares(
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
-            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks)
-            return await session.run(prompt)
+            limits = UsageLimits.parse(options.limits) if options.limits else profile.usage_limits()
+            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks, limits=limits)
+            try:
+                return await session.run(prompt)
+            finally:
+                if options.usage:
+                    Console(stderr=True).print(f"[dim]usage: {usage_line(session.usage.to_dict())}[/dim]")
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

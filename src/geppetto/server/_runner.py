@@ -17,7 +17,7 @@ from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
-from ..session import ExecutionHandle, Session
+from ..session import ExecutionHandle, Session, UsageLimits
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
@@ -101,8 +101,12 @@ class Runner:
         tools: ToolRegistry | None = None,
         *,
         sweep_interval: float = SWEEP_INTERVAL,
+        limits: UsageLimits | None = None,
     ) -> None:
         self.store, self.bus, self.engine_for, self.tools = store, bus, engine_for, tools
+        self.limits = limits
+        """The usage limits of every session this worker runs (``geppetto serve --limits``; counted per session,
+        its stored totals included)."""
         self.sweep_interval = sweep_interval
         self.profile_name = ""  # shown by GET /api/info
         self.worker = worker_name()
@@ -412,6 +416,7 @@ class Runner:
             session_id=session_id,
             sinks=[sink],
             record_events=True,
+            limits=self.limits,
         )
         if seq:
             latest = await self.store.load_latest(session_id)

@@ -306,9 +306,6 @@ class Session:
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
         session._adopt(latest)
-        totals = TURN_META_SESSION_USAGE.get(latest.metadata)
-        if totals is not None:
-            session._meter.totals = SessionUsage.from_dict(totals)
         return session
 
     def _push(self, turn: Turn) -> None:
@@ -329,6 +326,10 @@ class Session:
     def _adopt(self, turn: Turn) -> None:
         self._settle_latest()
         self._push(turn)
+        totals = TURN_META_SESSION_USAGE.get(turn.metadata)
+        own = TURN_META_SESSION_ID.get(turn.metadata) == self.session_id
+        if totals is not None and own and not self._meter.totals.requests:
+            self._meter.totals = SessionUsage.from_dict(totals)
 
     def _settle_latest(self) -> Frozen | None:
         """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
@@ -370,7 +371,8 @@ class Session:
         return self._handle is not None and self._handle.running
 
     def append(self, turn: Turn) -> Turn:
-        """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot."""
+        """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot. A snapshot
+        of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
         self._adopt(turn)
         return turn

@@ -124,6 +124,27 @@ class UsageLimits:
             raise UsageError(f"unknown usage limit {', '.join(unknown)}: use {', '.join(sorted(known))}")
         return cls(**dict(data))
 
+    @classmethod
+    def parse(cls, text: str) -> UsageLimits:
+        """From ``max_requests=20,max_cost=1.5`` (``geppetto serve --limits``); ``allow_unpriced=true`` and
+        ``per=inference`` are read too."""
+        values: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, raw = part.partition("=")
+            name, raw = name.strip(), raw.strip()
+            if not sep or not raw:
+                raise UsageError(f"usage limit {part!r}: write NAME=VALUE, e.g. max_requests=20,max_cost=1.5")
+            if name == "per":
+                values[name] = raw
+            elif name == "allow_unpriced":
+                values[name] = raw.lower() in ("1", "true", "yes")
+            else:
+                try:
+                    values[name] = float(raw) if name == "max_cost" else int(raw)
+                except ValueError:
+                    raise UsageError(f"usage limit {name}={raw!r}: give a number") from None
+        return cls.from_dict(values)
+
     @property
     def counts_tokens(self) -> bool:
         return self.max_input_tokens is not None or self.max_total_tokens is not None
@@ -189,7 +210,7 @@ class UsageMeter:
         assert self.limits is not None
         scope = "this inference" if self.limits.per == "inference" else "this session"
         raise UsageLimitExceeded(
-            f"usage limit {limit}={maximum:g} reached: {what} ({value:g} in {scope}); the request was not sent and "
+            f"usage limit {limit}={maximum:g} reached in {scope}: {what}; the request was not sent and "
             f"the Turn (error.turn) keeps the work done so far. Raise the limit (session.limits = "
             f"UsageLimits({limit}=...)) or start a new session to go on",
             limit=limit,
@@ -210,7 +231,7 @@ class UsageMeter:
         limits, used = self.limits, self._used()
         assert limits is not None
         if limits.max_requests is not None and used.requests >= limits.max_requests:
-            what = f"{used.requests} requests sent, the next would pass it"
+            what = f"{used.requests} request(s) sent, another would pass it"
             self._raise(turn, "max_requests", used.requests, limits.max_requests, what)
         if limits.max_output_tokens is not None and used.output_tokens >= limits.max_output_tokens:
             self._raise(turn, "max_output_tokens", used.output_tokens, limits.max_output_tokens, "output tokens used")
