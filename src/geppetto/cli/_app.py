@@ -134,6 +134,7 @@ def chat(
     store: StoreOpt = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
+    usage: UsageOpt = False,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
 
@@ -155,6 +156,7 @@ def chat(
         continue_last=continue_last,
         persist=not no_store,
         mcp=tuple(mcp or ()),
+        usage=usage,
     )
     guarded(repl.run)
 

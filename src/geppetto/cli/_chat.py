@@ -19,7 +19,7 @@ from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled,
 from ..engine import Handler
 from ..events import Event, EventStart
 from ..middleware import Middleware
-from ..session import ExecutionHandle, Session
+from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
 from ._demo_tools import demo_registry
@@ -37,6 +37,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._usage import format_cost, usage_line
 
 __all__ = ["HELP", "ChatRepl"]
 
@@ -137,8 +138,10 @@ class ChatRepl:
         continue_last: bool = False,
         persist: bool = True,
         mcp: tuple[str, ...] = (),
+        usage: bool = False,
     ) -> None:
         self.settings = settings
+        self.show_usage = usage
         self.resume = resume
         self.store_target = store
         self.persist = persist
@@ -324,6 +327,8 @@ class ChatRepl:
         print(ANSWER, end="", flush=True)
         try:
             turn = runner.run(self._infer(text))
+            if self.show_usage:
+                self._print_usage(turn)
             if self.resume is not None:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
@@ -337,6 +342,14 @@ class ChatRepl:
             print(f"\nerror: {exc}")
         sys.stdout.flush()
         _print_notes()
+
+    def _print_usage(self, turn: Turn) -> None:
+        """The status line of ``--usage``: this answer's requests, tokens and cost, and the session's cost."""
+        assert self.session is not None
+        answer = TURN_META_INFERENCE_USAGE.get(turn.metadata)
+        total = self.session.usage
+        line = f"this answer: {usage_line(answer)} · " if answer else ""
+        self.console.print(f"\n[dim]{line}session: {total.requests} requests, {format_cost(total.cost)}[/dim]")
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")

@@ -65,9 +65,7 @@ def create_app(
     the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
     if limits is None and engine_for is None and isinstance(profile, Profile):
         limits = profile.usage_limits()
-    runner = Runner(
-        the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval, limits=limits
-    )
+    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval, limits=limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
