@@ -198,3 +198,95 @@ def test_usage_limits_refuse_bad_values(kwargs: dict[str, Any], message: str) ->
 def test_session_refuses_limits_of_the_wrong_type() -> None:
     with pytest.raises(gp.UsageError, match="limits= takes a geppetto.UsageLimits"):
         gp.Session(gp.ScriptedEngine([]), limits={"max_requests": 1})  # type: ignore[arg-type]
+
+
+async def test_max_tool_calls_raises_before_the_calls_run(geppetto_sim: Simulator) -> None:
+    five_step_loop(geppetto_sim)
+    ran: list[str] = []
+
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        ran.append(city)
+        return city
+
+    engine = ChatEngine("sim-1", "sk-test", geppetto_sim.openai_url)
+    session = gp.Session(engine, tools=[lookup], limits=gp.UsageLimits(max_tool_calls=2))
+    with pytest.raises(gp.UsageLimitExceeded, match="max_tool_calls=2") as caught:
+        await session.run("go")
+    assert ran == ["c0", "c1"]  # the third call was asked for, not run
+    assert caught.value.turn.blocks[-1].kind is gp.BlockKind.TOOL_CALL
+
+
+async def test_per_inference_limits_count_each_run_anew_and_session_limits_do_not(geppetto_sim: Simulator) -> None:
+    engine = ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url)
+    session = gp.Session(engine, limits=gp.UsageLimits(max_requests=1, per="inference"))
+    await session.run("one")
+    await session.run("two")
+    assert session.usage.requests == 2
+    session.limits = gp.UsageLimits(max_requests=2)
+    with pytest.raises(gp.UsageLimitExceeded, match="in this session"):
+        await session.run("three")
+
+
+async def test_a_restored_session_keeps_its_stored_totals(geppetto_sim: Simulator) -> None:
+    from geppetto.session import MemoryTurnStore
+
+    store = MemoryTurnStore()
+    engine = ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url)
+    first = gp.Session(engine, store=store, prices=PRICES)
+    await first.run("hello")
+    await first.run("again")
+    restored = await gp.Session.restore(engine, store, first.session_id, prices=PRICES)
+    assert restored.usage == first.usage and restored.usage.requests == 2
+    restored.limits = gp.UsageLimits(max_requests=2)
+    with pytest.raises(gp.UsageLimitExceeded, match="max_requests=2"):
+        await restored.run("third")
+
+
+def test_usage_limits_parse_the_command_line_form() -> None:
+    limits = gp.UsageLimits.parse("max_requests=20, max_cost=1.5,allow_unpriced=true,per=inference")
+    assert limits == gp.UsageLimits(max_requests=20, max_cost=1.5, allow_unpriced=True, per="inference")
+    with pytest.raises(gp.UsageError, match="write NAME=VALUE"):
+        gp.UsageLimits.parse("max_requests")
+    with pytest.raises(gp.UsageError, match="give a number"):
+        gp.UsageLimits.parse("max_requests=many")
+
+
+def test_unpriced_is_none_never_zero() -> None:
+    usage = gp.events.Usage(input_tokens=10, output_tokens=5)
+    assert price(usage, "anthropic", "no-such-model", PRICES) is None
+    assert price(None, "anthropic", "sim-1", PRICES) is None
+    totals = gp.SessionUsage()
+    totals.add(usage, 0.25)
+    totals.add(usage, None)
+    assert totals.cost is None and totals.priced_cost == 0.25 and totals.unpriced_requests == 1
+
+
+def test_rates_split_cached_written_and_reasoning_tokens() -> None:
+    usage = gp.events.Usage(
+        input_tokens=1000, cached_tokens=600, cache_write_tokens=100, output_tokens=50, reasoning_tokens=20
+    )
+    cost = Rates(input=2.0, output=8.0, cached_input=0.5, cache_write=2.5, reasoning=10.0).cost(usage)
+    assert cost.input == pytest.approx(300 * 2.0 / 1e6)
+    assert cost.cached_input == pytest.approx(600 * 0.5 / 1e6)
+    assert cost.cache_write == pytest.approx(100 * 2.5 / 1e6)
+    assert cost.output == pytest.approx(30 * 8.0 / 1e6)
+    assert cost.reasoning == pytest.approx(20 * 10.0 / 1e6)
+    assert cost.total == pytest.approx(
+        sum(cost.to_dict()[k] for k in ("input", "cached_input", "cache_write", "output", "reasoning"))
+    )
+
+
+def test_genai_prices_agree_with_its_own_total() -> None:
+    genai_prices = pytest.importorskip("genai_prices")
+    from geppetto.pricing import GenaiPrices
+
+    usage = gp.events.Usage(input_tokens=250_000, cached_tokens=1000, cache_write_tokens=500, output_tokens=300)
+    mine = price(usage, "anthropic", "claude-sonnet-4-5", GenaiPrices())
+    theirs = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=250_000, cache_read_tokens=1000, cache_write_tokens=500, output_tokens=300),
+        "claude-sonnet-4-5",
+        provider_id="anthropic",
+    )
+    assert mine is not None and mine.total == pytest.approx(float(theirs.total_price))
+    assert GenaiPrices().rates("gemini", "no-such-model", usage) is None
