@@ -105,7 +105,7 @@ async def test_max_input_tokens_raises_before_sending_from_the_counted_prefix(ge
 async def test_an_unpriced_model_with_max_cost_raises_before_any_request(geppetto_sim: Simulator) -> None:
     engine = ClaudeEngine("sim-unknown-model", "sk-ant-test", geppetto_sim.url)
     session = gp.Session(engine, limits=gp.UsageLimits(max_cost=1.0), prices=PRICES)
-    with pytest.raises(gp.UsageLimitExceeded, match="max_cost=1 cannot be enforced.*allow_unpriced=True"):
+    with pytest.raises(gp.UsageLimitExceeded, match=r"max_cost=1 cannot be enforced.*allow_unpriced=True"):
         await session.run("hello")
     assert geppetto_sim.requests == []
     # allowed explicitly: the request runs, and the session's cost says it is unknown
@@ -196,7 +196,7 @@ def test_usage_limits_refuse_bad_values(kwargs: dict[str, Any], message: str) ->
 
 
 def test_session_refuses_limits_of_the_wrong_type() -> None:
-    with pytest.raises(gp.UsageError, match="limits= takes a geppetto.UsageLimits"):
+    with pytest.raises(gp.UsageError, match=r"limits= takes a geppetto\.UsageLimits"):
         gp.Session(gp.ScriptedEngine([]), limits={"max_requests": 1})  # type: ignore[arg-type]
 
 

@@ -82,8 +82,11 @@ class SessionUsage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SessionUsage:
-        names = {f.name: f.type for f in dataclasses.fields(cls)}
-        return cls(**{k: (float(v) if k == "priced_cost" else int(v)) for k, v in data.items() if k in names})
+        names = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {
+            k: (float(v) if k == "priced_cost" else int(v)) for k, v in data.items() if k in names
+        }
+        return cls(**values)
 
 
 _LIMITS = ("max_requests", "max_tool_calls", "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost")
