@@ -196,6 +196,8 @@ def _request(
         "fallback_detail": extra.get("responses.detail") or None,
         "items": extra.get("responses.items"),
         "usage": meta.get("usage"),
+        "cost": (meta.get("cost") or {}).get("total"),
+        "uncached_cost": (meta.get("cost") or {}).get("uncached"),
         "stop_reason": meta.get("stop_reason"),
         "inferred": False,
         "sent": None,
@@ -220,10 +222,18 @@ def _request(
 
 def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     """The requests a Turn's response tags show, with the anchor each could have used (engine rules)."""
+    from ..pricing import BLOCK_META_USAGE
     from ..providers.openai_responses._anchors import blocks_after_response, scan_anchors
 
+    stamps: dict[str, dict[str, Any]] = {}  # the usage and cost the engine stamped on each response's last block
+    for b in turn.blocks:
+        stamp = BLOCK_META_USAGE.get(b.metadata)
+        if stamp is not None:
+            stamps[str(BLOCK_META_RESPONSE_ID.get(b.metadata) or "")] = stamp
     requests = []
     for index, (rid, first) in enumerate(_first_blocks(turn.blocks).items()):
+        stamp = stamps.get(rid) or {}
+        cost = stamp.get("cost") or {}
         context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
         anchor = scan_anchors(prefix).best()
@@ -239,6 +249,9 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
                 "conversation": None,
                 "full": anchor is None,
                 "fallback": None,
+                "usage": stamp.get("usage"),
+                "cost": cost.get("total"),
+                "uncached_cost": cost.get("uncached"),
                 "inferred": True,
                 **_delta(context, sent, anchor, sizes=True),
             }
@@ -395,6 +408,13 @@ _SUMS = (
     "stateless_bytes",
     "bytes_saved",
     "rejections",
+    "input_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost",
+    "uncached_cost",
+    "unpriced_requests",
 )
 
 
@@ -402,13 +422,14 @@ def add_totals(into: dict[str, Any] | None, more: dict[str, Any]) -> dict[str, A
     """The sum of two totals of :func:`session_totals` (``into`` None: ``more`` alone), as a new dict."""
     if into is None:
         into = _totals([], [])
-    out: dict[str, Any] = {key: into[key] + more[key] for key in _SUMS}
+    # totals a store kept before a key existed count it as 0
+    out: dict[str, Any] = {key: into.get(key, 0) + more.get(key, 0) for key in _SUMS}
     for key in _COUNTS:
-        merged = Counter(into[key])
-        merged.update(more[key])
+        merged = Counter(into.get(key) or {})
+        merged.update(more.get(key) or {})
         out[key] = dict(merged)
     out["delta_blocks"] = dict(sorted(out["delta_blocks"].items(), key=lambda kv: int(kv[0])))
-    return {key: out[key] for key in into}
+    return {key: out[key] for key in (*_TOTAL_KEYS, *(k for k in into if k not in _TOTAL_KEYS))}
 
 
 def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -419,8 +440,16 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
     deltas = Counter(len(r["sent"]) for r in requests if r.get("sent") is not None and not r.get("full"))
     rejections = Counter(e["error_type"] or "error" for e in errors)
     rejections.update(code for code in fallbacks.elements() if code in REJECTION_FALLBACKS)
+    usages = [r.get("usage") or {} for r in requests]
     return {
         "requests": len(requests),
+        "input_tokens": sum(int(u.get("input_tokens") or 0) for u in usages),
+        "cached_tokens": sum(int(u.get("cached_tokens") or 0) for u in usages),
+        "cache_write_tokens": sum(int(u.get("cache_write_tokens") or 0) for u in usages),
+        "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usages),
+        "cost": sum(r.get("cost") or 0.0 for r in requests),
+        "uncached_cost": sum(r.get("uncached_cost") or 0.0 for r in requests),
+        "unpriced_requests": sum(1 for r in requests if r.get("cost") is None),
         "modes": dict(modes),
         "chained": sum(1 for r in requests if not r.get("full")),
         "stateless": sum(1 for r in requests if r.get("full") and not r.get("fallback")),
@@ -433,6 +462,9 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
         "rejections": sum(rejections.values()),
         "rejection_types": dict(rejections),
     }
+
+
+_TOTAL_KEYS = (*_SUMS, *_COUNTS)
 
 
 def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
