@@ -14,8 +14,11 @@ Every figure is what `Session.usage` summed from the usage each request reported
 (uncached input, cache reads, cache writes, output). The "stateless $" column prices the same requests as if
 nothing had been cached: what the caching saved.
 
-Run: `.venv/bin/python bench/cost.py` (needs the `prices` extra). Prints a Markdown table and a last
-`SUMMARY:` line.
+Peers (W1, W2): openai-agents and pydantic-ai on the Responses API against the same simulator and replies,
+their reported usage priced with the same table (rows only when they are installed: bench/.venv).
+
+Run: `.venv/bin/python bench/cost.py` (needs the `prices` extra), or with the peers
+`PYTHONPATH=src bench/.venv/bin/python bench/cost.py`. Prints a Markdown table and a last `SUMMARY:` line.
 """
 
 from __future__ import annotations
@@ -96,6 +99,73 @@ async def _run(sim: Simulator, workload: str, provider: str, model: str, options
     return {"usage": usage, "uncached": plain}
 
 
+async def _peer(sim: Simulator, peer: str, workload: str) -> gp.SessionUsage | None:
+    """The W1/W2 loop on a peer (openai-agents or pydantic-ai, Responses API, model gpt-4.1-mini), its usage
+    as it reports it (a run's totals: requests, input, cached and output tokens), priced with the same table.
+    None when the peer is not installed (run with bench/.venv)."""
+    sim.reset()
+    system, count = (SYSTEM_W1, 1) if workload == "W1" else (SYSTEM_W2, 5)
+    calls = [Reply(tool_calls=[ToolCall("tool_0", {"city": f"c{i}"})]) for i in range(STEPS - 1)]
+    sim.queue(*calls, Reply(text="All done."))
+    prompt = "Check the weather in twenty cities, one call at a time."
+    functions = list(_tools(count).list())
+    try:
+        if peer == "openai-agents":
+            from agents import Agent, FunctionTool, OpenAIResponsesModel, Runner, set_tracing_disabled
+            from openai import AsyncOpenAI
+
+            set_tracing_disabled(True)
+
+            def agent_tool(spec: Any) -> Any:
+                async def invoke(ctx: Any, args: str) -> str:
+                    return RESULT
+
+                return FunctionTool(
+                    name=spec.name,
+                    description=spec.description,
+                    params_json_schema=spec.parameters,
+                    on_invoke_tool=invoke,
+                    strict_json_schema=False,
+                )
+
+            client = AsyncOpenAI(api_key="sk-test", base_url=sim.openai_url)
+            model = OpenAIResponsesModel(model="gpt-4.1-mini", openai_client=client)
+            agent = Agent(name="bench", instructions=system, model=model, tools=[agent_tool(f) for f in functions])
+            result = await Runner.run(agent, prompt, max_turns=STEPS + 1)
+            await client.close()
+            u = result.context_wrapper.usage
+            cached = int(getattr(u.input_tokens_details, "cached_tokens", 0) or 0)
+            usage = Usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_tokens=cached)
+            requests = u.requests
+        else:
+            from pydantic_ai import Agent as PAgent
+            from pydantic_ai import Tool
+            from pydantic_ai.models.openai import OpenAIResponsesModel as PModel
+            from pydantic_ai.providers.openai import OpenAIProvider
+
+            def make(name: str) -> Any:
+                def tool(city: str) -> str:
+                    return RESULT
+
+                return Tool(tool, name=name, description="looks something up and returns a report")
+
+            pmodel = PModel("gpt-4.1-mini", provider=OpenAIProvider(base_url=sim.openai_url, api_key="sk-test"))
+            pagent: Any = PAgent(pmodel, instructions=system, tools=[make(f.name) for f in functions])
+            presult = await pagent.run(prompt)
+            ru = presult.usage if not callable(presult.usage) else presult.usage()
+            usage = Usage(
+                input_tokens=ru.input_tokens, output_tokens=ru.output_tokens, cached_tokens=ru.cache_read_tokens
+            )
+            requests = ru.requests
+    except ImportError:
+        return None
+    totals = gp.SessionUsage()
+    rates = current_prices().rates("openai", "gpt-4.1-mini", usage)
+    totals.add(usage, rates.cost(usage).total if rates is not None else None)
+    totals.requests = requests
+    return totals
+
+
 def main() -> int:
     rows: list[list[Any]] = []
     summary: list[str] = []
@@ -122,6 +192,27 @@ def main() -> int:
                     ]
                 )
                 summary.append(f"{workload} {mode}=${cost}")
+            for peer in ("openai-agents", "pydantic-ai") if workload != "C10" else ():
+                pu = asyncio.run(_peer(sim, peer, workload))
+                if pu is None:
+                    continue
+                pcost = "unpriced" if pu.cost is None else f"{pu.cost:.4f}"
+                rows.append(
+                    [
+                        workload,
+                        f"{peer} (Responses)",
+                        "gpt-4.1-mini",
+                        pu.requests,
+                        f"{pu.input_tokens:,}",
+                        f"{pu.cached_tokens:,}",
+                        "",
+                        f"{pu.output_tokens:,}",
+                        pcost,
+                        "",
+                        "",
+                    ]
+                )
+                summary.append(f"{workload} {peer}=${pcost}")
     headers = ["workload", "mode", "model", "requests", "input", "cached", "written", "output", "$", "stateless $"]
     print(table([*headers, "saved"], rows))
     print()
