@@ -95,8 +95,8 @@ class SessionInfo:
     its engine reported no usage)."""
 
     def to_dict(self) -> dict[str, Any]:
+        usage = {"usage": self.usage} if self.usage is not None else {}  # absent for a session with none
         return {
-            "usage": self.usage,
             "session_id": self.session_id,
             "snapshots": self.snapshots,
             "updated_at": self.updated_at,
@@ -105,6 +105,7 @@ class SessionInfo:
             "provider": self.provider,
             "model": self.model,
             "mode": self.mode,
+            **usage,
         }
 
 
