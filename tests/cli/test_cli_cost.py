@@ -67,3 +67,8 @@ def test_sessions_list_and_show_carry_the_session_usage(tmp_path: Path) -> None:
     assert "unpriced" in table.stdout
     shown = geppetto("sessions", "show", info["session_id"], config_dir=tmp_path)
     assert "usage: 2 requests" in shown.stdout
+
+
+def test_serve_refuses_a_wrong_limit_before_listening(tmp_path: Path) -> None:
+    res = geppetto("serve", "--profile", "sim", "--limits", "max_cost=lots", "--port", "0", config_dir=tmp_path)
+    assert res.returncode != 0 and "usage limit max_cost='lots': give a number" in res.stderr
