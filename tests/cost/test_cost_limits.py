@@ -290,3 +290,13 @@ def test_genai_prices_agree_with_its_own_total() -> None:
     )
     assert mine is not None and mine.total == pytest.approx(float(theirs.total_price))
     assert GenaiPrices().rates("gemini", "no-such-model", usage) is None
+
+
+@pytest.mark.parametrize("name", ["claude", "gemini"])
+async def test_count_tokens_equals_the_input_the_request_then_reports(geppetto_sim: Simulator, name: str) -> None:
+    engine = engines(geppetto_sim)[name]
+    turn = gp.Turn([gp.Block.system("You are terse."), gp.Block.user("Tell me about Paris.")])
+    counted = await engine.count_tokens(turn)
+    out = await engine.run_inference(turn)
+    assert not engine.count_is_estimate
+    assert counted == gp.events.Usage.from_dict(out.metadata["geppetto.usage@v1"]).input_tokens > 0
