@@ -25,7 +25,7 @@ def lookup(city: str) -> str:
 
 def engines(sim: Simulator) -> dict[str, Any]:
     return {
-        "responses": sim.engine("openai-responses"),
+        "responses": sim.engine("openai-responses", mode="chained"),
         "chat": ChatEngine("sim-1", "sk-test", sim.openai_url),
         "claude": ClaudeEngine("sim-1", "sk-ant-test", sim.url),
         "gemini": GeminiEngine("sim-1", "g-test", sim.url),
@@ -63,6 +63,8 @@ async def test_cost_of_a_tool_loop_is_the_sum_of_its_requests_priced_from_usage(
     assert usage.cost == pytest.approx(expected) == pytest.approx(from_usage)
     assert usage.cost == pytest.approx(sum(s["cost"]["total"] for s in stamps))
     assert usage.cost > 0
+    if name == "responses":  # chained: every request after the first sent only its delta, and was billed in full
+        assert [e.metadata.extra["responses.full"] for e in finals] == [True, False, False, False, False]
 
 
 async def test_max_requests_raises_before_the_fourth_request_with_three_steps_kept(geppetto_sim: Simulator) -> None:
@@ -300,3 +302,15 @@ async def test_count_tokens_equals_the_input_the_request_then_reports(geppetto_s
     out = await engine.run_inference(turn)
     assert not engine.count_is_estimate
     assert counted == gp.events.Usage.from_dict(out.metadata["geppetto.usage@v1"]).input_tokens > 0
+
+
+async def test_a_stream_without_usage_is_unpriced_not_free(geppetto_sim: Simulator) -> None:
+    engine = ChatEngine("sim-1", "sk-test", geppetto_sim.openai_url, stream_usage=False)
+    events: list[Event] = []
+    session = gp.Session(engine, prices=PRICES)
+    with with_sinks(events.append):
+        out = await session.run("hello")
+    final = next(e for e in events if isinstance(e, EventFinal))
+    assert final.metadata.usage is None and final.metadata.cost is None
+    assert "geppetto.usage@v1" not in out.metadata and "geppetto.cost@v1" not in out.metadata
+    assert session.usage.requests == 1 and session.usage.cost is None
