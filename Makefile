@@ -1,20 +1,33 @@
-# Two commands a new user needs: `make demo` and `make test`. Each sets itself up.
+# Two commands a new user needs: `make demo` and `make test`. Each sets itself up: the demo installs only
+# what it runs on (the `cli` extra, a dozen packages); the tests add the development tools on first use.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest setup clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
+	@echo "creating $(VENV) with $(PY)"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+
+# The demo's packages only. pip lists each package as it is collected and installed (its progress).
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing geppetto with the cli extra into $(VENV) (first run only)"
+	$(BIN)/pip install --progress-bar on --disable-pip-version-check -e '.[cli]'
+	touch $(DEMO_STAMP)
+
+# Everything the checks need: every extra, the linters, the test tools and the browser test driver.
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "installing geppetto with its development extra into $(VENV) (first run only; about 100 packages)"
+	$(BIN)/pip install --progress-bar on --disable-pip-version-check -e '.[dev]'
+	touch $(DEMO_STAMP) $(STAMP)
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/geppetto demo
 
 LINT_PATHS = $(wildcard src tests bench examples)

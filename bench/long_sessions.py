@@ -13,7 +13,8 @@ Backends, side by side in one run:
   (only in the bench venv; skipped when openai-agents is not installed).
 
 Per backend and size: time per prompt (median of the first 10 and of the last 10, and their ratio; for
-``serve`` also prompts 10-19 against 1,991-2,000), bytes on disk (the SQLite file with its WAL; PostgreSQL:
+``serve`` also prompts 10-19 against 1,991-2,000; beside them, this process's CPU time per prompt, median of
+the first and of the last 100, which a busy machine moves less than wall time), bytes on disk (the SQLite file with its WAL; PostgreSQL:
 ``pg_total_relation_size`` of the schema's tables), restore time (``await Session.restore(engine, store,
 id)``; agents: a new ``SQLiteSession`` and ``get_items()``), the memory the restored session holds
 (tracemalloc, from before the restore to after it, with the session alive) and the JSON of the final Turn
@@ -60,6 +61,8 @@ POSTGRES_URL = os.environ.get("GEPPETTO_BENCH_POSTGRES_URL", "postgresql://postg
 BACKENDS = ("sqlite", "postgres", "serve", "agents")
 WINDOW = 10
 """Prompts averaged at each end of a run."""
+CPU_WINDOW = 100
+"""Prompts whose CPU time is compared at each end of a run."""
 SERVE_EARLY, SERVE_LATE = 10, 2000
 """Issue 29: serve latency flat within 2x from the 10th to the 2,000th prompt."""
 TARGET_GROWTH, TARGET_DISK, TARGET_RESTORE, TARGET_MEMORY, TARGET_SERVE = 1.5, 3.0, 1.0, 20.0, 2.0
@@ -86,6 +89,7 @@ class Result:
     backend: str
     size: int
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     note: str = ""
     disk: int | None = None
     final_json: int | None = None
@@ -104,6 +108,15 @@ class Result:
         if first < 1 or last > len(self.times):
             return None
         return median(self.times[first - 1 : last])
+
+    def cpu_ratio(self) -> str:
+        """This process's CPU time per prompt (all its threads), median of the last ``CPU_WINDOW`` prompts
+        against the first: steadier than wall time on a shared machine (not for ``serve``, whose work is
+        in the server's process)."""
+        if self.backend == "serve" or len(self.cpu) < 2 * CPU_WINDOW:
+            return "-"
+        first, last = median(self.cpu[:CPU_WINDOW]), median(self.cpu[-CPU_WINDOW:])
+        return f"{first * 1e3:.2f} / {last * 1e3:.2f} ({last / first:.2f}x)" if first else "-"
 
     def early(self) -> float | None:
         return self.window(1, WINDOW)
@@ -128,9 +141,10 @@ async def run_prompts(result: Result, budget: Budget, one: Callable[[int], Await
     from the first prompt: imports and a server's start are not the session's cost)."""
     budget.start = time.monotonic()
     for i in range(1, result.size + 1):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await one(i)
         result.times.append(time.perf_counter() - start)
+        result.cpu.append(time.process_time() - cpu)
         if budget.left() < 0 and i < result.size:
             result.note = f"aborted after {i} prompts: over the {budget.seconds:.0f} s budget"
             return
@@ -439,11 +453,12 @@ def report(results: list[Result], budget: float) -> None:
                 "-" if r.restore is None else f"{r.restore:.3f}",
                 _mb(r.memory),
                 _ratio(r.memory, r.final_json),
+                r.cpu_ratio(),
             ]
         )
     headers = ["backend", "prompts", "run", "first 10 ms (median)", "last 10 ms", "last/first (<= 1.5x)", "disk MB"]
     headers += ["final JSON MB", "disk/JSON (<= 3x)", "restore s (< 1 s at 10,000)", "memory MB"]
-    headers += ["memory/JSON (<= 20x)"]
+    headers += ["memory/JSON (<= 20x)", "CPU ms first 100 / last 100"]
     print(table(headers, rows))
     serve = [r for r in results if r.backend == "serve" and r.times]
     if serve:

@@ -21,6 +21,7 @@ ROOTS = [
     "UpdateConversationBody",
     "CreateChatCompletionRequest",
     "CompactResponseMethodPublicBody",
+    "TokenCountsBody",
 ]
 CONVERSATION_ITEMS_BODY = "CreateConversationItemsBody"
 _DROP = frozenset({"description", "example", "examples", "x-oaiMeta", "x-oaiTypeLabel", "x-stainless-const", "title"})

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -71,6 +72,8 @@ class Profile:
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    background: bool | None = None
+    """Responses only: background responses (resumed after a broken stream, picked up by another worker)."""
     simulator: bool = False
     """Start the bundled simulator and point the engine at it."""
     limits: dict[str, Any] | None = None
@@ -116,6 +119,7 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "temperature": ((int, float), "a number such as 0.2"),
     "max_tokens": ((int,), "a whole number such as 1024"),
     "reasoning_effort": ((str,), "minimal, low, medium or high"),
+    "background": ((bool,), "true or false"),
     "simulator": ((bool,), "true or false"),
     "limits": ((dict,), "a mapping such as {max_requests: 20, max_cost: 1.5}"),
     "mcp_servers": ((list,), "a list of MCP servers: command lines, URLs or mappings"),
@@ -130,6 +134,8 @@ def _check_settings(path: Path, name: str, raw: dict[str, Any]) -> None:
         wrong_bool = isinstance(value, bool) and bool not in types
         if value is not None and (wrong_bool or not isinstance(value, types)):
             raise ConfigurationError(f"{path}: profiles.{name}.{key} is {value!r}; write {wanted}")
+    if isinstance(raw.get("base_url"), str):
+        check_base_url(raw["base_url"], f"{path}: profiles.{name}.base_url")
     if raw.get("mode") not in (None, *MODES):
         raise ConfigurationError(f"{path}: profiles.{name}.mode is {raw['mode']!r}; write {', '.join(MODES)}")
     if isinstance(raw.get("max_tokens"), int) and raw["max_tokens"] < 1:
@@ -177,9 +183,26 @@ _TOP_LEVEL = ("default", "profiles")
 
 def _unknown(path: Path, where: str, name: str, allowed: Sequence[str]) -> str:
     """The error text for an unknown key, with the allowed ones and the closest match."""
-    close = difflib.get_close_matches(name, allowed, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, allowed)
+    hint = f" (did you mean {close!r}?)" if close else ""
     return f"{path}: {where}{name!r} is not a setting{hint}; allowed: {', '.join(allowed)}"
+
+
+def closest(name: str, allowed: Sequence[str]) -> str | None:
+    """The allowed word ``name`` was most likely meant to be: two swapped letters (``modle`` for ``model``)
+    first, then the closest by spelling."""
+    close = difflib.get_close_matches(name, allowed, n=3)
+    swapped = [word for word in close if sorted(word) == sorted(name)]
+    best = swapped or close
+    return best[0] if best else None
+
+
+def check_base_url(url: str, where: str) -> None:
+    """Refuse a base URL that is not an http(s) URL with a host, naming ``where`` it came from: a usage error
+    now rather than a request that fails three times."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{where} {url!r} is not an http(s) URL; write one such as http://127.0.0.1:8765/v1")
 
 
 def load_profiles(path: Path | None = None) -> tuple[dict[str, Profile], str | None]:
@@ -247,12 +270,19 @@ def resolve_api_key(profile: Profile) -> str:
         if value := os.environ.get(name):
             return value
     wanted = " or ".join(names)
+    # A server of one's own (Ollama, vLLM, the simulator) often checks no key, but the client still sends one.
+    local = (
+        f"; for a server at {profile.base_url} that checks no key, any value will do ({names[0]}=unused)"
+        if profile.base_url
+        else ""
+    )
     if profile.name == FLAGS_PROFILE:
         raise ConfigurationError(
-            f"no API key: set {wanted}, define a profile in {profiles_path()}, or use --profile sim to run offline"
+            f"no API key: set {wanted}, define a profile in {profiles_path()}, or use --profile sim to run "
+            f"offline{local}"
         )
     raise ConfigurationError(
-        f"no API key for profile {profile.name!r}: set {wanted}, or use --profile sim to run offline"
+        f"no API key for profile {profile.name!r}: set {wanted}, or use --profile sim to run offline{local}"
     )
 
 
@@ -264,7 +294,7 @@ ENGINE_CLASSES: dict[str, tuple[str, str]] = {
     "gemini": ("geppetto.providers.gemini", "GeminiEngine"),
 }
 
-_OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort")
+_OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort", "background")
 _ALIASES = {"max_tokens": "max_output_tokens"}
 
 

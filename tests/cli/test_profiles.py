@@ -35,7 +35,7 @@ def test_profiles_file_is_read_from_the_config_dir(tmp_path: Path) -> None:
     ("text", "fragment"),
     [
         ("profiles:\n  p:\n    provider: nope\n", "use one of openai-responses"),
-        ("profiles:\n  p:\n    modle: x\n", "profiles.p.'modle' is not a setting (did you mean 'mode'?); allowed: "),
+        ("profiles:\n  p:\n    modle: x\n", "profiles.p.'modle' is not a setting (did you mean 'model'?); allowed: "),
         ("profiles: [1, 2]\n", "expected a mapping"),
         ("default: missing\nprofiles: {}\n", "default profile 'missing' is not defined"),
         ("profiles: {p: [unclosed\n", "not valid YAML at line 2; fix or remove the file"),
@@ -43,6 +43,7 @@ def test_profiles_file_is_read_from_the_config_dir(tmp_path: Path) -> None:
         ("profiles:\n  p:\n    max_tokens: lots\n", "profiles.p.max_tokens is 'lots'; write a whole number"),
         ("profiles:\n  p:\n    max_tokens: 0\n", "profiles.p.max_tokens must be at least 1"),
         ("profiles:\n  p:\n    store: 'no'\n", "profiles.p.store is 'no'; write true or false"),
+        ("profiles:\n  p:\n    background: 'yes'\n", "profiles.p.background is 'yes'; write true or false"),
         ("profiles:\n  p:\n    temperature: true\n", "profiles.p.temperature is True"),
         ("profiles:\n  p:\n    mode: chain\n", "profiles.p.mode is 'chain'; write stateless, chained, conversation"),
     ],
@@ -88,3 +89,15 @@ def test_key_comes_from_the_profile_variable_first(monkeypatch: pytest.MonkeyPat
 def test_overrides_apply_only_given_values() -> None:
     p = SIM_PROFILE.with_overrides(model="sim-2", mode=None)
     assert p == Profile(name="sim", provider="openai-responses", model="sim-2", simulator=True, mode="chained")
+
+
+def test_a_background_profile_builds_a_background_engine() -> None:
+    from geppetto.profiles import build_engine
+
+    profiles_path().write_text("profiles:\n  bg:\n    model: gpt-5.2\n    background: true\n")
+    profiles, _ = load_profiles()
+    assert profiles["bg"].background is True
+    assert build_engine(profiles["bg"], api_key="sk-test").background is True  # type: ignore[attr-defined]
+    claude = Profile(name="c", provider="anthropic", model="claude-x", background=True)
+    with pytest.raises(ConfigurationError, match="provider 'anthropic' does not take 'background'"):
+        build_engine(claude, api_key="sk-test")

@@ -36,7 +36,10 @@ def test_a_typo_in_one_profile_breaks_that_profile_only(tmp_path: Path) -> None:
     assert profiles["good"].problem is None and profiles["good"].model == "m"
     problem = profiles["bad"].problem
     assert problem is not None
-    assert "profiles.bad.'modell' is not a setting (did you mean 'model'?); allowed: api_key_env, base_url" in problem
+    assert (
+        "profiles.bad.'modell' is not a setting (did you mean 'model'?); allowed: api_key_env, background, base_url"
+        in problem
+    )
     with pytest.raises(ConfigurationError, match="did you mean 'model'"):
         build_engine(profiles["bad"], api_key="k")
 

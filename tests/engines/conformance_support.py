@@ -18,6 +18,8 @@ from anthropic.types.message_create_params import MessageCreateParamsStreaming
 from engines_support import consume
 from google.genai import types as genai
 from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+from openai.types.responses.input_token_count_params import InputTokenCountParams
+from openai.types.responses.response_compact_params import ResponseCompactParams
 from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
 from pydantic import BaseModel, TypeAdapter
 from typing_extensions import get_type_hints, is_typeddict
@@ -25,6 +27,8 @@ from typing_extensions import get_type_hints, is_typeddict
 CHAT = TypeAdapter(CompletionCreateParamsStreaming)
 CLAUDE = TypeAdapter(MessageCreateParamsStreaming)
 RESPONSES = TypeAdapter(ResponseCreateParamsStreaming)
+COMPACT = TypeAdapter(ResponseCompactParams)
+INPUT_TOKENS = TypeAdapter(InputTokenCountParams)
 
 GEMINI_REQUEST_FIELDS: dict[str, Any] = {
     # The top-level fields of a generateContent body (google-genai's models.py writes the config's
@@ -170,5 +174,9 @@ def check_sent(path: str, body: dict[str, Any]) -> None:
         check_gemini(body)
     elif path == "/v1/responses":
         check_responses(body)
+    elif path == "/v1/responses/compact":
+        check_typed(COMPACT, ResponseCompactParams, body)
+    elif path == "/v1/responses/input_tokens":
+        check_typed(INPUT_TOKENS, InputTokenCountParams, body)
     else:
         raise AssertionError(f"no request type known for {path}")

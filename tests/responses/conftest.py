@@ -27,6 +27,8 @@ def schema_for(path: str) -> str | None:
         return "CreateResponse"
     if path == "responses/compact":
         return "CompactResponseMethodPublicBody"
+    if path == "responses/input_tokens":
+        return "TokenCountsBody"
     if path == "conversations":
         return "CreateConversationBody"
     if path.startswith("conversations/") and path.endswith("/items"):

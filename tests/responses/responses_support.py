@@ -20,6 +20,7 @@ WEATHER_TOOL = {
 SCHEMAS = {
     "/v1/responses": "CreateResponse",
     "/v1/responses/compact": "CompactResponseMethodPublicBody",
+    "/v1/responses/input_tokens": "TokenCountsBody",
     "/v1/conversations": "CreateConversationBody",
 }
 

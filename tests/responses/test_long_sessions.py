@@ -186,10 +186,11 @@ async def test_openai_compaction_replays_its_item_and_chains_again(geppetto_sim:
     items = [b.payload["item"] for b in out.blocks if b.kind is BlockKind.OTHER]
     assert [i["type"] for i in items] == ["compaction"] and items[0]["encrypted_content"]
     assert out.blocks[0].text == "Check the weather in 120 cities."  # the user message the API keeps
-    for request in compacts:  # each compact request is spec-shaped and holds no half pair
-        calls = {i["call_id"] for i in request.body["input"] if i.get("type") == "function_call"}
-        outputs = {i["call_id"] for i in request.body["input"] if i.get("type") == "function_call_output"}
-        assert calls == outputs
+    for request in compacts:  # by reference: a stored response of the chain, and at most the blocks after it
+        assert request.body["previous_response_id"] in sim.state.responses
+        assert {i.get("type") for i in request.body.get("input", [])} <= {"function_call_output"}
+    # a /responses/compact id is never chained on: every parent a request names is a stored response
+    assert all(r.body["previous_response_id"] in sim.state.responses for r in posts if "previous_response_id" in r.body)
     assert_valid_requests(sim)
 
 

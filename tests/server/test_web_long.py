@@ -41,9 +41,10 @@ def _rows_from(reads: list[tuple[str, int]], table: str) -> int:
 async def _history_totals(path: Path, session_id: str) -> dict[str, Any]:
     """The totals as the dashboard computed them before summaries were kept: from every snapshot and event."""
     with open_store(str(path)) as store:
-        return session_totals(
-            await store.load_session(session_id), await store.load_events(session_id), session_id=session_id
-        )
+        snapshots = await store.load_session(session_id)
+        totals = session_totals(snapshots, await store.load_events(session_id), session_id=session_id)
+    first = next((b.text for b in snapshots[0].blocks if b.role == "user"), "")
+    return {**totals, "first_prompt": first}  # the dashboard names a session by its first prompt
 
 
 def test_a_long_session_costs_the_dashboard_and_the_inspector_the_same_at_30_and_300_prompts(

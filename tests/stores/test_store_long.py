@@ -18,6 +18,7 @@ from store_support import query
 import geppetto as gp
 from geppetto.session import MemoryTurnStore, Session
 from geppetto.session.stores import SQLiteTurnStore, open_store
+from geppetto.session.stores._schema import SCHEMA_VERSION
 from geppetto.testing import ScriptedEngine
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn, turn_to_dict
 
@@ -185,7 +186,7 @@ async def test_a_schema_3_store_migrates_and_loses_nothing(tmp_path: Path) -> No
         session = await Session.restore(ScriptedEngine([Block.llm_text("more")]), store, "chat-1")
         out = await session.run("go on")
         assert [b.text for b in out.blocks][-2:] == ["go on", "more"]
-    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(5,)]
+    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(SCHEMA_VERSION,)]
     assert query(str(path), "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'blocks'") == [(0,)]
 
 

@@ -12,6 +12,7 @@ from store_support import query
 from geppetto.events import EventError, EventFinal, EventMetadata, EventTextDelta
 from geppetto.session import Session
 from geppetto.session.stores import SQLiteTurnStore, open_store
+from geppetto.session.stores._schema import SCHEMA_VERSION
 from geppetto.testing import ScriptedEngine
 from geppetto.turns import Block
 from geppetto.web import session_totals
@@ -92,5 +93,5 @@ async def test_a_migrated_store_has_the_summaries_of_its_history(tmp_path: Path)
         await session.run("go on")
         (kept,) = [s for s in (await store.session_summaries())[0] if s.session_id == "chat-1"]
         assert kept.totals == await _from_history(store, "chat-1")
-    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(5,)]
+    assert query(str(path), "SELECT max(version) FROM geppetto_schema") == [(SCHEMA_VERSION,)]
     assert json.loads(query(str(path), "SELECT totals FROM session_summaries")[0][0])["requests"] == 4

@@ -22,7 +22,7 @@ from geppetto.session.stores import (
     default_store_path,
     open_store,
 )
-from geppetto.session.stores._schema import MIGRATIONS
+from geppetto.session.stores._schema import MIGRATIONS, SCHEMA_VERSION
 from geppetto.testing import ScriptedEngine
 from geppetto.turns import (
     BLOCK_META_INFERENCE_ID,
@@ -295,7 +295,9 @@ async def test_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         await store.save_snapshot("old", sample_turn(8), events=_events("z"))
         assert len(await store.load_session("old")) == 2
         assert [e.type for e in await store.load_events("old")] == ["text_delta", "final"]
-    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [(1,), (2,), (3,), (4,), (5,)]
+    assert query(str(path), "SELECT version FROM geppetto_schema ORDER BY version") == [
+        (n,) for n in range(1, SCHEMA_VERSION + 1)
+    ]
 
 
 def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

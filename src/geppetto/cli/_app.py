@@ -1,4 +1,4 @@
-"""The ``geppetto`` command: run, chat, inspect, simulate, serve, demo, profiles, sessions."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, serve, models, demo, profiles, sessions."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
 from ..turns import load_turn
-from ._guard import fail, guarded
+from ._guard import fail, guarded, port_in_use, run_app
 from ._runtime import EngineSettings, stdout_console
 from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
-    help="Run LLM inference through geppetto's provider-agnostic Turn model.",
+    help="Run LLM inference through geppetto's provider-agnostic Turn model. New here? Try `geppetto demo` "
+    '(offline, no key needed), then `geppetto run --profile sim "Hello"`.',
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: a switch shows as `--with-tools`, not as an option taking a <bool>
@@ -50,6 +51,9 @@ LimitsOpt = Annotated[
         "max_output_tokens, max_total_tokens, allow_unpriced=true); default: the profile's `limits`.",
     ),
 ]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Log what geppetto decides (requests, anchors, fallbacks) to stderr.")
+]
 McpOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -73,8 +77,18 @@ def _root(
         bool,
         typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
     ] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """geppetto: one Turn model for every provider. Try `geppetto demo`, or `geppetto run --profile sim "Hi"`."""
+    _verbose(verbose)
+
+
+def _verbose(on: bool) -> None:
+    """``--verbose`` (before the command or after it): geppetto's log on stderr, set up once."""
+    if on:
+        from ._runtime import verbose_log
+
+        verbose_log()
 
 
 @app.command()
@@ -95,9 +109,12 @@ def run(
     mcp: McpOpt = None,
     usage: UsageOpt = False,
     limits: LimitsOpt = None,
+    verbose: VerboseOpt = False,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
+
+    _verbose(verbose)
 
     options = RunOptions(
         settings=EngineSettings(profile, provider, model, base_url, mode),
@@ -135,11 +152,14 @@ def chat(
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
     usage: UsageOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
 
     Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
+
+    _verbose(verbose)
 
     if sum((resume is not None, session is not None, continue_last)) > 1:
         fail("--resume, --session and --continue each pick the conversation to continue; give one of them")
@@ -208,7 +228,7 @@ def simulate(
                 time.sleep(3600)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            fail(f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)")
+            fail(port_in_use(host, port))
         fail(f"cannot listen on {host}:{port}: {exc.strerror}")
     except KeyboardInterrupt:
         print("simulator stopped", file=sys.stderr)
@@ -295,6 +315,21 @@ def serve(
 
 
 @app.command()
+def models(
+    profile: ProfileOpt = None,
+    provider: ProviderOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """The models each profile's provider offers (its list endpoint); --profile or --provider for one."""
+    from ._models import profile_models, render_models
+
+    every = profile is None and provider is None and base_url is None
+    rows = guarded(lambda: profile_models(EngineSettings(profile, provider, None, base_url), every=every))
+    render_models(rows, json_out=json_out)
+
+
+@app.command()
 def demo() -> None:
     """Offline: a chained conversation with tool calls against the simulator, then the bytes each mode sends."""
     from ._demo import run_demo
@@ -346,4 +381,4 @@ def _key_status(p: Any) -> str:
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    run_app(app)

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 
 from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
 from ..engine import Handler
-from ..events import Event, EventStart
 from ..middleware import Middleware
 from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
+from ..web._report import plural
 from ._demo_tools import demo_registry
 from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
@@ -37,6 +34,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._terminal import START_ONE, Spinner, read_line, spinning
 from ._usage import format_cost, usage_line
 
 __all__ = ["HELP", "ChatRepl"]
@@ -82,44 +80,6 @@ def _print_notes() -> None:
     _PENDING_NOTES.clear()
 
 
-class _Spinner:
-    """Until the first token, an elapsed-time indicator after ``assistant> `` on a terminal (nothing when
-    stdout is piped). It clears itself inside the event sink, before the first text is printed."""
-
-    FRAMES = "|/-\\"
-
-    def __init__(self, out: Any) -> None:
-        self.out = out
-        self.enabled = bool(getattr(out, "isatty", lambda: False)())
-        self.waiting = False
-        self.width = 0
-
-    async def run(self) -> None:
-        self.waiting = True
-        start = time.monotonic()
-        for tick in itertools.count():
-            await asyncio.sleep(0.25)
-            elapsed = time.monotonic() - start
-            if not self.waiting:
-                return
-            if elapsed >= 1:
-                text = f"{self.FRAMES[tick % 4]} {elapsed:.0f}s"
-                self.out.write(f"\r{ANSWER}{text}")
-                self.out.flush()
-                self.width = len(text)
-
-    def sink(self, event: Event) -> None:
-        if self.waiting and not isinstance(event, EventStart):
-            self.stop()
-
-    def stop(self) -> None:
-        self.waiting = False
-        if self.width:
-            self.out.write(f"\r{ANSWER}{' ' * self.width}\r{ANSWER}")
-            self.out.flush()
-            self.width = 0
-
-
 ANSWER = "assistant> "
 
 
@@ -155,7 +115,7 @@ class ChatRepl:
         self.opened: Opened | None = None
         self.session: Session | None = None
         self._handle: ExecutionHandle | None = None
-        self.spinner = _Spinner(sys.stdout)
+        self.spinner = Spinner(sys.stdout, ANSWER)
         self.commands: dict[str, Callable[[str], bool]] = {
             "/save": self._save,
             "/load": self._load,
@@ -220,16 +180,15 @@ class ChatRepl:
         wanted = self.session_id
         if self.continue_last:
             if not infos:
-                print(f"no saved session in {store.location} to continue; starting a new one")
-            else:
-                wanted = max(infos, key=lambda i: i.updated_at or 0.0).session_id
+                raise UsageError(f"nothing to continue: no saved session in {store.location}; {START_ONE}")
+            wanted = max(infos, key=lambda i: i.updated_at or 0.0).session_id
         if wanted is None:
             return None, None
         wanted = await store.resolve_session(wanted)  # a unique prefix of the id is enough
         latest = await store.load_latest(wanted)  # the latest snapshot alone, whatever the history's length
         if latest is None:
             raise UsageError(f"no session {wanted!r} in {store.location}; list them with `geppetto sessions list`")
-        print(f"continuing session {wanted} ({len(latest.blocks)} blocks)")
+        print(f"continuing session {wanted} ({plural(len(latest.blocks), 'block')})")
         return latest, wanted
 
     def run(self) -> None:
@@ -259,7 +218,7 @@ class ChatRepl:
         interrupted = False  # the last thing at the prompt was a Ctrl-C
         while True:
             try:
-                line = input(PROMPT).strip()
+                line = read_line(PROMPT)
             except EOFError:
                 print()
                 return
@@ -298,21 +257,14 @@ class ChatRepl:
             print(f"{self.resume} does not exist yet; starting a new conversation, saved there after each answer")
             return None
         turn = load_turn(self.resume)
-        print(f"resumed {len(turn.blocks)} blocks from {self.resume}")
+        print(f"resumed {plural(len(turn.blocks), 'block')} from {self.resume}")
         return turn
 
     async def _infer(self, text: str) -> Turn:
         assert self.session is not None
         self.session.prompt(text)
         self._handle = self.session.start_inference()
-        if not self.spinner.enabled:
-            return await self._handle.wait()
-        ticking = asyncio.ensure_future(self.spinner.run())
-        try:
-            return await self._handle.wait()
-        finally:
-            self.spinner.stop()
-            ticking.cancel()
+        return await spinning(self.spinner, self._handle.wait())
 
     async def _settle(self) -> None:
         # Ctrl-C cancelled only the waiter; stop the inference itself and let it unwind.
@@ -378,7 +330,7 @@ class ChatRepl:
         else:
             check_turn_target(Path(arg))
             save_turn(Path(arg), turn)
-            print(f"saved {len(turn.blocks)} blocks to {arg}")
+            print(f"saved {plural(len(turn.blocks), 'block')} to {arg}")
         return True
 
     def _load(self, arg: str) -> bool:
@@ -387,7 +339,7 @@ class ChatRepl:
             return True
         turn = load_turn(Path(arg))
         self.session = self._new_session(turn)
-        print(f"loaded {len(turn.blocks)} blocks from {arg}; the next prompt continues it")
+        print(f"loaded {plural(len(turn.blocks), 'block')} from {arg}; the next prompt continues it")
         self._where()
         return True
 

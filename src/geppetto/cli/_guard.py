@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -10,7 +11,7 @@ import typer
 
 from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError, UsageError
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text", "port_in_use", "run_app"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -38,8 +39,39 @@ def guarded(action: Callable[[], T]) -> T:
         fail(os_error_text(exc), 1)
 
 
+def port_in_use(host: str, port: int) -> str:
+    """The one line for a port another program listens on (``simulate`` and ``serve`` say the same)."""
+    return f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)"
+
+
 def os_error_text(exc: OSError) -> str:
     """``REASON: PATH`` for a failed file operation, naming the path the user gave (not a temporary one)."""
     path = exc.filename2 if exc.filename2 is not None else exc.filename
     reason = exc.strerror or str(exc)
     return f"{reason}: {path}" if path is not None else reason
+
+
+def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
+    """Run the command line; a mistyped flag or command is one ``error:`` line naming the help to read, exit 2
+    (click's own report is four lines). Help asked for by giving no arguments is shown as it is."""
+    # click's exceptions, wherever this typer takes click from (newer releases carry their own copy)
+    errors = importlib.import_module(typer.BadParameter.__module__)
+    no_args = getattr(errors, "NoArgsIsHelpError", ())
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=args, prog_name="geppetto", standalone_mode=False)
+    except no_args as exc:
+        print(exc.format_message(), file=sys.stderr)
+        code = EXIT_USAGE
+    except errors.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "geppetto"
+        message = " ".join(exc.format_message().split()).rstrip(".")
+        print(f"error: {message[:1].lower()}{message[1:]} (see '{where} --help')", file=sys.stderr)
+        code = EXIT_USAGE
+    except errors.ClickException as exc:
+        print(f"error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        code = exc.exit_code
+    except (typer.Abort, getattr(errors, "Abort", typer.Abort)):
+        print("\ninterrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    sys.exit(code if isinstance(code, int) else 0)

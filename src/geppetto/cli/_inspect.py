@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_PROVIDER, Turn
-from ..web._report import ChainedPlan, chained_plan, describe, request_marks, turn_report
+from ..web._report import ChainedPlan, chained_plan, describe, next_mode, plural, request_marks, turn_report
 
 __all__ = ["ChainedPlan", "chained_plan", "describe", "render_turn", "turn_report"]
 
@@ -50,14 +50,20 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
     if not _chains(turn):
         provider = TURN_META_PROVIDER.get(turn.metadata)
         console.print(f"the last answer came from {provider}, which does not chain: every request sends the whole Turn")
+    elif (conversation := next_mode(turn)["conversation"]) is not None:
+        # conversation mode names the server conversation, never a previous_response_id
+        console.print(
+            f"next request (conversation mode): conversation={conversation}, sends {len(plan.sent_ids)} of "
+            f"{plural(len(turn.blocks), 'block')}"
+        )
     elif plan.anchor is None:
         console.print(
-            f"no valid anchor ({plan.reason}): a chained request sends all {len(turn.blocks)} blocks, "
+            f"no valid anchor ({plan.reason}): a chained request sends all {plural(len(turn.blocks), 'block')}, "
             "without previous_response_id"
         )
     else:
         console.print(
             f"chained request: previous_response_id={plan.anchor}, sends {len(plan.sent_ids)} of "
-            f"{len(turn.blocks)} blocks"
+            f"{plural(len(turn.blocks), 'block')}"
         )
     return plan

@@ -23,6 +23,7 @@ from ._runtime import (
     open_engine,
     text_printer,
 )
+from ._terminal import Spinner, spinning
 from ._usage import usage_line
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
@@ -80,9 +81,13 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
             limits = UsageLimits.parse(options.limits) if options.limits else profile.usage_limits()
-            session = Session(opened.engine, tools=tools, middlewares=chain, sinks=sinks, limits=limits)
+            # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
+            spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
+            session = Session(
+                opened.engine, tools=tools, middlewares=chain, sinks=[spinner.sink, *sinks], limits=limits
+            )
             try:
-                return await session.run(prompt)
+                return await spinning(spinner, session.run(prompt))
             finally:
                 if options.usage:
                     Console(stderr=True).print(f"[dim]usage: {usage_line(session.usage.to_dict())}[/dim]")

@@ -17,7 +17,15 @@ from .._exceptions import ConfigurationError, UsageError
 from ..engine import Engine, Handler
 from ..events import Event, EventError, EventFinal, EventSink, EventTextDelta, TextPrinter
 from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
-from ..profiles import FLAGS_PROFILE, PROVIDERS, Profile, build_engine, load_profiles, resolve_api_key
+from ..profiles import (
+    FLAGS_PROFILE,
+    PROVIDERS,
+    Profile,
+    build_engine,
+    check_base_url,
+    load_profiles,
+    resolve_api_key,
+)
 from ..tools import ToolRegistry
 from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn, turn_meta_key
 
@@ -33,6 +41,7 @@ __all__ = [
     "stdout_console",
     "text_printer",
     "uppercase_middleware",
+    "verbose_log",
 ]
 
 SIM_API_KEY = "sk-sim"
@@ -95,6 +104,8 @@ def choose_profile(settings: EngineSettings) -> Profile:
     """
     if settings.provider is not None and settings.provider not in PROVIDERS:
         raise ConfigurationError(f"unknown provider {settings.provider!r}; use one of {', '.join(PROVIDERS)}")
+    if settings.base_url is not None:
+        check_base_url(settings.base_url, "--base-url")
     profiles, default = load_profiles()
     name = settings.profile or default
     if name is None:
@@ -195,18 +206,34 @@ def cli_middlewares(*, system: str | None, with_logging: bool, with_uppercase: b
     return chain
 
 
+def verbose_log() -> None:
+    """``--verbose``: every geppetto log record from DEBUG up on stderr, one line each, with its logger."""
+    logger = logging.getLogger("geppetto")
+    if any(getattr(h, "geppetto_verbose", False) for h in logger.handlers):
+        return  # given twice (geppetto -v run -v)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.geppetto_verbose = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+
 def stdout_console(width: int = 160) -> Console:
     """A console for stdout: the terminal's width, or ``width`` columns when piped (so tables are not squeezed)."""
     return Console() if sys.stdout.isatty() else Console(width=width)
 
 
 def check_turn_target(path: Path, what: str = "the turn file") -> None:
-    """Refuse, before any work is done, a place a turn file cannot be written: a folder, or a file in a
-    folder that does not exist."""
+    """Refuse, before any work is done, a place a turn file cannot be written: a folder (a usage error, exit 2),
+    or a file in a folder that does not exist (a file that cannot be written, exit 1, as the README says)."""
     if path.is_dir():
         raise UsageError(f"{what} {str(path)!r} is a folder; give a file path such as {str(path / 'turn.yaml')!r}")
     if not path.parent.is_dir():
-        raise UsageError(f"cannot write {what} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
+        raise FileNotWritable(f"cannot write {what} {str(path)!r}: the folder {str(path.parent)!r} does not exist")
+
+
+class FileNotWritable(OSError):
+    """A file the command was asked to write cannot be written (exit 1, like any failed write)."""
 
 
 def text_printer(stream: IO[str], *, text: bool = True) -> EventSink:

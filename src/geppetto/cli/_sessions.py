@@ -17,6 +17,7 @@ from .._exceptions import UsageError
 from ..session import TURN_META_SESSION_USAGE
 from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
+from ..web._report import plural
 from ._guard import fail, guarded
 from ._inspect import render_turn
 from ._runtime import stdout_console
@@ -211,7 +212,7 @@ def sessions_export(
     _full, turn = with_store(store, lambda s: _snapshot(s, session_id, snapshot))
     if output is not None:
         save_turn(output, turn)
-        print(f"wrote {len(turn.blocks)} blocks to {output}", file=sys.stderr)
+        print(f"wrote {plural(len(turn.blocks), 'block')} to {output}", file=sys.stderr)
     else:
         sys.stdout.write(dumps_json(turn) + "\n" if json_out else dumps_yaml(turn))
 

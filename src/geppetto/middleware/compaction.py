@@ -1,8 +1,9 @@
 """History compaction: when a Turn grows past a size, its older blocks are replaced by a summary.
 
 ``compaction(compactor, max_blocks=..., max_tokens=..., keep_last=...)`` runs before every model call
-it wraps. When the Turn holds more than ``max_blocks`` blocks or, by ``estimate``, more than
-``max_tokens`` tokens, the blocks between the system blocks at the head and the last ``keep_last``
+it wraps. When the Turn holds more than ``max_blocks`` blocks or more than ``max_tokens`` tokens (as
+the engine counts them when it can, e.g. the Responses engine's ``count_tokens``; else by ``estimate``),
+the blocks between the system blocks at the head and the last ``keep_last``
 steps go to ``compactor`` and are replaced by what it returns. A *step* starts at a user block or at
 the first block of a run of model output (text, tool calls, reasoning); the cut never separates a tool
 call from its result (it moves back until none crosses it) and never leaves reasoning without the
@@ -133,29 +134,43 @@ def compaction(
     max_tokens: int | None = None,
     keep_last: int = 4,
     estimate: Callable[[Sequence[Block]], int] = estimate_tokens,
+    engine: Any = None,
 ) -> Middleware:
     """Replace the Turn's older blocks by ``compactor``'s summary whenever it passes ``max_blocks`` blocks
-    or ``max_tokens`` estimated tokens, keeping the system blocks and the last ``keep_last`` steps."""
+    or ``max_tokens`` tokens, keeping the system blocks and the last ``keep_last`` steps.
+
+    Tokens are counted by the engine when it can count them (an engine with ``count_tokens(turn)``, such
+    as the Responses engine's ``POST /responses/input_tokens``): ``engine`` names it, and a compactor
+    that is such an engine's bound method (``engine.compact``) names its engine; else ``estimate``."""
     if max_blocks is None and max_tokens is None:
         raise UsageError("compaction(...) needs a size to compact at: pass max_blocks=N or max_tokens=N")
     if keep_last < 1:
         raise UsageError("keep_last must be at least 1: the latest step is what the model answers")
     name = getattr(compactor, "__qualname__", None) or type(compactor).__name__
+    counter = _token_counter(engine if engine is not None else getattr(compactor, "__self__", None))
 
-    def too_big(turn: Turn) -> bool:
+    async def too_big(turn: Turn) -> bool:
         if max_blocks is not None and len(turn.blocks) > max_blocks:
             return True
-        return max_tokens is not None and estimate(turn.blocks) > max_tokens
+        if max_tokens is None:
+            return False
+        tokens = await counter(turn) if counter is not None else estimate(turn.blocks)
+        return tokens > max_tokens
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
-            if too_big(turn):
+            if await too_big(turn):
                 await compact(turn, compactor, keep_last=keep_last, name=name)
             return await next_handler(turn)
 
         return handler
 
     return middleware
+
+
+def _token_counter(engine: Any) -> Callable[[Turn], Awaitable[int]] | None:
+    count = getattr(engine, "count_tokens", None)
+    return count if callable(count) else None
 
 
 async def compact(turn: Turn, compactor: Compactor, *, keep_last: int, name: str = "") -> bool:

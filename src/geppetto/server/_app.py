@@ -512,9 +512,10 @@ def build_app(
         """A session's totals from the summary its store kept; a session without an event log has its
         requests inferred from its latest snapshot (that one snapshot is read)."""
         if kept.events and kept.totals is not None:
-            return {"session_id": kept.session_id, "totals": kept.totals}
+            return {"session_id": kept.session_id, "first_prompt": kept.first_prompt, "totals": kept.totals}
         latest = await store.load_latest(kept.session_id)
-        return web.session_totals([latest] if latest is not None else [], session_id=kept.session_id)
+        totals = web.session_totals([latest] if latest is not None else [], session_id=kept.session_id)
+        return {**totals, "first_prompt": kept.first_prompt}
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(keyed=bool(api_key)))

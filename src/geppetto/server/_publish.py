@@ -92,9 +92,12 @@ class Publisher:
         box = self._outboxes.get(topic)
         return len(box.entries) if box is not None else 0
 
-    async def publish(self, topic: str, data: dict[str, Any]) -> str | None:
-        """Publish ``data`` to ``topic``: its id, or None when it waits in the outbox (the broker failed)."""
-        entry = _Entry(data)
+    async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str | None:
+        """Publish ``data`` to ``topic``: its id, or None when it waits in the outbox (the broker failed).
+
+        ``key``: the event's own idempotency key (see :meth:`EventBus.publish`), when the caller may publish
+        it again from another process; a fresh one by default."""
+        entry = _Entry(data) if key is None else _Entry(data, key)
         box = self._outboxes.get(topic)
         if box is None:
             try:

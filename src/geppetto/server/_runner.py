@@ -17,10 +17,13 @@ from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
+from ..providers.openai_responses._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
 from ..session import ExecutionHandle, Session, UsageLimits
-from ..session.stores import SessionLease, SQLTurnStore
+from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore
+from ..session.stores._background import BackgroundRecord
 from ..tools import ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
+from ._background import Created, Follow, Published, pending_for, record_of
 from ._metrics import server_metrics
 from ._publish import Publisher
 
@@ -31,6 +34,8 @@ log = logging.getLogger("geppetto.server")
 RUN_STARTED = "run_started"
 RUN_FINISHED = "run_finished"
 CANCEL_REQUESTED = "cancel_requested"
+HANDED_OVER = "handed_over"
+"""The end of an inference a stopping worker leaves running: its background response goes on server-side."""
 CONTROL_TOPIC = "geppetto-control"
 """The bus topic every worker listens on for cancels of inferences another worker runs."""
 SWEEP_INTERVAL = 10.0
@@ -65,6 +70,7 @@ class _Running:
     reason: str | None = None  # why it was cancelled, when not by a request
     lease: SessionLease | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    resume: BackgroundRecord | None = None  # the background response a worker that died was reading
 
 
 @dataclass
@@ -209,7 +215,17 @@ class Runner:
                 f"POST /api/sessions/{session_id}/cancel"
             )
         try:
-            await self._settle_stale(session_id)
+            picked = await self._settle_stale(session_id, lease)
+        except BaseException:
+            await lease.release()
+            raise
+        if picked is not None:  # the lease went with the inference this worker now finishes
+            raise Busy(
+                f"session {session_id} is finishing inference {picked}, which a worker that stopped was running "
+                f"(its background response goes on); wait for its {RUN_FINISHED} event or "
+                f"POST /api/sessions/{session_id}/cancel"
+            )
+        try:
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
             inference_id = new_id()
@@ -229,10 +245,17 @@ class Runner:
         task.add_done_callback(self._tasks.discard)
         return Started(session_id, inference_id, after)
 
-    async def _settle_stale(self, session_id: str) -> None:
-        """Inferences recorded as running while nobody holds the session's lease: their worker died."""
+    async def _settle_stale(self, session_id: str, lease: SessionLease) -> str | None:
+        """Inferences recorded as running while nobody holds the session's lease: their worker died. One that
+        was reading a background response is picked up (holding ``lease``; its id is returned), the others
+        are settled."""
+        picked = None
         for record in await self.store.inferences(session_id, status="running"):
-            await self._settle(record.session_id, record.inference_id, record.worker)
+            if picked is None and await self._pick_up(record, lease):
+                picked = record.inference_id
+            else:
+                await self._settle(record.session_id, record.inference_id, record.worker)
+        return picked
 
     async def _settle(self, session_id: str, inference_id: str, worker: str | None) -> None:
         reason = f"the worker running it ({worker}) stopped before it ended"
@@ -279,29 +302,67 @@ class Runner:
         for record in await self.store.running_inferences():
             if record.session_id in self._running:
                 continue
-            probe = await self.store.try_lock(record.session_id)
+            probe: SessionLease | None = await self.store.try_lock(record.session_id)
             if probe is None:  # its worker runs it
                 continue
             try:
-                if seen.get(record.session_id) == record.inference_id:
-                    await self._settle(record.session_id, record.inference_id, record.worker)
-                else:
+                if seen.get(record.session_id) != record.inference_id:
                     self._stale_seen[record.session_id] = record.inference_id
+                elif await self._pick_up(record, probe):
+                    probe = None  # the picked-up inference holds the session now
+                else:
+                    await self._settle(record.session_id, record.inference_id, record.worker)
             finally:
-                await probe.release()
+                if probe is not None:
+                    await probe.release()
+
+    async def _pick_up(self, record: InferenceRecord, lease: SessionLease) -> bool:
+        """Go on with an inference whose worker died while it read a background response: from the Turn
+        and the cursor that worker recorded (see ``_background``). False when it read none."""
+        found = await record_of(self.store, record.session_id, record.inference_id)
+        if found is None:
+            return False
+        settings = await self.settings(record.session_id)
+        log.warning(
+            "inference %s of session %s: its worker (%s) stopped while it read background response %s; "
+            "picking it up after sequence number %d",
+            record.inference_id,
+            record.session_id,
+            record.worker,
+            found.response_id,
+            found.cursor,
+        )
+        running = self._running[record.session_id] = _Running(record.inference_id, lease=lease, resume=found)
+        task = asyncio.get_running_loop().create_task(
+            self._run(record.session_id, record.prompt or "", settings, running, lease)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
 
     async def _run(
         self, session_id: str, text: str, settings: dict[str, Any], running: _Running, lease: SessionLease
     ) -> None:
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        follow = Follow(queue, running.inference_id, lambda: running.cancelled and running.reason is None)
+        published = Published(self.store, session_id, running.inference_id)
 
         def sink(event: Event) -> None:
-            queue.put_nowait(event.to_dict())
+            queue.put_nowait((event.to_dict(), *follow.key()))
 
         async def pump() -> None:
+            skip_start = running.resume is not None  # the dead worker published the engine's start
             while (item := await queue.get()) is not None:
-                item["inference_id"] = running.inference_id
-                await self.publisher.publish(session_id, item)
+                if isinstance(item, Created):
+                    await published.created(item)
+                    continue
+                data, key, cursor = item
+                if skip_start and data.get("type") == "start":
+                    skip_start = False
+                    continue
+                data["inference_id"] = running.inference_id
+                await self.publisher.publish(session_id, data, key=key)
+                await published.published(cursor)
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
@@ -309,7 +370,13 @@ class Runner:
         unsaved: Turn | None = None
         try:
             session = await self._session(session_id, settings, sink)
-            session.prompt(text)
+            if running.resume is None:
+                session.prompt(text)
+            else:
+                await published.picked_up(running.resume)
+                session.append(running.resume.turn)
+                PENDING_RESPONSE.set(pending_for(running.resume))
+            BACKGROUND_OBSERVER.set(follow)  # the inference's task starts with this context
             running.handle = session.start_inference(inference_id=running.inference_id)
             if running.cancelled:
                 running.handle.cancel()
@@ -320,6 +387,8 @@ class Runner:
             status, error = "cancelled", running.reason or "cancelled by a request"
         except asyncio.CancelledError:
             status, error = "cancelled", "the server shut down"
+            if published.response_id and not running.cancelled:
+                status = HANDED_OVER  # its background response goes on: another worker picks the inference up
             raise
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
@@ -346,7 +415,9 @@ class Runner:
             server_metrics.count("inferences_failed", type(exc).__name__)
         finally:
             queue.put_nowait(None)
-            await asyncio.shield(self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved))
+            await asyncio.shield(
+                self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved, published)
+            )
 
     async def _finish(
         self,
@@ -358,9 +429,20 @@ class Runner:
         error: str | None,
         turn_id: str | None,
         unsaved: Turn | None = None,
+        published: Published | None = None,
     ) -> None:
         try:
             await pumping
+            if status == HANDED_OVER:
+                log.warning(
+                    "inference %s of session %s left running as this worker stops: its background response goes "
+                    "on, and another worker's sweep picks the inference up",
+                    running.inference_id,
+                    session_id,
+                )
+                return
+            if published is not None:
+                await published.forget()
             try:
                 await self.store.end_inference(session_id, running.inference_id, status, error)
             except Exception:  # readers still get run_finished; the next sweep records the end
@@ -425,8 +507,13 @@ class Runner:
         return session
 
     async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:
-        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest."""
-        self._hot[session_id] = _Hot(await self.store.latest_seq(session_id), settings, session)
+        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest
+        (which the store remembers, so no query is needed)."""
+        known = getattr(self.store, "known_seq", None)
+        seq = known(session_id) if known is not None else None
+        self._hot[session_id] = _Hot(
+            seq if seq is not None else await self.store.latest_seq(session_id), settings, session
+        )
         if len(self._hot) > HOT_SESSIONS:
             del self._hot[next(iter(self._hot))]
 

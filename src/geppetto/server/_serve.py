@@ -3,14 +3,19 @@ settings, passed in an environment variable)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import ipaddress
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import socket
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .._exceptions import UsageError
 from .._redact import redact_url
+from ..cli._guard import port_in_use
 from ..cli._runtime import EngineSettings, choose_profile
 from ..session import UsageLimits
 from ._logging import LOG_FORMATS, LOG_LEVELS, configure_logging
@@ -106,15 +111,53 @@ def app_from_env() -> Any:
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port another program holds, before anything is printed (uvicorn would report it as a raw
+    ``Errno 98`` after our "serve on" line). The socket is bound as uvicorn binds it, then released."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UsageError(port_in_use(host, port)) from None
+            raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _shared_simulator(options: ServeOptions) -> Iterator[ServeOptions]:
+    """Several workers and a simulator profile: one simulator, run here, that every worker's engine talks
+    to, so a chain started on one worker continues on another (a simulator per worker would not know the
+    other's responses). One worker keeps its simulator in-process."""
+    profile = choose_profile(options.engine)
+    if options.workers == 1 or not profile.simulator or profile.base_url:
+        yield options
+        return
+    from ..simulator import serve as run_simulator
+
+    with run_simulator() as sim:
+        url = sim.openai_url if profile.provider.startswith("openai") else sim.url
+        yield replace(options, engine=replace(options.engine, base_url=url))
+
+
 def serve(options: ServeOptions, api_key: str | None) -> None:
     """Run until SIGINT/SIGTERM. Settings are checked (and the profile chosen) before anything listens."""
-    import uvicorn
-
     check(options, api_key)
     if options.limits:
         UsageLimits.parse(options.limits)  # a wrong limit fails here, before anything listens
     configure_logging(options.log_level, options.log_format, worker=f"serve:{os.getpid()}")
     choose_profile(options.engine)
+    check_port(options.host, options.port)
+    with _shared_simulator(options) as shared:
+        _run(shared, api_key)
+
+
+def _run(options: ServeOptions, api_key: str | None) -> None:
+    import uvicorn
+
     os.environ[CONFIG_VARIABLE] = json.dumps(asdict(options))
     if api_key:
         os.environ[KEY_VARIABLE] = api_key

@@ -14,11 +14,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import _anthropic, _chat, _conversations, _gemini, _openai
+from . import _anthropic, _background, _chat, _conversations, _gemini, _openai
 from ._call import Call, Handler
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
+from ._models_list import list_gemini_models, list_models
+from ._openai_count import count_input_tokens
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -134,9 +136,11 @@ class _Dropped(Exception):
 
 
 def endpoint(
-    state: SimState, api: str, handler: Handler, *, generation: bool = False, max_body: int
+    state: SimState, api: str, handler: Handler, *, generation: bool = False, max_body: int, bodyless: bool = False
 ) -> Callable[[Request], Awaitable[Any]]:
-    """Wrap an API handler: record the request, check auth, parse the body, apply faults, render errors."""
+    """Wrap an API handler: record the request, check auth, parse the body, apply faults, render errors.
+
+    ``bodyless``: a POST that may come without a body (``/responses/{id}/cancel``)."""
 
     async def run(request: Request) -> Any:
         raw, size = await _read_body(request, max_body)
@@ -147,7 +151,7 @@ def endpoint(
                     413, f"Request body is {size} bytes; the limit is {max_body} bytes. Send a smaller request."
                 )
             _check_auth(api, request)
-            body = _parse(api, raw, request.method)
+            body = None if bodyless and not raw else _parse(api, raw, request.method)
             fault = _fault(state, request) if generation else None
             if fault is not None:
                 if fault.forget:
@@ -174,7 +178,7 @@ def _fault(state: SimState, request: Request) -> Fault | None:
 
 
 def _with_fault(app: ASGIApp, fault: Fault | None, state: SimState) -> ASGIApp:
-    if fault is None or isinstance(app, SSEStream):
+    if fault is None or isinstance(app, (SSEStream, _background.RunStream)):  # streams apply their own faults
         return app
     if fault.drop_after is not None or fault.stall_after is not None:
         return _Cut(app, fault, state)
@@ -218,21 +222,44 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(api, SimError(status, f"Invalid URL ({request.method} {path})"))
 
 
+def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitable[Any]]:
+    """GET /v1/models is OpenAI's, Anthropic's and Gemini's v1 path: Anthropic's version header or Gemini's
+    key (header or ``key`` parameter) picks that API's key check and shape; else OpenAI's."""
+    openai = endpoint(state, "openai", list_models, max_body=max_body)
+    anthropic = endpoint(state, "anthropic", list_models, max_body=max_body)
+    gemini = endpoint(state, "gemini", list_gemini_models, max_body=max_body)
+
+    async def run(request: Request) -> Any:
+        if "anthropic-version" in request.headers:
+            return await anthropic(request)
+        if "x-goog-api-key" in request.headers or "key" in request.query_params:
+            return await gemini(request)
+        return await openai(request)
+
+    return run
+
+
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The simulator's Starlette app over `state`."""
 
-    def r(path: str, api: str, handler: Handler, methods: list[str], generation: bool = False) -> Route:
-        return Route(path, endpoint(state, api, handler, generation=generation, max_body=max_body), methods=methods)
+    def r(path: str, api: str, handler: Handler, methods: list[str], generation: bool = False, **kw: Any) -> Route:
+        return Route(
+            path, endpoint(state, api, handler, generation=generation, max_body=max_body, **kw), methods=methods
+        )
 
     routes = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
         r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),
-        r("/v1/responses/{response_id}", "openai", _openai.get_response, ["GET"]),
+        r("/v1/responses/input_tokens", "openai", count_input_tokens, ["POST"]),
+        r("/v1/responses/{response_id}", "openai", _background.get_response, ["GET"]),
+        r("/v1/responses/{response_id}/cancel", "openai", _background.cancel_response, ["POST"], bodyless=True),
         r("/v1/responses/{response_id}", "openai", _openai.delete_response, ["DELETE"]),
         r("/v1/responses/{response_id}/input_items", "openai", _openai.list_input_items, ["GET"]),
         r("/v1/chat/completions", "openai", _chat.create_chat_completion, ["POST"], generation=True),
         r("/v1/messages", "anthropic", _anthropic.create_message, ["POST"], generation=True),
         r("/v1/messages/count_tokens", "anthropic", _anthropic.count_tokens, ["POST"]),
+        Route("/v1/models", _models_route(state, max_body), methods=["GET"]),
+        r("/v1beta/models", "gemini", list_gemini_models, ["GET"]),
         r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         *_conversations.routes(r),

@@ -307,3 +307,19 @@ def decide(msgs: list[Msg], tools: list[ToolSpec], choice: str = "auto", schema:
     if schema is not None:
         return Reply(text=json.dumps(fill_value(schema, _question(msgs), prose=True), separators=(",", ":")))
     return Reply(text=f"You said: {user_text}" if user_text else "Hello from the geppetto simulator.")
+
+
+def reasoning_summary(msgs: list[Msg], reply: Reply) -> str:
+    """A short Markdown summary of how the scripted model reached ``reply``, as a reasoning model's summary
+    reads: a bold heading, then a sentence on the plan."""
+    users = [m.text for m in msgs if m.role == "user"]
+    asked = " ".join((users[-1] if users else "").split())
+    asked = asked if len(asked) <= 60 else asked[:59] + "…"
+    if reply.tool_calls:
+        names = ", ".join(f"`{call.name}`" for call in reply.tool_calls)
+        plan = f"The answer needs data I do not have, so I will call {names} first."
+    elif msgs and msgs[-1].role == "result":
+        plan = "The tools have answered; I will put their results into a reply."
+    else:
+        plan = "No tool is needed; I will answer directly."
+    return f"**Considering the request**\n\nThe user wrote “{asked}”. {plan}"

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._background import check_background, start_background
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
-from ._model import decide, is_reasoning_model
+from ._model import decide, is_reasoning_model, reasoning_summary
+from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
-from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage
+from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
 from ._state import Conversation, SimState, StoredResponse, new_id
 from ._validate import bound_error, enum_error, validate
@@ -72,6 +75,14 @@ def _reasoning_on(body: dict[str, Any]) -> bool:
     return is_reasoning_model(str(body.get("model") or ""))
 
 
+def _summary_wanted(body: dict[str, Any]) -> bool:
+    """Whether a reasoning item carries a summary: asked for (``reasoning.summary``), as the API does, or
+    always for the simulator's own reasoning models (``sim-reasoner``...), so reasoning can be seen offline."""
+    setting = body.get("reasoning")
+    asked = isinstance(setting, dict) and setting.get("summary") in ("auto", "concise", "detailed")
+    return asked or str(body.get("model") or "").startswith("sim-")
+
+
 def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str | None]:
     """(previous_response_id, store, conversation id) after compat mode and the selector checks."""
     compat = call.state.compat_mode or (call.fault is not None and call.fault.compat)
@@ -120,6 +131,7 @@ def _context(
             raise SimError(400, "Invalid 'input': provide at least one input item.", param="input", code="empty_input")
         context = prefix + new_input
         check_context(state, context)
+        context = prune(state, context)
         if conv_id:
             state.busy_conversations.add(conv_id)
     return context, new_input
@@ -134,20 +146,27 @@ def _respond(
     """The response object the scripted model produces for `context` (recording the context it saw)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+    rendered = input_tokens(context, instructions)
+    seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
     reply = state.next_reply() or decide(
-        to_msgs(context, instructions),
+        to_msgs(seen, instructions),
         tool_specs(body.get("tools")),
         tool_choice(body.get("tool_choice")),
         _schema(body),
     )
+    if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
+        reply = replace(reply, reasoning=reasoning_summary(to_msgs(context, instructions), reply))
     output = output_items(state, reply, _reasoning_on(body))
+    with_phases(str(body.get("model") or ""), output)
+    if compacted is not None:  # the compaction comes first: the model answers from it
+        output.insert(0, compacted)
     response_id = new_id("resp_")
     obj = response_object(
         body,
         response_id=response_id,
         created_at=state.now(),
         output=output,
-        usage_=usage(input_tokens(context, instructions), output),
+        usage_=usage(rendered, output),
         previous_response_id=prev,
         conversation=conv_id,
         store=store,
@@ -180,6 +199,7 @@ async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
     validate("CreateResponse", body)
+    check_background(body)
     state = call.state
     selectors = _selectors(call, body)
     prev, _, conv_id = selectors
@@ -191,6 +211,8 @@ async def create_response(call: Call) -> ASGIApp:
 
     try:
         obj = _respond(state, body, context, selectors)
+        if body.get("background"):
+            return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):
             return SSEStream(
                 stream_frames(obj),
@@ -281,6 +303,7 @@ async def compact_response(call: Call) -> ASGIApp:
     with state.lock:
         context = (chain_items(state, prev) if prev else []) + normalize_input(state, body.get("input"))
         check_context(state, context)
+        context = prune(state, context)
     kept = [copy.deepcopy(i) for i in context if i.get("type") == "message" and i.get("role") == "user"]
     folded = [i for i in context if not (i.get("type") == "message" and i.get("role") == "user")]
     summary = " ".join(f"{m.role}: {m.text}" for m in to_msgs(folded) if m.text)

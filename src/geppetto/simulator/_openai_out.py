@@ -65,6 +65,17 @@ def output_items(state: SimState, reply: Reply, reasoning: bool) -> list[dict[st
     return items
 
 
+def with_phases(model: str, output: list[dict[str, Any]]) -> None:
+    """gpt-5.x messages carry a ``phase`` (recorded traffic): ``commentary`` when a tool call follows them in
+    the output, else ``final_answer``."""
+    if not model.lower().rsplit("/", 1)[-1].startswith("gpt-5"):
+        return
+    for i, item in enumerate(output):
+        if item.get("type") == "message":
+            calls = any(later.get("type") == "function_call" for later in output[i + 1 :])
+            item["phase"] = "commentary" if calls else "final_answer"
+
+
 def usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
     """Responses usage: input over the effective context, output over the output items, reasoning separately."""
     reasoning = sum(
@@ -186,6 +197,8 @@ def _stream_item(seq: _Seq, index: int, item: dict[str, Any]) -> None:
             name=item["name"],
             arguments=item["arguments"],
         )
+    else:  # an item with no deltas (a compaction): added and done carry it whole
+        seq.emit("response.output_item.added", output_index=index, item=item)
     seq.emit("response.output_item.done", output_index=index, item=item)
 
 

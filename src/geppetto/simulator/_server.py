@@ -13,6 +13,8 @@ from .._asgi import ThreadedServer
 from ._app import DEFAULT_MAX_BODY, build_app
 from ._faults import Fault
 from ._model import Reply
+from ._openai import chain_items
+from ._openai_compaction import prune
 from ._state import RecordedRequest, SimState
 
 
@@ -73,6 +75,32 @@ class Simulator:
     def reject_empty_input(self, value: bool) -> None:
         self.state.reject_empty_input = value
 
+    @property
+    def background_pace(self) -> float:
+        """Seconds between two events of a background response (``background: true``); the run goes on
+        server-side at this pace whatever its streams do. Raises ValueError for a negative value."""
+        return float(self.state.background_pace)
+
+    @background_pace.setter
+    def background_pace(self, value: float) -> None:
+        if not 0 <= value < float("inf"):
+            raise ValueError(f"background_pace must be a finite number of seconds, 0 or more, got {value}")
+        self.state.background_pace = value
+
+    @property
+    def background_resume_window(self) -> float | None:
+        """Seconds after its creation during which a background response's events can be streamed again
+        (``GET /v1/responses/{id}?stream=true``); later such a request gets a 400 and the response can only
+        be retrieved (polled). None (the default): no limit. Raises ValueError for a negative value."""
+        window = self.state.background_resume_window
+        return None if window is None else float(window)
+
+    @background_resume_window.setter
+    def background_resume_window(self, value: float | None) -> None:
+        if value is not None and not 0 <= value < float("inf"):
+            raise ValueError(f"background_resume_window must be None or a finite number of seconds, got {value}")
+        self.state.background_resume_window = value
+
     def queue(self, *replies: Reply) -> None:
         """Answer the next generation requests (any API) with these replies, in order."""
         with self.state.lock:
@@ -128,6 +156,16 @@ class Simulator:
             if response_id not in self.state.contexts:
                 raise KeyError(f"no response {response_id!r} was produced by this simulator")
             return copy.deepcopy(self.state.contexts[response_id])
+
+    def held_items(self, response_id: str) -> list[dict[str, Any]]:
+        """The context a request chained on the stored response ``response_id`` starts from: the chain's
+        inputs and outputs up to its end, from the latest item an in-request compaction made.
+
+        Raises KeyError naming the id when no stored response has it."""
+        with self.state.lock:
+            if response_id not in self.state.responses:
+                raise KeyError(f"no stored response {response_id!r} in this simulator")
+            return prune(self.state, chain_items(self.state, response_id))
 
     def forget(self, response_id: str) -> None:
         """Drop a stored response as if it expired: chaining on it now fails with previous_response_not_found."""

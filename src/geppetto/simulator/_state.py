@@ -51,6 +51,9 @@ class Conversation:
     deleted: bool = False
 
 
+DEFAULT_BACKGROUND_PACE = 0.002
+"""Seconds between two events of a background run (``Simulator.background_pace``)."""
+
 _SEAL_HEADER = b"\x80\x00\x00\x00\x00\x00"  # base64 "gAAAAAAA": reads like a Fernet token's start
 
 
@@ -68,6 +71,9 @@ class SimState:
         self.compat_mode = False
         self.reject_empty_input = False
         self.closing = False
+        self.background_pace = DEFAULT_BACKGROUND_PACE
+        self.background_resume_window: float | None = None
+        self.background_runs: dict[str, Any] = {}
         self._reset_locked()
 
     def _reset_locked(self) -> None:
@@ -81,6 +87,8 @@ class SimState:
         self.items: dict[str, dict[str, Any]] = {}
         # Output item id -> id of the reasoning item that produced it (for every response, stored or not).
         self.produced_by: dict[str, str] = {}
+        # Ids of the compaction items in-request compaction made (a context starts at the latest one).
+        self.compactions: set[str] = set()
         # Any response id (all APIs, stored or not) -> the effective context the model saw.
         self.contexts: dict[str, list[Any]] = {}
         self.prompt_cache: set[str] = set()
@@ -89,11 +97,17 @@ class SimState:
     def reset(self) -> None:
         """Forget everything: stored responses, conversations, queued replies and faults, recorded requests.
 
-        Also turns compat mode off.
+        Also turns compat mode off and stops every background run (their pace and resume window back to
+        the defaults).
         """
         with self.lock:
             self.compat_mode = False
             self.reject_empty_input = False
+            self.background_pace = DEFAULT_BACKGROUND_PACE
+            self.background_resume_window = None
+            for run in self.background_runs.values():
+                run.stop()
+            self.background_runs = {}
             self._reset_locked()
 
     def record(self, request: RecordedRequest) -> None:

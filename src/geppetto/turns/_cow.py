@@ -224,7 +224,7 @@ class Frozen:
     positions in ``patches``, and ``tail`` follows them. A snapshot deep in a history may drop its whole
     list (:meth:`drop`) and rebuild it from its parent on demand."""
 
-    __slots__ = ("_blocks", "keep", "parent", "patches", "tail")
+    __slots__ = ("_blocks", "keep", "memo", "parent", "patches", "tail")
 
     def __init__(
         self,
@@ -238,6 +238,7 @@ class Frozen:
         self.keep = keep if parent is not None else 0
         self.patches = patches or {}
         self.tail = blocks[self.keep :]
+        self.memo: dict[str, Any] | None = None  # facts measured on these blocks, for whoever measured them
 
     @property
     def delta(self) -> int:

@@ -298,7 +298,10 @@ def loads_json(text: str | bytes, *, source: str = "<json>", strict: bool = True
     try:
         doc = json.loads(text, parse_constant=_no_constant)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TurnFormatError(f"not valid JSON ({exc}); was the file cut short?", source=source) from None
+        at = exc.pos if isinstance(exc, json.JSONDecodeError) else None
+        if isinstance(exc, json.JSONDecodeError) and exc.msg.startswith("Unterminated"):
+            at = len(exc.doc)  # the string (or document) runs to the end of the text
+        raise TurnFormatError(f"not valid JSON ({exc}); {_why_unreadable(text, at)}", source=source) from None
     except RecursionError:
         raise TurnFormatError(_TOO_DEEP, source=source) from None
     except _NotJSON as exc:
@@ -460,8 +463,13 @@ def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True
     try:
         doc, plain = _read_yaml(text)
     except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.reader.ReaderError):
+            problem = f"not text: {exc.reason} at byte {exc.position}"
+            raise TurnFormatError(f"not valid YAML ({problem}); {_NOT_A_TURN}", source=source) from None
+        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
         raise TurnFormatError(
-            f"not valid YAML ({_yaml_problem(exc)}); was the file cut short?", source=source
+            f"not valid YAML ({_yaml_problem(exc)}); {_why_unreadable(text, mark.index if mark else None)}",
+            source=source,
         ) from None
     except RecursionError:
         raise TurnFormatError(_TOO_DEEP, source=source) from None
@@ -507,6 +515,16 @@ def _read(cls: type[yaml.SafeLoader], text: str | bytes, check_aliases: bool) ->
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+_NOT_A_TURN = "is it a turn file? geppetto writes them with --save-turn, /save or `geppetto sessions export`"
+
+
+def _why_unreadable(text: str | bytes, at: int | None) -> str:
+    """The likely cause of a parse error at character ``at``: a file cut short when it is at the end (only
+    blank text follows), else a file that is not a turn at all (a README, a config file)."""
+    rest = text[at:] if at is not None else text
+    return "was the file cut short?" if at is not None and not rest.strip() else _NOT_A_TURN
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -33,6 +33,8 @@ from ..turns import (
     Turn,
     result_text,
 )
+from ..turns._cow import Frozen
+from ._sizes import Measured
 
 __all__ = [
     "ChainedPlan",
@@ -41,6 +43,8 @@ __all__ = [
     "dashboard",
     "describe",
     "inference_totals",
+    "next_mode",
+    "plural",
     "request_marks",
     "session_report",
     "session_totals",
@@ -89,10 +93,10 @@ def describe(block: Block) -> str:
     return block.text
 
 
-def _last_index(blocks: Sequence[Block], response_id: str | None) -> int:
-    """The index of the last block of ``response_id`` in ``blocks``; -1 when there is none."""
+def _last_index(blocks: Sequence[Block], response_id: str | None, end: int | None = None) -> int:
+    """The index of the last block of ``response_id`` in ``blocks[:end]``; -1 when there is none."""
     if response_id is not None:
-        for i in range(len(blocks) - 1, -1, -1):
+        for i in range(len(blocks) - 1 if end is None else end - 1, -1, -1):
             if BLOCK_META_RESPONSE_ID.get(blocks[i].metadata) == response_id:
                 return i
     return -1
@@ -134,8 +138,25 @@ def turn_report(turn: Turn) -> dict[str, Any]:
         "turn_id": turn.id,
         "provider": TURN_META_PROVIDER.get(turn.metadata),
         "blocks": [_block_row(i, b, mark) for i, (b, mark) in enumerate(zip(turn.blocks, marks, strict=True))],
-        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None},
+        "chained": {"anchor": plan.anchor, "sends": plan.sent_ids, "reason": plan.reason or None, **next_mode(turn)},
     }
+
+
+def next_mode(turn: Turn) -> dict[str, Any]:
+    """How the next request names the server's context: ``{"mode": "conversation", "conversation": ID}``
+    when the Turn talks to a server conversation (the request then sends ``conversation``, never
+    ``previous_response_id``), else ``{"mode": "chained", "conversation": None}``."""
+    from ..providers.openai_responses._state import get_state
+
+    state = get_state(turn)
+    if state is not None and state.mode == "conversation" and state.conversation_id:
+        return {"mode": "conversation", "conversation": state.conversation_id}
+    return {"mode": "chained", "conversation": None}
+
+
+def plural(n: int, word: str) -> str:
+    """``1 block``, ``2 blocks``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 # -- requests ---------------------------------------------------------------------------------------
@@ -170,9 +191,23 @@ def _delta(context: Sequence[Block], sent: Sequence[Block], anchor: str | None, 
     return fields
 
 
-def _request(
-    snapshot: tuple[Sequence[Block], dict[str, int]] | None, final: dict[str, Any], inference_id: str, index: int
-) -> dict[str, Any]:
+_Snapshot = tuple[Sequence[Block], dict[str, int], "Measured | None"]
+"""A saved snapshot's blocks, the first block of each of its responses, and its measure when a store has one."""
+
+
+def _firsts(blocks: Sequence[Block], wanted: set[str]) -> dict[str, int]:
+    """The index of the first block of each response id in ``wanted``, looking at every block."""
+    found: dict[str, int] = {}
+    if wanted - {""}:
+        key = str(BLOCK_META_RESPONSE_ID)  # the raw key: one dict lookup a block
+        for i, b in enumerate(blocks):
+            rid = b.metadata.get(key)
+            if rid in wanted and rid not in found:
+                found[rid] = i
+    return found
+
+
+def _request(snapshot: _Snapshot | None, final: dict[str, Any], inference_id: str, index: int) -> dict[str, Any]:
     """One request from its ``final`` event and the snapshot its inference saved, with the first block of
     each of its responses (None: it saved none)."""
     meta = final.get("metadata") or {}
@@ -207,8 +242,27 @@ def _request(
     first = snapshot[1].get(response_id) if snapshot is not None else None
     if snapshot is None or first is None:
         return request
-    context = list(snapshot[0][:first])
+    blocks, measured = snapshot[0], snapshot[2]
+    sizes = meta.get("provider") in (None, "", "openai")
     recorded = extra.get("responses.sent")
+    if measured is not None:  # a store's summary: only what follows the anchor is looked at
+        last = _last_index(blocks, anchor, end=first)
+        request.update({"context_blocks": first, "anchor_index": last})
+        stateless = measured.stateless_bytes(first) if sizes else None
+        if full:  # the whole context went (the ids a full request records are the context's)
+            request.update({"input_bytes": stateless, "stateless_bytes": stateless})
+            return request
+        sent = list(blocks[last + 1 : first])
+        if isinstance(recorded, list):
+            ids = {str(i) for i in recorded}
+            sent = [b for b in sent if b.id in ids]
+            if len(sent) < len(ids):  # some went from before the anchor: look at every block
+                sent = [b for b in blocks[:first] if b.id in ids]
+        request["sent"] = [b.id for b in sent]
+        if sizes:
+            request.update({"input_bytes": _input_bytes(sent), "stateless_bytes": stateless})
+        return request
+    context = list(blocks[:first])
     if isinstance(recorded, list):
         ids = {str(i) for i in recorded}
         sent = [b for b in context if b.id in ids]
@@ -216,7 +270,7 @@ def _request(
         sent = list(context)
     else:  # an older log without the ids: the delta is what follows the anchor's blocks
         sent = context[_last_index(context, anchor) + 1 :]
-    request.update(_delta(context, sent, anchor, sizes=meta.get("provider") in (None, "", "openai")))
+    request.update(_delta(context, sent, anchor, sizes=sizes))
     return request
 
 
@@ -353,8 +407,8 @@ def session_totals(
 
 def _requests(snapshots: Sequence[Turn], events: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The session's requests (from the ``final`` events, else inferred from the last snapshot) and errors."""
-    by_inference: dict[str | None, tuple[Sequence[Block], dict[str, int]]] = {
-        TURN_META_INFERENCE_ID.get(t.metadata): (t.blocks, _first_blocks(t.blocks)) for t in snapshots
+    by_inference: dict[str | None, _Snapshot] = {
+        TURN_META_INFERENCE_ID.get(t.metadata): (t.blocks, _first_blocks(t.blocks), None) for t in snapshots
     }
     requests: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
@@ -375,20 +429,21 @@ def _requests(snapshots: Sequence[Turn], events: Sequence[Any]) -> tuple[list[di
     return requests, errors
 
 
-def inference_totals(blocks: Sequence[Block] | None, events: Sequence[Any]) -> dict[str, Any]:
+def inference_totals(blocks: Sequence[Block] | Frozen | None, events: Sequence[Any]) -> dict[str, Any]:
     """The totals one inference adds to its session's (what a store keeps per session at save time):
     its ``final`` and ``error`` events, its requests measured against ``blocks``, the snapshot it saved
-    (None: it saved none). Adding these up with :func:`add_totals` gives :func:`session_totals`."""
+    (None: it saved none). Adding these up with :func:`add_totals` gives :func:`session_totals`.
+
+    Given the snapshot as a store's frozen versions, the cost is that of what changed since a snapshot it
+    was derived from was measured (see ``geppetto.web._sizes``), not of every block."""
     finals = [e for e in events if e.type == "final"]
     wanted = {str(((e.event.get("metadata") or {}).get("extra") or {}).get("response_id") or "") for e in finals}
-    index: dict[str, int] = {}
-    if blocks is not None and wanted - {""}:
-        key = str(BLOCK_META_RESPONSE_ID)  # the raw key: one dict lookup a block, on every save
-        for i, b in enumerate(blocks):
-            rid = b.metadata.get(key)
-            if rid in wanted and rid not in index:
-                index[rid] = i
-    snapshot = (blocks, index) if blocks is not None else None
+    snapshot: _Snapshot | None = None
+    if isinstance(blocks, Frozen):
+        measured = Measured(blocks)
+        snapshot = (measured.blocks, measured.firsts(wanted), measured)
+    elif blocks is not None:
+        snapshot = (blocks, _firsts(blocks, wanted), None)
     requests = [_request(snapshot, e.event, e.inference_id, 0) for e in finals]
     errors = [
         {"inference_id": e.inference_id, "message": e.event.get("message"), "error_type": e.event.get("error_type")}
@@ -402,6 +457,7 @@ _COUNTS = ("modes", "fallback_reasons", "delta_blocks", "rejection_types")
 _SUMS = (
     "requests",
     "chained",
+    "conversation",
     "stateless",
     "fallbacks",
     "input_bytes",
@@ -422,14 +478,14 @@ def add_totals(into: dict[str, Any] | None, more: dict[str, Any]) -> dict[str, A
     """The sum of two totals of :func:`session_totals` (``into`` None: ``more`` alone), as a new dict."""
     if into is None:
         into = _totals([], [])
-    # totals a store kept before a key existed count it as 0
+    # .get: a store's kept summary may predate a key (``conversation``)
     out: dict[str, Any] = {key: into.get(key, 0) + more.get(key, 0) for key in _SUMS}
     for key in _COUNTS:
         merged = Counter(into.get(key) or {})
         merged.update(more.get(key) or {})
         out[key] = dict(merged)
     out["delta_blocks"] = dict(sorted(out["delta_blocks"].items(), key=lambda kv: int(kv[0])))
-    return {key: out[key] for key in (*_TOTAL_KEYS, *(k for k in into if k not in _TOTAL_KEYS))}
+    return {key: out[key] for key in _totals([], [])}
 
 
 def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -451,8 +507,13 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
         "uncached_cost": sum(r.get("uncached_cost") or 0.0 for r in requests),
         "unpriced_requests": sum(1 for r in requests if r.get("cost") is None),
         "modes": dict(modes),
-        "chained": sum(1 for r in requests if not r.get("full")),
-        "stateless": sum(1 for r in requests if r.get("full") and not r.get("fallback")),
+        # chained: a delta after previous_response_id; conversation: any request that named a server
+        # conversation (its first sends the whole Turn); stateless: the whole Turn, no conversation, no fallback
+        "chained": sum(1 for r in requests if not r.get("full") and r["mode"] != "conversation"),
+        "conversation": modes.get("conversation", 0),
+        "stateless": sum(
+            1 for r in requests if r.get("full") and not r.get("fallback") and r["mode"] != "conversation"
+        ),
         "fallbacks": sum(fallbacks.values()),
         "fallback_reasons": dict(fallbacks),
         "delta_blocks": {str(k): v for k, v in sorted(deltas.items())},
@@ -464,9 +525,6 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
     }
 
 
-_TOTAL_KEYS = (*_SUMS, *_COUNTS)
-
-
 def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The totals over many sessions (:func:`session_totals` or :func:`session_report`, or a store's
     kept summary), and one row per session (for the plot)."""
@@ -474,5 +532,7 @@ def dashboard(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rows = []
     for report in reports:
         merged = add_totals(merged, report["totals"])
-        rows.append({"session_id": report.get("session_id"), **report["totals"]})
+        rows.append(
+            {"session_id": report.get("session_id"), "first_prompt": report.get("first_prompt"), **report["totals"]}
+        )
     return {"sessions": len(reports), **(merged or _totals([], [])), "per_session": rows}

@@ -37,13 +37,15 @@ from geppetto.turns import (
 )
 
 from ._anchors import tag_blocks
-from ._items import blocks_to_items
+from ._background import check_background, not_an_anchor
+from ._cache import PromptCacheKey, check_cache_settings, prompt_cache_key_for
+from ._context import compact_blocks, count_turn_tokens
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_chained, plan_conversation, plan_full, plan_stateless
 from ._send import Api, send_with_fallbacks
 from ._state import MODES, ConversationState, get_state, set_state
-from ._stream import StreamState, item_to_block, message_text, stop_reason_of, unreplayed_items, usage_of
+from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 from ._validate import ValidatedLinks, Validation, validate_server_context
 
@@ -72,7 +74,18 @@ class ResponsesEngine(TransportOwner):
     is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
     :data:`~geppetto.providers.openai_responses.metrics`. ``validate_every=N`` compares the server's
     stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
-    chain's new links or the conversation's items).
+    chain's new links or the conversation's items). ``compact_threshold=N`` (at least 1000 tokens) sends
+    ``context_management`` so the server compacts its copy of the context inside a request that passes
+    ``N`` tokens; its ``compaction`` item becomes a block of that response (the next request chains on
+    it as on any other) and a whole-Turn request replays from the latest one (docs/responses.md).
+    ``prompt_cache_key``: True (the default) sends one key per session, derived from the Turn's session
+    id; a string sends that key; a callable ``(turn) -> str | None`` chooses; None or False sends none.
+    ``prompt_cache_retention`` (``in_memory`` or ``24h``) is passed through.
+
+    ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
+    stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
+    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
+    a response that did not finish never anchors a later request.
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -109,7 +122,21 @@ class ResponsesEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: ResponsesMetrics | None = None,
         validate_every: int | None = None,
+        compact_threshold: int | None = None,
+        prompt_cache_key: PromptCacheKey = True,
+        prompt_cache_retention: str | None = None,
+        background: bool = False,
+        poll_interval: float = 1.0,
+        max_resumes: int = 5,
     ) -> None:
+        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
+        if compact_threshold is not None and (
+            not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
+        ):
+            raise ConfigurationError(
+                f"compact_threshold={compact_threshold!r}: pass a number of tokens of at least 1000 (the API's "
+                "minimum), or None for no in-request compaction"
+            )
         if validate_every is not None and validate_every < 1:
             raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
         if mode is not None and mode not in MODES:
@@ -121,6 +148,7 @@ class ResponsesEngine(TransportOwner):
         if on_previous_not_found not in ("resend", "raise"):
             raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
         check_reasoning(reasoning_effort, reasoning_summary)
+        check_cache_settings(prompt_cache_key, prompt_cache_retention)
         check_tool_choice(tool_choice)
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -145,6 +173,9 @@ class ResponsesEngine(TransportOwner):
         self.server_ignores_state = False
         """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
+        self.compact_threshold = compact_threshold
+        self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
+        self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -161,24 +192,22 @@ class ResponsesEngine(TransportOwner):
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
         the API keeps, and its opaque ``compaction`` item as an ``other`` block that this engine replays
         as it came). A compactor for :func:`geppetto.middleware.compaction.compaction`; other engines
-        cannot read the ``compaction`` item, so use it on Responses sessions only."""
-        body = {"model": self.model, "input": blocks_to_items(blocks, include_system=not self.instructions_mode)}
-        result = await self._api().post("/responses/compact", body)
-        output = result.get("output") if isinstance(result, dict) else None
-        if not isinstance(output, list):
-            raise ProviderError(
-                "POST /responses/compact answered without an output list; nothing was compacted",
-                provider=self.provider,
-            )
-        out: list[Block] = []
-        for item in output:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "message" and item.get("role") == "user":
-                out.append(Block.user(message_text(item)))
-            elif (block := item_to_block(item)) is not None:
-                out.append(block)
-        return out
+        cannot read the ``compaction`` item, so use it on Responses sessions only.
+
+        By reference when it can: if ``blocks`` are the ``turn``'s first blocks and a stored response of
+        the Turn provably holds them (the anchor proof), the request names it as ``previous_response_id``
+        and sends only the blocks after it (none when it ends where they end); else the blocks are sent.
+        The ``response.compaction`` id it answers with is never chained on."""
+        return await compact_blocks(self, blocks, turn)
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """The input tokens the next request for ``turn`` would read, from ``POST /responses/input_tokens``.
+
+        The Turn is planned as a request would be: when it is chained (or in a conversation) the count
+        names the anchor (or the conversation) and sends only the blocks after it, so the server counts
+        the prefix it holds without it being sent again; a server that no longer holds the anchor gets
+        the whole Turn."""
+        return await count_turn_tokens(self, turn)
 
     # -- request body -----------------------------------------------------------------------------
     def is_reasoning_model(self) -> bool:
@@ -202,13 +231,19 @@ class ResponsesEngine(TransportOwner):
             "parallel_tool_calls": self.parallel_tool_calls,
             "text": self._text(turn),
             "max_output_tokens": self.max_output_tokens,
+            "prompt_cache_key": prompt_cache_key_for(self.prompt_cache_key, turn),
+            "prompt_cache_retention": self.prompt_cache_retention,
         }
         if not self.is_reasoning_model():
             optional.update(temperature=self.temperature, top_p=self.top_p)
         reasoning = {k: v for k, v in (("effort", self.reasoning_effort), ("summary", self.reasoning_summary)) if v}
         optional["reasoning"] = reasoning or None
         body.update({k: v for k, v in optional.items() if v is not None})
+        if self.compact_threshold is not None:
+            body["context_management"] = [{"type": "compaction", "compact_threshold": self.compact_threshold}]
         include = list(self.include)
+        if self.background:
+            body["background"] = body["store"] = True  # background responses must be stored
         if not self.store:
             body["store"] = False
             if "reasoning.encrypted_content" not in include:
@@ -334,8 +369,11 @@ class ResponsesEngine(TransportOwner):
         settle_output(turn, blocks, self._output_of(turn))
         response_id = str(response.get("id") or "")
         refused = unreplayed_items(stream.output_items())
+        unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
         if not response_id:
             log.warning("responses: the response carried no id; its blocks cannot anchor a later request")
+        elif unfinished:
+            log.warning("responses: response %s cannot anchor a later request: %s", response_id, unfinished)
         else:
             if refused and self.store:
                 log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)

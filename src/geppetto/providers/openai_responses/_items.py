@@ -38,6 +38,8 @@ from geppetto.turns import (
 )
 from geppetto.turns._cow import FrozenBlock
 
+from ._parts import PAYLOAD_PHASE, PAYLOAD_STANDALONE, replayed_message_parts, replayed_reasoning_parts
+
 __all__ = [
     "PAYLOAD_ITEM",
     "REPLAYABLE_ITEM_TYPES",
@@ -46,6 +48,8 @@ __all__ = [
     "block_identity",
     "blocks_to_items",
     "items_bytes",
+    "replayed",
+    "server_compaction",
     "tool_output_text",
 ]
 
@@ -125,8 +129,32 @@ def _raw_item(block: Block) -> dict[str, Any] | None:
     """The replayable raw item of an ``other`` block, else None."""
     item = block.payload.get(PAYLOAD_ITEM)
     if isinstance(item, dict) and item.get("type") in REPLAYABLE_ITEM_TYPES and item.get("id"):
+        if item["type"] == "compaction":  # the input form: what the output item adds (created_by) is not sent
+            return {k: item[k] for k in _COMPACTION_KEYS if k in item}
         return item
     return None
+
+
+_COMPACTION_KEYS = ("type", "id", "encrypted_content")
+
+
+def server_compaction(block: Block) -> bool:
+    """True for the ``compaction`` item an in-request compaction (``context_management``) put in a
+    response's output: it carries the response's id. From it on, the server holds only it and what
+    follows; a ``/responses/compact`` item (no response id) summarizes only the blocks it replaced."""
+    if block.kind is not BlockKind.OTHER or not BLOCK_META_RESPONSE_ID.get(block.metadata):
+        return False
+    item = block.payload.get(PAYLOAD_ITEM)
+    return isinstance(item, dict) and item.get("type") == "compaction"
+
+
+def replayed(blocks: Sequence[Block]) -> list[Block]:
+    """The blocks a whole-Turn request sends: from the latest server compaction on (what came before it
+    is folded into it and dropped), else all of them."""
+    for i in range(len(blocks) - 1, -1, -1):
+        if server_compaction(blocks[i]):
+            return list(blocks[i:])
+    return list(blocks)
 
 
 def _reasoning_item(block: Block) -> dict[str, Any]:
@@ -136,12 +164,16 @@ def _reasoning_item(block: Block) -> dict[str, Any]:
     summary = block.payload.get(PAYLOAD_SUMMARY) or []
     if isinstance(summary, str):
         summary = [summary]
-    return {
+    item = {
         "type": "reasoning",
         "id": block.payload[PAYLOAD_ITEM_ID],
         "summary": [{"type": "summary_text", "text": str(s)} for s in summary],
         "encrypted_content": encrypted,
     }
+    content = replayed_reasoning_parts(block)
+    if content:
+        item["content"] = content
+    return item
 
 
 def _replayable_reasoning(block: Block, follower: Block | None, references: bool) -> bool:
@@ -165,17 +197,25 @@ def _replayable_reasoning(block: Block, follower: Block | None, references: bool
 
 
 def _assistant(block: Block, with_id: bool) -> dict[str, Any] | None:
+    """An assistant message: with its id in the output form (its kept content parts, annotations and all),
+    else as an easy input message (text only: that form has no place for annotations); ``phase`` on both."""
     if not block.text.strip():
         return None
+    phase = block.payload.get(PAYLOAD_PHASE)
     if with_id:
-        return {
+        parts = replayed_message_parts(block)
+        item: dict[str, Any] = {
             "type": "message",
             "id": block.payload[PAYLOAD_ITEM_ID],
             "role": "assistant",
             "status": "completed",
-            "content": [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
+            "content": parts or [{"type": "output_text", "text": block.text, "annotations": [], "logprobs": []}],
         }
-    return {"role": "assistant", "content": block.text}
+    else:
+        item = {"role": "assistant", "content": block.text}
+    if isinstance(phase, str):
+        item["phase"] = phase
+    return item
 
 
 def _function_call(block: Block, with_id: bool) -> dict[str, Any] | None:
@@ -233,7 +273,7 @@ def blocks_to_items(
 
 def _planned(blocks: Sequence[Block], references: bool) -> Iterator[tuple[Block, bool, bool]]:
     """The blocks that may become items, each with whether it goes as a reasoning item and whether it
-    carries its id (it follows the reasoning it pairs with)."""
+    carries its id (it follows the reasoning it pairs with, or is a standalone message, see ``_parts``)."""
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:
@@ -242,13 +282,33 @@ def _planned(blocks: Sequence[Block], references: bool) -> Iterator[tuple[Block,
                 yield block, True, False
                 paired_follower = i + 1
             continue
-        yield block, False, i == paired_follower
+        yield block, False, i == paired_follower or (references and _standalone(block))
+
+
+def _standalone(block: Block) -> bool:
+    """A message with kept parts that needs no reasoning item, of a stored response: it goes with its id."""
+    return (
+        block.kind is BlockKind.LLM_TEXT
+        and block.payload.get(PAYLOAD_STANDALONE) is True
+        and bool(block.payload.get(PAYLOAD_ITEM_ID))
+        and RESPONSE_BLOCKS.has(block.metadata)
+    )
 
 
 def items_bytes(blocks: Sequence[Block], *, include_system: bool = True) -> int:
     """The bytes of :func:`blocks_to_items` as a request's ``input`` array (compact JSON, UTF-8), without
     building it again for blocks measured before: a frozen block (shared by a session's snapshots, never
     changed) remembers the size of its item."""
+    total, count = items_sizes(blocks, include_system=include_system)
+    return 2 + total + max(count - 1, 0)
+
+
+def items_sizes(blocks: Sequence[Block], *, include_system: bool = True) -> tuple[int, int]:
+    """The summed sizes of :func:`blocks_to_items`' items and their count (see :func:`items_bytes`).
+
+    The figures of ``blocks[:q]`` are part of those of any longer list when ``blocks[q - 1]`` is not
+    reasoning (an item's form depends only on its block, the block before and the block after, and only
+    reasoning looks at the one after): such sums may be added up piece by piece."""
     total, count = 0, 0
     for block, reasoning, with_id in _planned(blocks, True):
         key = (reasoning, with_id, include_system)
@@ -261,7 +321,7 @@ def items_bytes(blocks: Sequence[Block], *, include_system: bool = True) -> int:
                 memo[key] = size
         if size >= 0:
             total, count = total + size, count + 1
-    return 2 + total + max(count - 1, 0)
+    return total, count
 
 
 def block_identity(block: Block, *, include_system: bool = True) -> Any:

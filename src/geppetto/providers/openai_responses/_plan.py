@@ -18,7 +18,7 @@ from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
 from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
-from ._items import blocks_to_items
+from ._items import blocks_to_items, replayed
 from ._metrics import ResponsesMetrics
 from ._state import ConversationState
 
@@ -71,9 +71,10 @@ class Plan:
 
 
 def plan_full(turn: Turn, *, include_system: bool, fallback: str = "", detail: str = "", prefix: Any = None) -> Plan:
-    """Stateless: the whole Turn, no server state."""
-    items = blocks_to_items(turn.blocks, include_system=include_system)
-    return Plan("stateless", items, list(turn.blocks), True, fallback=fallback, detail=detail, prefix=prefix)
+    """Stateless: the whole Turn (from its latest server compaction), no server state."""
+    blocks = replayed(turn.blocks)
+    items = blocks_to_items(blocks, include_system=include_system)
+    return Plan("stateless", items, blocks, True, fallback=fallback, detail=detail, prefix=prefix)
 
 
 def plan_stateless(turn: Turn, state: ConversationState | None, *, include_system: bool) -> Plan:
@@ -130,11 +131,10 @@ def plan_chained(
             )
     else:
         code, detail = scan.reason_code() or "fingerprint_mismatch", f"no valid anchor ({scan.reason()})"
-    items = blocks_to_items(turn.blocks, include_system=include_system)
     if base:
-        return Plan(
-            "chained", items, list(turn.blocks), True, base, base=base, fallback=code, detail=detail, prefix=scan.hasher
-        )
+        blocks = replayed(turn.blocks)
+        items = blocks_to_items(blocks, include_system=include_system)
+        return Plan("chained", items, blocks, True, base, base=base, fallback=code, detail=detail, prefix=scan.hasher)
     return plan_full(turn, include_system=include_system, fallback=code, detail=detail, prefix=scan.hasher)
 
 
@@ -152,8 +152,9 @@ def plan_new_conversation(
 ) -> Plan:
     """The whole Turn in a conversation made for it: seeded with all but the last item, which is the
     request's input. ``reuse`` names a conversation to seed instead, if it turns out to be empty."""
-    seed, items = seed_split(blocks_to_items(turn.blocks, include_system=include_system))
-    plan = Plan("conversation", items, list(turn.blocks), True, seed_items=seed, fallback=fallback, detail=detail)
+    blocks = replayed(turn.blocks)
+    seed, items = seed_split(blocks_to_items(blocks, include_system=include_system))
+    plan = Plan("conversation", items, blocks, True, seed_items=seed, fallback=fallback, detail=detail)
     plan.reuse_conversation = reuse
     return plan
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -27,6 +27,7 @@ from geppetto.events import metadata_for
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
 from geppetto.turns import Turn
 
+from ._background import open_background
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
@@ -71,6 +72,9 @@ class Sender(Protocol):
     instructions_mode: bool
     on_previous_not_found: str
     server_ignores_state: bool
+    background: bool
+    poll_interval: float
+    max_resumes: int
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
@@ -150,9 +154,18 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
             raise StateIgnored("conversation")
 
     meta = metadata_for(turn, engine.provider, engine.model)
-    events = http.stream("responses", body)
+    check: Callable[[dict[str, Any]], None] | None = verify
+    if engine.background:
+        reader = open_background(
+            http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes
+        )
+        events = reader.events()
+        if reader.body is None:
+            check = None  # a response picked up: what it answered is compared with the plan when recorded
+    else:
+        events = http.stream("responses", body)
     async with aclosing(events):
-        await consume_stream(events, stream, meta, on_created=verify)
+        await consume_stream(events, stream, meta, on_created=check)
     response = stream.response
     usage = usage_of(response)
     log.info(

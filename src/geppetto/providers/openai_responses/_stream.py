@@ -30,6 +30,7 @@ from geppetto.providers._streaming import parse_args
 from geppetto.turns import Block, BlockKind
 
 from ._items import PAYLOAD_ITEM, REPLAYABLE_ITEM_TYPES
+from ._parts import mark_standalone, message_extras, reasoning_extras
 
 __all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
 
@@ -58,14 +59,18 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
     if kind == "reasoning":
         summary = [str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, dict)]
         text = "".join(str(c.get("text", "")) for c in item.get("content") or [] if isinstance(c, dict))
-        return Block.reasoning(
+        block = Block.reasoning(
             text=text or None,
             item_id=item.get("id"),
             encrypted_content=item.get("encrypted_content") or None,
             summary=summary,
         )
+        block.payload.update(reasoning_extras(item))
+        return block
     if kind == "message":
-        return Block.llm_text(message_text(item), item_id=item.get("id"))
+        block = Block.llm_text(message_text(item), item_id=item.get("id"))
+        block.payload.update(message_extras(item))
+        return block
     if kind == "function_call":
         if item.get("status") == "incomplete":
             return None
@@ -137,8 +142,8 @@ class StreamState:
         return [it for it in items if isinstance(it, dict)]
 
     def blocks(self) -> list[Block]:
-        """Blocks of the finished response in output order."""
-        return [b for b in (item_to_block(it) for it in self.output_items()) if b is not None]
+        """Blocks of the finished response in output order (see ``mark_standalone``)."""
+        return mark_standalone(self.output_items(), [item_to_block(it) for it in self.output_items()])
 
     def finished_text_blocks(self) -> list[Block]:
         """Finished assistant messages only: what is safe to keep from a broken stream."""

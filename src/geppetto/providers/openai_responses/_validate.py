@@ -6,7 +6,9 @@ Chained: the anchor's chain is walked back (``GET /responses/{id}`` for each res
 a response an earlier validation already matched (periodic checks: each link is read once), the
 Turn's ``base``, or the chain's start. Conversation: ``GET /conversations/{id}/items?order=asc``. Both sides are compared
 in what the model reads (role and text of messages, call ids, names and parsed arguments, outputs,
-reasoning and other items by id), up to the end of the anchor's blocks.
+reasoning and other items by id), up to the end of the anchor's blocks. When the Turn holds a server
+compaction item, both sides are compared from the latest one (what the server reads), and the walk back
+stops at the link that holds it.
 
 A mismatch is logged, counted (``validation:mismatch``) and the blocks of every response in the Turn
 are marked ``openai.not_anchorable@v1``, so the next request sends the whole Turn and a new chain (or
@@ -24,7 +26,7 @@ from geppetto._json import parse_json
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 
 from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
-from ._items import blocks_to_items
+from ._items import PAYLOAD_ITEM, blocks_to_items, replayed, server_compaction
 from ._metrics import ResponsesMetrics
 from ._send import Api
 from ._state import ConversationState
@@ -72,6 +74,26 @@ def visible(item: dict[str, Any]) -> tuple[Any, ...]:
     if kind in ("reasoning", "item_reference"):
         return ("reasoning", item.get("id"))
     return (kind, item.get("id"))
+
+
+def _link_key(response_id: str, cut: str | None) -> str:
+    """A validated link's key: its count of items runs from the chain's start, or from compaction ``cut``."""
+    return f"{response_id}@{cut}" if cut else response_id
+
+
+def _compaction_id(held: list[Any]) -> str | None:
+    """The id of the server compaction item ``held`` starts with (``replayed`` puts it first), else None."""
+    if held and server_compaction(held[0]):
+        item = held[0].payload.get(PAYLOAD_ITEM)
+        return str(item.get("id")) if isinstance(item, dict) else None
+    return None
+
+
+def _from_compaction(items: list[tuple[Any, ...]], cut: str | None) -> list[tuple[Any, ...]]:
+    """The server's items from the compaction item ``cut`` on (all of them when it holds none such)."""
+    if cut is None or ("compaction", cut) not in items:
+        return items
+    return items[len(items) - 1 - items[::-1].index(("compaction", cut)) :]
 
 
 async def _list(api: Api, path: str) -> tuple[list[dict[str, Any]], int]:
@@ -128,13 +150,15 @@ async def validate_server_context(
     if not anchor or not scan.valid(anchor):
         return Validation(None, None, "no anchor: the next request sends the whole Turn")
     end = scan.spans[anchor].last
-    mine = [visible(i) for i in blocks_to_items(turn.blocks[: end + 1], include_system=include_system)]
+    held = replayed(turn.blocks[: end + 1])
+    cut = _compaction_id(held)
+    mine = [visible(i) for i in blocks_to_items(held, include_system=include_system)]
     base = state.base if state else None
     reads = 0
     if mode == "conversation":
         cid = state.conversation_id if state else None
         stored, reads = await _list(api, f"/conversations/{cid}/items")
-        theirs = [visible(i) for i in stored]
+        theirs = _from_compaction([visible(i) for i in stored], cut)
         if base:  # the conversation holds context from before the Turn: compare the Turn's part
             theirs = theirs[len(theirs) - len(mine) :] if len(theirs) >= len(mine) else theirs
     else:
@@ -142,22 +166,25 @@ async def validate_server_context(
         known = 0
         rid: str | None = anchor
         while rid and rid != base:
-            count = None if reread else links.get(rid)
+            count = None if reread else links.get(_link_key(rid, cut))
             if count is not None:
                 known = count
                 break
             response = await api.get(f"/responses/{rid}")
             own, n = await _list(api, f"/responses/{rid}/input_items")
             reads += 1 + n
-            links_walked.append(own + [o for o in response.get("output") or [] if isinstance(o, dict)])
+            link = own + [o for o in response.get("output") or [] if isinstance(o, dict)]
+            links_walked.append(link)
+            if cut and any(i.get("type") == "compaction" and i.get("id") == cut for i in link):
+                break  # what the server holds starts at this compaction item: the links before it do not count
             prev = response.get("previous_response_id")
             rid = str(prev) if prev else None
-        theirs = [visible(i) for link in reversed(links_walked) for i in link]
+        theirs = _from_compaction([visible(i) for link in reversed(links_walked) for i in link], cut)
         mine = mine[known:]
     result = Validation(anchor, theirs == mine, requests=reads, server=theirs, turn=mine)
     if result.matches:
         if mode == "chained":
-            links.add(anchor, known + len(mine))
+            links.add(_link_key(anchor, cut), known + len(mine))
         metrics.validation("match")
         return result
     diverge = next(

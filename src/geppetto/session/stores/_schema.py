@@ -28,6 +28,21 @@ _V5 = [
     SUMMARIZE_SESSIONS,
 ]
 
+# Version 6: the background responses a server's inferences are reading (``geppetto serve`` with a
+# ``ResponsesEngine(background=True)``): the response id, the Turn the engine sent it for (its document) and the
+# last ``sequence_number`` whose events were published, so another worker picks the inference up when the
+# worker running it dies. A row lives while its inference runs.
+_V6 = [
+    """CREATE TABLE background_responses (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        inference_id TEXT NOT NULL,
+        response_id TEXT NOT NULL,
+        sequence_number INTEGER NOT NULL,
+        turn TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (session_id, inference_id))""",
+]
+
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
 # holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
@@ -126,6 +141,7 @@ SQLITE: list[list[str]] = [
             JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
     ],
     _V5,
+    _V6,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -214,6 +230,7 @@ POSTGRES: list[list[str]] = [
             JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid""",
     ],
     _V5,
+    _V6,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}

@@ -118,6 +118,8 @@ class SessionSummary:
     session_id: str
     events: int
     totals: dict[str, Any] | None
+    first_prompt: str = ""
+    """The session's first user text (what the dashboard names it by)."""
 
 
 @dataclass
@@ -359,9 +361,7 @@ class SQLTurnStore:
                 (session_id, len(events), json.dumps(totals)),
             )
 
-    def _summarize(
-        self, conn: Any, session_id: str, blocks: Sequence[Block] | None, rows: list[tuple[Any, ...]]
-    ) -> None:
+    def _summarize(self, conn: Any, session_id: str, blocks: Frozen | None, rows: list[tuple[Any, ...]]) -> None:
         """Add one inference's events (``rows`` of the events table) to the session's summary, in the
         transaction that saves them; ``blocks``: the snapshot the inference saved (None: none)."""
         from ...web._report import add_totals, inference_totals
@@ -519,7 +519,7 @@ class SQLTurnStore:
                 )
             if events:
                 self._insert_events(conn, events)
-                self._summarize(conn, session_id, frozen.blocks, events)
+                self._summarize(conn, session_id, frozen, events)
         # Only once the transaction committed do the blocks count as stored.
         for block, vid in pending.values():
             block.__dict__["stored"] = (self._marker, sk, vid)
@@ -584,6 +584,12 @@ class SQLTurnStore:
         """Snapshots ``first`` to ``last`` (both included) of ``session_id``, oldest first: a window of the
         history, read in one pass over the blocks those snapshots hold."""
         return await self._run(self._load_range, session_id, first, last)
+
+    def known_seq(self, session_id: str) -> int | None:
+        """The number of the latest snapshot of ``session_id`` this process saved or read, without asking the
+        database (None: none known). The database's own latest may be newer when another process saved since."""
+        tip = self._tips.get(session_id)
+        return tip.seq if tip is not None else None
 
     async def latest_seq(self, session_id: str) -> int:
         """The number of the latest snapshot of ``session_id`` (0 when it has none)."""
@@ -755,7 +761,7 @@ class SQLTurnStore:
         """The kept summary of each session with a snapshot, in the order first saved; with ``limit``, the
         last ``limit`` sessions only. Also whether there are more sessions than returned. One row per
         session returned, whatever the length of its history (the dashboard's source)."""
-        statement = """SELECT s.id, m.events, m.totals FROM sessions s
+        statement = """SELECT s.id, m.events, m.totals, s.first_prompt FROM sessions s
             LEFT JOIN session_summaries m ON m.session_id = s.id
             WHERE EXISTS (SELECT 1 FROM snapshots WHERE session_id = s.id) ORDER BY s.created_seq DESC"""
         params: list[Any] = []
@@ -766,8 +772,8 @@ class SQLTurnStore:
         more = limit is not None and len(rows) > limit
         chosen = rows[:limit] if limit is not None else rows
         return [
-            SessionSummary(sid, int(events or 0), _payload(totals) if totals is not None else None)
-            for sid, events, totals in reversed(chosen)
+            SessionSummary(sid, int(events or 0), _payload(totals) if totals is not None else None, first or "")
+            for sid, events, totals, first in reversed(chosen)
         ], more
 
     async def snapshot_infos(
@@ -839,7 +845,7 @@ class SQLTurnStore:
                         f"DELETE FROM {table} WHERE sk IN (SELECT created_seq FROM sessions WHERE id = ?)",
                         (session_id,),
                     )
-                for table in ("events", "snapshots", "inferences", "session_summaries"):
+                for table in ("events", "snapshots", "inferences", "session_summaries", "background_responses"):
                     self._exec(conn, f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 self._tips.pop(session_id, None)
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))

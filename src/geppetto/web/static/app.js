@@ -123,6 +123,7 @@
     if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
     return `${(n / 1024 / 1024).toFixed(2)} MiB`;
   }
+  const count = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`; // 1 request, 2 requests
   const percent = (part, whole) => (whole ? `${Math.round((100 * part) / whole)} %` : "—");
   // USD: enough digits for a cheap request. Unpriced is shown as such, never as $0.
   function usd(v) {
@@ -173,7 +174,23 @@
       message = "";
     }
     if (response.status === 401) askKey();
-    return new Error(message || `the server answered ${response.status} ${response.statusText}`);
+    const error = new Error(message || `the server answered ${response.status} ${response.statusText}`);
+    error.status = response.status;
+    return error;
+  }
+
+  // What a person reads when a page's session cannot be loaded: an unknown id in words, not the API's.
+  function sessionProblem(e, sessionId) {
+    if (e.status !== 404) return e.message;
+    return el(
+      "p",
+      {},
+      "There is no session ",
+      el("code", {}, sessionId),
+      " on this server: it may have been deleted, or the link came from another server. ",
+      el("a", { href: "#/" }, "Start a new chat"),
+      " or pick a session from the list.",
+    );
   }
 
   async function api(path, options) {
@@ -277,13 +294,15 @@
       this.scroll();
     }
 
+    // Reasoning summaries are Markdown (a bold heading, then prose), rendered as the answer is.
     reasoningDelta(delta) {
       if (!this.reasoning) {
-        const body = el("div", { class: "plain" });
-        this.reasoning = { body };
+        const body = el("div", { class: "body" });
+        this.reasoning = { source: "", body };
         this.add(el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), body));
       }
-      this.reasoning.body.append(delta);
+      this.reasoning.source += delta;
+      this.reasoning.body.replaceChildren(markdown(this.reasoning.source));
     }
 
     toolCall(callId, name, args) {
@@ -481,7 +500,7 @@
     try {
       session = await api(`/api/sessions/${enc(sessionId)}`);
     } catch (e) {
-      main.append(el("h1", {}, "Chat"), el("div", { class: "error", role: "alert" }, e.message));
+      main.append(el("h1", {}, "Chat"), el("div", { class: "error", role: "alert", id: "session-problem" }, sessionProblem(e, sessionId)));
       return;
     }
     const log = el("div", { id: "messages", class: "messages", role: "log", "aria-label": "Conversation", tabindex: "0" });
@@ -602,7 +621,7 @@
     if (c.op === "edit") return el("li", {}, el("strong", {}, `edited ${c.kind} `), idCell(c.id), c.middleware ? ` by ${c.middleware}` : "", el("div", { class: "diff" }, wordDiff(c.before, c.after)));
     if (c.op === "insert") return el("li", {}, el("strong", {}, `inserted ${c.kind} `), idCell(c.id), ` at #${c.index}: `, el("ins", {}, c.after));
     if (c.op === "remove") return el("li", {}, el("strong", {}, `removed ${c.kind} `), idCell(c.id), ": ", el("del", {}, c.before));
-    return el("li", {}, el("strong", {}, "reordered "), `${c.ids.length} block(s) moved: `, c.ids.map((id) => [idCell(id), " "]));
+    return el("li", {}, el("strong", {}, "reordered "), `${count(c.ids.length, "block")} moved: `, c.ids.map((id) => [idCell(id), " "]));
   }
 
   function requestSummary(q) {
@@ -647,9 +666,24 @@
     return el(
       "p",
       { class: "muted", id: "inspector-window" },
-      whole ? `All ${report.snapshot_count} snapshot(s) and their requests.` : `Snapshots ${w.first} to ${w.last} of ${report.snapshot_count} and their requests; the blocks are those of snapshot ${w.last}.`,
+      whole ? `All ${count(report.snapshot_count, "snapshot")} and their requests.` : `Snapshots ${w.first} to ${w.last} of ${report.snapshot_count} and their requests; the blocks are those of snapshot ${w.last}.`,
       links,
     );
+  }
+
+  // "1 chained, 1 stateless, 0 fallbacks", with the conversation requests counted apart (never as chained)
+  function modeCounts(t) {
+    const parts = [`${t.chained || 0} chained`];
+    if (t.conversation) parts.push(`${t.conversation} conversation`);
+    parts.push(`${t.stateless || 0} stateless`, count(t.fallbacks || 0, "fallback"));
+    return parts.join(", ");
+  }
+
+  function nextRequest(next) {
+    if (next.mode === "conversation" && next.conversation)
+      return ["conversation ", el("code", {}, next.conversation), `, then the blocks after the last answer (${next.sends.length} now, and the next prompt)`];
+    if (next.anchor) return ["previous_response_id ", el("code", {}, next.anchor), `, then the blocks after it (${next.sends.length} now, and the next prompt)`];
+    return `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`;
   }
 
   function renderInspector(main, report, backLink) {
@@ -661,7 +695,7 @@
       el(
         "p",
         { class: "muted", id: "inspector-summary" },
-        `${report.blocks.length} blocks · ${report.requests.length} requests · ${t.chained || 0} chained, ${t.stateless || 0} stateless, ${t.fallbacks || 0} fallbacks · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless · ${costText(t)}`,
+        `${count(report.blocks.length, "block")} · ${count(report.requests.length, "request")} · ${modeCounts(t)} · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless · ${costText(t)}`,
       ),
     );
     if (report.window) main.append(windowNav(report));
@@ -768,8 +802,8 @@
       el(
         "section",
         { "aria-labelledby": "next-heading" },
-        el("h2", { id: "next-heading" }, "Next chained request"),
-        el("p", {}, next.anchor ? ["previous_response_id ", el("code", {}, next.anchor), `, then the blocks after it (${next.sends.length} now, and the next prompt)`] : `no valid anchor (${next.reason || "no response yet"}): the whole Turn would be sent`),
+        el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next request (conversation mode)" : "Next chained request"),
+        el("p", { id: "next-request" }, nextRequest(next)),
       ),
     );
     select(report.requests.length - 1);
@@ -785,11 +819,21 @@
       const report = await api(`/api/sessions/${enc(sessionId)}/inspect${before ? `?before=${enc(before)}` : ""}`);
       renderInspector(main, report, `#/chat/${enc(sessionId)}`);
     } catch (e) {
-      main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert" }, e.message));
+      main.replaceChildren(el("h1", {}, "Turn inspector"), el("div", { class: "error", role: "alert", id: "session-problem" }, sessionProblem(e, sessionId)));
     }
   }
 
   // -- dashboard ---------------------------------------------------------------------------------------
+  // A session by its first prompt (cut to a line), its id after it; the id alone when it has no prompt.
+  function sessionLink(r) {
+    const prompt = (r.first_prompt || "").replace(/\s+/g, " ").trim();
+    const label = prompt.length > 60 ? `${prompt.slice(0, 59)}…` : prompt;
+    return [
+      el("a", { href: `#/inspect/${enc(r.session_id)}`, title: r.session_id, class: "session-name" }, label || short(r.session_id, 12)),
+      label ? el("span", { class: "muted session-id" }, ` ${short(r.session_id, 8)}`) : null,
+    ];
+  }
+
   function tile(label, value, id) {
     return el("div", { class: "tile", id }, el("span", { class: "value" }, String(value)), el("span", { class: "label" }, label));
   }
@@ -838,7 +882,7 @@
         axis,
         bars,
       ),
-      el("figcaption", {}, el("span", { class: "key key-stateless" }, "stateless equivalent"), " ", el("span", { class: "key key-sent" }, "sent"), ` · input bytes of the last ${shown.length} session(s) with requests, numbered as in the table below`),
+      el("figcaption", {}, el("span", { class: "key key-stateless" }, "stateless equivalent"), " ", el("span", { class: "key key-sent" }, "sent"), ` · input bytes of the last ${count(shown.length, "session")} with requests, numbered as in the table below`),
     );
   }
 
@@ -858,12 +902,13 @@
     const sessions = d.per_session.filter((r) => r.requests > 0);
     main.replaceChildren(
       el("h1", {}, "Dashboard"),
-      el("p", { class: "muted" }, `Over ${d.sessions} session(s) in the store${d.limited ? ` (the ${d.sessions} most recent)` : ""}.`),
+      el("p", { class: "muted" }, `Over ${count(d.sessions, "session")} in the store${d.limited ? ` (the ${d.sessions} most recent)` : ""}.`),
       el(
         "div",
         { class: "tiles" },
         tile("requests", d.requests, "tile-requests"),
         tile("chained (delta only)", d.chained, "tile-chained"),
+        d.conversation ? tile("conversation", d.conversation, "tile-conversation") : null,
         tile("stateless", d.stateless, "tile-stateless"),
         tile("fallbacks", d.fallbacks, "tile-fallbacks"),
         tile("input bytes saved", `${bytes(d.bytes_saved)} (${percent(d.bytes_saved, d.stateless_bytes)})`, "tile-saved"),
@@ -900,7 +945,7 @@
                   "tr",
                   {},
                   el("td", {}, String(i + 1)),
-                  el("td", {}, el("a", { href: `#/inspect/${enc(r.session_id)}` }, short(r.session_id, 12))),
+                  el("td", {}, sessionLink(r)),
                   el("td", { class: "num" }, String(r.requests)),
                   el("td", { class: "num" }, String(r.chained)),
                   el("td", { class: "num" }, String(r.stateless)),
