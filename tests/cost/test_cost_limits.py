@@ -90,14 +90,24 @@ async def test_max_requests_raises_before_the_fourth_request_with_three_steps_ke
 LONG = " ".join(f"rule{i} applies." for i in range(700))  # ~2,100 tokens: long enough to be cached
 
 
-async def test_max_input_tokens_raises_before_sending_from_the_counted_prefix(geppetto_sim: Simulator) -> None:
-    engine = ClaudeEngine("sim-1", "sk-ant-test", geppetto_sim.url)
+COUNT_PATHS = {
+    "claude": "/v1/messages/count_tokens",
+    "gemini": "/v1beta/models/sim-1:countTokens",
+    "responses": "/v1/responses/input_tokens",
+}
+
+
+@pytest.mark.parametrize("name", list(COUNT_PATHS))
+async def test_max_input_tokens_raises_before_sending_from_the_counted_prefix(
+    geppetto_sim: Simulator, name: str
+) -> None:
+    engine = engines(geppetto_sim)[name]
     session = gp.Session(engine, limits=gp.UsageLimits(max_input_tokens=500))
     session.append(gp.Turn([gp.Block.system(LONG)]))
     with pytest.raises(gp.UsageLimitExceeded, match="max_input_tokens=500") as caught:
         await session.run("hello")
     paths = [r.path for r in geppetto_sim.requests]
-    assert paths == ["/v1/messages/count_tokens"]  # counted, never sent
+    assert paths == [COUNT_PATHS[name]]  # counted, never sent
     counted = await engine.count_tokens(caught.value.turn)
     assert caught.value.value == counted > 500
     assert "counted by the provider" in str(caught.value)
