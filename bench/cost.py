@@ -152,7 +152,8 @@ async def _peer(sim: Simulator, peer: str, workload: str) -> gp.SessionUsage | N
             pmodel = PModel("gpt-4.1-mini", provider=OpenAIProvider(base_url=sim.openai_url, api_key="sk-test"))
             pagent: Any = PAgent(pmodel, instructions=system, tools=[make(f.name) for f in functions])
             presult = await pagent.run(prompt)
-            ru = presult.usage if not callable(presult.usage) else presult.usage()
+            ru = presult.usage
+            ru = ru if hasattr(ru, "input_tokens") else ru()
             usage = Usage(
                 input_tokens=ru.input_tokens, output_tokens=ru.output_tokens, cached_tokens=ru.cache_read_tokens
             )

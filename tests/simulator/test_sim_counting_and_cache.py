@@ -93,3 +93,23 @@ def test_gemini_reports_implicit_cache_reads_of_a_repeated_prefix(gemini: httpx.
 
     assert "cachedContentTokenCount" not in ask("first")
     assert ask("second")["cachedContentTokenCount"] > 1024
+
+
+def test_openai_endpoints_report_automatic_cache_reads_per_cache_key(geppetto_sim: Simulator) -> None:
+    headers = {"authorization": "Bearer sk-test"}
+    with httpx.Client(base_url=geppetto_sim.openai_url, headers=headers, timeout=10) as client:
+
+        def responses(text: str, key: str) -> int:
+            body = {"model": "sim-1", "instructions": LONG, "input": text, "prompt_cache_key": key}
+            usage = client.post("/responses", json=body).json()["usage"]
+            return int(usage["input_tokens_details"]["cached_tokens"])
+
+        def chat(text: str) -> int:
+            messages = [{"role": "system", "content": LONG}, {"role": "user", "content": text}]
+            usage = client.post("/chat/completions", json={"model": "sim-1", "messages": messages}).json()["usage"]
+            return int(usage["prompt_tokens_details"]["cached_tokens"])
+
+        assert responses("first", "a") == 0
+        assert responses("second", "a") > 1024
+        assert responses("third", "b") == 0  # another key: another cache
+        assert chat("first") == 0 and chat("second") > 1024
