@@ -2,7 +2,7 @@
 
 A prompt is a sequence of segments (the system prompt, then each content block of each message), each with
 its tokens. A prefix ending at a segment is identified by a digest over the model and the segments so far
-(``cache_control`` marks left out). Anthropic: the prefix ending at each marked segment is written to the
+(what the model does not read left out: ids, statuses, ``cache_control`` marks). Anthropic: the prefix ending at each marked segment is written to the
 cache when it is at least :data:`MIN_TOKENS` long; a request reads the longest cached prefix ending at any
 segment boundary up to its last mark (the service looks back about 20 blocks; the simulator looks at all).
 Gemini (implicit caching): every prompt of at least :data:`MIN_TOKENS` is cached at each boundary, and a
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._state import SimState
+from ._tokens import SKIP
 
 __all__ = ["MIN_TOKENS", "CacheUse", "Segment", "cache_use"]
 
@@ -37,8 +38,10 @@ class CacheUse:
 
 
 def _plain(value: Any) -> Any:
+    """``value`` as the model reads it: without ids, statuses, signatures and ``cache_control`` marks (a server
+    may give an item a fresh id each time it is sent; the prompt it makes is the same)."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+        return {k: _plain(v) for k, v in value.items() if k not in SKIP}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
