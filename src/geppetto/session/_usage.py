@@ -10,7 +10,7 @@ so it sees each provider request: before it, the limits are checked (the prompt'
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -151,9 +151,6 @@ class UsageLimits:
     @property
     def counts_tokens(self) -> bool:
         return self.max_input_tokens is not None or self.max_total_tokens is not None
-
-
-Counter = Callable[[Turn], Any]
 
 
 class UsageMeter:
