@@ -5,7 +5,9 @@ Defaults: ../shared/reference/openai-openapi.json -> src/geppetto/simulator/open
 
 Keeps only the component schemas reachable from the roots below, rewrites every `oneOf` to `anyOf` (the
 spec's overlapping alternatives, e.g. EasyInputMessage vs InputMessage, make `oneOf` reject valid input)
-and drops descriptions and examples to keep the file small.
+and drops descriptions and examples to keep the file small. Then applies `LENIENCE`: the places where the
+real service accepts what the spec marks required (found by sending recorded real requests and an independent
+compliance suite to the simulator; docs/simulator.md lists them).
 """
 
 from __future__ import annotations
@@ -26,6 +28,17 @@ ROOTS = [
 CONVERSATION_ITEMS_BODY = "CreateConversationItemsBody"
 _DROP = frozenset({"description", "example", "examples", "x-oaiMeta", "x-oaiTypeLabel", "x-stainless-const", "title"})
 PREFIX = "#/components/schemas/"
+_NULLABLE_STATUS = {"anyOf": [{"enum": ["in_progress", "completed", "incomplete"], "type": "string"}, {"type": "null"}]}
+LENIENCE: dict[str, dict[str, Any]] = {
+    # An assistant message replayed without its type, id, status or the parts' logprobs/annotations.
+    "OutputMessage": {"required": ["role", "content"]},
+    "OutputTextContent": {"required": ["type", "text"]},
+    # A function call replayed with `status: null`.
+    "FunctionToolCall": {"properties.status": _NULLABLE_STATUS},
+    # A function tool without `strict`, an image without `detail` (the service defaults them).
+    "FunctionTool": {"required": ["type", "name", "parameters"]},
+    "InputImageContent": {"required": ["type"]},
+}
 
 
 def _refs(node: Any, out: set[str]) -> None:
@@ -53,6 +66,16 @@ def _clean(node: Any) -> Any:
     return node
 
 
+def _lenient(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    for path, value in LENIENCE.get(name, {}).items():
+        *parents, last = path.split(".")
+        node = schema
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return schema
+
+
 def prune(spec: dict[str, Any]) -> dict[str, Any]:
     """The bundle: reachable component schemas (oneOf rewritten to anyOf) under components/schemas."""
     schemas = spec["components"]["schemas"]
@@ -73,7 +96,7 @@ def prune(spec: dict[str, Any]) -> dict[str, Any]:
     keep.update(extra)
     return {
         "info": {"source": "openai/openai-openapi openapi.json", "version": spec.get("info", {}).get("version")},
-        "components": {"schemas": {name: _clean(keep[name]) for name in sorted(keep)}},
+        "components": {"schemas": {name: _lenient(name, _clean(keep[name])) for name in sorted(keep)}},
     }
 
 

@@ -37,10 +37,12 @@ from .middleware import Middleware, with_middleware
 from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
 from .session import ExecutionHandle, Session, SessionUsage, UsageLimits
 from .testing import FunctionEngine, ScriptedEngine
-from .tools import ToolDefinition, ToolRegistry, tool
+from .tools import ApprovalPendingError, ApprovalPolicy, PendingCall, ToolDefinition, ToolRegistry, client_tool, tool
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
 
 __all__ = [
+    "ApprovalPendingError",
+    "ApprovalPolicy",
     "AuthenticationError",
     "BadRequestError",
     "Block",
@@ -59,6 +61,7 @@ __all__ = [
     "Middleware",
     "NotFoundError",
     "OutputValidationError",
+    "PendingCall",
     "PreviousResponseNotFoundError",
     "ProviderConnectionError",
     "ProviderError",
@@ -79,6 +82,7 @@ __all__ = [
     "UsageError",
     "UsageLimitExceeded",
     "UsageLimits",
+    "client_tool",
     "load_turn",
     "output_config",
     "output_of",

@@ -236,3 +236,25 @@ def test_every_mode_and_provider_runs_offline(flags: list[str], tmp_path: Path) 
     assert f"← get_weather: {PARIS}" in res.stdout
     kinds = [b.kind for b in load_turn(saved).blocks if b.kind is not BlockKind.REASONING]
     assert kinds == [BlockKind.USER, BlockKind.TOOL_CALL, BlockKind.TOOL_USE, BlockKind.LLM_TEXT]
+
+
+def test_run_attaches_files_to_the_prompt(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Paris is sunny.")
+    picture = tmp_path / "pixel.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n")
+    res = geppetto(
+        "run", *_sim_args(geppetto_sim), "--attach", str(notes), "-a", str(picture), "Summarize.", config_dir=tmp_path
+    )
+    assert res.returncode == 0, res.stderr
+    (message,) = geppetto_sim.requests[0].body["input"]
+    assert [p["type"] for p in message["content"]] == ["input_text", "input_image", "input_file"]
+    assert message["content"][2]["filename"] == "notes.txt"
+    assert message["content"][2]["file_data"] == "data:text/plain;base64,UGFyaXMgaXMgc3Vubnku"
+
+
+def test_run_refuses_a_missing_attachment_before_any_request(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    res = geppetto("run", *_sim_args(geppetto_sim), "--attach", str(tmp_path / "nope.pdf"), "Hi", config_dir=tmp_path)
+    assert res.returncode != 0
+    assert "cannot attach" in res.stderr and "no such file" in res.stderr
+    assert geppetto_sim.requests == []

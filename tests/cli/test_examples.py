@@ -37,8 +37,19 @@ def test_every_example_is_tested() -> None:
             "structured_output.py",
             "mcp_tools.py",
             "cost_and_limits.py",
+            "approval.py",
         ]
     )
+
+
+def test_approval_pauses_resumes_after_a_restore_and_stays_chained(tmp_path: Path) -> None:
+    lines = _run(tmp_path, "approval.py").splitlines()
+    assert lines[0] == "waiting: delete_file({'path': 'notes.txt'}) [approval]"
+    assert lines[1].startswith("prompt refused: cannot prompt: session ") and lines[1].endswith("(delete_file)")
+    assert lines[2].startswith("approved -> 'deleted notes.txt'; the model: ")
+    assert lines[3] == "denied -> 'the user denied this tool call: over the monthly budget'"
+    assert lines[4] == "client result -> 'sage green'"
+    assert lines[5] == "requests: 6, chained after the first: True"
 
 
 def test_cost_and_limits_prices_each_request_and_stops_at_the_limit(tmp_path: Path) -> None:

@@ -62,7 +62,15 @@ def test_anthropic_tool_use_stream() -> None:
     assert deltas == [("text", "I"), ("text", "'ll check the current weather in Paris for you.")]
     assert shape(result.blocks) == [
         ("llm_text", {"text": "I'll check the current weather in Paris for you."}),
-        ("tool_call", {"id": "toolu_01NRLabsLyVHZPKxbKvkfSMn", "name": "get_weather", "args": {"location": "Paris"}}),
+        (
+            "tool_call",
+            {
+                "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+                "name": "get_weather",
+                "args": {"location": "Paris"},
+                "extra": {"caller": {"type": "direct"}},  # a field geppetto does not model, sent back as it came
+            },
+        ),
     ]
     assert (result.stop_reason, result.usage) == ("tool_calls", Usage(input_tokens=377, output_tokens=65))
     assert result.response_id == "msg_019Q1hrJbZG26Fb9BQhrkHEr"

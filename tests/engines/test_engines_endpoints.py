@@ -176,8 +176,14 @@ def test_keys_come_from_the_environment_and_compatible_servers_need_none(monkeyp
 def test_bad_tools_and_tool_choice_are_usage_errors() -> None:
     with pytest.raises(UsageError, match="has no name"):
         ChatEngine("m", api_key="k", tools=[{"description": "nameless"}])
-    with pytest.raises(UsageError, match="tool_choice 'nope'"):
-        ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="nope")
+    with pytest.raises(UsageError, match="tool_choice ''"):
+        ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="")
+    # A name is checked per request, against the engine's tools and those a Session's tool loop offers.
+    engine = ClaudeEngine("m", api_key="k", tools=[{"name": "a"}], tool_choice="nope")
+    with pytest.raises(
+        UsageError, match=r"tool_choice 'nope' .* a tool offered \(the engine's and the Session's tools: a\)"
+    ):
+        engine.build_request(Turn(blocks=[Block.user("hi")]))
 
 
 class ToolDef:

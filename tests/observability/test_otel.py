@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from geppetto import BadRequestError, Session
+from geppetto import BadRequestError, Block, Session, Turn
 from geppetto.observability import instrument
 from geppetto.providers._http import RetryPolicy
 from geppetto.simulator import Simulator
@@ -94,6 +94,7 @@ async def test_a_session_run_is_an_agent_span_holding_one_chat_span_per_call(
     assert chat.context.trace_id == run.context.trace_id
     assert run.attributes["gen_ai.conversation.id"] == session.session_id
     assert run.attributes["geppetto.turn.id"] == turn.id
+    assert run.attributes["gen_ai.provider.name"] == provider_name  # required on invoke_agent too
     a = chat.attributes
     assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == provider_name
     assert a["gen_ai.request.model"] == model and a["gen_ai.response.model"]
@@ -107,6 +108,9 @@ async def test_a_session_run_is_an_agent_span_holding_one_chat_span_per_call(
     assert tokens["input"].attributes["gen_ai.provider.name"] == provider_name
     (duration,) = otel.points("gen_ai.client.operation.duration")
     assert duration.count == 1 and duration.sum > 0
+    measured = {k: v for k, v in tokens["input"].attributes.items() if k != "gen_ai.token.type"}
+    assert dict(duration.attributes) == measured  # the token points' attributes, as the docs state
+    assert duration.attributes["gen_ai.response.model"] == a["gen_ai.response.model"]
 
 
 async def test_tool_calls_are_spans_beside_the_chat_spans(geppetto_sim: Simulator, otel: Otel) -> None:
@@ -116,10 +120,21 @@ async def test_tool_calls_are_spans_beside_the_chat_spans(geppetto_sim: Simulato
     names = [s.name for s in spans]
     assert names.count("chat sim-1") == 2 and "execute_tool get_weather" in names
     run = next(s for s in spans if s.name == "invoke_agent geppetto")
+    assert run.attributes["gen_ai.provider.name"] == "openai"  # found through the tool loop's wrapper
     tool = next(s for s in spans if s.name == "execute_tool get_weather")
     assert tool.parent is not None and tool.parent.span_id == run.context.span_id
     assert tool.attributes["gen_ai.tool.name"] == "get_weather" and tool.attributes["gen_ai.tool.call.id"]
     assert tool.status.status_code is StatusCode.UNSET
+
+
+async def test_an_engine_that_names_no_provider_is_other_on_the_agent_span(otel: Otel) -> None:
+    class Plain:
+        async def run_inference(self, turn: Turn) -> Turn:
+            turn.append(Block.llm_text("hi"))
+            return turn
+
+    await Session(Plain()).run("hello")
+    assert otel.by_name()["invoke_agent geppetto"].attributes["gen_ai.provider.name"] == "_OTHER"
 
 
 async def test_a_failing_tool_is_an_error_span(geppetto_sim: Simulator, otel: Otel) -> None:

@@ -275,7 +275,18 @@ async def test_hosted_tool_items_are_kept_replayed_and_fingerprinted() -> None:
     eng, bodies = _answering([WEB_SEARCH, MSG])
     turn = await eng.run_inference(_turn())
     assert [(b.kind, b.payload) for b in turn.blocks[1:]] == [
-        (BlockKind.OTHER, {"item": WEB_SEARCH}),
+        (
+            BlockKind.OTHER,
+            {
+                "item": WEB_SEARCH,
+                "builtin": {
+                    "tool": "web_search",
+                    "phase": "call",
+                    "call_id": "ws_1",
+                    "input": {"type": "search", "query": "weather in Paris"},
+                },
+            },
+        ),
         (BlockKind.LLM_TEXT, {"text": "Hello", "item_id": "msg_1"}),
     ]
     assert find_best_anchor(turn) == "resp_1"

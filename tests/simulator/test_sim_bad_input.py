@@ -96,7 +96,10 @@ def test_anthropic_unknown_block_type_lists_the_tags(geppetto_sim: Simulator) ->
         400,
         "messages.0.content.0: Input tag 'x' found using 'type' does not match any of the expected tags: 'text', "
         "'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result', "
-        "'server_tool_use', 'web_search_tool_result'",
+        "'server_tool_use', 'web_search_tool_result', 'web_fetch_tool_result', 'code_execution_tool_result', "
+        "'bash_code_execution_tool_result', 'text_editor_code_execution_tool_result', 'tool_search_tool_result', "
+        "'advisor_tool_result', 'mcp_tool_use', 'mcp_tool_result', 'container_upload', 'compaction', "
+        "'tool_addition'",
     )
 
 

@@ -29,6 +29,7 @@ def test_chat_tool_call_then_answer(oai: httpx.Client) -> None:
     messages += [choice["message"], {"role": "tool", "tool_call_id": call["id"], "content": "21C"}]
     second = oai.post("/chat/completions", json={"model": "sim-1", "messages": messages, "tools": [CHAT_TOOL]}).json()
     assert second["object"] == "chat.completion"
+    assert isinstance(second["system_fingerprint"], str) and second["system_fingerprint"]  # a string, per the spec
     assert second["choices"][0]["message"]["content"] == "Here is what the tools returned. get_weather: 21C."
     assert second["choices"][0]["finish_reason"] == "stop"
 

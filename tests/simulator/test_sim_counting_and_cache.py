@@ -45,12 +45,6 @@ def test_anthropic_count_tokens_matches_the_usage_of_the_same_request(claude: ht
     assert counted.json() == {"input_tokens": total}
 
 
-def test_anthropic_count_tokens_refuses_generation_fields(claude: httpx.Client) -> None:
-    answer = claude.post("/v1/messages/count_tokens", json=_message("s", "Hello"))
-    assert answer.status_code == 400
-    assert answer.json()["error"]["message"] == "max_tokens: Extra inputs are not permitted"
-
-
 def test_anthropic_marked_prefix_is_written_then_read(claude: httpx.Client) -> None:
     system = [{"type": "text", "text": LONG, "cache_control": MARK}]
     first = claude.post("/v1/messages", json=_message(system, "Hello")).json()["usage"]

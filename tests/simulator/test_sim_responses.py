@@ -34,7 +34,7 @@ def test_text_reply_shape_and_usage(oai: httpx.Client) -> None:
     # instructions: 3 + 2 tokens; input item: 3 + 2 tokens; output item: 3 + 5 tokens.
     assert body["usage"] == {
         "input_tokens": 10,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": 8,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 18,

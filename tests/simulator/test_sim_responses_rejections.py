@@ -182,11 +182,13 @@ def test_conversation_items_duplicate_and_too_many(oai: httpx.Client) -> None:
             ),
         ),
         (
+            # A decimal field says "decimal" even for a whole number (recorded: `temperature: -1` gets
+            # "decimal below minimum value ... but got -1 instead.", code decimal_below_min_value).
             {"temperature": 3},
             _error(
-                "Invalid 'temperature': integer above maximum value. Expected a value <= 2, but got 3 instead.",
+                "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead.",
                 "temperature",
-                "integer_above_max_value",
+                "decimal_above_max_value",
             ),
         ),
         (

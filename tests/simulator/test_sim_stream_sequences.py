@@ -40,7 +40,7 @@ def test_responses_reasoning_summary_and_incomplete_terminal(oai: httpx.Client, 
         ),
         (
             "response.content_part.added",
-            {**msg, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}},
+            {**msg, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}},
         ),
         ("response.output_text.delta", {**msg, "content_index": 0, "delta": "Done ", "logprobs": []}),
         ("response.output_text.delta", {**msg, "content_index": 0, "delta": "now", "logprobs": []}),
@@ -48,6 +48,8 @@ def test_responses_reasoning_summary_and_incomplete_terminal(oai: httpx.Client, 
         ("response.content_part.done", {**msg, "content_index": 0, "part": text}),
         ("response.output_item.done", {"output_index": 1, "item": message}),
     ]
+    padding = [d.pop("obfuscation") for n, d in events if n == "response.output_text.delta"]
+    assert len(padding) == 2 and all(isinstance(p, str) and p for p in padding)
     middle = [(name, {k: v for k, v in data.items() if k not in ("type", "sequence_number")}) for name, data in events]
     assert [n for n, _ in middle[:2]] == ["response.created", "response.in_progress"]
     assert middle[2:-1] == expected
@@ -104,7 +106,12 @@ def test_anthropic_tool_use_streams_input_json_deltas(geppetto_sim: Simulator) -
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                "usage": {"output_tokens": events[-2][1]["usage"]["output_tokens"]},
+                "usage": {
+                    "input_tokens": events[0][1]["message"]["usage"]["input_tokens"],
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": events[-2][1]["usage"]["output_tokens"],
+                },
             },
         ),
         ("message_stop", {"type": "message_stop"}),
@@ -142,7 +149,7 @@ def test_gemini_function_call_chunk_carries_the_thought_signature(geppetto_sim: 
                         "role": "model",
                         "parts": [
                             {
-                                "functionCall": {"name": "get_weather", "args": {}},
+                                "functionCall": {"name": "get_weather", "args": {}, "id": call["functionCall"]["id"]},
                                 "thoughtSignature": call["thoughtSignature"],
                             }
                         ],

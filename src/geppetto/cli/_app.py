@@ -109,7 +109,14 @@ def run(
     mcp: McpOpt = None,
     usage: UsageOpt = False,
     limits: LimitsOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call that needs approval (else it is not run).")
+    ] = False,
     verbose: VerboseOpt = False,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", "-a", help="Attach a file (image, PDF, text, audio) to the prompt; repeatable."),
+    ] = None,
 ) -> None:
     """One inference through the tool loop, streaming the answer as it arrives."""
     from ._run import RunOptions, read_prompt, run_command
@@ -127,6 +134,8 @@ def run(
         mcp=tuple(mcp or ()),
         usage=usage,
         limits=limits,
+        yes=yes,
+        attach=tuple(attach or ()),
     )
     guarded(lambda: run_command(options, read_prompt(prompt, file)))
 
@@ -152,9 +161,15 @@ def chat(
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
     usage: UsageOpt = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Approve every tool call without asking (tools that need approval).")
+    ] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """An interactive session, saved in the session store after each answer.
+
+    A tool call that needs approval (an MCP tool annotated destructive, say) is asked about: y runs
+    it, n (or Enter) denies it, any other text denies it with that text as the reason.
 
     Commands: /save FILE, /load FILE, /inspect, /history, /reset, /mode MODE, /exit."""
     from ._chat import ChatRepl
@@ -177,6 +192,7 @@ def chat(
         persist=not no_store,
         mcp=tuple(mcp or ()),
         usage=usage,
+        yes=yes,
     )
     guarded(repl.run)
 

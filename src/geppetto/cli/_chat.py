@@ -19,6 +19,7 @@ from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, load_turn, new_id, save_turn
 from ..web._report import plural
+from ._approve import ask_approvals
 from ._demo_tools import demo_registry
 from ._guard import EXIT_INTERRUPTED, os_error_text
 from ._inspect import render_turn
@@ -99,9 +100,11 @@ class ChatRepl:
         persist: bool = True,
         mcp: tuple[str, ...] = (),
         usage: bool = False,
+        yes: bool = False,
     ) -> None:
         self.settings = settings
         self.show_usage = usage
+        self.yes = yes
         self.resume = resume
         self.store_target = store
         self.persist = persist
@@ -151,6 +154,7 @@ class ChatRepl:
             store=self.store,
             session_id=session_id or new_id(),
             record_events=self.store is not None,
+            approval=False if self.yes else None,
         )
         if latest is not None:
             session.append(latest)
@@ -210,6 +214,7 @@ class ChatRepl:
                     self.console.print(f"geppetto chat · {profile.name} · {profile.provider} {profile.model} · {HELP}")
                     self.session = self._new_session(latest, session_id=session_id)
                     self._where()
+                    self._ask_about_waiting(runner)
                     self._loop(runner)
             finally:
                 self.close()
@@ -279,6 +284,7 @@ class ChatRepl:
         print(ANSWER, end="", flush=True)
         try:
             turn = runner.run(self._infer(text))
+            turn = self._ask_about_waiting(runner) or turn
             if self.show_usage:
                 self._print_usage(turn)
             if self.resume is not None:
@@ -302,6 +308,21 @@ class ChatRepl:
         total = self.session.usage
         line = f"this answer: {usage_line(answer)} · " if answer else ""
         self.console.print(f"\n[dim]{line}session: {total.requests} requests, {format_cost(total.cost)}[/dim]")
+
+    def _ask_about_waiting(self, runner: asyncio.Runner) -> Turn | None:
+        """Ask y/n for each tool call waiting for approval and resume, until nothing waits. Returns the
+        turn the last resume produced (None when nothing waited)."""
+        assert self.session is not None
+        turn = None
+        while calls := self.session.pending_approvals:
+            decisions = ask_approvals(calls)
+            if decisions is None:
+                turn = runner.run(self.session.drop_pending("the user interrupted the approval"))
+                print("(the waiting tool calls were dropped)")
+                break
+            print(ANSWER, end="", flush=True)
+            turn = runner.run(self.session.resume(decisions))
+        return turn
 
     def _command(self, line: str) -> bool:
         name, _, arg = line.partition(" ")

@@ -12,7 +12,7 @@ from rich.console import Console
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..session import Session, UsageLimits
-from ..turns import BlockKind, Turn, save_turn
+from ..turns import BlockKind, Turn, attach_files, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
     EngineSettings,
@@ -43,6 +43,9 @@ class RunOptions:
     mcp: tuple[str, ...] = ()
     usage: bool = False
     limits: str | None = None
+    yes: bool = False
+    attach: tuple[Path, ...] = ()
+    """Files attached to the prompt (``--attach``)."""
 
 
 def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
@@ -73,6 +76,7 @@ def read_prompt(prompt: str | None, prompt_file: Path | None) -> str:
 
 
 async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Turn:
+    attachments = [file_attachment(path) for path in options.attach]  # a bad file fails before any request
     profile = choose_profile(options.settings)
     base = demo_registry() if options.with_tools else None
     async with mcp_tools([*(profile.mcp_servers or []), *options.mcp], base) as tools:
@@ -84,10 +88,26 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
             spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
             session = Session(
-                opened.engine, tools=tools, middlewares=chain, sinks=[spinner.sink, *sinks], limits=limits
+                opened.engine,
+                tools=tools,
+                middlewares=chain,
+                sinks=[spinner.sink, *sinks],
+                approval=False if options.yes else None,
+                limits=limits,
             )
             try:
-                return await spinning(spinner, session.run(prompt))
+                if attachments:
+                    attach_files(session.prompt(prompt).blocks[-1], attachments)
+                    turn = await spinning(spinner, session.start_inference().wait())
+                else:
+                    turn = await spinning(spinner, session.run(prompt))
+                while waiting := session.pending_approvals:
+                    # One shot, nobody to ask: the calls are denied and the model answers without them.
+                    names = ", ".join(sorted({c.name for c in waiting}))
+                    print(f"note: {names} needs approval and was not run; pass --yes to allow it", file=sys.stderr)
+                    reason = "geppetto run cannot ask the user; they can rerun with --yes to allow it"
+                    turn = await session.resume({c.call_id: reason for c in waiting})
+                return turn
             finally:
                 if options.usage:
                     Console(stderr=True).print(f"[dim]usage: {usage_line(session.usage.to_dict())}[/dim]")

@@ -14,6 +14,7 @@ from typing import IO, Any
 from ..turns import result_text
 from ._types import (
     Event,
+    EventBuiltinTool,
     EventError,
     EventFinal,
     EventReasoningDelta,
@@ -153,6 +154,8 @@ class TextPrinter:
             return
         elif isinstance(event, EventToolCallRequested):
             out.write(f"\n→ {event.name}({json.dumps(event.args, ensure_ascii=False)})\n")
+        elif isinstance(event, EventBuiltinTool):
+            out.write(_builtin_line(event))
         elif isinstance(event, EventToolResult):
             shown = event.error if event.error is not None else result_text(event.result)
             out.write(f"← {event.name}: {'error: ' if event.error is not None else ''}{shown}\n")
@@ -163,6 +166,18 @@ class TextPrinter:
         else:
             return
         out.flush()
+
+
+def _builtin_line(event: EventBuiltinTool) -> str:
+    """``⚙ web_search({"query": ...})`` for a built-in call, ``⚙ web_search: 5 sources`` for its result."""
+    if event.phase == "call":
+        shown = "" if event.input is None else json.dumps(event.input, ensure_ascii=False)
+        return f"\n⚙ {event.tool}({shown[:200]})\n"
+    if event.error:
+        return f"⚙ {event.tool}: error\n"
+    if event.sources:
+        return f"⚙ {event.tool}: {len(event.sources)} sources\n"
+    return f"⚙ {event.tool}: done\n"
 
 
 class JsonLinesPrinter:

@@ -16,6 +16,7 @@ __all__ = [
     "STOP_REFUSAL",
     "STOP_TOOL_CALLS",
     "Event",
+    "EventApprovalRequested",
     "EventError",
     "EventFinal",
     "EventInterrupt",
@@ -140,6 +141,35 @@ class EventToolResult(Event):
     name: str = ""
     result: Any = None
     error: str | None = None
+
+
+@dataclass
+class EventApprovalRequested(Event):
+    """The tool loop stopped: ``calls`` wait for a person (``kind`` ``"approval"``) or the client
+    (``"client"``), each a dict with ``call_id``, ``name``, ``arguments``, ``kind``, ``requested_at`` and
+    ``expires_at``. Answer them with ``await session.resume({call_id: ...})``."""
+
+    type: ClassVar[str] = "approval_requested"
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class EventBuiltinTool(Event):
+    """A provider built-in tool (web search, code execution, MCP...) was called or answered on the server.
+
+    Nothing runs on the client: the call and its result are already in the Turn as ``other`` blocks
+    typed under ``payload["builtin"]`` (see :class:`geppetto.turns.BuiltinTool`, whose fields these are).
+    """
+
+    type: ClassVar[str] = "builtin_tool"
+    call_id: str = ""
+    tool: str = ""
+    phase: str = "call"
+    name: str = ""
+    input: Any = None
+    output: Any = None
+    error: bool = False
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from ..events import metadata_for
 from ..tools import (
     DEFAULT_MAX_RESULT_CHARS,
     TOOL_CONFIG,
+    ApprovalPolicy,
     OnError,
     ToolConfig,
     ToolRegistry,
@@ -20,7 +21,9 @@ from ..tools import (
     pending_tool_calls,
     refuse_tool_calls,
 )
+from ..tools._approval import Require, approval_policy
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from ._approvals import answer_decided, hold_for_people, still_waiting
 from ._chain import Middleware
 
 __all__ = ["tool_loop"]
@@ -35,6 +38,7 @@ def tool_loop(
     max_parallel: int = 4,
     on_error: OnError = "continue",
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    approval: ApprovalPolicy | Require | None = None,
 ) -> Middleware:
     """Execute the tool calls the model makes, feeding the results back until it makes none.
 
@@ -64,6 +68,14 @@ def tool_loop(
     :func:`~geppetto.tools.execute_tool_calls`). ``on_error`` and ``max_result_chars`` (the longest tool
     result sent to the model; longer ones are cut with a line saying so) are passed to ``execute_tool_calls``.
 
+    Calls that wait for a person end the loop: a call of a tool that requires approval (``approval``, an
+    :class:`~geppetto.tools.ApprovalPolicy` or its ``require`` rule, else the registry's ``approval``,
+    else the tool's ``requires_approval``) or of a client-side tool is marked waiting (``APPROVAL`` in its
+    metadata), the other calls of that step run, an ``approval_requested`` event lists what waits, and the
+    turn is returned with those calls unanswered. When the loop is given a turn whose waiting calls were
+    decided (``Session.resume``), it first runs the approved ones and answers the others (a refusal with
+    the reason, or the client's result), then goes on with the model once nothing waits.
+
     When a model step fails after tools have run (a provider error, say a 413 for a request grown too
     large), the error's ``turn`` holds the conversation as it stood, tool results included, so nothing
     the tools did is lost.
@@ -79,6 +91,8 @@ def tool_loop(
         max_result_chars=max_result_chars,
     )
 
+    policy = approval_policy(approval)
+
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
             config = TOOL_CONFIG.get(turn.data) or ToolConfig()
@@ -86,8 +100,11 @@ def tool_loop(
             active = registry.subset(config.enabled)
             disabled = config.tool_choice == "none"
             offered = [] if disabled else active.list()
+            resumed = await answer_decided(turn, active, execute)
+            if still_waiting(turn):
+                return turn  # some calls still wait for a decision: the model cannot go on yet
             for step in range(1, limit + 1):
-                with offering_tools(offered, follow_up=step > 1):
+                with offering_tools(offered, follow_up=step > 1 or resumed):
                     try:
                         turn = await next_handler(turn)
                     except ProviderError as exc:
@@ -103,7 +120,11 @@ def tool_loop(
                 if disabled:
                     turn.extend(refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn)))
                 else:
-                    turn.extend(await execute(active, pending, metadata=metadata_for(turn)))
+                    run_now, held = hold_for_people(turn, active, pending, policy)
+                    if run_now:
+                        turn.extend(await execute(active, run_now, metadata=metadata_for(turn)))
+                    if held:
+                        return turn
             names = ", ".join(sorted({str(b.payload.get(PAYLOAD_NAME, "")) for b in pending}))
             raise MaxIterationsError(
                 f"the tool loop ran the model {limit} times and it still asks for tools ({names}); the "

@@ -43,7 +43,7 @@ from ..events import (
 )
 from ..providers import _http
 from ..session import _session
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, BlockKind, Turn
+from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, BlockKind, Turn
 
 __all__ = ["PROVIDER_NAMES", "Instrumentation"]
 
@@ -98,7 +98,7 @@ class Instrumentation:
         self._tools: dict[str, Any] = {}  # open tool spans by call id
         # Attribute dicts that repeat from call to call, made once (the SDK copies what it keeps).
         self._call_attributes: dict[tuple[str, str], dict[str, Any]] = {}
-        self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._server_attributes: dict[str, dict[str, Any]] = {}  # by host:port
         self._handlers: dict[type, Any] = {}
         from ..providers.openai_responses._metrics import metrics as responses_metrics
@@ -122,9 +122,12 @@ class Instrumentation:
         self._responses_metrics.remove_exporter(self._exporter)
 
     # -- Session.run ------------------------------------------------------------------------------
-    def _run_span(self, turn: Turn) -> _RunSpan:
+    def _run_span(self, turn: Turn, provider: str = "") -> _RunSpan:
+        provider = provider or TURN_META_PROVIDER.get(turn.metadata) or ""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
+            # required by the conventions; an engine that names no provider is "_OTHER", as they spell it
+            "gen_ai.provider.name": PROVIDER_NAMES.get(provider, provider) or "_OTHER",
             "gen_ai.agent.name": "geppetto",
             "gen_ai.conversation.id": TURN_META_SESSION_ID.get(turn.metadata) or "",
             "geppetto.turn.id": turn.id,
@@ -240,15 +243,15 @@ class Instrumentation:
         if span.is_recording():  # a span the sampler dropped gets no attributes: nothing would keep them
             span.set_attributes(self._final_attributes(event, call.request or {}, response_model))
         usage = meta.usage
+        inputs, outputs, measured = self._token_dicts(meta, common, response_model)
         if usage is not None:
-            inputs, outputs = self._token_dicts(meta, common, response_model)
             self.token_usage.record(usage.input_tokens, inputs)
             self.token_usage.record(usage.output_tokens, outputs)
         if meta.cost is not None:
             self.cost.add(meta.cost["total"], common)
         else:
             self.unpriced.add(1, common)
-        self.duration.record(time.monotonic() - call.started, common)
+        self.duration.record(time.monotonic() - call.started, measured)
         span.end()
 
     def _final_attributes(self, event: EventFinal, attributes: dict[str, Any], response_model: str) -> dict[str, Any]:
@@ -286,7 +289,8 @@ class Instrumentation:
 
     def _token_dicts(
         self, meta: Any, common: dict[str, Any], response_model: str
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The token points' attributes (input, output) and the duration's: the call's and the response model."""
         key = (meta.provider, meta.model, response_model)
         found = self._token_attributes.get(key)
         if found is None:
@@ -294,6 +298,7 @@ class Instrumentation:
             found = self._token_attributes[key] = (
                 {**measured, "gen_ai.token.type": "input"},
                 {**measured, "gen_ai.token.type": "output"},
+                measured,
             )
         return found
 

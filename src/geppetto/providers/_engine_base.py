@@ -10,7 +10,7 @@ in the request body, the path and the auth headers.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any, ClassVar
 
 import httpx
@@ -18,14 +18,14 @@ import httpx
 from .._json import dumps
 from ..output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ..turns import Turn
-from ._http import ErrorInfo, HttpTransport, RetryPolicy
+from ._http import ErrorInfo, HttpTransport, RetryPolicy, SSEEvent
 from ._streaming import (
     StreamReducer,
     ToolSpec,
     TransportOwner,
+    check_tool_choice,
     engine_transport,
     key_hint,
-    normalize_tool_choice,
     normalize_tools,
     request_tools,
     resolve_api_key,
@@ -69,12 +69,16 @@ class StreamingEngine(TransportOwner):
         http: HttpTransport | httpx.AsyncClient | None,
         retry: RetryPolicy | None,
         timeout: float | httpx.Timeout | None = None,
+        stream: bool = True,
     ) -> None:
         self.model = model
+        self.stream = stream
         self.base_url = (base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
         self.api_key = self.resolve_key(api_key)
         self.tools: list[ToolSpec] = normalize_tools(tools)
-        self.tool_choice = normalize_tool_choice(tool_choice, self.tools)
+        # A name may be one of the engine's tools or one a Session's tool loop offers: names are checked per
+        # request, against the tools offered then (as the Responses engine does).
+        self.tool_choice = check_tool_choice(tool_choice)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.headers = dict(headers or {})
@@ -119,6 +123,19 @@ class StreamingEngine(TransportOwner):
         """A fresh reducer for one stream of this dialect."""
         raise NotImplementedError
 
+    def whole_events(self, answer: Any) -> list[SSEEvent]:
+        """The events a stream of the whole (non-streamed) answer ``answer`` would carry (``stream=False``)."""
+        raise NotImplementedError
+
+    async def _whole(
+        self, path: str, body: Any, params: dict[str, str] | None, headers: dict[str, str]
+    ) -> AsyncGenerator[SSEEvent, None]:
+        answer = await self._transport.request_json(
+            "POST", path, body, params=params, headers=headers, error_parser=self.error_parser
+        )
+        for event in self.whole_events(answer):
+            yield event
+
     def answer_tool(self, output: StructuredOutputConfig | None) -> str | None:
         """The tool whose call is the structured answer for the turn's structured-output config ``output``
         (a dialect that asks for it through a forced tool overrides this); ``None`` otherwise."""
@@ -151,8 +168,10 @@ class StreamingEngine(TransportOwner):
             turn,
             provider=self.provider,
             model=self.model,
-            open_stream=lambda: sse_events(
-                self._transport, path, body, params=params, headers=headers, error_parser=self.error_parser
+            open_stream=lambda: (
+                sse_events(self._transport, path, body, params=params, headers=headers, error_parser=self.error_parser)
+                if self.stream
+                else self._whole(path, body, params, headers)
             ),
             reducer=self.reducer(),
             key=key_hint(self.key_env, sent=bool(self.api_key)),

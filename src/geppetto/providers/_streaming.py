@@ -22,8 +22,10 @@ from .._json import dumps
 from ..events import (
     STOP_END,
     STOP_TOOL_CALLS,
+    EventBuiltinTool,
     EventError,
     EventFinal,
+    EventMetadata,
     EventReasoningDelta,
     EventStart,
     EventTextDelta,
@@ -49,6 +51,7 @@ from ..turns import (
     Block,
     BlockKind,
     Turn,
+    builtin_of,
     result_text,
 )
 from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
@@ -60,7 +63,9 @@ __all__ = [
     "ToolSpec",
     "TransportOwner",
     "budget_for_effort",
+    "builtin_specs",
     "call_names",
+    "check_tool_choice",
     "engine_transport",
     "image_parts",
     "is_openai_reasoning_model",
@@ -69,6 +74,7 @@ __all__ = [
     "normalize_tool_choice",
     "normalize_tools",
     "parse_args",
+    "publish_builtin",
     "request_tools",
     "resolve_api_key",
     "run_stream",
@@ -114,12 +120,23 @@ def normalize_tools(tools: Iterable[Any] | None) -> list[ToolSpec]:
     return specs
 
 
+def check_tool_choice(choice: str | None) -> str | None:
+    """Refuse a ``tool_choice`` that cannot be a mode or a tool name (the name is checked per request)."""
+    if choice is None or (isinstance(choice, str) and choice.strip()):
+        return choice
+    raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a tool")
+
+
 def normalize_tool_choice(choice: str | None, tools: list[ToolSpec]) -> str | None:
     """Check ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or the name of one of the tools."""
     if choice is None or choice in ("auto", "none", "required"):
         return choice
     if choice not in {t.name for t in tools}:
-        raise UsageError(f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a given tool")
+        offered = ", ".join(sorted(t.name for t in tools))
+        raise UsageError(
+            f"tool_choice {choice!r} is not 'auto', 'none', 'required' or the name of a tool offered "
+            f"(the engine's and the Session's tools: {offered})"
+        )
     return choice
 
 
@@ -150,6 +167,19 @@ def request_tools(tools: list[ToolSpec], tool_choice: str | None, turn: Turn) ->
         if config is not None and config.tool_choice != "auto":
             tool_choice = config.tool_choice
     return specs, normalize_tool_choice(tool_choice, specs) if specs else None
+
+
+def builtin_specs(
+    tools: list[dict[str, Any]], provider: str, example: str, valid: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """A provider's built-in tool definitions, each checked by ``valid`` to be in that provider's own form
+    (a refusal shows ``example``)."""
+    for tool in tools:
+        if not isinstance(tool, dict) or not valid(tool):
+            raise UsageError(
+                f"builtin_tools takes {provider}'s own tool definitions (dicts such as {example}), got {tool!r}"
+            )
+    return [dict(t) for t in tools]
 
 
 REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
@@ -371,6 +401,27 @@ def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
     return blocks
 
 
+def publish_builtin(meta: EventMetadata, blocks: list[Block]) -> None:
+    """An :class:`~geppetto.events.EventBuiltinTool` for each built-in tool call or result among ``blocks``."""
+    for block in blocks:
+        info = builtin_of(block)
+        if info is None:
+            continue
+        publish(
+            EventBuiltinTool(
+                meta,
+                call_id=str(info.get("call_id") or ""),
+                tool=str(info.get("tool") or ""),
+                phase=str(info.get("phase") or "call"),
+                name=str(info.get("name") or ""),
+                input=info.get("input"),
+                output=info.get("output"),
+                error=bool(info.get("error")),
+                sources=list(info.get("sources") or []),
+            )
+        )
+
+
 def _calls(block: Block, name: str) -> bool:
     return block.kind is BlockKind.TOOL_CALL and block.payload.get(PAYLOAD_NAME) == name
 
@@ -425,6 +476,7 @@ async def run_stream(
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
+    publish_builtin(meta, result.blocks)
     for block in result.blocks:
         if block.kind is BlockKind.TOOL_CALL:
             publish(

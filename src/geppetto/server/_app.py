@@ -22,6 +22,7 @@ from .._exceptions import ConfigurationError, GeppettoError, UsageError
 from ..events.bus import START, BusEvent, BusUnavailable, EventBus
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SessionSummary, SnapshotInfo, SQLTurnStore
+from ..tools import ApprovalPendingError, PendingCall, awaiting
 from ..turns import new_id, turn_to_dict
 from . import agui, vercel
 from ._guard import (
@@ -233,6 +234,9 @@ def build_app(
                 return error_response(404, public(exc), "not_found")
             except Busy as exc:
                 return error_response(409, public(exc), "session_busy")
+            except ApprovalPendingError as exc:
+                log.info("request %s %s refused: %s", request.method, request.url.path, exc)
+                return error_response(409, public(exc), "approval_pending")
             except UsageError as exc:
                 log.info("request %s %s refused: %s", request.method, request.url.path, exc)
                 return error_response(409, public(exc), "conflict")
@@ -276,6 +280,7 @@ def build_app(
                 "running_inference": running[-1] if running else None,
                 "last_event_id": await runner.bus.last_id(session_id),
                 "latest": turn_to_dict(latest) if latest is not None else None,
+                "pending_approvals": [c.to_dict() for c in awaiting(latest)],
                 "snapshot_count": page[-1].seq if page else 0,
                 "snapshots": [_snapshot_info(i) for i in page],
                 "older_snapshots": _older(session_id, page),
@@ -332,6 +337,31 @@ def build_app(
             status_code=202,
         )
 
+    async def post_approvals(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        body = _object(await read_json(request, max_body))
+        if unknown := sorted(set(body) - {"decisions"}):
+            raise ApiError(
+                422, f'unknown field(s) {", ".join(unknown)}; send {{"decisions": {{...}}}}', "invalid_request"
+            )
+        decisions = body.get("decisions")
+        if not isinstance(decisions, dict) or not decisions:
+            raise ApiError(
+                422,
+                'send {"decisions": {"<call_id>": true | false | "reason to deny"}} (a client-side tool\'s call '
+                "id takes its result); GET /api/sessions/{id} lists pending_approvals",
+                "invalid_request",
+            )
+        started = await runner.start(session_id, "", decisions=decisions)
+        return JSONResponse(
+            {
+                "inference_id": started.inference_id,
+                "after": started.after,
+                "events": f"/api/sessions/{session_id}/events?after={started.after}",
+            },
+            status_code=202,
+        )
+
     async def cancel(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         inference_id = await runner.cancel(session_id)
@@ -369,9 +399,9 @@ def build_app(
         return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
     # -- front-end protocols -------------------------------------------------------------------
-    async def protocol_start(session_id: str, prompt: str, seed: Any) -> Started:
+    async def protocol_start(session_id: str, prompt: str, seed: Any, client_tools: Any = None) -> Started:
         settings = await runner.ensure_session(session_id)
-        return await runner.start(session_id, prompt, seed=seed, settings=settings)
+        return await runner.start(session_id, prompt, seed=seed, settings=settings, client_tools=client_tools)
 
     async def run_stream(started: Started) -> AsyncIterator[dict[str, Any]]:
         """The bus events of one inference, from its start to its ``run_finished``."""
@@ -384,19 +414,42 @@ def build_app(
             if event.data.get("type") == RUN_FINISHED:
                 return
 
+    async def waiting(session_id: str) -> dict[str, PendingCall]:
+        """The calls that wait in ``session_id`` (none for a session the store does not know)."""
+        known = await store.session_settings(session_id) is not None
+        latest = await store.load_latest(session_id) if known else None
+        return {c.call_id: c for c in awaiting(latest)}
+
+    async def protocol_resume(session_id: str, decisions: dict[str, Any], client_tools: Any = None) -> Started:
+        if not decisions:
+            raise UsageError(
+                f"session {session_id} has no tool call waiting for what this request answers; "
+                "send a new user message instead"
+            )
+        settings = await runner.settings(session_id)
+        return await runner.start(session_id, "", settings=settings, decisions=decisions, client_tools=client_tools)
+
     async def ag_ui(request: Request) -> Response:
         body = await read_json(request, max_body, ("threadId", "runId"))
         try:
             run = agui.parse_input(body)
-            prompt, seed = agui.prompt_and_seed(run)
+            thread = _session_id(run.thread_id, "threadId")  # a bad id is a 422 before anything is streamed
+            client_tools = agui.client_tools(run)
+            if agui.wants_resume(run):
+                calls = await waiting(thread)
+                decisions = agui.resume_decisions(run, calls)
+                answered = {i for i in decisions if i in calls and calls[i].kind == "client"}
+                starting = asyncio.ensure_future(protocol_resume(thread, decisions, client_tools))
+            else:
+                prompt, seed = agui.prompt_and_seed(run)
+                answered = set()
+                starting = asyncio.ensure_future(protocol_start(thread, prompt, seed, client_tools))
         except ValueError as exc:  # pydantic's ValidationError is one
             raise ApiError(422, f"not an AG-UI run input: {exc}", "invalid_request") from None
-        thread = _session_id(run.thread_id, "threadId")  # a bad id is a 422 before anything is streamed
-        stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"))
+        stream = agui.AGUIStream(run.thread_id, run.run_id, request.headers.get("accept"), answered=answered)
         # RUN_STARTED goes out at once; the inference begins meanwhile in a task made here, so it carries
         # this request's context (an incoming trace), and shielded, so a client that leaves does not cut
         # its start short. One that cannot begin (the thread is busy) ends the stream with RUN_ERROR.
-        starting = asyncio.ensure_future(protocol_start(thread, prompt, seed))
         starting.add_done_callback(lambda task: task.cancelled() or task.exception())  # read when nobody waits
 
         async def out() -> AsyncIterator[str]:
@@ -416,12 +469,24 @@ def build_app(
 
     async def vercel_chat(request: Request) -> Response:
         body = await read_json(request, max_body, ("id",))
-        try:
-            chat_id, prompt, seed = vercel.prompt_and_seed(body)
-        except ValueError as exc:
-            raise ApiError(422, str(exc), "invalid_request") from None
-        started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
-        stream = vercel.VercelStream()
+        continued = vercel.resumed_message(body)
+        if continued is not None:  # the client answered approvals or ran client-side tools
+            chat_id = _session_id(body.get("id"), "id")
+            calls = await waiting(chat_id)
+            decisions = vercel.resume_decisions(continued, calls)
+            started = await protocol_resume(chat_id, decisions)
+            stream = vercel.VercelStream(
+                str(continued.get("id") or "") or None,
+                answered={i for i in decisions if calls[i].kind == "client"},
+                denied={i for i, d in decisions.items() if calls[i].kind != "client" and d is not True},
+            )
+        else:
+            try:
+                chat_id, prompt, seed = vercel.prompt_and_seed(body)
+            except ValueError as exc:
+                raise ApiError(422, str(exc), "invalid_request") from None
+            started = await protocol_start(_session_id(chat_id, "id"), prompt, seed)
+            stream = vercel.VercelStream()
 
         async def out() -> AsyncIterator[str]:
             async for event in run_stream(started):
@@ -538,6 +603,7 @@ def build_app(
         Route("/api/sessions/{session_id}", guarded(get_session), methods=["GET"]),
         Route("/api/sessions/{session_id}", guarded(delete_session), methods=["DELETE"]),
         Route("/api/sessions/{session_id}/messages", guarded(post_message), methods=["POST"]),
+        Route("/api/sessions/{session_id}/approvals", guarded(post_approvals), methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/sessions/{session_id}/snapshots", guarded(list_snapshots), methods=["GET"]),

@@ -166,7 +166,8 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                 "parameters": [_SESSION_ID],
                 "get": {
                     "summary": "A session: settings, status, its latest Turn (blocks with provenance), the count "
-                    "and last page of its snapshots (older pages at older_snapshots), its last inferences",
+                    "and last page of its snapshots (older pages at older_snapshots), its last inferences, the tool calls "
+                    "waiting for a decision (pending_approvals)",
                     "responses": {"200": _json("The session", {"type": "object"}), **_ERRORS},
                 },
                 "delete": {"summary": "Delete a session", "responses": {"204": {"description": "Deleted"}, **_ERRORS}},
@@ -183,6 +184,41 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                                     "type": "object",
                                     "required": ["text"],
                                     "properties": {"text": NON_BLANK},
+                                    "additionalProperties": False,
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "202": _json(
+                            "Started; read its events after `after`",
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "inference_id": {"type": "string"},
+                                    "after": {"type": "string"},
+                                    "events": {"type": "string"},
+                                },
+                            },
+                        ),
+                        **_ERRORS,
+                    },
+                },
+            },
+            "/api/sessions/{session_id}/approvals": {
+                "parameters": [_SESSION_ID],
+                "post": {
+                    "summary": "Answer the tool calls that wait (the session's pending_approvals) and continue the "
+                    "inference, on any worker: true approves, false or a reason denies, a client-side tool's call "
+                    "takes its result; calls left out keep waiting",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["decisions"],
+                                    "properties": {"decisions": {"type": "object", "minProperties": 1}},
                                     "additionalProperties": False,
                                 }
                             }

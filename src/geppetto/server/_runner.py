@@ -8,7 +8,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,11 +19,13 @@ from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers.openai_responses._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
 from ..session import ExecutionHandle, Session, UsageLimits
+from ..session._approvals import prepare_resume
 from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore
 from ..session.stores._background import BackgroundRecord
-from ..tools import ToolRegistry
+from ..tools import ToolDefinition, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
 from ._background import Created, Follow, Published, pending_for, record_of
+from ._client_tools import SessionTools
 from ._metrics import server_metrics
 from ._publish import Publisher
 
@@ -200,12 +202,24 @@ class Runner:
 
     # -- inferences ---------------------------------------------------------------------------
     async def start(
-        self, session_id: str, text: str, *, seed: Turn | None = None, settings: dict[str, Any] | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        seed: Turn | None = None,
+        settings: dict[str, Any] | None = None,
+        decisions: Mapping[str, Any] | None = None,
+        client_tools: Sequence[ToolDefinition] | None = None,
     ) -> Started:
         """Begin an inference of ``text`` in ``session_id``; :class:`Busy` while one runs in any worker.
 
         ``seed``, for a session with no snapshot yet, is saved first as its history (a front-end that
-        holds earlier messages). ``settings``: the session's, when the caller has just read them."""
+        holds earlier messages). ``settings``: the session's, when the caller has just read them.
+        ``decisions`` (call id -> decision, see :meth:`Session.resume <geppetto.Session.resume>`) resumes
+        the tool calls that wait instead of prompting (``text`` is then only recorded). A prompt to a session
+        with waiting calls, or decisions it cannot take, raise :class:`~geppetto.UsageError` before anything
+        starts. ``client_tools``: the tools the front-end runs itself, offered from this run on (None: those
+        it declared before, if this worker holds the session)."""
         if settings is None:
             settings = await self.settings(session_id)
         lease = await self.store.try_lock(session_id)
@@ -228,6 +242,17 @@ class Runner:
         try:
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
+            session = await self._session(session_id, settings, lambda event: None)
+            if client_tools is not None and isinstance(session.tools, SessionTools):
+                session.tools.declare(client_tools)
+            try:
+                if decisions is None:
+                    session.prompt(text)
+                else:
+                    prepare_resume(session, decisions)
+            except UsageError:
+                await self._keep_hot(session_id, settings, session)  # unchanged: still good for the next request
+                raise
             inference_id = new_id()
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
@@ -240,7 +265,7 @@ class Runner:
             self._running.pop(session_id, None)
             await lease.release()
             raise
-        task = asyncio.get_running_loop().create_task(self._run(session_id, text, settings, running, lease))
+        task = asyncio.get_running_loop().create_task(self._run(session_id, text, settings, running, lease, session))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return Started(session_id, inference_id, after)
@@ -341,7 +366,13 @@ class Runner:
         return True
 
     async def _run(
-        self, session_id: str, text: str, settings: dict[str, Any], running: _Running, lease: SessionLease
+        self,
+        session_id: str,
+        text: str,
+        settings: dict[str, Any],
+        running: _Running,
+        lease: SessionLease,
+        session: Session | None = None,
     ) -> None:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         follow = Follow(queue, running.inference_id, lambda: running.cancelled and running.reason is None)
@@ -366,16 +397,18 @@ class Runner:
 
         pumping = asyncio.get_running_loop().create_task(pump())
         status, error, turn_id = "failed", None, None
-        session: Session | None = None
         unsaved: Turn | None = None
         try:
-            session = await self._session(session_id, settings, sink)
-            if running.resume is None:
-                session.prompt(text)
-            else:
-                await published.picked_up(running.resume)
-                session.append(running.resume.turn)
-                PENDING_RESPONSE.set(pending_for(running.resume))
+            if session is None:  # an inference picked up from a worker that stopped
+                session = await self._session(session_id, settings, sink)
+                if running.resume is None:
+                    session.prompt(text)
+                else:
+                    await published.picked_up(running.resume)
+                    session.append(running.resume.turn)
+                    PENDING_RESPONSE.set(pending_for(running.resume))
+            else:  # prepared by start(): prompted, or carrying the decisions it resumes with
+                session.sinks = (sink,)
             BACKGROUND_OBSERVER.set(follow)  # the inference's task starts with this context
             running.handle = session.start_inference(inference_id=running.inference_id)
             if running.cancelled:
@@ -492,7 +525,7 @@ class Runner:
             middlewares.append(system_prompt(str(settings["system"])))
         session = Session(
             self.engine_for(settings),
-            tools=self.tools,
+            tools=SessionTools(self.tools),
             middlewares=middlewares,
             store=self.store,
             session_id=session_id,

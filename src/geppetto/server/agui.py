@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -18,6 +20,8 @@ from ag_ui.core import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
     RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -30,12 +34,28 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from .._exceptions import UsageError
+from ..tools import ApprovalPendingError, PendingCall, ToolDefinition, ToolReportedError
 from ..turns import Turn, new_id
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED, Busy
 
-__all__ = ["AGUIStream", "parse_input", "prompt_and_seed"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "AGUIStream",
+    "client_tools",
+    "parse_input",
+    "prompt_and_seed",
+    "resume_decisions",
+    "wants_resume",
+]
+
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["approved"],
+}
+"""The answer a tool-approval interrupt expects in its resume entry's ``payload``."""
 
 
 def parse_input(body: Any) -> RunAgentInput:
@@ -62,6 +82,63 @@ def prompt_and_seed(run: RunAgentInput) -> tuple[str, Turn | None]:
     )
 
 
+def client_tools(run: RunAgentInput) -> list[ToolDefinition]:
+    """The tools the front-end runs itself (the run input's ``tools``); ValueError for a tool whose
+    parameters are not a JSON object schema."""
+    out = []
+    for t in run.tools or []:
+        params = t.parameters if t.parameters is not None else {"type": "object", "properties": {}}
+        if not isinstance(params, dict) or params.get("type") != "object":
+            raise ValueError(f"tool {t.name!r}: parameters must be a JSON object schema ({{'type': 'object', ...}})")
+        out.append(ToolDefinition(name=t.name, description=t.description or "", parameters=params))
+    return out
+
+
+def wants_resume(run: RunAgentInput) -> bool:
+    """Whether the run answers interrupts (``resume``) or client-side tool calls (tool messages at the end)."""
+    return bool(run.resume) or bool(run.messages and run.messages[-1].role == "tool")
+
+
+def _approval(entry: Any) -> bool | str:
+    if entry.status == "cancelled":
+        return "the user cancelled the approval"
+    payload = entry.payload
+    if payload is None or isinstance(payload, bool | str):
+        return True if payload is None else payload
+    if isinstance(payload, dict) and isinstance(payload.get("approved"), bool):
+        if payload["approved"]:
+            return True
+        reason = payload.get("reason")
+        return reason if isinstance(reason, str) and reason else False
+    raise ValueError(
+        f"the resume payload of interrupt {entry.interrupt_id} must be {{'approved': true|false, 'reason'?: '...'}}"
+    )
+
+
+def resume_decisions(run: RunAgentInput, waiting: Mapping[str, PendingCall]) -> dict[str, Any]:
+    """The decisions a run carries for the calls that wait: its resume entries (an approval's payload
+    ``{"approved": bool, "reason"?: str}``, a client-side call's payload its result) and the tool messages
+    at the end of its messages that answer waiting client-side calls. ValueError for a bad payload."""
+    decisions: dict[str, Any] = {}
+    for entry in run.resume or []:
+        call = waiting.get(entry.interrupt_id)
+        if call is not None and call.kind == "client":
+            cancelled = entry.status == "cancelled"
+            decisions[entry.interrupt_id] = (
+                ToolReportedError("the client cancelled this call") if cancelled else entry.payload
+            )
+        else:
+            decisions[entry.interrupt_id] = _approval(entry)  # an id that does not wait is refused by the session
+    for message in reversed(run.messages):
+        if message.role != "tool":
+            break
+        call = waiting.get(message.tool_call_id)
+        if call is not None and call.kind == "client" and message.tool_call_id not in decisions:
+            error = getattr(message, "error", None)
+            decisions[message.tool_call_id] = ToolReportedError(error) if error else message.content
+    return decisions
+
+
 class AGUIStream:
     """Turns the events of one inference (bus event dicts) into AG-UI events, in a valid order: text and
     reasoning messages opened before their content and closed before a tool call or the run's end.
@@ -69,8 +146,13 @@ class AGUIStream:
     :meth:`started` gives ``RUN_STARTED`` before the inference has begun (the bus's ``run_started`` then
     adds nothing); :meth:`not_started` ends the run when it could not begin."""
 
-    def __init__(self, thread_id: str, run_id: str, accept: str | None = None) -> None:
+    def __init__(
+        self, thread_id: str, run_id: str, accept: str | None = None, *, answered: Collection[str] = ()
+    ) -> None:
         self.thread_id, self.run_id = thread_id, run_id
+        self.answered = set(answered)  # client-side calls this run answers: the client has their results
+        self.interrupts: list[Interrupt] = []
+        self.client_calls: list[str] = []
         self.encoder = EventEncoder(accept=accept or "text/event-stream")
         self._text: str | None = None
         self._reasoning: str | None = None
@@ -100,6 +182,8 @@ class AGUIStream:
         would have: ``session_busy`` (the thread runs another inference), ``conflict`` or ``unavailable``."""
         if isinstance(exc, Busy):
             code = "session_busy"
+        elif isinstance(exc, ApprovalPendingError):
+            code = "approval_pending"
         elif isinstance(exc, UsageError):
             code = "conflict"
         else:
@@ -148,6 +232,25 @@ class AGUIStream:
             out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args if args is not None else {})))
             out.append(ToolCallEndEvent(tool_call_id=call_id))
             return out
+        if kind == "approval_requested":
+            for call in event.get("calls") or []:
+                if call.get("kind") == "client":
+                    self.client_calls.append(str(call["call_id"]))
+                    continue
+                expires = call.get("expires_at")
+                self.interrupts.append(
+                    Interrupt(
+                        id=str(call["call_id"]),
+                        reason="tool_approval",
+                        message=f"Run {call.get('name')} with {json.dumps(call.get('arguments'), default=str)}?",
+                        tool_call_id=str(call["call_id"]),
+                        response_schema=APPROVAL_SCHEMA,
+                        expires_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)) if expires else None,
+                    )
+                )
+            return []
+        if kind == "tool_result" and event.get("call_id") in self.answered:
+            return []  # the client ran it and holds its result
         if kind == "tool_result":
             result = event.get("result")
             content = event.get("error") or (result if isinstance(result, str) else json.dumps(result, default=str))
@@ -164,7 +267,12 @@ class AGUIStream:
         if kind == RUN_FINISHED:
             out = self._close()
             if event.get("status") == "completed":
-                return [*out, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+                outcome: RunFinishedInterruptOutcome | RunFinishedSuccessOutcome | None = None
+                if self.interrupts:  # the run waits for a person: resume with entries answering these
+                    outcome = RunFinishedInterruptOutcome(interrupts=self.interrupts)
+                elif self.client_calls:  # the client runs these and sends their results as tool messages
+                    outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self.client_calls)
+                return [*out, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
             code = "cancelled" if event.get("status") == "cancelled" else "inference_failed"
             return [*out, RunErrorEvent(message=str(event.get("error") or "the inference failed"), code=code)]
         return []

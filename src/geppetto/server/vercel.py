@@ -4,14 +4,16 @@ inference's geppetto events out as UI message chunks, as Server-Sent Events with
 from __future__ import annotations
 
 import json
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..tools import PendingCall, ToolReportedError
 from ..turns import Turn, new_id
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
 
-__all__ = ["HEADERS", "VercelStream", "prompt_and_seed"]
+__all__ = ["HEADERS", "VercelStream", "prompt_and_seed", "resume_decisions", "resumed_message"]
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -42,6 +44,41 @@ def prompt_and_seed(body: Any) -> tuple[str, str, Turn | None]:
     return chat_id, prompt, seed
 
 
+def resumed_message(body: Any) -> dict[str, Any] | None:
+    """The assistant message a request continues (its last message, when that is the assistant's: the
+    client answered tool approvals or ran client-side tools in it), else None."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = messages[-1]
+        if last.get("role") == "assistant" and isinstance(last.get("parts"), list):
+            return last
+    return None
+
+
+def resume_decisions(message: dict[str, Any], waiting: Mapping[str, PendingCall]) -> dict[str, Any]:
+    """The decisions the tool parts of ``message`` carry for the calls that wait: an ``approval-responded``
+    part approves or denies (with its reason), ``output-available`` / ``output-error`` is a client-side
+    tool's result or error, ``output-denied`` denies."""
+    decisions: dict[str, Any] = {}
+    for part in message["parts"]:
+        if not isinstance(part, dict) or not str(part.get("type", "")).startswith(("tool-", "dynamic-tool")):
+            continue
+        call = waiting.get(str(part.get("toolCallId", "")))
+        if call is None:
+            continue
+        state, approval = part.get("state"), part.get("approval") or {}
+        reason = approval.get("reason") if isinstance(approval, dict) else None
+        if state == "approval-responded" and isinstance(approval, dict):
+            decisions[call.call_id] = True if approval.get("approved") is True else (reason or False)
+        elif state == "output-denied":
+            decisions[call.call_id] = reason or False
+        elif state == "output-available" and call.kind == "client":
+            decisions[call.call_id] = part.get("output")
+        elif state == "output-error" and call.kind == "client":
+            decisions[call.call_id] = ToolReportedError(str(part.get("errorText") or "the client's tool failed"))
+    return decisions
+
+
 def _value(result: Any) -> Any:
     """A tool result as a value: tools' results reach the model as text, JSON text is decoded back."""
     if isinstance(result, str):
@@ -62,13 +99,26 @@ DONE = "data: [DONE]\n\n"
 class VercelStream:
     """Turns the events of one inference (bus event dicts) into UI message chunks: ``start``, a step per
     provider call, text and reasoning parts opened before their deltas and closed before a tool call, tool
-    input and output, ``finish`` (or ``error``)."""
+    input and output, ``finish`` (or ``error``).
 
-    def __init__(self, message_id: str | None = None) -> None:
+    As the ``ai`` package's ``streamText`` does, a step that called tools ends only once their outputs
+    are in (``start-step``, ``tool-input-available``, ``tool-output-available``, ``finish-step``): the
+    provider call's ``final`` waits for the results of the calls it made, and a new step, or the end of
+    the run, ends it in any case."""
+
+    def __init__(
+        self, message_id: str | None = None, *, answered: Collection[str] = (), denied: Collection[str] = ()
+    ) -> None:
         self.message_id = message_id or new_id()
+        self.answered = set(answered)  # client-side calls this request answers: the client has their results
+        self.denied = set(denied)  # calls the person denied in this request
         self._text: str | None = None
         self._reasoning: str | None = None
         self._step = False
+        self._pending: set[str] = set()
+        """Tool calls of the open step whose outputs have not arrived."""
+        self._ending = False
+        """The step's provider call finished; the step ends once ``_pending`` is empty."""
 
     def _close(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -81,17 +131,26 @@ class VercelStream:
         return out
 
     def _open_step(self) -> list[dict[str, Any]]:
-        if self._step:
+        if self._step and not self._ending:
             return []
+        out = self._end_step()  # a step still waiting for tool outputs ends where the next begins
         self._step = True
-        return [{"type": "start-step"}]
+        return [*out, {"type": "start-step"}]
 
     def _end_step(self) -> list[dict[str, Any]]:
         out = self._close()
         if self._step:
             self._step = False
             out.append({"type": "finish-step"})
+        self._pending.clear()
+        self._ending = False
         return out
+
+    def _output(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        self._pending.discard(str(chunk["toolCallId"]))
+        if self._ending and not self._pending:
+            return [chunk, *self._end_step()]
+        return [chunk]
 
     def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
@@ -117,6 +176,7 @@ class VercelStream:
             return [*out, {"type": "reasoning-delta", "id": self._reasoning, "delta": str(event["delta"])}]
         if kind == "tool_call":
             args = event.get("args")
+            self._pending.add(str(event.get("call_id") or ""))
             return [
                 *self._open_step(),
                 *self._close(),
@@ -127,12 +187,29 @@ class VercelStream:
                     "input": args if args is not None else {},
                 },
             ]
+        if kind == "approval_requested":
+            return [
+                {"type": "tool-approval-request", "approvalId": str(c["call_id"]), "toolCallId": str(c["call_id"])}
+                for c in event.get("calls") or []
+                if c.get("kind") != "client"  # a client-side call waits as an input-available tool part
+            ]
         if kind == "tool_result":
             call_id = str(event.get("call_id") or "")
+            if call_id in self.answered:
+                return []
+            if call_id in self.denied:
+                return [{"type": "tool-output-denied", "toolCallId": call_id}]
             if event.get("error"):
-                return [{"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}]
-            return [{"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}]
+                return self._output(
+                    {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}
+                )
+            return self._output(
+                {"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}
+            )
         if kind == "final":
+            if self._pending:  # its tool calls' outputs belong to this step
+                self._ending = True
+                return self._close()
             return self._end_step()
         if kind == EVENTS_MISSING:  # events the bus lost: a data part where they would have been
             return [{"type": "data-events-missing", "data": missing_payload(event)}]

@@ -16,21 +16,38 @@ from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
 from ..pricing import PriceTable, use_prices
-from ..tools import Tool, ToolRegistry
+from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
+from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList, freeze
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._watch import BlockList, Watch
+from . import _approvals
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
-RunHook = Callable[[Turn], contextlib.AbstractContextManager[Any]]
+RunHook = Callable[[Turn, str], contextlib.AbstractContextManager[Any]]
 RUN_HOOKS: list[RunHook] = []
-"""Context managers entered around every inference a session runs (given the working turn), e.g. the
-OpenTelemetry span of a ``Session.run``; an exception of the inference passes through them."""
+"""Context managers entered around every inference a session runs (given the working turn and the
+provider of the session's engine, "" when it names none), e.g. the OpenTelemetry span of a
+``Session.run``; an exception of the inference passes through them."""
+
+
+def engine_provider(engine: Any) -> str:
+    """The provider an engine talks to (``openai``, ``anthropic``...), looking through middleware wrappers
+    (their ``engine``); "" when none names one."""
+    for _ in range(32):  # wrappers nest a few deep; a cycle must not hang
+        provider = getattr(engine, "provider", None)
+        if isinstance(provider, str) and provider:
+            return provider
+        engine = getattr(engine, "engine", None)
+        if engine is None:
+            break
+    return ""
+
 
 IncomingHook = Callable[[Mapping[str, str]], contextlib.AbstractContextManager[Any]]
 INCOMING_HOOKS: list[IncomingHook] = []
@@ -196,6 +213,11 @@ class Session:
     (:class:`~geppetto.UsageLimitExceeded`); ``prices`` is the table its requests are priced with
     (``geppetto.pricing``); :attr:`usage` holds the totals.
 
+    ``approval`` (an :class:`~geppetto.ApprovalPolicy`, or its ``require`` rule: ``True``, ``False`` or a
+    predicate ``(tool_name, arguments) -> bool``) decides which tool calls wait for a person; by default
+    each tool's ``requires_approval`` does. An inference whose model calls such a tool (or a client-side
+    tool) ends with the call waiting: see :attr:`pending_approvals`, :meth:`resume`, :meth:`drop_pending`.
+
     >>> session = Session(engine)                      # doctest: +SKIP
     >>> session.prompt("Hello")                        # doctest: +SKIP
     >>> out = await session.start_inference().wait()   # doctest: +SKIP
@@ -214,6 +236,7 @@ class Session:
         record_events: bool = False,
         limits: UsageLimits | None = None,
         prices: PriceTable | None = None,
+        approval: ApprovalPolicy | Require | None = None,
     ) -> None:
         checked = self._check_engine(engine)
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -231,7 +254,10 @@ class Session:
         chain = [structured_output(), *middlewares]
         if tools is not None:
             self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-            chain.append(tool_loop(self.tools, **(tool_loop_options or {})))
+            options = dict(tool_loop_options or {})
+            if approval is not None:
+                options["approval"] = approval
+            chain.append(tool_loop(self.tools, **options))
         self._meter = UsageMeter(limits)
         self.prices = prices
         """The price table this session's requests are priced with (None: ``geppetto.pricing.default_prices()``)."""
@@ -374,6 +400,7 @@ class Session:
         """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot. A snapshot
         of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
+        _approvals.check_no_waiting(self, "append a turn")
         self._adopt(turn)
         return turn
 
@@ -382,14 +409,47 @@ class Session:
         read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
         the history. Returns that seed."""
         self._check_idle("prompt")
+        expired = _approvals.check_no_waiting(self, "prompt")
         frozen = self._settle_latest()
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
         TURN_META_INFERENCE_USAGE.delete(seed.metadata)
+        if expired:
+            drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
         seed.append(Block.user(text, images))
         self._push(seed)
         return seed
+
+    # -- tool calls waiting for a person -----------------------------------------------------------
+    def _continued(self) -> Turn:
+        """A copy of the latest snapshot under the same Turn id (the same turn going on: a resume)."""
+        frozen = self._settle_latest()
+        latest = self.latest
+        assert latest is not None and frozen is not None
+        return _derive(latest, frozen, latest.id)
+
+    @property
+    def pending_approvals(self) -> builtins.list[PendingCall]:
+        """The tool calls of the latest snapshot waiting for a person (``kind="approval"``) or the
+        client (``kind="client"``), in call order; empty when nothing waits."""
+        return awaiting(self.latest)
+
+    async def resume(self, decisions: Mapping[str, Any] | None = None) -> Turn:
+        """Answer waiting tool calls and continue the inference; returns its output turn.
+
+        ``decisions`` maps call ids to ``True`` (approve: the tool runs), ``False`` (deny) or a string (deny
+        with that reason, which the model reads); for a client-side call, to the client's result (a
+        :class:`~geppetto.tools.ToolReportedError` for its error). Calls left out keep waiting (the approved
+        ones run now, and the model goes on once nothing waits); calls that expired are refused.
+        Raises :class:`~geppetto.UsageError` for an id that does not wait or a decision of the wrong type.
+        """
+        return await _approvals.resume(self, decisions or {})
+
+    async def drop_pending(self, reason: str = "") -> Turn:
+        """Refuse every waiting tool call without running it (the model will read that it was dropped,
+        with ``reason``) and save that as the latest snapshot, so the session can be prompted again."""
+        return await _approvals.drop_pending(self, reason)
 
     # -- inference ----------------------------------------------------------------------------
     def start_inference(self, *, inference_id: str | None = None) -> ExecutionHandle:
@@ -401,6 +461,7 @@ class Session:
         :class:`~geppetto.UsageError` when there is nothing to run.
         """
         self._check_idle("start an inference")
+        _approvals.check_can_start(self)
         seed = self.latest
         if seed is None or not seed.blocks:
             raise UsageError(
@@ -451,7 +512,7 @@ class Session:
         start = self._meter.begin()
         with with_sinks(*sinks), use_prices(self.prices), contextlib.ExitStack() as hooks:
             for hook in RUN_HOOKS:
-                hooks.enter_context(hook(work))
+                hooks.enter_context(hook(work, engine_provider(self.engine)))
             try:
                 out = await self.engine.run_inference(work)
             except asyncio.CancelledError:

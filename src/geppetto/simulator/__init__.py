@@ -14,8 +14,8 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
     ) from None
 
 from ._faults import Fault
-from ._model import Reply, ToolCall
+from ._model import BuiltinCall, Reply, ToolCall
 from ._server import Simulator, run, serve
 from ._state import RecordedRequest
 
-__all__ = ["Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "run", "serve"]
+__all__ = ["BuiltinCall", "Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "run", "serve"]

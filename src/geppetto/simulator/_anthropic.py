@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_rules import check_request
+from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
 from ._call import Call
-from ._errors import SimError
 from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
@@ -38,13 +39,14 @@ def to_msgs(body: dict[str, Any]) -> list[Msg]:
     for message in body["messages"]:
         content = message.get("content")
         role = message.get("role")
+        speaker = role if role in ("assistant", "system") else "user"
         if isinstance(content, str):
-            msgs.append(Msg("assistant" if role == "assistant" else "user", content))
+            msgs.append(Msg(speaker, content))
             continue
         for block in content:
             kind = block.get("type")
             if kind == "text":
-                msgs.append(Msg("assistant" if role == "assistant" else "user", str(block.get("text", ""))))
+                msgs.append(Msg(speaker, str(block.get("text", ""))))
             elif kind == "tool_use":
                 msgs.append(Msg("call", json.dumps(block.get("input")), str(block.get("name")), str(block.get("id"))))
             elif kind == "tool_result":
@@ -86,16 +88,17 @@ def _content(state: SimState, body: dict[str, Any], reply: Reply) -> list[dict[s
     if thinking_enabled(body) or reply.reasoning is not None or is_reasoning_model(str(body.get("model"))):
         text = reply.reasoning or DEFAULT_THINKING
         blocks.append({"type": "thinking", "thinking": text, "signature": state.seal("anthropic", "thinking", text)})
+    blocks += anthropic_blocks(reply.builtin, new_id)
     if reply.text is not None:
-        blocks.append({"type": "text", "text": reply.text})
+        citations = anthropic_citations(reply.builtin)
+        blocks.append({"type": "text", "text": reply.text, **({"citations": citations} if citations else {})})
     for call in reply.tool_calls:
         args = call.args if isinstance(call.args, dict) else {"input": call.args}
         blocks.append({"type": "tool_use", "id": call.call_id or new_id("toolu_"), "name": call.name, "input": args})
     return blocks
 
 
-def prompt_tokens(body: dict[str, Any]) -> int:
-    """The input tokens of a Messages request (cache reads and writes included)."""
+def _input_tokens(body: dict[str, Any]) -> int:
     system = body.get("system")
     return count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
 
@@ -121,13 +124,11 @@ def _segments(body: dict[str, Any]) -> list[Segment]:
 
 
 async def count_tokens(call: Call) -> ASGIApp:
-    """POST /v1/messages/count_tokens: the request's input tokens, as the service counts before sending."""
+    """POST /v1/messages/count_tokens: the request's input tokens, after the same checks as a message
+    (without `max_tokens`, which counting does not take)."""
     body = call.obj()
-    extra = sorted(set(body) & {"stream", "max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "metadata"})
-    if extra:
-        raise SimError(400, f"{extra[0]}: Extra inputs are not permitted")
-    check_request(call.state, {"max_tokens": 1, **body})
-    return JSONResponse({"input_tokens": prompt_tokens(body)})
+    check_request(call.state, {"max_tokens": 1, **{k: v for k, v in body.items() if k != "max_tokens"}})
+    return JSONResponse({"input_tokens": _input_tokens(body)})
 
 
 async def create_message(call: Call) -> ASGIApp:
@@ -136,10 +137,15 @@ async def create_message(call: Call) -> ASGIApp:
     state = call.state
     check_request(state, body)
     schema = check_anthropic_format(body)
-    reply = state.next_reply() or decide(to_msgs(body), _tools(body), _choice(body), schema)
+    msgs = to_msgs(body)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("anthropic", body))
+        or decide(msgs, _tools(body), _choice(body), schema)
+    )
     content = _content(state, body, reply)
-    stop = "tool_use" if reply.tool_calls else "max_tokens" if reply.stop == "max_tokens" else "end_turn"
-    input_tokens = prompt_tokens(body)
+    stop = "tool_use" if reply.tool_calls else reply.stop if reply.stop in ("max_tokens", "pause_turn") else "end_turn"
+    input_tokens = _input_tokens(body)
     cached = cache_use(state, str(body.get("model")), _segments(body))
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"
@@ -147,13 +153,19 @@ async def create_message(call: Call) -> ASGIApp:
     message_id = new_id("msg_")
     with state.lock:
         state.contexts[message_id] = copy.deepcopy(body["messages"])
+    thinking_tokens = sum(count_text(b["thinking"]) for b in content if b["type"] == "thinking")
     usage = {
         "input_tokens": input_tokens - cached.read - cached.write,
         "cache_creation_input_tokens": cached.write,
         "cache_read_input_tokens": cached.read,
+        "cache_creation": {"ephemeral_5m_input_tokens": cached.write, "ephemeral_1h_input_tokens": 0},
         "output_tokens": output_tokens,
+        "output_tokens_details": {"thinking_tokens": thinking_tokens},
         "service_tier": "standard",
+        "inference_geo": "global",
     }
+    if reply.builtin:
+        usage["server_tool_use"] = anthropic_server_usage(reply.builtin)
     message = {
         "id": message_id,
         "type": "message",
@@ -162,23 +174,37 @@ async def create_message(call: Call) -> ASGIApp:
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
+        "stop_details": None,
         "usage": usage,
     }
+    if any(c.kind == "code_execution" for c in reply.builtin):
+        message["container"] = {"id": new_id("container_"), "expires_at": _expiry(state.now())}
     if not body.get("stream"):
         return JSONResponse(message)
     return SSEStream(_frames(message), call.fault, lambda: state.closing, api="anthropic")
 
 
+_DELTA_USAGE = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
 def _frames(message: dict[str, Any]) -> list[bytes]:
     usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens_details", "inference_geo")}
+    start = {
+        **{k: v for k, v in message.items() if k != "stop_details"},
+        "content": [],
+        "stop_reason": None,
+        "usage": {**start_usage, "output_tokens": 1},
+    }
     frames = [sse("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(message["content"]):
         empty = {
             "text": {"type": "text", "text": ""},
             "thinking": {"type": "thinking", "thinking": "", "signature": ""},
         }
-        opening = empty.get(block["type"], {**block, "input": {}})
+        opening = empty.get(block["type"], block if block["type"].endswith("_tool_result") else {**block, "input": {}})
+        if block.get("citations"):
+            opening = {**opening, "citations": []}
         frames.append(
             sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": opening})
         )
@@ -191,16 +217,24 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
     frames.append(
         sse(
             "message_delta",
-            {"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage["output_tokens"]}},
+            {"type": "message_delta", "delta": delta, "usage": {k: usage[k] for k in _DELTA_USAGE}},
         )
     )
     frames.append(sse("message_stop", {"type": "message_stop"}))
     return frames
 
 
+def _expiry(now: int) -> str:
+    """When a code-execution container expires: an hour after `now`, as the service writes it."""
+    return datetime.fromtimestamp(now + 3600, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
-        return [{"type": "text_delta", "text": d} for d in chunks(block["text"])]
+        cited = [{"type": "citations_delta", "citation": c} for c in block.get("citations") or []]
+        return cited + [{"type": "text_delta", "text": d} for d in chunks(block["text"])]
+    if block["type"].endswith("_tool_result"):
+        return []  # a server tool's result arrives whole in its content_block_start
     if block["type"] == "thinking":
         deltas = [{"type": "thinking_delta", "thinking": d} for d in chunks(block["thinking"])]
         return [*deltas, {"type": "signature_delta", "signature": block["signature"]}]

@@ -23,14 +23,36 @@ _BUDGET_OVER_MAX = (
 _STR, _BOOL, _INT, _NUM, _DICT = (scalar(k) for k in ("str", "bool", "int", "num", "dict"))
 _TEXT = obj({"text": _STR, "cache_control": _DICT, "citations": scalar("any")}, "text")
 _SOURCED = obj({"source": _DICT, "cache_control": _DICT}, "source")
-_RESULT_BLOCK = tagged("type", {"text": _TEXT, "image": _SOURCED, "document": _SOURCED})
+_TOOL_REFERENCE = obj({"tool_name": _STR}, "tool_name")
+_SEARCH_RESULT = obj({"source": _STR, "title": _STR, "content": array(_TEXT)})
+_RESULT_BLOCK = tagged(
+    "type",
+    {
+        "text": _TEXT,
+        "image": _SOURCED,
+        "document": _SOURCED,
+        "search_result": _SEARCH_RESULT,
+        "tool_reference": _TOOL_REFERENCE,
+    },
+)
+_SERVER_RESULT = obj({"tool_use_id": _STR, "content": scalar("any")}, "tool_use_id", "content")
+SERVER_RESULT_BLOCKS = (
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "advisor_tool_result",
+)
+"""Results of the service's own (server) tools, sent back as the service produced them."""
 _BLOCK = tagged(
     "type",
     {
         "text": _TEXT,
         "image": _SOURCED,
         "document": _SOURCED,
-        "search_result": obj({"source": _STR, "title": _STR, "content": array(_RESULT_BLOCK)}),
+        "search_result": _SEARCH_RESULT,
         "thinking": obj({"thinking": _STR, "signature": _STR}, "thinking", "signature"),
         "redacted_thinking": obj({"data": _STR}, "data"),
         "tool_use": obj({"id": _STR, "name": _STR, "input": _DICT}, "id", "name", "input"),
@@ -38,11 +60,23 @@ _BLOCK = tagged(
             {"tool_use_id": _STR, "content": one_of(_STR, array(_RESULT_BLOCK)), "is_error": _BOOL}, "tool_use_id"
         ),
         "server_tool_use": obj({"id": _STR, "name": _STR, "input": _DICT}, "id", "name", "input"),
-        "web_search_tool_result": obj({"tool_use_id": _STR}, "tool_use_id"),
+        **dict.fromkeys(SERVER_RESULT_BLOCKS, _SERVER_RESULT),
+        "mcp_tool_use": obj(
+            {"id": _STR, "name": _STR, "server_name": _STR, "input": _DICT}, "id", "name", "server_name", "input"
+        ),
+        "mcp_tool_result": obj(
+            {"tool_use_id": _STR, "content": one_of(_STR, array(_RESULT_BLOCK)), "is_error": _BOOL}, "tool_use_id"
+        ),
+        "container_upload": obj({"file_id": _STR}, "file_id"),
+        "compaction": obj({"content": _STR}),
+        # Only in a mid-conversation `system` message: a deferred tool made available from here on.
+        "tool_addition": obj({"tool": tagged("type", {"tool_reference": obj({"name": _STR}, "name")})}, "tool"),
     },
 )
 _MESSAGE = obj(
-    {"role": scalar("str", enum=("user", "assistant")), "content": one_of(_STR, array(_BLOCK))}, "role", "content"
+    {"role": scalar("str", enum=("user", "assistant", "system")), "content": one_of(_STR, array(_BLOCK))},
+    "role",
+    "content",
 )
 _CHOICE_FIELDS = {"disable_parallel_tool_use": _BOOL}
 _REQUEST = obj(
@@ -138,6 +172,9 @@ def check_request(state: SimState, body: dict[str, Any]) -> None:
     messages = body["messages"]
     if not messages:
         raise _bad("messages: at least one message is required")
+    if messages[0]["role"] == "system":
+        # A `system` message is a mid-conversation instruction; the conversation's own goes in `system`.
+        raise _bad("messages.0.role: Input should be 'user' or 'assistant'")
     _check_tools(messages)
     _check_thinking(state, body)
 

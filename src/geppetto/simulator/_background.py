@@ -31,7 +31,7 @@ from ._call import Call
 from ._errors import SimError
 from ._faults import FAULT_HEADER, Fault, parse_fault, sse
 from ._openai_out import stream_frames, usage
-from ._state import SimState
+from ._state import SimState, stored_or_404
 
 __all__ = ["BackgroundRun", "cancel_response", "check_background", "get_response", "start_background"]
 
@@ -269,9 +269,8 @@ async def get_response(call: Call) -> ASGIApp:
                 "can be streamed again.",
                 param="stream",
             )
-        from ._openai import get_response as get_stored  # _openai starts background runs: imported late
-
-        return await get_stored(call)
+        with state.lock:
+            return JSONResponse(stored_or_404(state, response_id).obj)
     if not stream:
         return JSONResponse(run.snapshot())
     if not run.streamed:

@@ -184,6 +184,10 @@ def _usage(messages: list[Any], message: dict[str, Any], reply: Reply, cached: i
     }
 
 
+SYSTEM_FINGERPRINT = "fp_5e10b7c2a1"
+"""The backend configuration the simulator reports (a string, as the service sends; it never changes)."""
+
+
 async def create_chat_completion(call: Call) -> ASGIApp:
     """POST /v1/chat/completions."""
     body = call.obj()
@@ -201,7 +205,13 @@ async def create_chat_completion(call: Call) -> ASGIApp:
     completion_id = new_id("chatcmpl-")
     with state.lock:
         state.contexts[completion_id] = copy.deepcopy(messages)
-    head = {"id": completion_id, "created": state.now(), "model": body.get("model"), "system_fingerprint": None}
+    head = {
+        "id": completion_id,
+        "created": state.now(),
+        "model": body.get("model"),
+        "service_tier": "default",
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+    }
     # OpenAI's automatic prompt cache: a repeated prefix of 1,024 tokens or more is read from it
     route = f"chat|{body.get('model')}|{body.get('prompt_cache_key') or ''}"
     segments = [Segment(body.get("tools"), 0), *(Segment(m, count_items([m])) for m in messages)]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import secrets
+import string
 from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._builtin import decide_builtin, gemini_grounding, gemini_parts, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream, sse
@@ -27,6 +30,15 @@ def reasoning_on(model: str, body: dict[str, Any]) -> bool:
     if isinstance(config, dict) and config.get("thinkingBudget") != 0:
         return True
     return is_reasoning_model(model) or model.startswith("gemini-3")
+
+
+def thinks(model: str, body: dict[str, Any]) -> bool:
+    """Whether the model thinks (and counts `thoughtsTokenCount`): as `reasoning_on`, and Gemini 2.5 models
+    other than Flash-Lite by default (they think without signing their calls), unless the budget is 0."""
+    config = (body.get("generationConfig") or {}).get("thinkingConfig")
+    if isinstance(config, dict) and config.get("thinkingBudget") == 0:
+        return False
+    return reasoning_on(model, body) or (model.startswith("gemini-2.5") and "lite" not in model)
 
 
 def to_msgs(body: dict[str, Any], contents: list[dict[str, Any]]) -> list[Msg]:
@@ -86,10 +98,21 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
-def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: bool) -> list[dict[str, Any]]:
+DEFAULT_THOUGHT = "Thinking about the request."
+
+
+def _call_id() -> str:
+    """A Gemini 3 function call id: eight lowercase letters and digits, like the service's."""
+    return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+
+
+def _parts(state: SimState, reply: Reply, reasoning: bool, body: dict[str, Any], model: str) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    if reply.reasoning is not None or (reasoning and include_thoughts):
-        parts.append({"text": reply.reasoning or "Thinking about the request.", "thought": True})
+    thinking = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+    if reply.reasoning is not None or (reasoning and thinking.get("includeThoughts")):
+        parts.append({"text": reply.reasoning or DEFAULT_THOUGHT, "thought": True})
+    invocations = (body.get("toolConfig") or {}).get("includeServerSideToolInvocations") is True
+    parts += gemini_parts(reply.builtin, _call_id if invocations else None)
     if reply.text is not None:
         parts.append({"text": reply.text})
     for call in reply.tool_calls:
@@ -97,13 +120,15 @@ def _parts(state: SimState, reply: Reply, reasoning: bool, include_thoughts: boo
             "name": call.name,
             "args": call.args if isinstance(call.args, dict) else {"input": call.args},
         }
-        if call.call_id:
-            fc["id"] = call.call_id
+        if call.call_id or model.startswith("gemini-3"):
+            fc["id"] = call.call_id or _call_id()  # Gemini 3 ids every call; earlier models never do
         parts.append({"functionCall": fc})
     if reasoning:
         signed = next((p for p in parts if "functionCall" in p), parts[-1] if parts else None)
-        if signed is not None:
-            signed["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(signed, sort_keys=True))
+        # The service signs each of its own tool's call and response parts too.
+        hosted = [p for p in parts if "toolCall" in p or "toolResponse" in p]
+        for part in hosted + ([signed] if signed is not None and signed not in hosted else []):
+            part["thoughtSignature"] = state.seal("gemini", "signature", json.dumps(part, sort_keys=True))
     return parts
 
 
@@ -137,23 +162,30 @@ async def generate(call: Call) -> ASGIApp:
         raise SimError(404, f"Method not found: {target}. Use {{model}}:generateContent or :streamGenerateContent.")
     body = call.obj()
     state = call.state
-    check_shape(body)
+    body = check_shape(body)
     reasoning = reasoning_on(model, body)
     contents = check_contents(state, body, reasoning)
     check_gemini_output(body, model)
-    reply = state.next_reply() or decide(to_msgs(body, contents), _tools(body), _choice(body), _schema(body))
-    config = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
-    parts = _parts(state, reply, reasoning, bool(config.get("includeThoughts")))
+    msgs = to_msgs(body, contents)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("gemini", body))
+        or decide(msgs, _tools(body), _choice(body), _schema(body))
+    )
+    parts = _parts(state, reply, reasoning, body, model.removeprefix("models/"))
     response_id = new_id("")[:22]
     with state.lock:
         state.contexts[response_id] = copy.deepcopy(contents)
     system = body.get("systemInstruction")
     prompt = count_items(contents) + (count_value(system) if system else 0)
-    thoughts = sum(count_text(p["text"]) for p in parts if p.get("thought"))
+    shown = sum(count_text(p["text"]) for p in parts if p.get("thought"))
+    # A thinking model thinks whether or not it shows its thoughts, and counts them either way.
+    thoughts = shown or (count_text(reply.reasoning or DEFAULT_THOUGHT) if thinks(model, body) else 0)
     visible = sum(count_value(p) for p in parts if not p.get("thought"))
     cached = cache_use(state, model, _segments(body, contents), implicit=True)
     usage: dict[str, Any] = {
         "promptTokenCount": prompt,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
         "candidatesTokenCount": visible,
         "totalTokenCount": prompt + visible + thoughts,
     }
@@ -162,9 +194,11 @@ async def generate(call: Call) -> ASGIApp:
     if cached.read:
         usage["cachedContentTokenCount"] = cached.read
     finish = "MAX_TOKENS" if reply.stop == "max_tokens" else "STOP"
+    found = gemini_grounding(reply.builtin, reply.text or "")
+    grounding = {"groundingMetadata": found} if found else {}
     head = {"modelVersion": model.removeprefix("models/"), "responseId": response_id}
     if method == "generateContent":
-        candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        candidate = {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0, **grounding}
         return JSONResponse({"candidates": [candidate], "usageMetadata": usage, **head})
     pieces = _stream_pieces(parts)
     responses = []
@@ -172,7 +206,7 @@ async def generate(call: Call) -> ASGIApp:
         chunk: dict[str, Any] = {"content": {"role": "model", "parts": piece}, "index": 0}
         last = index == len(pieces) - 1
         if last:
-            chunk["finishReason"] = finish
+            chunk.update(finishReason=finish, **grounding)
         responses.append({"candidates": [chunk], **({"usageMetadata": usage} if last else {}), **head})
     if call.request.query_params.get("alt") != "sse":
         return JSONResponse(responses)

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from ._errors import SimError
-from ._shapes import Problem, Shape, array, find_problem, obj, scalar
+from ._shapes import Problem, Shape, array, find_problem, obj, proto_json, scalar
 from ._state import SimState
 
 _MISSING_SIGNATURE = (
@@ -24,6 +24,9 @@ _STRUCT = scalar("dict", name="type.googleapis.com/google.protobuf.Struct")
 _STR, _BYTES, _BOOL = scalar("str", "TYPE_STRING"), scalar("str", "TYPE_BYTES"), scalar("bool", "TYPE_BOOL")
 _INT, _FLOAT = scalar("int", "TYPE_INT32"), scalar("num", "TYPE_FLOAT")
 _BLOB = obj({"mimeType": _STR, "data": _BYTES}, name=_V1BETA + "Blob")
+_ANY = scalar("any")
+# The service's own (server-side) tool calls and their results, sent back as it produced them.
+_SERVER_TOOL = {"id": _STR, "toolType": _STR, "args": _STRUCT, "response": _STRUCT}
 _PART = obj(
     {
         "text": _STR,
@@ -33,10 +36,28 @@ _PART = obj(
         "fileData": obj({"mimeType": _STR, "fileUri": _STR}, name=_V1BETA + "FileData"),
         "functionCall": obj({"id": _STR, "name": _STR, "args": _STRUCT}, name=_V1BETA + "FunctionCall"),
         "functionResponse": obj({"id": _STR, "name": _STR, "response": _STRUCT}, name=_V1BETA + "FunctionResponse"),
+        "executableCode": obj({"language": _STR, "code": _STR, "id": _STR}, name=_V1BETA + "ExecutableCode"),
+        "codeExecutionResult": obj({"outcome": _STR, "output": _STR, "id": _STR}, name=_V1BETA + "CodeExecutionResult"),
+        "toolCall": obj(_SERVER_TOOL, name=_V1BETA + "ToolCall"),
+        "toolResponse": obj(_SERVER_TOOL, name=_V1BETA + "ToolResponse"),
+        "videoMetadata": scalar("dict", name=_V1BETA + "VideoMetadata"),
+        "mediaResolution": _ANY,
     },
     name=_V1BETA + "Part",
 )
-_PART_DATA = ("text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode")
+_PART_DATA = (
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "toolCall",
+    "toolResponse",
+    # A part may carry only a thought signature (a streamed answer's closing part, sent back as it came).
+    "thoughtSignature",
+)
 _CONTENT = obj({"role": _STR, "parts": array(_PART, name=_V1BETA + "Part")}, name=_V1BETA + "Content")
 _DECLARATION = obj(
     {
@@ -53,7 +74,19 @@ _REQUEST = obj(
         "contents": array(_CONTENT, name=_V1BETA + "Content"),
         "systemInstruction": _CONTENT,
         "tools": array(
-            obj({"functionDeclarations": array(_DECLARATION, name=_DECLARATION.name)}, name=_V1BETA + "Tool"),
+            obj(
+                {
+                    "functionDeclarations": array(_DECLARATION, name=_DECLARATION.name),
+                    "googleSearch": scalar("dict", name=_V1BETA + "Tool.GoogleSearch"),
+                    "codeExecution": scalar("dict", name=_V1BETA + "CodeExecution"),
+                    "urlContext": scalar("dict", name=_V1BETA + "UrlContext"),
+                    "fileSearch": obj(
+                        {"fileSearchStoreNames": array(_STR, name="TYPE_STRING"), "topK": _INT, "metadataFilter": _STR},
+                        name=_V1BETA + "FileSearch",
+                    ),
+                },
+                name=_V1BETA + "Tool",
+            ),
             name=_V1BETA + "Tool",
         ),
         "toolConfig": obj(
@@ -61,7 +94,8 @@ _REQUEST = obj(
                 "functionCallingConfig": obj(
                     {"mode": _MODE, "allowedFunctionNames": array(_STR, name="TYPE_STRING")},
                     name=_V1BETA + "FunctionCallingConfig",
-                )
+                ),
+                "includeServerSideToolInvocations": _BOOL,
             },
             name=_V1BETA + "ToolConfig",
         ),
@@ -77,11 +111,25 @@ _REQUEST = obj(
                 "responseSchema": scalar("dict", name=_V1BETA + "Schema"),
                 "responseJsonSchema": scalar("any"),
                 "thinkingConfig": obj(
-                    {"includeThoughts": _BOOL, "thinkingBudget": _INT}, name=_V1BETA + "ThinkingConfig"
+                    {"includeThoughts": _BOOL, "thinkingBudget": _INT, "thinkingLevel": _STR},
+                    name=_V1BETA + "ThinkingConfig",
                 ),
+                "seed": _INT,
+                "responseLogprobs": _BOOL,
+                "logprobs": _INT,
+                "presencePenalty": _FLOAT,
+                "frequencyPenalty": _FLOAT,
+                "responseModalities": array(_STR, name="TYPE_STRING"),
+                "imageConfig": scalar("dict", name=_V1BETA + "ImageConfig"),
+                "mediaResolution": _STR,
             },
             name=_V1BETA + "GenerationConfig",
         ),
+        "modelArmorConfig": obj(
+            {"promptTemplateName": _STR, "responseTemplateName": _STR}, name=_V1BETA + "ModelArmorConfig"
+        ),
+        "safetySettings": array(scalar("dict", name=_V1BETA + "SafetySetting"), name=_V1BETA + "SafetySetting"),
+        "cachedContent": _STR,
     }
 )
 
@@ -111,11 +159,14 @@ def _render(problem: Problem) -> SimError:
     return SimError(400, f"Invalid value at '{_proto_path(problem.path)}' ({shape.name or 'TYPE_STRING'}), {value}")
 
 
-def check_shape(body: dict[str, Any]) -> None:
-    """Raise the service's 400 when a field has the wrong JSON type."""
+def check_shape(body: dict[str, Any]) -> dict[str, Any]:
+    """The body as the service reads it (snake_case fields camelCased, whole decimals in integer fields made
+    integers); raises the service's 400 when a field has the wrong JSON type."""
+    body = proto_json(body, _REQUEST)
     problem = find_problem(body, _REQUEST)
     if problem is not None:
         raise _render(problem)
+    return body
 
 
 def check_contents(state: SimState, body: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:

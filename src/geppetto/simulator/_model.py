@@ -23,18 +23,35 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class BuiltinCall:
+    """A call of one of the service's own tools, run by the service within the answer, with its result.
+
+    `kind` is "web_search", "code_execution", "file_search" or "web_fetch"; `query` is what was searched,
+    the code run or the URL fetched; `output` the scripted result (search results as `title`/`url`/`text`
+    dicts, or the program's printed output). Each API renders it in its own item, block or part kinds.
+    """
+
+    kind: str
+    query: str
+    output: str | list[dict[str, str]] = ""
+
+
+@dataclass(frozen=True)
 class Reply:
     """What the simulated model answers next: text, tool calls and/or reasoning text.
 
     `reasoning` makes every API emit its reasoning form (a reasoning item, a thinking block, a thought
     part) even for a non-reasoning model. `stop` overrides the stop reason ("max_tokens" makes the
-    response incomplete / truncated in each API's terms).
+    response incomplete / truncated in each API's terms; "pause_turn" is Claude's pause in a long server-tool
+    turn, which the client continues by sending the answer back as the last assistant message). `builtin` are calls of the service's own tools
+    (web search, code execution...) made before the text, shown as the API shows them.
     """
 
     text: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     reasoning: str | None = None
     stop: str | None = None
+    builtin: list[BuiltinCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

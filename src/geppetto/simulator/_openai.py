@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._background import check_background, start_background
+from ._builtin import decide_builtin, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -20,7 +21,7 @@ from ._openai_items import check_context, normalize_input, to_msgs, tool_choice,
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
 from ._prompt_cache import Segment, cache_use
-from ._state import Conversation, SimState, StoredResponse, new_id
+from ._state import Conversation, SimState, StoredResponse, new_id, stored_or_404
 from ._tokens import ITEM_OVERHEAD, count_text, count_value
 from ._validate import bound_error, enum_error, validate
 
@@ -68,6 +69,11 @@ def _schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(fmt, dict) and fmt.get("type") == "json_object":
         return {"type": "object", "properties": {"answer": {"type": "string"}}}
     return None
+
+
+def _obfuscate(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_obfuscation") is False)
 
 
 def _reasoning_on(body: dict[str, Any]) -> bool:
@@ -160,15 +166,18 @@ def _respond(
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
     rendered = input_tokens(context, instructions)
     seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
-    reply = state.next_reply() or decide(
-        to_msgs(seen, instructions),
-        tool_specs(body.get("tools")),
-        tool_choice(body.get("tool_choice")),
-        _schema(body),
+    msgs = to_msgs(seen, instructions)
+    reply = (
+        state.next_reply()
+        or decide_builtin(msgs, offered("responses", body))
+        or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
     if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
         reply = replace(reply, reasoning=reasoning_summary(to_msgs(context, instructions), reply))
-    output = output_items(state, reply, _reasoning_on(body))
+    raw_include = body.get("include")
+    include = frozenset(str(i) for i in raw_include) if isinstance(raw_include, list) else frozenset()
+    top = body.get("top_logprobs")
+    output = output_items(state, reply, _reasoning_on(body), include, top if isinstance(top, int) else 0)
     with_phases(str(body.get("model") or ""), output)
     if compacted is not None:  # the compaction comes first: the model answers from it
         output.insert(0, compacted)
@@ -227,7 +236,7 @@ async def create_response(call: Call) -> ASGIApp:
             return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):
             return SSEStream(
-                stream_frames(obj),
+                stream_frames(obj, _obfuscate(body)),
                 call.fault,
                 lambda: state.closing,
                 lambda: _commit(state, obj, new_input, conv_id),
@@ -241,25 +250,11 @@ async def create_response(call: Call) -> ASGIApp:
     return response
 
 
-def _stored_or_404(state: SimState, response_id: str) -> StoredResponse:
-    stored = state.responses.get(response_id)
-    if stored is None:
-        raise SimError(404, f"Response with id '{response_id}' not found.", param="response_id")
-    return stored
-
-
-async def get_response(call: Call) -> ASGIApp:
-    """GET /v1/responses/{id}."""
-    with call.state.lock:
-        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
-        return JSONResponse(stored.obj)
-
-
 async def delete_response(call: Call) -> ASGIApp:
     """DELETE /v1/responses/{id}."""
     response_id = call.request.path_params["response_id"]
     with call.state.lock:
-        _stored_or_404(call.state, response_id)
+        stored_or_404(call.state, response_id)
         del call.state.responses[response_id]
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
@@ -299,7 +294,7 @@ def paginate(call: Call, items: list[dict[str, Any]]) -> dict[str, Any]:
 async def list_input_items(call: Call) -> ASGIApp:
     """GET /v1/responses/{id}/input_items: the response's own input items."""
     with call.state.lock:
-        stored = _stored_or_404(call.state, call.request.path_params["response_id"])
+        stored = stored_or_404(call.state, call.request.path_params["response_id"])
         return JSONResponse(paginate(call, copy.deepcopy(stored.input)))
 
 

@@ -9,8 +9,12 @@ from typing import Any
 from ._errors import SimError
 from ._model import Msg, ToolSpec
 from ._state import SimState, new_id
+from ._validate import enum_error
 
-_OUTPUT_TYPES = frozenset({"function_call", "message", "web_search_call", "file_search_call", "custom_tool_call"})
+_OUTPUT_TYPES = frozenset(
+    {"function_call", "message", "web_search_call", "file_search_call", "code_interpreter_call", "custom_tool_call"}
+)
+_ASSISTANT_PARTS = ["output_text", "refusal"]
 _ID_PREFIX = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}
 
 
@@ -55,6 +59,8 @@ def normalize_item(state: SimState, raw: Any, index: int) -> dict[str, Any]:
         role = str(item.get("role", "user"))
         item["role"] = role
         item["content"] = _parts(role, item.get("content"))
+        if role == "assistant":
+            _check_assistant_parts(item["content"], where)
     elif kind == "function_call_output":
         if not item.get("call_id"):
             raise _bad(
@@ -69,6 +75,14 @@ def normalize_item(state: SimState, raw: Any, index: int) -> dict[str, Any]:
     if not item.get("id"):
         item["id"] = new_id(_ID_PREFIX.get(kind, "item_"))
     return item
+
+
+def _check_assistant_parts(parts: list[Any], where: str) -> None:
+    """An assistant message holds what the model writes: `output_text` or `refusal` parts, never `input_*`."""
+    for index, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(kind, str) and kind not in _ASSISTANT_PARTS:
+            raise enum_error(kind, _ASSISTANT_PARTS, f"{where}.content[{index}].type")
 
 
 def _check_reasoning(state: SimState, item: dict[str, Any], where: str) -> None:

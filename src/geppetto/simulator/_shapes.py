@@ -122,3 +122,34 @@ def _find_fields(value: dict[str, Any], shape: Shape, path: tuple[str | int, ...
         if problem is not None:
             return problem
     return None
+
+
+def proto_json(value: Any, shape: Shape) -> Any:
+    """`value` as a proto3 JSON parser reads it against `shape`: a field may be spelled as in the proto
+    (`file_uri`) or in lowerCamelCase (`fileUri`), and an integer field takes a whole decimal (`40.0`).
+    Known fields come back camelCased and whole decimals as integers; free-form values (`dict`, `any`)
+    are left exactly as they are."""
+    if shape.kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if shape.kind == "union":
+        option = next((o for o in shape.options if fits(value, o.kind)), None)
+        return value if option is None else proto_json(value, option)
+    if shape.kind == "list" and shape.item is not None and isinstance(value, list):
+        return [proto_json(item, shape.item) for item in value]
+    if shape.kind == "tagged" and isinstance(value, dict):
+        chosen = shape.tags.get(str(value.get(shape.tag)))
+        return value if chosen is None else proto_json(value, chosen)
+    if shape.kind == "obj" and isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            camel = _camel(key)
+            name = camel if camel in shape.fields and camel not in value else key
+            inner = shape.fields.get(name)
+            out[name] = item if inner is None else proto_json(item, inner)
+        return out
+    return value
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)

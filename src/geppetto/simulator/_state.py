@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import SimError
 from ._faults import Fault
 from ._model import Reply
 
@@ -159,3 +160,11 @@ class SimState:
 
     def now(self) -> int:
         return int(time.time())
+
+
+def stored_or_404(state: SimState, response_id: str) -> StoredResponse:
+    """The stored response ``response_id`` (the caller holds ``state.lock``), else the API's 404."""
+    stored = state.responses.get(response_id)
+    if stored is None:
+        raise SimError(404, f"Response with id '{response_id}' not found.", param="response_id")
+    return stored

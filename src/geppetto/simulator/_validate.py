@@ -80,9 +80,10 @@ def enum_error(instance: Any, values: list[Any], path: str) -> SimError:
     )
 
 
-def bound_error(path: str, value: float, limit: Any, sign: str) -> SimError:
-    """A number outside its bounds (`sign` is the accepted relation: <=, <, >=, >), in the service's wording."""
-    noun = "integer" if isinstance(value, int) else "decimal"
+def bound_error(path: str, value: float, limit: Any, sign: str, *, decimal: bool = False) -> SimError:
+    """A number outside its bounds (`sign` is the accepted relation: <=, <, >=, >), in the service's wording:
+    a decimal field (`decimal`, e.g. `temperature`) is "decimal" whatever the value, as the service says."""
+    noun = "integer" if isinstance(value, int) and not decimal else "decimal"
     above = sign.startswith("<")
     return SimError(
         400,
@@ -128,7 +129,8 @@ def _to_error(err: ValidationError) -> SimError:
         return enum_error(err.instance, values, path)
     signs = {"maximum": "<=", "exclusiveMaximum": "<", "minimum": ">=", "exclusiveMinimum": ">"}
     if err.validator in signs:
-        return bound_error(path, err.instance, err.validator_value, signs[str(err.validator)])
+        decimal = isinstance(err.schema, dict) and err.schema.get("type") == "number"
+        return bound_error(path, err.instance, err.validator_value, signs[str(err.validator)], decimal=decimal)
     if err.validator in ("maxLength", "minLength", "maxItems", "minItems"):
         return _length_error(err, path)
     if err.validator == "pattern":

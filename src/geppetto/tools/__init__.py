@@ -1,6 +1,15 @@
 """Tools: ``@tool`` on a typed function, a registry by name, and an executor that turns every outcome
 (result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees."""
 
+from ._approval import (
+    APPROVAL,
+    ApprovalPendingError,
+    ApprovalPolicy,
+    PendingCall,
+    approval_policy,
+    awaiting,
+    client_tool,
+)
 from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools, request_tool_choice
 from ._executor import (
     DEFAULT_MAX_RESULT_CHARS,
@@ -14,15 +23,22 @@ from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, ToolReportedError, serialize_result, tool
 
 __all__ = [
+    "APPROVAL",
     "DEFAULT_MAX_RESULT_CHARS",
     "TOOL_CONFIG",
+    "ApprovalPendingError",
+    "ApprovalPolicy",
     "OnError",
+    "PendingCall",
     "Tool",
     "ToolCallError",
     "ToolConfig",
     "ToolDefinition",
     "ToolRegistry",
     "ToolReportedError",
+    "approval_policy",
+    "awaiting",
+    "client_tool",
     "current_tools",
     "execute_tool_calls",
     "offering_tools",

@@ -18,9 +18,23 @@ class ToolRegistry:
     Build it from tools or plain typed functions: ``ToolRegistry([get_weather, add])`` (functions are
     wrapped with :func:`~geppetto.tools.tool`). Adding a second tool under a taken name is an error
     unless ``replace=True``.
+
+    ``approval``: an approval rule for the calls of these tools (``True``/``False`` for all, or a
+    predicate ``(tool_name, arguments) -> bool``), which wins over each tool's ``requires_approval``;
+    a session's own :class:`~geppetto.tools.ApprovalPolicy` wins over it.
     """
 
-    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
+    def __init__(
+        self,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        approval: bool | Callable[[str, dict[str, Any]], bool] | None = None,
+    ) -> None:
+        if approval is not None and not isinstance(approval, bool) and not callable(approval):
+            raise UsageError(
+                f"ToolRegistry(approval=...) takes True, False, None or a predicate (name, args) -> bool, not {approval!r}"
+            )
+        self.approval = approval
         self._tools: dict[str, Tool] = {}
         for t in tools:
             self.add(t)
@@ -55,7 +69,7 @@ class ToolRegistry:
 
     def merge(self, other: ToolRegistry) -> ToolRegistry:
         """A new registry with this registry's tools and ``other``'s; ``other`` wins on a name clash."""
-        merged = ToolRegistry(self._tools.values())
+        merged = ToolRegistry(self._tools.values(), approval=self.approval)
         for t in other:
             merged.add(t, replace=True)
         return merged
@@ -64,9 +78,9 @@ class ToolRegistry:
         """A registry with only the tools named (all of them when ``names`` is ``None``); unknown
         names are ignored, since a turn's tool config may outlive a tool."""
         if names is None:
-            return ToolRegistry(self._tools.values())
+            return ToolRegistry(self._tools.values(), approval=self.approval)
         wanted = set(names)
-        return ToolRegistry(t for n, t in self._tools.items() if n in wanted)
+        return ToolRegistry((t for n, t in self._tools.items() if n in wanted), approval=self.approval)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

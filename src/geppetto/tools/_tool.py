@@ -51,7 +51,9 @@ class Tool:
 
     ``definition`` is what the model sees; :meth:`validate` turns model arguments into arguments by
     parameter name (raising :class:`pydantic.ValidationError`); :meth:`call` calls the function with
-    them. ``retryable`` tools are retried with backoff by the executor.
+    them. ``retryable`` tools are retried with backoff by the executor. ``requires_approval`` (``True``
+    or a predicate on the call's arguments) pauses the tool loop until a person decides (see
+    ``docs/tools.md``); a ``client_side`` tool is run by the client, never here.
     """
 
     def __init__(
@@ -64,6 +66,8 @@ class Tool:
         max_retries: int = 2,
         backoff_s: float = 0.1,
         timeout_s: float | None = None,
+        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+        client_side: bool = False,
     ) -> None:
         if not callable(fn):
             raise ToolDefinitionError(f"{fn!r} is not a function; decorate a function with @tool")
@@ -80,6 +84,15 @@ class Tool:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
+        if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+            raise ToolDefinitionError(
+                f"tool {self.name}: requires_approval must be True/False or a predicate on the arguments "
+                f"(e.g. lambda args: args['amount'] > 100), not {requires_approval!r}"
+            )
+        self.requires_approval = requires_approval
+        """``True``, or a predicate on the call's arguments: a person approves the call before it runs."""
+        self.client_side = client_side
+        """The client runs this tool (see :func:`~geppetto.tools.client_tool`); its body never runs here."""
         self._model = _args_model(fn, self.name)
         self._positional = tuple(
             p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
@@ -205,6 +218,7 @@ def tool(
     max_retries: int = 2,
     backoff_s: float = 0.1,
     timeout_s: float | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -218,6 +232,7 @@ def tool(
     max_retries: int = 2,
     backoff_s: float = 0.1,
     timeout_s: float | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
@@ -225,6 +240,9 @@ def tool(
     ``timeout_s`` overrides the executor's per-call timeout for this tool; ``retryable`` tools are
     retried up to ``max_retries`` times after a failure, waiting ``backoff_s * 2**attempt`` (but a sync
     tool is not retried after a timeout: its abandoned thread may still be running).
+    ``requires_approval=True`` (or a predicate on the arguments, e.g. ``lambda a: a["amount"] > 100``)
+    makes the tool loop stop with the call pending until a person approves or denies it
+    (``session.pending_approvals``, ``await session.resume({call_id: True})``).
     Positional-only parameters are fine (they are passed by position). Raises
     :class:`ToolDefinitionError` naming the function and parameter when a parameter has no type hint,
     a hint that does not resolve, a type JSON cannot express, or is ``*args``/``**kwargs``.
@@ -246,6 +264,7 @@ def tool(
             max_retries=max_retries,
             backoff_s=backoff_s,
             timeout_s=timeout_s,
+            requires_approval=requires_approval,
         )
 
     return wrap(fn) if fn is not None else wrap

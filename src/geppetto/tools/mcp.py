@@ -233,11 +233,24 @@ def result_text(result: Any) -> str:
     return "\n".join(parts)
 
 
+def is_destructive(spec: Any) -> bool:
+    """Whether an MCP tool's annotations mark it destructive: it has annotations, ``readOnlyHint`` is not
+    true and ``destructiveHint`` is not false (the protocol's default for it is true). A tool without
+    annotations says nothing and is not asked about; ``McpTool.requires_approval`` can be set either way."""
+    notes = getattr(spec, "annotations", None)
+    if notes is None:
+        return False
+    read_only = getattr(notes, "read_only_hint", getattr(notes, "readOnlyHint", None))
+    destructive = getattr(notes, "destructive_hint", getattr(notes, "destructiveHint", None))
+    return read_only is not True and destructive is not False
+
+
 class McpTool(Tool):
     """A tool of an MCP server, callable like any :class:`~geppetto.tools.Tool` by the executor.
 
     Its definition is the server's (name with the server's prefix, description, input schema); arguments
-    go to the server as the model sent them (the server validates them)."""
+    go to the server as the model sent them (the server validates them). A tool whose annotations mark it
+    destructive (see :func:`is_destructive`) requires approval by default."""
 
     def __init__(self, server: McpServer, spec: Any) -> None:
         # Not Tool.__init__: there is no Python function to inspect; the server describes the tool.
@@ -250,6 +263,8 @@ class McpTool(Tool):
         self.max_retries = 0
         self.backoff_s = 0.0
         self.timeout_s = None
+        self.requires_approval = is_destructive(spec)
+        self.client_side = False
         self._positional = ()
         schema = dict(spec.input_schema or {"type": "object", "properties": {}})
         schema.pop("title", None)

@@ -1,5 +1,6 @@
 """Anthropic Messages API: ``ClaudeEngine`` (endpoint), ``build_request`` and ``ClaudeStreamReducer`` (dialect)."""
 
+from . import _server_tools as server_tools
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_messages, build_request, wire_tool_id
 from ._engine import DEFAULT_BASE_URL, ClaudeEngine
 from ._stream import ClaudeStreamReducer, claude_stop_reason, claude_usage
@@ -14,5 +15,6 @@ __all__ = [
     "build_request",
     "claude_stop_reason",
     "claude_usage",
+    "server_tools",
     "wire_tool_id",
 ]

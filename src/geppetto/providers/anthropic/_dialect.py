@@ -7,6 +7,10 @@
 - Reasoning is sent only when Claude can take it back: a thinking block with its ``signature``
   (unmodified), or a ``redacted_thinking`` block Claude produced. Anything else (OpenAI encrypted
   reasoning, Gemini thoughts, thinking without a signature) stays in the Turn but is left out.
+- ``other`` blocks Claude produced (server tools, MCP, compaction: see :mod:`._blocks`) go back as they
+  came, and so do a text block's ``citations`` and the fields kept under ``payload["extra"]``; other
+  providers' ``other`` blocks and citations are left out. Attached documents go first in their user
+  message (see :mod:`geppetto.providers._files`).
 - Tool call ids from other providers are kept, with characters Claude refuses replaced by ``_``.
 - With thinking on, the assistant message that the current tool loop continues must start with a
   thinking block. When it does not (its calls came from another provider), thinking is switched off for
@@ -24,8 +28,10 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig,
 from ...turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
+    PAYLOAD_CITATIONS,
     PAYLOAD_ENCRYPTED_CONTENT,
     PAYLOAD_ERROR,
+    PAYLOAD_EXTRA,
     PAYLOAD_ID,
     PAYLOAD_NAME,
     PAYLOAD_SIGNATURE,
@@ -33,11 +39,12 @@ from ...turns import (
     BlockKind,
     Turn,
 )
-from .._streaming import ToolSpec, image_parts, tool_result_text
+from .._files import claude_file_blocks
+from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
+from ._blocks import PROVIDER, replay_content
 
 __all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
 
-PROVIDER = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -71,7 +78,7 @@ def _user_content(block: Block) -> list[Content]:
             content.append({"type": "image", "source": {"type": "url", "url": value}})
         else:
             content.append({"type": "image", "source": {"type": "base64", "media_type": media_type, "data": value}})
-    return content
+    return [*claude_file_blocks(block), *content]  # documents before the question, as Claude advises
 
 
 def _tool_input(args: Any) -> dict[str, Any]:
@@ -95,7 +102,12 @@ def _content(block: Block) -> tuple[str, Content | list[Content] | None]:
             result["is_error"] = True
         return "user", result
     if kind is BlockKind.LLM_TEXT:
-        return "assistant", ({"type": "text", "text": block.text} if block.text.strip() else None)
+        if not block.text.strip():
+            return "assistant", None  # Claude refuses blank text blocks
+        text: Content = {"type": "text", "text": block.text}
+        if p.get(PAYLOAD_CITATIONS) and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+            text["citations"] = p[PAYLOAD_CITATIONS]
+        return "assistant", text
     if kind is BlockKind.TOOL_CALL:
         call = {
             "type": "tool_use",
@@ -106,6 +118,8 @@ def _content(block: Block) -> tuple[str, Content | list[Content] | None]:
         return "assistant", call
     if kind is BlockKind.REASONING:
         return "assistant", _reasoning_content(block)
+    if kind is BlockKind.OTHER:
+        return "assistant", replay_content(block)
     return "", None
 
 
@@ -129,6 +143,12 @@ def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
                 system.append({"type": "text", "text": block.text})
             continue
         role, content = _content(block)
+        if (
+            isinstance(content, dict)
+            and block.payload.get(PAYLOAD_EXTRA)
+            and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER
+        ):
+            content = {**content, **block.payload[PAYLOAD_EXTRA]}
         if role and content is not None:
             _append(messages, role, content)
     for msg in messages:
@@ -169,8 +189,10 @@ def build_request(
     max_tokens: int | None = None,
     thinking_budget: int | None = None,
     output: Any = READ_FROM_TURN,
+    builtin_tools: list[dict[str, Any]] | None = None,
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """The streaming ``POST /v1/messages`` body for ``turn``.
+    """The streaming (``stream=False``: whole) ``POST /v1/messages`` body for ``turn``.
 
     ``max_tokens`` is required by the API: the default is 4096, plus ``thinking_budget`` when thinking is
     on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
@@ -184,11 +206,17 @@ def build_request(
     system, messages = build_messages(turn)
     thinking = thinking_budget is not None and thinking_replay_ok(messages)
     limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)
-    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": True}
+    body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": stream}
     if system:
         body["system"] = system
-    if tools:
-        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+    if tools or builtin_tools:
+        functions = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+        body["tools"] = functions + builtin_specs(
+            builtin_tools or [],
+            "Claude",
+            '{"type": "web_search_20250305", "name": "web_search"}',
+            lambda tool: isinstance(tool.get("type"), str) and bool(tool["type"]),
+        )
         if tool_choice is not None:
             body["tool_choice"] = _tool_choice(tool_choice)
     if thinking:

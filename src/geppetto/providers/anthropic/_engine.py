@@ -11,8 +11,9 @@ from ..._exceptions import ConfigurationError
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, anthropic_error_info
+from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from ._blocks import message_events
 from ._cache import add_cache_breakpoints
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
 from ._stream import ClaudeStreamReducer
@@ -37,6 +38,11 @@ class ClaudeEngine(StreamingEngine):
     enough to be cached, ``True`` always, ``False`` never.
     ``reasoning_effort`` (``minimal``/``low``/``medium``/``high``) picks a budget when ``thinking_budget`` is not given.
     ``tools``, ``tool_choice``, ``http``, ``retry`` and ``timeout`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
+    ``builtin_tools`` enables Claude's server tools, each as Claude's own tool definition
+    (``{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}``, ``code_execution_20250825``,
+    ``web_fetch_20250910``...); their calls and results come back as ``other`` blocks typed under
+    ``payload["builtin"]`` and are sent back as they came. ``stream=False`` asks for the whole Message in
+    one JSON answer instead of an event stream (the same blocks and events come of it).
     """
 
     provider = PROVIDER
@@ -63,6 +69,8 @@ class ClaudeEngine(StreamingEngine):
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | httpx.Timeout | None = None,
+        stream: bool = True,
+        builtin_tools: Iterable[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -76,13 +84,16 @@ class ClaudeEngine(StreamingEngine):
             http=http,
             retry=retry,
             timeout=timeout,
+            stream=stream,
         )
+        self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if prompt_cache not in (True, False, "auto"):
             raise ConfigurationError(f"prompt_cache={prompt_cache!r}: use 'auto' (default), True or False")
         self.prompt_cache = prompt_cache
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
-            self.build_request(Turn())  # raises the ConfigurationError that names the fix, at construction
+            # raises the ConfigurationError that names the fix, at construction (the tool may be a Session's)
+            build_request(Turn(), model=model, tools=[], tool_choice=tool_choice, thinking_budget=thinking_budget)
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
@@ -96,6 +107,8 @@ class ClaudeEngine(StreamingEngine):
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
+            builtin_tools=self.builtin_tools,
+            stream=self.stream,
         )
         return add_cache_breakpoints(body, self.prompt_cache)
 
@@ -116,6 +129,9 @@ class ClaudeEngine(StreamingEngine):
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()
+
+    def whole_events(self, answer: Any) -> list[SSEEvent]:
+        return message_events(answer if isinstance(answer, dict) else {})
 
     def answer_tool(self, output: StructuredOutputConfig | None) -> str | None:
         return answer_tool(output, self.model)

@@ -21,10 +21,10 @@ from ...events import (
     STOP_TOOL_CALLS,
     Usage,
 )
-from ...turns import Block, BlockKind
+from ...turns import PAYLOAD_CITATIONS, Block, BlockKind, with_extra
 from .._http import SSEEvent, exception_class, malformed
 from .._streaming import Delta, StreamResult, parse_args
-from ._dialect import PROVIDER
+from ._blocks import PROVIDER, kept_block
 
 __all__ = ["ClaudeStreamReducer", "claude_stop_reason", "claude_usage", "stream_error"]
 
@@ -91,6 +91,11 @@ def stream_error(data: dict[str, Any]) -> ProviderError:
     )
 
 
+_TEXT_FIELDS = frozenset({"type", "text", "citations"})
+_THINKING_FIELDS = frozenset({"type", "thinking", "signature"})
+_TOOL_USE_FIELDS = frozenset({"type", "id", "name", "input"})
+
+
 @dataclass
 class _Open:
     """A content block between its start and stop events."""
@@ -100,6 +105,21 @@ class _Open:
     text: list[str] = field(default_factory=list)
     signature: str = ""
     json: list[str] = field(default_factory=list)
+    citations: list[Any] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _assembled(block: _Open) -> dict[str, Any]:
+    """A content block geppetto does not model, whole: its start with the streamed input parsed in and the
+    string fields its other deltas carried appended (``compaction_delta``'s ``content``)."""
+    whole = dict(block.start)
+    if block.json:
+        whole["input"] = parse_args("".join(block.json))
+    for key, value in block.extra.items():
+        before = whole.get(key)
+        joinable = isinstance(value, str) and (before is None or isinstance(before, str))
+        whole[key] = (before or "") + value if joinable else value
+    return whole
 
 
 class ClaudeStreamReducer:
@@ -164,6 +184,13 @@ class ClaudeStreamReducer:
             block.signature += str(delta.get("signature") or "")
         elif dtype == "input_json_delta":
             block.json.append(str(delta.get("partial_json") or ""))
+        elif dtype == "citations_delta":
+            block.citations.append(delta.get("citation"))
+        else:  # e.g. compaction_delta: its string fields grow the block's, others replace them
+            for key, value in delta.items():
+                if key != "type":
+                    grown = block.extra.get(key, "")
+                    block.extra[key] = grown + value if isinstance(value, str) and isinstance(grown, str) else value
         return []
 
     def _close(self, index: int) -> None:
@@ -173,17 +200,24 @@ class ClaudeStreamReducer:
         start = block.start
         if block.type == "text":
             text = str(start.get("text") or "") + "".join(block.text)
-            self._done.append((index, Block.llm_text(text)))
+            done = with_extra(Block.llm_text(text), start, _TEXT_FIELDS)
+            citations = [*(start.get("citations") or []), *block.citations]
+            if citations:
+                done.payload[PAYLOAD_CITATIONS] = citations
+            self._done.append((index, done))
         elif block.type == "thinking":
             text = str(start.get("thinking") or "") + "".join(block.text)
             signature = block.signature or str(start.get("signature") or "") or None
-            self._done.append((index, Block.reasoning(text, signature=signature)))
+            self._done.append((index, with_extra(Block.reasoning(text, signature=signature), start, _THINKING_FIELDS)))
         elif block.type == "redacted_thinking":
             self._done.append((index, Block.reasoning(encrypted_content=str(start.get("data") or ""))))
         elif block.type == "tool_use":
             raw = "".join(block.json)
             args = parse_args(raw) if raw else start.get("input") or {}
-            self._done.append((index, Block.tool_call(str(start.get("id") or ""), str(start.get("name") or ""), args)))
+            call = Block.tool_call(str(start.get("id") or ""), str(start.get("name") or ""), args)
+            self._done.append((index, with_extra(call, start, _TOOL_USE_FIELDS)))
+        else:  # server tools, MCP, compaction, ...: kept exactly, their streamed parts put in
+            self._done.append((index, kept_block(_assembled(block))))
 
     def _received(self) -> str:
         parts = [f"{self._events} events", f"{len(self._done)} complete content blocks"]

@@ -1,5 +1,6 @@
 """Gemini API: ``GeminiEngine`` (endpoint), ``build_request`` and ``GeminiStreamReducer`` (dialect)."""
 
+from . import _server_tools as server_tools
 from ._dialect import (
     FOREIGN_CALL_SIGNATURE,
     PROVIDER,
@@ -25,5 +26,6 @@ __all__ = [
     "gemini_usage",
     "model_path",
     "needs_signed_calls",
+    "server_tools",
     "sign_current_turn",
 ]

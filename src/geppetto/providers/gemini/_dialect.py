@@ -12,6 +12,9 @@
   Gemini's own calls made without thinking) gets the placeholder Google documents for that case
   (``skip_thought_signature_validator``). Older turns and other models are sent as they are.
 - Reasoning Gemini did not produce (OpenAI encrypted items, Claude thinking) stays in the Turn, unsent.
+- ``other`` blocks Gemini produced (code execution, server tools, images, bare signatures: see
+  :mod:`._parts`) go back as the parts they came as; other providers' are left out. Attached files
+  follow the user's text and images as ``inlineData`` / ``fileData``.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from typing import Any
 from ..._json import dumps
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig, wire_schema, wire_schema_encoded
 from ...turns import (
+    BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
+    PAYLOAD_EXTRA,
     PAYLOAD_ID,
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
@@ -33,7 +38,9 @@ from ...turns import (
     BlockKind,
     Turn,
 )
-from .._streaming import ToolSpec, call_names, image_parts
+from .._files import gemini_file_parts
+from .._streaming import ToolSpec, builtin_specs, call_names, image_parts
+from ._parts import PROVIDER, replay_part
 
 __all__ = [
     "FOREIGN_CALL_SIGNATURE",
@@ -45,7 +52,6 @@ __all__ = [
     "sign_current_turn",
 ]
 
-PROVIDER = "gemini"
 FOREIGN_CALL_SIGNATURE = "skip_thought_signature_validator"
 """Google's documented stand-in signature for function calls that carry no signature of their own."""
 
@@ -72,7 +78,7 @@ def _user_parts(block: Block) -> list[Part]:
             parts.append({"fileData": {"fileUri": value, "mimeType": media_type or "image/png"}})
         else:
             parts.append({"inlineData": {"mimeType": media_type, "data": value}})
-    return parts
+    return [*parts, *gemini_file_parts(block)]
 
 
 def _function_response(block: Block, names: dict[str, str]) -> Part:
@@ -92,7 +98,16 @@ def needs_signed_calls(model: str, thinking_budget: int | None = None) -> bool:
 
 
 def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
-    """The role ("user" / "model" / "") a block belongs to and its parts."""
+    """The role ("user" / "model" / "") a block belongs to and its parts; the fields of its part geppetto
+    has no name for go back on it when Gemini produced it."""
+    role, parts = _bare_parts(block, names)
+    extra = block.payload.get(PAYLOAD_EXTRA)
+    if role == "model" and len(parts) == 1 and extra and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
+        parts = [{**parts[0], **extra}]
+    return role, parts
+
+
+def _bare_parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
     kind = block.kind
     p = block.payload
     if kind is BlockKind.USER:
@@ -115,6 +130,9 @@ def _parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
         return "model", [_signed(call, block)]
     if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
         return "model", [_signed({"text": block.text, "thought": True}, block)]
+    if kind is BlockKind.OTHER:
+        part = replay_part(block)
+        return ("model", [part]) if part is not None else ("", [])
     return "", []
 
 
@@ -157,6 +175,11 @@ def build_contents(turn: Turn, *, sign_calls: bool = False) -> tuple[list[Part],
     return system, contents
 
 
+def _one_tool(tool: dict[str, Any]) -> bool:
+    """Gemini's form of a built-in tool: one key naming it, its settings as an object."""
+    return len(tool) == 1 and isinstance(next(iter(tool.values())), dict)
+
+
 _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 
@@ -172,8 +195,9 @@ def build_request(
     sign_calls: bool = False,
     model: str = "",
     output: Any = READ_FROM_TURN,
+    builtin_tools: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The ``streamGenerateContent`` body for ``turn`` (the model is in the URL).
+    """The ``streamGenerateContent`` (or ``generateContent``) body for ``turn`` (the model is in the URL).
 
     Tool parameters go out as ``parametersJsonSchema`` (full JSON Schema, unlike ``parameters``).
     ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
@@ -184,11 +208,15 @@ def build_request(
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}
+    if builtin_tools:
+        body["tools"] = builtin_specs(
+            builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}', _one_tool
+        )
     if tools:
         declarations = [
             {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools
         ]
-        body["tools"] = [{"functionDeclarations": declarations}]
+        body["tools"] = [{"functionDeclarations": declarations}, *body.get("tools", [])]
         if tool_choice is not None:
             config: dict[str, Any] = {"mode": _MODES.get(tool_choice, "ANY")}
             if tool_choice not in _MODES:

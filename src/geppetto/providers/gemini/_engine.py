@@ -7,10 +7,11 @@ from typing import Any
 
 import httpx
 
+from ..._json import dumps
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
 from ...turns import Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, gemini_error_info
+from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
@@ -31,7 +32,11 @@ class GeminiEngine(StreamingEngine):
     ``include_thoughts`` fill ``thinkingConfig``; thought parts become reasoning blocks and every thought
     signature is kept on its block and replayed exactly. ``reasoning_effort`` (``minimal``/``low``/
     ``medium``/``high``) picks a budget when ``thinking_budget`` is not given. ``tools``, ``tool_choice``, ``http`` and
-    ``retry`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
+    ``retry`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`. ``builtin_tools`` enables
+    Gemini's own tools, each as Gemini's tool entry (``{"googleSearch": {}}``, ``{"codeExecution": {}}``,
+    ``{"urlContext": {}}``); their calls and results come back as ``other`` blocks typed under
+    ``payload["builtin"]`` and go back as they came. ``stream=False`` posts to ``:generateContent`` and
+    reads the whole answer (the same blocks and events come of it).
     """
 
     provider = PROVIDER
@@ -58,6 +63,8 @@ class GeminiEngine(StreamingEngine):
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | httpx.Timeout | None = None,
+        stream: bool = True,
+        builtin_tools: Iterable[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -71,7 +78,9 @@ class GeminiEngine(StreamingEngine):
             http=http,
             retry=retry,
             timeout=timeout,
+            stream=stream,
         )
+        self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
 
@@ -89,10 +98,16 @@ class GeminiEngine(StreamingEngine):
             include_thoughts=self.include_thoughts,
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
+            builtin_tools=self.builtin_tools,
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
+        if not self.stream:
+            return f"{API_VERSION}/{model_path(self.model)}:generateContent", None
         return f"{API_VERSION}/{model_path(self.model)}:streamGenerateContent", {"alt": "sse"}
+
+    def whole_events(self, answer: Any) -> list[SSEEvent]:
+        return [SSEEvent("", dumps(answer))]  # a whole answer is one chunk of a stream
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": str(self.api_key)}

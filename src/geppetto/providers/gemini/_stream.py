@@ -3,7 +3,8 @@
 Each ``data:`` line is a whole ``GenerateContentResponse``. Text and thought parts are deltas and merge
 into one block per run; function calls arrive whole. A ``thoughtSignature`` stays on the block made
 from its part (a signature on an empty text part joins the text run it ends), so it can be replayed
-exactly. The stream is complete once a candidate carries a ``finishReason``.
+exactly. Every other part (code execution, server tools, images, a bare signature) is kept whole as an
+``other`` block (see :mod:`._parts`). The stream is complete once a candidate carries a ``finishReason``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from ...events import (
     STOP_TOOL_CALLS,
     Usage,
 )
-from ...turns import PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind
+from ...turns import PAYLOAD_CITATIONS, PAYLOAD_EXTRA, PAYLOAD_LOGPROBS, PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind
 from .._http import SSEEvent, error_from_response, gemini_error_info, malformed
 from .._streaming import Delta, StreamResult, new_call_id
-from ._dialect import PROVIDER
+from ._parts import CITATION_FIELDS, LOGPROB_FIELDS, PROVIDER, kept_part
 
 __all__ = ["GeminiStreamReducer", "gemini_stop_reason", "gemini_usage"]
 
@@ -52,12 +53,16 @@ def gemini_usage(raw: dict[str, Any]) -> Usage:
     )
 
 
+_TEXT_FIELDS = frozenset({"text", "thought", "thoughtSignature"})
+
+
 @dataclass
 class _Segment:
-    kind: str  # "text" | "thought" | "call"
+    kind: str  # "text" | "thought" | "call" | "raw" (a part kept as it came)
     text: list[str] = field(default_factory=list)
     signature: str = ""
     call: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class GeminiStreamReducer:
@@ -71,6 +76,7 @@ class GeminiStreamReducer:
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] = {}
         self._chunks = 0
+        self._candidate: dict[str, Any] = {}
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
@@ -102,6 +108,7 @@ class GeminiStreamReducer:
                 continue
             for part in (candidate.get("content") or {}).get("parts") or []:
                 out.extend(self._part(part))
+            self._candidate.update({k: v for k, v in candidate.items() if k in CITATION_FIELDS + LOGPROB_FIELDS})
             if candidate.get("finishReason"):
                 self._finish_reason = str(candidate["finishReason"])
         return out
@@ -109,30 +116,26 @@ class GeminiStreamReducer:
     def _part(self, part: dict[str, Any]) -> list[Delta]:
         signature = str(part.get("thoughtSignature") or "")
         if isinstance(part.get("functionCall"), dict):
-            self._segments.append(_Segment("call", signature=signature, call=part["functionCall"]))
+            extra = {k: v for k, v in part.items() if k not in ("functionCall", "thoughtSignature")}
+            self._segments.append(_Segment("call", signature=signature, call=part["functionCall"], extra=extra))
             return []
         if "text" not in part:
-            if signature and self._segments:  # a bare signature closes the run before it
-                self._attach(self._segments[-1], signature)
+            # Code execution, server tools, images, a bare signature...: kept whole, signature on it.
+            self._segments.append(_Segment("raw", call=part))
             return []
         kind = "thought" if part.get("thought") else "text"
         text = str(part.get("text") or "")
+        extra = {k: v for k, v in part.items() if k not in _TEXT_FIELDS}  # fields geppetto has no name for
         last = self._segments[-1] if self._segments else None
-        if last is None or last.kind != kind or last.signature:
-            last = _Segment(kind)
+        if last is None or last.kind != kind or last.signature or last.extra or extra:
+            last = _Segment(kind, extra=extra)
             self._segments.append(last)
         last.text.append(text)
         if signature:
-            self._attach(last, signature)
+            last.signature = signature  # the run ends here: a signed part is never joined by another
         if not text:
             return []
         return [("reasoning" if kind == "thought" else "text", text)]
-
-    def _attach(self, segment: _Segment, signature: str) -> None:
-        if segment.signature:  # keep both signatures exactly: start a fresh empty segment for this one
-            self._segments.append(_Segment(segment.kind if segment.kind != "call" else "text", signature=signature))
-        else:
-            segment.signature = signature
 
     def _received(self) -> str:
         calls = [str(s.call.get("name") or "?") for s in self._segments if s.kind == "call"]
@@ -143,6 +146,8 @@ class GeminiStreamReducer:
         return ", ".join(parts)
 
     def _block(self, segment: _Segment) -> Block:
+        if segment.kind == "raw":
+            return kept_part(segment.call)
         if segment.kind == "call":
             call = segment.call
             args = call.get("args")
@@ -157,6 +162,8 @@ class GeminiStreamReducer:
             block = Block.llm_text("".join(segment.text))
         if segment.signature:
             block.payload[PAYLOAD_THOUGHT_SIGNATURE] = segment.signature
+        if segment.extra:
+            block.payload[PAYLOAD_EXTRA] = segment.extra
         return block
 
     def result(self) -> StreamResult:
@@ -171,9 +178,22 @@ class GeminiStreamReducer:
         blocks = [
             b for b in blocks if b.kind is not BlockKind.LLM_TEXT or b.text or b.payload.get(PAYLOAD_THOUGHT_SIGNATURE)
         ]
+        self._annotate(blocks)
         has_calls = any(b.kind is BlockKind.TOOL_CALL for b in blocks)
         stop = gemini_stop_reason(self._finish_reason, has_calls)
         return StreamResult(blocks, gemini_usage(self._usage), stop, self.response_id)
+
+    def _annotate(self, blocks: list[Block]) -> None:
+        """The candidate's citations and logprobs on the last text block (they are about its text)."""
+        texts = [b for b in blocks if b.kind is BlockKind.LLM_TEXT]
+        if not texts:
+            return
+        citations = {k: self._candidate[k] for k in CITATION_FIELDS if k in self._candidate}
+        logprobs = {k: self._candidate[k] for k in LOGPROB_FIELDS if k in self._candidate}
+        if citations:
+            texts[-1].payload[PAYLOAD_CITATIONS] = citations
+        if logprobs:
+            texts[-1].payload[PAYLOAD_LOGPROBS] = logprobs
 
     def completed_blocks(self) -> list[Block]:
         # Nothing is complete before the finishReason: text may still grow, calls may be retracted.

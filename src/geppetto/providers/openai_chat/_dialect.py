@@ -20,8 +20,9 @@ import json
 from typing import Any
 
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, wire_schema_encoded
-from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, tool_result_text
+from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_EXTRA, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from .._files import chat_file_parts
+from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, parse_args, tool_result_text
 
 __all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
 
@@ -32,17 +33,36 @@ Message = dict[str, Any]
 
 def _user_message(block: Block) -> Message:
     images = image_parts(block)
-    if not images:
+    files = chat_file_parts(block)
+    if not images and not files:
         return {"role": "user", "content": block.text}
     parts: list[dict[str, Any]] = [{"type": "text", "text": block.text}] if block.text else []
     for kind, value, media_type in images:
         url = value if kind == "url" else f"data:{media_type};base64,{value}"
         parts.append({"type": "image_url", "image_url": {"url": url}})
-    return {"role": "user", "content": parts}
+    return {"role": "user", "content": [*parts, *files]}
 
 
-def _arguments(args: Any) -> str:
-    return args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
+def _own_extra(block: Block) -> dict[str, Any]:
+    """What a block a Chat server produced keeps under ``payload["extra"]``: ``message`` (fields of its
+    assistant message) and ``call`` (fields of its tool call), both only for ``server`` (its base URL),
+    and ``arguments`` (the arguments text as sent)."""
+    extra = block.payload.get(PAYLOAD_EXTRA)
+    if not isinstance(extra, dict) or BLOCK_META_PROVIDER.get(block.metadata) != PROVIDER:
+        return {}
+    return extra
+
+
+def _arguments(block: Block) -> str:
+    """A call's arguments as JSON text: the text the server sent when the arguments are still what it meant
+    (so the call goes back exactly as it came), else freshly written."""
+    args = block.payload.get(PAYLOAD_ARGS)
+    if isinstance(args, str):
+        return args
+    sent = _own_extra(block).get("arguments")
+    if isinstance(sent, str) and parse_args(sent) == args:
+        return sent
+    return json.dumps(args if args is not None else {}, ensure_ascii=False)
 
 
 class _Assistant:
@@ -53,6 +73,8 @@ class _Assistant:
         self.calls: list[dict[str, Any]] = []
         self.reasoning: list[str] = []
         self.pad_reasoning = pad_reasoning
+        self.extra: dict[str, Any] = {}
+        """Message fields geppetto has no name for, as the server sent them (Gemini's ``extra_content``)."""
 
     def message(self) -> Message | None:
         text = "".join(self.text)
@@ -63,7 +85,7 @@ class _Assistant:
             msg["tool_calls"] = self.calls
         if self.reasoning or self.pad_reasoning:
             msg["reasoning_content"] = "".join(self.reasoning)
-        return msg
+        return {**self.extra, **msg}
 
 
 def _exchanges_with_calls(turn: Turn) -> list[bool]:
@@ -79,7 +101,12 @@ def _exchanges_with_calls(turn: Turn) -> list[bool]:
 
 
 def build_messages(
-    turn: Turn, *, system_role: str = "system", reasoning_content: bool = True, thinking: bool = False
+    turn: Turn,
+    *,
+    system_role: str = "system",
+    reasoning_content: bool = True,
+    thinking: bool = False,
+    server: str = "",
 ) -> list[Message]:
     """The turn as Chat Completions messages (see the module docstring for the mapping). ``reasoning_content``
     False never sends reasoning (OpenAI's own API has no such field); ``thinking`` (with it) gives every
@@ -100,20 +127,19 @@ def build_messages(
             if current is None or (current.calls and kind is not BlockKind.TOOL_CALL):
                 flush()
                 current = _Assistant(pad_reasoning=thinking and replay[i])
+            own = _own_extra(block)
+            fields = own if own.get("server", "") == server else {}  # another server may refuse its fields
+            current.extra.update(fields.get("message") or {})
             if kind is BlockKind.LLM_TEXT:
                 current.text.append(block.text)
             elif kind is BlockKind.TOOL_CALL:
                 p = block.payload
-                current.calls.append(
-                    {
-                        "id": str(p.get(PAYLOAD_ID, "")),
-                        "type": "function",
-                        "function": {
-                            "name": str(p.get(PAYLOAD_NAME, "")),
-                            "arguments": _arguments(p.get(PAYLOAD_ARGS)),
-                        },
-                    }
-                )
+                call = {
+                    "id": str(p.get(PAYLOAD_ID, "")),
+                    "type": "function",
+                    "function": {"name": str(p.get(PAYLOAD_NAME, "")), "arguments": _arguments(block)},
+                }
+                current.calls.append({**(fields.get("call") or {}), **call})
             elif replay[i] and block.text and BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER:
                 current.reasoning.append(block.text)
             continue
@@ -155,8 +181,10 @@ def build_request(
     reasoning_content: bool = True,
     thinking: bool = False,
     output: Any = READ_FROM_TURN,
+    server: str = "",
+    stream: bool = True,
 ) -> dict[str, Any]:
-    """The streaming ``POST /chat/completions`` body for ``turn``.
+    """The streaming (``stream=False``: whole) ``POST /chat/completions`` body for ``turn``.
 
     ``max_tokens_field`` is ``max_completion_tokens`` for OpenAI itself (its reasoning models refuse
     ``max_tokens``) and ``max_tokens`` for compatible servers, most of which only know that one.
@@ -167,11 +195,11 @@ def build_request(
     body: dict[str, Any] = {
         "model": model,
         "messages": build_messages(
-            turn, system_role=system_role, reasoning_content=reasoning_content, thinking=thinking
+            turn, system_role=system_role, reasoning_content=reasoning_content, thinking=thinking, server=server
         ),
-        "stream": True,
+        "stream": stream,
     }
-    if stream_usage:
+    if stream_usage and stream:
         body["stream_options"] = {"include_usage": True}
     if tools:
         body["tools"] = [

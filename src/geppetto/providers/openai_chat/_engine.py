@@ -11,10 +11,10 @@ import httpx
 from ...output import READ_FROM_TURN
 from ...turns import BLOCK_META_PROVIDER, BlockKind, Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, openai_error_info
+from .._http import HttpTransport, RetryPolicy, SSEEvent, openai_error_info
 from .._streaming import StreamReducer, ToolSpec
 from ._dialect import PROVIDER, build_request
-from ._stream import ChatStreamReducer
+from ._stream import ChatStreamReducer, completion_events
 
 __all__ = ["DEFAULT_BASE_URL", "ChatEngine"]
 
@@ -69,6 +69,7 @@ class ChatEngine(StreamingEngine):
         retry: RetryPolicy | None = None,
         timeout: float | httpx.Timeout | None = None,
         thinking: bool | None = None,
+        stream: bool = True,
     ) -> None:
         super().__init__(
             model,
@@ -82,6 +83,7 @@ class ChatEngine(StreamingEngine):
             http=http,
             retry=retry,
             timeout=timeout,
+            stream=stream,
         )
         official = self.base_url == DEFAULT_BASE_URL
         self.max_tokens_field = "max_completion_tokens" if official else "max_tokens"
@@ -113,6 +115,8 @@ class ChatEngine(StreamingEngine):
             stream_usage=self.stream_usage,
             reasoning_content=self.base_url != DEFAULT_BASE_URL,  # a compatible server's extension
             thinking=self._thinking(turn),
+            stream=self.stream,
+            server=self.base_url,
         )
 
     def _thinking(self, turn: Turn) -> bool:
@@ -136,4 +140,7 @@ class ChatEngine(StreamingEngine):
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def reducer(self) -> StreamReducer:
-        return ChatStreamReducer()
+        return ChatStreamReducer(server=self.base_url)
+
+    def whole_events(self, answer: Any) -> list[SSEEvent]:
+        return completion_events(answer if isinstance(answer, dict) else {})

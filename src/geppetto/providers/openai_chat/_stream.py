@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import StreamError
+from ..._json import dumps
 from ...events import (
     STOP_CONTENT_FILTER,
     STOP_END,
@@ -21,12 +22,12 @@ from ...events import (
     STOP_TOOL_CALLS,
     Usage,
 )
-from ...turns import Block
+from ...turns import PAYLOAD_ARGS, PAYLOAD_CITATIONS, PAYLOAD_EXTRA, PAYLOAD_LOGPROBS, Block
 from .._http import SSEEvent, error_from_response, malformed, openai_error_info, parse_json
 from .._streaming import Delta, StreamResult, new_call_id, parse_args
 from ._dialect import PROVIDER
 
-__all__ = ["ChatStreamReducer", "chat_stop_reason", "chat_usage"]
+__all__ = ["ChatStreamReducer", "chat_stop_reason", "chat_usage", "completion_events"]
 
 _STOP = {
     "stop": STOP_END,
@@ -63,12 +64,50 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_DELTA_FIELDS = frozenset(
+    {"role", "content", "refusal", "reasoning", "reasoning_content", "tool_calls", "annotations", "function_call"}
+)
+_FRAGMENT_FIELDS = frozenset({"index", "id", "type", "function"})
+
+
+def completion_events(completion: dict[str, Any]) -> list[SSEEvent]:
+    """The chunks a stream of the whole ``chat.completion`` would carry: one with each choice's message as
+    its delta (tool calls numbered), then ``[DONE]``."""
+    choices = []
+    for choice in completion.get("choices") or []:
+        delta = dict(choice.get("message") or {})
+        if delta.get("tool_calls"):
+            delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(delta["tool_calls"])]
+        choices.append({**{k: v for k, v in choice.items() if k != "message"}, "delta": delta})
+    chunk = {**completion, "object": "chat.completion.chunk", "choices": choices}
+    return [SSEEvent("", dumps(chunk)), SSEEvent("", "[DONE]")]
+
+
+def _call_block(call: _Call, server: str) -> Block:
+    """A finished call; what it carried beyond geppetto's fields kept under ``payload["extra"]``: the
+    arguments text when it differs from how geppetto writes them, the call's unnamed fields."""
+    sent = "".join(call.arguments)
+    block = Block.tool_call(call.id or new_call_id(), call.name, parse_args(sent))
+    args = block.payload[PAYLOAD_ARGS]
+    extra: dict[str, Any] = {}
+    if sent and not isinstance(args, str) and sent != json.dumps(args, ensure_ascii=False):
+        extra["arguments"] = sent  # the text as sent, to send back as it came
+    if call.extra:
+        extra.update({"call": call.extra, "server": server})
+    if extra:
+        block.payload[PAYLOAD_EXTRA] = extra
+    return block
 
 
 class ChatStreamReducer:
     """Reduces one Chat Completions stream (choice 0) to reasoning, text and tool_call blocks."""
 
-    def __init__(self) -> None:
+    def __init__(self, server: str = "") -> None:
+        self.server = server
+        """The base URL of the server streaming: unnamed fields go back only to it."""
         self.finished = False
         self.response_id = ""
         self.model = ""
@@ -78,6 +117,10 @@ class ChatStreamReducer:
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
         self._chunks = 0
+        self._annotations: list[Any] = []
+        self._logprobs: list[Any] = []
+        self._message_extra: dict[str, Any] = {}
+        """Message fields geppetto has no name for (Gemini's ``extra_content`` / ``thought_signature``)."""
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         data = event.data.strip()
@@ -105,6 +148,9 @@ class ChatStreamReducer:
             if choice.get("index", 0) != 0:
                 continue
             out.extend(self._delta(choice.get("delta") or {}))
+            logprobs = choice.get("logprobs")
+            if isinstance(logprobs, dict):
+                self._logprobs.extend(logprobs.get("content") or logprobs.get("refusal") or [])
             if choice.get("finish_reason"):
                 self._finish_reason = str(choice["finish_reason"])
         return out
@@ -115,10 +161,12 @@ class ChatStreamReducer:
         if isinstance(reasoning, str) and reasoning:
             self._reasoning.append(reasoning)
             out.append(("reasoning", reasoning))
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._text.append(content)
-            out.append(("text", content))
+        for content in (delta.get("content"), delta.get("refusal")):  # a refusal is the answer's text
+            if isinstance(content, str) and content:
+                self._text.append(content)
+                out.append(("text", content))
+        self._annotations.extend(delta.get("annotations") or [])
+        self._message_extra.update({k: v for k, v in delta.items() if k not in _DELTA_FIELDS and v is not None})
         for fragment in delta.get("tool_calls") or []:
             call = self._calls.setdefault(self._index(fragment), _Call())
             call.id = call.id or str(fragment.get("id") or "")
@@ -126,6 +174,7 @@ class ChatStreamReducer:
             call.name = call.name or str(function.get("name") or "")
             if function.get("arguments"):
                 call.arguments.append(str(function["arguments"]))
+            call.extra.update({k: v for k, v in fragment.items() if k not in _FRAGMENT_FIELDS and v is not None})
         return out
 
     def _index(self, fragment: dict[str, Any]) -> int:
@@ -163,13 +212,20 @@ class ChatStreamReducer:
         text = "".join(self._text)
         if text:
             blocks.append(Block.llm_text(text))
+            if self._annotations:
+                blocks[-1].payload[PAYLOAD_CITATIONS] = self._annotations
+            if self._logprobs:
+                blocks[-1].payload[PAYLOAD_LOGPROBS] = self._logprobs
         for index in sorted(self._calls):
             call = self._calls[index]
             if not call.name:
                 raise StreamError(
                     f"tool call {index} arrived without a name", received=self._received(), provider=PROVIDER
                 )
-            blocks.append(Block.tool_call(call.id or new_call_id(), call.name, parse_args("".join(call.arguments))))
+            blocks.append(_call_block(call, self.server))
+        if blocks and self._message_extra:
+            extra = blocks[0].payload.setdefault(PAYLOAD_EXTRA, {})
+            extra.update({"message": self._message_extra, "server": self.server})
         stop = chat_stop_reason(self._finish_reason, bool(self._calls))
         return StreamResult(blocks, self._usage, stop, self.response_id)
 

@@ -19,6 +19,7 @@ from geppetto.providers._streaming import (
     engine_transport,
     is_openai_reasoning_model,
     key_hint,
+    publish_builtin,
     resolve_api_key,
     too_large_hint,
     with_hint,
@@ -74,7 +75,9 @@ class ResponsesEngine(TransportOwner):
     is one of ``none, minimal, low, medium, high, xhigh, max``. ``metrics`` defaults to the process-wide
     :data:`~geppetto.providers.openai_responses.metrics`. ``validate_every=N`` compares the server's
     stored context with the Turn after every N stateful requests (:meth:`validate`; opt-in, it reads the
-    chain's new links or the conversation's items). ``compact_threshold=N`` (at least 1000 tokens) sends
+    chain's new links or the conversation's items). ``stream=False`` asks for the whole Response in one
+    JSON answer instead of an event stream (the same blocks and events come of it, without deltas).
+    ``compact_threshold=N`` (at least 1000 tokens) sends
     ``context_management`` so the server compacts its copy of the context inside a request that passes
     ``N`` tokens; its ``compaction`` item becomes a block of that response (the next request chains on
     it as on any other) and a whole-Turn request replays from the latest one (docs/responses.md).
@@ -128,8 +131,13 @@ class ResponsesEngine(TransportOwner):
         background: bool = False,
         poll_interval: float = 1.0,
         max_resumes: int = 5,
+        stream: bool = True,
     ) -> None:
         check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
+        if background and not stream:
+            raise ConfigurationError(
+                "background=True streams the response (so a broken stream can be resumed); leave stream=False out"
+            )
         if compact_threshold is not None and (
             not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
         ):
@@ -176,6 +184,7 @@ class ResponsesEngine(TransportOwner):
         self.compact_threshold = compact_threshold
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
+        self.stream = stream
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -186,7 +195,7 @@ class ResponsesEngine(TransportOwner):
 
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
-        return Api(self._transport, self._headers)
+        return Api(self._transport, self._headers, whole=not self.stream)
 
     async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
@@ -250,7 +259,7 @@ class ResponsesEngine(TransportOwner):
                 include.append("reasoning.encrypted_content")
         if include:
             body["include"] = include
-        body["stream"] = True
+        body["stream"] = self.stream
         return body
 
     def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:
@@ -401,6 +410,7 @@ class ResponsesEngine(TransportOwner):
         TURN_META_STOP_REASON.set(turn.metadata, stop)
         meta = metadata_for(turn, self.provider, self.model)
         record_usage(turn, blocks, meta, provider=self.provider, model=model, usage=usage)
+        publish_builtin(meta, blocks)
         for block in blocks:
             if block.kind is BlockKind.TOOL_CALL:
                 p = block.payload

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from geppetto._json import dumps
+from geppetto.providers._files import responses_file_parts
 from geppetto.turns import (
     BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
@@ -27,6 +28,7 @@ from geppetto.turns import (
     PAYLOAD_ERROR,
     PAYLOAD_ID,
     PAYLOAD_IMAGES,
+    PAYLOAD_ITEM,
     PAYLOAD_ITEM_ID,
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
@@ -53,8 +55,6 @@ __all__ = [
     "tool_output_text",
 ]
 
-PAYLOAD_ITEM = "item"
-"""Payload key of an ``other`` block: the raw output item geppetto does not model (e.g. a web search call)."""
 
 REPLAYABLE_ITEM_TYPES = frozenset(
     {
@@ -114,11 +114,12 @@ def _image_part(image: Any) -> dict[str, Any]:
 
 def _message(role: str, block: Block) -> dict[str, Any]:
     images = block.payload.get(PAYLOAD_IMAGES) or []
-    if not images:
+    files = responses_file_parts(block) if role == "user" else []
+    if not images and not files:
         return {"role": role, "content": block.text}
     content: list[dict[str, Any]] = [{"type": "input_text", "text": block.text}] if block.text else []
     content.extend(_image_part(img) for img in images)
-    return {"role": role, "content": content}
+    return {"role": role, "content": [*content, *files]}
 
 
 def _system_role(block: Block) -> str:

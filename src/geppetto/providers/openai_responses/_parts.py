@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geppetto.turns import PAYLOAD_TEXT, Block, BlockKind
+from geppetto.turns import PAYLOAD_PHASE, PAYLOAD_TEXT, Block, BlockKind
 
 __all__ = [
     "PAYLOAD_CONTENT",
@@ -28,7 +28,6 @@ __all__ = [
     "replayed_reasoning_parts",
 ]
 
-PAYLOAD_PHASE = "phase"
 """Payload key of an ``llm_text`` block: the message's ``phase`` as the API gave it."""
 
 PAYLOAD_CONTENT = "content"

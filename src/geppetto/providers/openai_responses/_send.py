@@ -23,6 +23,7 @@ from geppetto._exceptions import (
     StreamError,
     UsageError,
 )
+from geppetto._json import dumps
 from geppetto.events import metadata_for
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
 from geppetto.turns import Turn
@@ -45,6 +46,8 @@ class Api:
 
     transport: HttpTransport
     headers: Mapping[str, str]
+    whole: bool = False
+    """Ask for whole Responses (``stream: false``) and read each as the one terminal event it amounts to."""
 
     async def post(self, path: str, body: Any) -> Any:
         return await self.transport.request_json(
@@ -57,8 +60,16 @@ class Api:
         )
 
     def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+        if self.whole:
+            return self._whole(path, body)
         events = self.transport.stream_sse(path, body, headers=self.headers, error_parser=openai_error_info)
         return cast(AsyncGenerator[SSEEvent, None], events)
+
+    async def _whole(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+        response = await self.post(path, body)
+        status = str(response.get("status") or "completed") if isinstance(response, dict) else "completed"
+        kind = f"response.{status if status in ('completed', 'incomplete', 'failed') else 'completed'}"
+        yield SSEEvent(kind, dumps({"type": kind, "response": response}))
 
 
 class Sender(Protocol):

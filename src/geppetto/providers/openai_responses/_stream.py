@@ -27,9 +27,10 @@ from geppetto.events import (
 )
 from geppetto.providers._http import SSEEvent, malformed
 from geppetto.providers._streaming import parse_args
-from geppetto.turns import Block, BlockKind
+from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, Block, BlockKind, raw_block
 
-from ._items import PAYLOAD_ITEM, REPLAYABLE_ITEM_TYPES
+from ._hosted import builtin_of_item
+from ._items import REPLAYABLE_ITEM_TYPES
 from ._parts import mark_standalone, message_extras, reasoning_extras
 
 __all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
@@ -47,6 +48,22 @@ def content_text(content: Any) -> str:
 
 def message_text(item: dict[str, Any]) -> str:
     return content_text(item.get("content"))
+
+
+def message_block(item: dict[str, Any]) -> Block:
+    """An assistant message as an llm_text block: its phase and content parts as ``_parts`` keeps them (what
+    goes back), and, as a view in the vocabulary every engine uses, its annotations as ``citations`` and its
+    token ``logprobs`` (never sent back)."""
+    block = Block.llm_text(message_text(item), item_id=item.get("id"))
+    block.payload.update(message_extras(item))
+    parts = [p for p in item.get("content") or [] if isinstance(p, dict)]
+    annotations = [a for p in parts for a in p.get("annotations") or []]
+    logprobs = [lp for p in parts for lp in p.get("logprobs") or []]
+    if annotations:
+        block.payload[PAYLOAD_CITATIONS] = annotations
+    if logprobs:
+        block.payload[PAYLOAD_LOGPROBS] = logprobs
+    return block
 
 
 def item_to_block(item: dict[str, Any]) -> Block | None:
@@ -68,9 +85,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
         block.payload.update(reasoning_extras(item))
         return block
     if kind == "message":
-        block = Block.llm_text(message_text(item), item_id=item.get("id"))
-        block.payload.update(message_extras(item))
-        return block
+        return message_block(item)
     if kind == "function_call":
         if item.get("status") == "incomplete":
             return None
@@ -78,7 +93,7 @@ def item_to_block(item: dict[str, Any]) -> Block | None:
         return Block.tool_call(
             str(item.get("call_id") or ""), str(item.get("name") or ""), args, item_id=item.get("id")
         )
-    return Block(BlockKind.OTHER, {PAYLOAD_ITEM: item}, role="assistant")
+    return raw_block(item, builtin_of_item(item))
 
 
 def unreplayed_items(items: list[dict[str, Any]]) -> str | None:

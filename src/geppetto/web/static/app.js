@@ -322,6 +322,49 @@
       this.add(card);
     }
 
+    // A call that waits for a person: Approve and Deny buttons on its card (plain buttons, so Tab reaches
+    // them); a client-side call only says it waits, since this page runs no client-side tools.
+    waiting(call, decide) {
+      if (!this.cards.has(call.call_id)) this.toolCall(call.call_id, call.name, call.arguments);
+      const card = this.cards.get(call.call_id);
+      if (card.approval) return;
+      card.card.classList.add("waiting");
+      if (call.kind === "client") {
+        card.status.textContent = "waiting for the client";
+        card.result.textContent = "a client-side tool: the client that runs it sends the result";
+        return;
+      }
+      card.status.textContent = "waits for your approval";
+      card.result.textContent = "not run yet: approve or deny it";
+      const name = call.name || "the tool";
+      const approve = el("button", { type: "button", class: "approve", "aria-label": `Approve ${name}` }, "Approve");
+      const deny = el("button", { type: "button", class: "deny secondary", "aria-label": `Deny ${name}` }, "Deny");
+      const box = el("div", { class: "approval", role: "group", "aria-label": `Approve or deny ${name}` }, approve, deny);
+      const answer = async (value) => {
+        approve.disabled = true;
+        deny.disabled = true;
+        if (await decide(call.call_id, value)) {
+          box.remove();
+          card.approval = null;
+          card.card.classList.remove("waiting");
+          card.status.textContent = value === true ? "approved" : "denied";
+        } else {
+          approve.disabled = false;
+          deny.disabled = false;
+        }
+      };
+      approve.addEventListener("click", () => answer(true));
+      deny.addEventListener("click", () => answer(false));
+      card.approval = box;
+      card.card.append(box);
+      this.scroll();
+      // The question is what comes next (a prompt would be refused while it waits): focus it, unless the
+      // person is typing something.
+      const active = document.activeElement;
+      const typing = active && active.id === "prompt" && active.value.trim();
+      if (!typing && !(active && active.closest && active.closest(".approval"))) approve.focus();
+    }
+
     toolStarted(callId) {
       const card = this.cards.get(callId);
       if (card) card.status.textContent = "running";
@@ -406,7 +449,7 @@
         if (!d || typeof d !== "object" || (d.inference_id && d.inference_id !== inferenceId)) continue;
         switch (event.event) {
           case "run_started":
-            if (!promptShown) view.user(d.prompt || "");
+            if (!promptShown && d.prompt) view.user(d.prompt);
             break;
           case "text_delta":
             view.textDelta(d.delta || "");
@@ -419,6 +462,9 @@
             break;
           case "tool_call_started":
             view.toolStarted(d.call_id);
+            break;
+          case "approval_requested":
+            for (const call of d.calls || []) view.waiting(call, (callId, value) => decideCall(sessionId, view, callId, value));
             break;
           case "tool_result":
             view.toolResult(d.call_id, d.name, d.result, d.error);
@@ -467,6 +513,25 @@
     prompt.value = "";
     state.view.user(text);
     follow(sessionId, state.view, started.after, started.inference_id, true);
+  }
+
+  // Answers one waiting call (true approves, false denies) and follows the inference that resumes.
+  async function decideCall(sessionId, view, callId, value) {
+    // The question arrives just before its run finishes: an answer given at once waits for that end.
+    for (let i = 0; i < 100 && state.running; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    if (state.running || state.sending) return false;
+    let started;
+    state.sending = true;
+    try {
+      started = await api(`/api/sessions/${enc(sessionId)}/approvals`, { method: "POST", body: { decisions: { [callId]: value } } });
+    } catch (e) {
+      view.error(e.message);
+      return false;
+    } finally {
+      state.sending = false;
+    }
+    follow(sessionId, view, started.after, started.inference_id, true);
+    return true;
   }
 
   async function cancelRun(sessionId) {
@@ -544,6 +609,7 @@
     state.session = sessionId;
     const last = session.latest;
     if (last) view.history(last.blocks);
+    for (const call of session.pending_approvals || []) view.waiting(call, (callId, value) => decideCall(sessionId, view, callId, value));
     if (session.status === "running" && session.running_inference) {
       follow(sessionId, view, "0", session.running_inference, false);
     } else {

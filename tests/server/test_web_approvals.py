@@ -1,0 +1,88 @@
+"""The web chat's Approve and Deny buttons on a tool card that waits, in Chromium: reached and pressed with the
+keyboard only, and shown again after a reload while the call still waits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import test_web
+from server_support import running_app, sim_profile
+from test_web import Page, new_session, send
+
+import geppetto as gp
+from geppetto.cli._demo_tools import demo_registry
+from geppetto.server import create_app
+from geppetto.simulator import Simulator
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixture skips
+    expect = None
+
+browser, page = test_web.browser, test_web.page  # the fixtures of the web tests: Chromium, a checked page
+deleted: list[str] = []
+
+
+@gp.tool(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    deleted.append(path)
+    return f"deleted {path}"
+
+
+@pytest.fixture
+def served(geppetto_sim: Simulator, tmp_path: Path) -> Iterator[str]:
+    deleted.clear()
+    tools = demo_registry()
+    tools.add(delete_file)
+    app = create_app(sim_profile(geppetto_sim, mode="chained"), store=str(tmp_path / "s.db"), tools=tools)
+    with running_app(app) as url:
+        yield url
+
+
+def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served: str, page: Page) -> None:
+    p = page.page
+    new_session(p, served)
+    send(p, "delete_file for 'a.txt'")
+    card = p.locator(".tool-card.waiting")
+    expect(card.locator(".badge")).to_have_text("waits for your approval")
+    assert p.evaluate("document.activeElement.textContent") == "Approve"  # focus is on the question
+    assert p.evaluate("document.activeElement.getAttribute('aria-label')") == "Approve delete_file"
+    page.shot("waiting")
+    finished = int(p.locator("#messages").get_attribute("data-finished") or 0)
+    p.keyboard.press("Enter")
+    p.locator(f"#messages[data-finished='{finished + 1}']").wait_for(state="attached")
+    done = p.locator(".tool-card").first
+    expect(done.locator(".result")).to_have_text("deleted a.txt")
+    expect(done.locator(".badge")).to_have_text("done")
+    assert deleted == ["a.txt"] and p.locator(".approval").count() == 0
+    assert "deleted a.txt" in p.locator("#messages .msg.assistant").last.inner_text()
+
+    # answered at once, before the run that asked has finished: the answer waits for that end
+    expect(p.locator("#send")).to_be_enabled()
+    p.locator("#prompt").focus()
+    p.keyboard.type("delete_file for 'c.txt'")
+    p.keyboard.press("Enter")
+    p.locator(".tool-card.waiting .approve").wait_for()
+    p.keyboard.press("Enter")
+    expect(p.locator(".tool-card").nth(1).locator(".result")).to_have_text("deleted c.txt")
+    expect(p.locator("#send")).to_be_enabled()
+    assert deleted == ["a.txt", "c.txt"]
+
+    send(p, "delete_file for 'b.txt'")
+    waiting = p.locator(".tool-card.waiting")
+    expect(waiting.locator(".deny")).to_be_visible()
+    p.reload()  # what waits is shown again from the session
+    expect(p.locator(".tool-card.waiting .badge")).to_have_text("waits for your approval")
+    p.locator(".tool-card.waiting .approve").focus()
+    p.keyboard.press("Tab")  # the next stop after Approve is Deny
+    assert p.evaluate("document.activeElement.textContent") == "Deny"
+    finished = int(p.locator("#messages").get_attribute("data-finished") or 0)
+    p.keyboard.press("Enter")
+    p.locator(f"#messages[data-finished='{finished + 1}']").wait_for(state="attached")
+    denied = p.locator(".tool-card").nth(2)
+    expect(denied.locator(".result")).to_have_text("error: the user denied this tool call; do not retry it")
+    assert deleted == ["a.txt", "c.txt"]
+    page.shot("denied")
