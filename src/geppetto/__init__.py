@@ -29,12 +29,13 @@ from ._exceptions import (
     ToolDefinitionError,
     TurnFormatError,
     UsageError,
+    UsageLimitExceeded,
 )
 from .engine import Engine, Handler, run_sync
 from .events import publish, with_sinks
 from .middleware import Middleware, with_middleware
 from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
-from .session import ExecutionHandle, Session
+from .session import ExecutionHandle, Session, SessionUsage, UsageLimits
 from .testing import FunctionEngine, ScriptedEngine
 from .tools import ApprovalPendingError, ApprovalPolicy, PendingCall, ToolDefinition, ToolRegistry, client_tool, tool
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
@@ -69,6 +70,7 @@ __all__ = [
     "ServerError",
     "Session",
     "SessionBusyError",
+    "SessionUsage",
     "StoreError",
     "StreamError",
     "StructuredOutputConfig",
@@ -78,6 +80,8 @@ __all__ = [
     "Turn",
     "TurnFormatError",
     "UsageError",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "client_tool",
     "load_turn",
     "output_config",

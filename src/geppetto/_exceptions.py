@@ -10,6 +10,7 @@ GeppettoError
 ├── MetadataTypeError          a typed key read a value of the wrong type, or set one that is not JSON
 ├── ToolDefinitionError        a function that cannot become a tool (names the function and parameter)
 ├── MaxIterationsError         the tool loop hit its bound while tool calls were still pending
+├── UsageLimitExceeded         a session's UsageLimits would be passed by the next request (names limit, figure, fix)
 ├── StoreError                 a persistent store is unreadable, unreachable or from a newer schema
 ├── ProviderError              a provider answered with an error (status, provider message, request id)
 │   ├── AuthenticationError    401/403, or no API key at all
@@ -49,6 +50,7 @@ __all__ = [
     "ToolDefinitionError",
     "TurnFormatError",
     "UsageError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -100,6 +102,25 @@ class MaxIterationsError(GeppettoError):
     """
 
     def __init__(self, message: str, *, turn: Any = None) -> None:
+        self.turn = turn
+        super().__init__(message)
+
+
+class UsageLimitExceeded(GeppettoError):
+    """A :class:`~geppetto.UsageLimits` limit would be passed: raised before the request that would pass it.
+
+    ``limit`` names it (``"max_requests"``), ``value`` is the figure that passed it, ``maximum`` the limit,
+    ``usage`` the totals so far (:class:`~geppetto.session.SessionUsage`) and ``turn`` the Turn with the work
+    done so far (every completed step kept); the session stays usable.
+    """
+
+    def __init__(
+        self, message: str, *, limit: str, value: float, maximum: float, usage: Any = None, turn: Any = None
+    ) -> None:
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        self.usage = usage
         self.turn = turn
         super().__init__(message)
 

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, UsageError
 from .tools._config import MCP_SERVER_KEYS
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ class Profile:
     """Responses only: background responses (resumed after a broken stream, picked up by another worker)."""
     simulator: bool = False
     """Start the bundled simulator and point the engine at it."""
+    limits: dict[str, Any] | None = None
+    """Usage limits of the sessions run with this profile (``max_requests``, ``max_cost``, ... as
+    :class:`~geppetto.UsageLimits` takes them); see :meth:`usage_limits`."""
     mcp_servers: list[Any] | None = None
     """MCP servers whose tools ``run`` and ``chat`` offer: command lines, URLs, or mappings with the keys of
     :data:`~geppetto.tools.MCP_SERVER_KEYS` (needs the ``mcp`` extra)."""
@@ -88,6 +91,14 @@ class Profile:
     def with_overrides(self, **overrides: Any) -> Profile:
         """A copy with every non-None override applied."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def usage_limits(self) -> Any:
+        """The profile's ``limits`` as a :class:`~geppetto.UsageLimits` (None when it sets none)."""
+        if not self.limits:
+            return None
+        from .session import UsageLimits
+
+        return UsageLimits.from_dict(self.limits)
 
     def public_dict(self) -> dict[str, Any]:
         """The settings as shown to a person (no secrets are ever held here)."""
@@ -110,6 +121,7 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "reasoning_effort": ((str,), "minimal, low, medium or high"),
     "background": ((bool,), "true or false"),
     "simulator": ((bool,), "true or false"),
+    "limits": ((dict,), "a mapping such as {max_requests: 20, max_cost: 1.5}"),
     "mcp_servers": ((list,), "a list of MCP servers: command lines, URLs or mappings"),
 }
 MODES = ("stateless", "chained", "conversation")
@@ -128,6 +140,13 @@ def _check_settings(path: Path, name: str, raw: dict[str, Any]) -> None:
         raise ConfigurationError(f"{path}: profiles.{name}.mode is {raw['mode']!r}; write {', '.join(MODES)}")
     if isinstance(raw.get("max_tokens"), int) and raw["max_tokens"] < 1:
         raise ConfigurationError(f"{path}: profiles.{name}.max_tokens must be at least 1")
+    if isinstance(raw.get("limits"), dict):
+        from .session import UsageLimits
+
+        try:
+            UsageLimits.from_dict(raw["limits"])
+        except (UsageError, TypeError) as exc:
+            raise ConfigurationError(f"{path}: profiles.{name}.limits: {exc}") from None
     for i, entry in enumerate(raw.get("mcp_servers") or []):
         where = f"{path}: profiles.{name}.mcp_servers[{i}]"
         if isinstance(entry, dict):

@@ -36,6 +36,7 @@ def test_every_example_is_tested() -> None:
             "cross_provider_session.py",
             "structured_output.py",
             "mcp_tools.py",
+            "cost_and_limits.py",
             "approval.py",
             "compaction.py",
             "attachments.py",
@@ -51,6 +52,15 @@ def test_approval_pauses_resumes_after_a_restore_and_stays_chained(tmp_path: Pat
     assert lines[3] == "denied -> 'the user denied this tool call: over the monthly budget'"
     assert lines[4] == "client result -> 'sage green'"
     assert lines[5] == "requests: 6, chained after the first: True"
+
+
+def test_cost_and_limits_prices_each_request_and_stops_at_the_limit(tmp_path: Path) -> None:
+    lines = _run(tmp_path, "cost_and_limits.py").splitlines()
+    requests = [line for line in lines if line.startswith("request: ")]
+    assert len(requests) == 4
+    assert "(0 cached," in requests[0] and "(0 cached," not in requests[1]  # the second reads what the first wrote
+    assert lines[-2].startswith("session: 4 requests") and "$0.0" in lines[-2]
+    assert lines[-1].startswith("stopped: max_requests at 5")
 
 
 def test_mcp_tools_calls_the_time_server_and_a_python_tool(tmp_path: Path) -> None:

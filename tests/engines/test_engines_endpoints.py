@@ -23,6 +23,7 @@ from geppetto.events import (
     with_sinks,
 )
 from geppetto.middleware import tool_loop, with_middleware
+from geppetto.pricing import TURN_META_COST
 from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
@@ -89,7 +90,10 @@ async def test_chat_engine_posts_to_chat_completions_and_publishes_events() -> N
     assert [b.kind.value for b in turn.blocks] == ["user", "reasoning", "llm_text"]
     assert [BLOCK_META_PROVIDER.get(b.metadata) for b in turn.blocks[1:]] == ["openai_chat", "openai_chat"]
     assert BLOCK_META_RESPONSE_ID.get(turn.blocks[2].metadata) == "5f1c9a3e"
-    assert dict(turn.metadata) == {
+    meta = dict(turn.metadata)
+    cost = meta.pop(str(TURN_META_COST), None)  # priced when genai-prices (the prices extra) is installed
+    assert cost == final.metadata.cost and (cost is None or cost["total"] > 0)
+    assert meta == {
         str(TURN_META_PROVIDER): "openai_chat",
         str(TURN_META_MODEL): "gpt-4o-mini",
         str(TURN_META_USAGE): Usage(12, 30, 0, 22).to_dict(),

@@ -48,6 +48,18 @@ AttachOpt = Annotated[
         help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable.",
     ),
 ]
+UsageOpt = Annotated[
+    bool, typer.Option("--usage", help="Print tokens (cached, written, reasoning) and cost after each answer.")
+]
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits",
+        metavar="LIMITS",
+        help="Usage limits, e.g. max_requests=20,max_cost=1.5 (also max_tool_calls, max_input_tokens, "
+        "max_output_tokens, max_total_tokens, allow_unpriced=true); default: the profile's `limits`.",
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Log what geppetto decides (requests, anchors, fallbacks) to stderr.")
 ]
@@ -104,6 +116,8 @@ def run(
     json_events: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
     save_turn: Annotated[Path | None, typer.Option("--save-turn", help="Save the final Turn as YAML.")] = None,
     mcp: McpOpt = None,
+    usage: UsageOpt = False,
+    limits: LimitsOpt = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call that needs approval (else it is not run).")
     ] = False,
@@ -124,6 +138,8 @@ def run(
         json_events=json_events,
         save_turn=save_turn,
         mcp=tuple(mcp or ()),
+        usage=usage,
+        limits=limits,
         yes=yes,
         attach=tuple(attach or ()),
     )
@@ -150,6 +166,7 @@ def chat(
     store: StoreOpt = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="Do not save this chat in the session store.")] = False,
     mcp: McpOpt = None,
+    usage: UsageOpt = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Approve every tool call without asking (tools that need approval).")
     ] = False,
@@ -181,6 +198,7 @@ def chat(
         continue_last=continue_last,
         persist=not no_store,
         mcp=tuple(mcp or ()),
+        usage=usage,
         yes=yes,
         attach=tuple(attach or ()),
     )
@@ -293,6 +311,7 @@ def serve(
             help="The largest request body taken (1 MiB by default); attached files count, base64-encoded.",
         ),
     ] = None,
+    limits: LimitsOpt = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -325,6 +344,7 @@ def serve(
         log_format=log_format.lower(),
     )
     options.allowed_hosts, options.allowed_origins = list(allowed_host or ()), list(allowed_origin or ())
+    options.limits = limits
     guarded(lambda: run_server(options, api_key))
 
 

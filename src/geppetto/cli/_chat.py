@@ -17,7 +17,7 @@ from rich.console import Console
 from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
 from ..engine import Handler
 from ..middleware import Middleware
-from ..session import ExecutionHandle, Session
+from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import BlockKind, Turn, file_attachment, load_turn, new_id, save_turn
 from ..web._report import plural
@@ -38,6 +38,7 @@ from ._runtime import (
     text_printer,
 )
 from ._terminal import START_ONE, Spinner, read_line, spinning
+from ._usage import format_cost, usage_line
 
 __all__ = ["HELP", "ChatRepl"]
 
@@ -102,10 +103,12 @@ class ChatRepl:
         continue_last: bool = False,
         persist: bool = True,
         mcp: tuple[str, ...] = (),
+        usage: bool = False,
         yes: bool = False,
         attach: tuple[Path, ...] = (),
     ) -> None:
         self.settings = settings
+        self.show_usage = usage
         self.yes = yes
         self.resume = resume
         self.store_target = store
@@ -293,6 +296,8 @@ class ChatRepl:
             turn = runner.run(self._infer(text))
             turn = self._ask_about_waiting(runner) or turn
             self.attached = []  # they went with this prompt
+            if self.show_usage:
+                self._print_usage(turn)
             if self.resume is not None:
                 save_turn(self.resume, turn)  # atomic: an interrupted run leaves the previous file intact
         except KeyboardInterrupt:
@@ -310,6 +315,14 @@ class ChatRepl:
             print(f"\nerror: {exc}{dropped}")
         sys.stdout.flush()
         _print_notes()
+
+    def _print_usage(self, turn: Turn) -> None:
+        """The status line of ``--usage``: this answer's requests, tokens and cost, and the session's cost."""
+        assert self.session is not None
+        answer = TURN_META_INFERENCE_USAGE.get(turn.metadata)
+        total = self.session.usage
+        line = f"this answer: {usage_line(answer)} · " if answer else ""
+        self.console.print(f"\n[dim]{line}session: {total.requests} requests, {format_cost(total.cost)}[/dim]")
 
     def _ask_about_waiting(self, runner: asyncio.Runner) -> Turn | None:
         """Ask y/n for each tool call waiting for approval and resume, until nothing waits. Returns the

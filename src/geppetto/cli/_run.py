@@ -11,7 +11,7 @@ from rich.console import Console
 
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
-from ..session import Session
+from ..session import Session, UsageLimits
 from ..turns import BlockKind, Turn, file_attachment, save_turn
 from ._demo_tools import demo_registry
 from ._runtime import (
@@ -24,6 +24,7 @@ from ._runtime import (
     text_printer,
 )
 from ._terminal import Spinner, spinning
+from ._usage import usage_line
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -40,6 +41,8 @@ class RunOptions:
     json_events: bool = False
     save_turn: Path | None = None
     mcp: tuple[str, ...] = ()
+    usage: bool = False
+    limits: str | None = None
     yes: bool = False
     attach: tuple[Path, ...] = ()
     """Files attached to the prompt (``--attach``)."""
@@ -81,6 +84,7 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
             chain = cli_middlewares(
                 system=options.system, with_logging=options.with_logging, with_uppercase=options.with_uppercase
             )
+            limits = UsageLimits.parse(options.limits) if options.limits else profile.usage_limits()
             # On a terminal, stderr shows how long the model has kept us waiting, until its first event.
             spinner = Spinner(sys.stderr, label=f" waiting for {profile.model}")
             session = Session(
@@ -89,15 +93,20 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 middlewares=chain,
                 sinks=[spinner.sink, *sinks],
                 approval=False if options.yes else None,
+                limits=limits,
             )
-            turn = await spinning(spinner, session.run(prompt, files=attachments))
-            while waiting := session.pending_approvals:
-                # One shot, nobody to ask: the calls are denied and the model answers without them.
-                names = ", ".join(sorted({c.name for c in waiting}))
-                print(f"note: {names} needs approval and was not run; pass --yes to allow it", file=sys.stderr)
-                reason = "geppetto run cannot ask the user; they can rerun with --yes to allow it"
-                turn = await session.resume({c.call_id: reason for c in waiting})
-            return turn
+            try:
+                turn = await spinning(spinner, session.run(prompt, files=attachments))
+                while waiting := session.pending_approvals:
+                    # One shot, nobody to ask: the calls are denied and the model answers without them.
+                    names = ", ".join(sorted({c.name for c in waiting}))
+                    print(f"note: {names} needs approval and was not run; pass --yes to allow it", file=sys.stderr)
+                    reason = "geppetto run cannot ask the user; they can rerun with --yes to allow it"
+                    turn = await session.resume({c.call_id: reason for c in waiting})
+                return turn
+            finally:
+                if options.usage:
+                    Console(stderr=True).print(f"[dim]usage: {usage_line(session.usage.to_dict())}[/dim]")
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

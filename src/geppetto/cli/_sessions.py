@@ -14,12 +14,14 @@ import typer
 from rich.table import Table
 
 from .._exceptions import UsageError
+from ..session import TURN_META_SESSION_USAGE
 from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
 from ..web._report import plural
 from ._guard import fail, guarded
 from ._inspect import render_turn
 from ._runtime import stdout_console
+from ._usage import format_cost, usage_line
 
 __all__ = ["StoreOpt", "sessions_app"]
 
@@ -50,6 +52,14 @@ def with_store(target: str | None, action: Callable[[SQLTurnStore], Awaitable[T]
             return await action(store)
 
     return guarded(lambda: asyncio.run(go()))
+
+
+def usage_cells(usage: dict[str, Any] | None) -> tuple[str, str, str]:
+    """Requests, tokens (input/cached/output) and cost of a session's usage totals, as table cells."""
+    if not usage:
+        return "", "", ""
+    tokens = f"{usage.get('input_tokens', 0)}/{usage.get('cached_tokens', 0)}/{usage.get('output_tokens', 0)}"
+    return str(usage.get("requests", 0)), tokens, format_cost(usage.get("cost"))
 
 
 def _when(at: float | None) -> str:
@@ -101,7 +111,8 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
         print(f"no sessions in {location}; `geppetto chat` starts one")
         return
     table = Table(title=f"sessions ({location})")
-    for column in ("session", "provider", "model", "mode", "snapshots", "blocks", "updated", "first prompt"):
+    columns = ("session", "provider", "model", "mode", "snapshots", "blocks", "requests", "in/cached/out", "cost")
+    for column in (*columns, "updated", "first prompt"):
         table.add_column(column, no_wrap=column != "first prompt")
     for i in infos:
         table.add_row(
@@ -111,6 +122,7 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
             i.mode,
             str(i.snapshots),
             str(i.blocks),
+            *usage_cells(i.usage),
             _when(i.updated_at),
             _preview(i.first_prompt),
         )
@@ -158,6 +170,7 @@ def sessions_show(
                 }
                 for n in snaps
             ],
+            "usage": TURN_META_SESSION_USAGE.get(latest.metadata),
             "latest": json.loads(dumps_json(latest)),
         }
         if events:
@@ -174,6 +187,9 @@ def sessions_show(
     if snaps and snaps[0].seq > 1:
         console.print(f"snapshots {snaps[0].seq} to {count} of {count}; --last N shows more, --last 0 all of them")
     render_turn(latest, console, title=f"latest snapshot · turn {latest.id}")
+    totals = TURN_META_SESSION_USAGE.get(latest.metadata)
+    if totals is not None:
+        console.print(f"usage: {usage_line(totals)}")
     if events:
         for e in logged:
             detail = {k: v for k, v in e.event.items() if k not in ("type", "metadata")}

@@ -71,6 +71,8 @@ class EventMetadata:
     provider: str = ""
     model: str = ""
     usage: Usage | None = None
+    cost: dict[str, float] | None = None
+    """USD of the request (``geppetto.pricing.Cost.to_dict()``), on ``final``; None when unpriced."""
     stop_reason: str = ""
     duration_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -6,7 +6,8 @@ model, response id, finish reasons, token usage, server address; on the Response
 request carried its context: mode, anchor, items sent, whether it was the whole Turn, fallback reason,
 request bytes); ``execute_tool {name}`` for each tool call (call id, error type). A failed call or tool
 has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
-``gen_ai.client.operation.duration`` histograms, and the Responses engine's counters (see
+``gen_ai.client.operation.duration`` histograms, the ``geppetto.client.cost`` counter (USD of each priced
+request; ``geppetto.client.unpriced_requests`` counts the others), and the Responses engine's counters (see
 :mod:`geppetto.providers.openai_responses._metrics`, which defines them once for Prometheus and OTel).
 """
 
@@ -76,6 +77,16 @@ class Instrumentation:
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=list(_TOKEN_BUCKETS),
+        )
+        self.cost = meter.create_counter(
+            "geppetto.client.cost",
+            unit="USD",
+            description="Cost of provider requests, priced from their reported usage (unpriced ones not counted)",
+        )
+        self.unpriced = meter.create_counter(
+            "geppetto.client.unpriced_requests",
+            unit="{request}",
+            description="Provider requests that could not be priced (unknown model or no usage reported)",
         )
         self.duration = meter.create_histogram(
             "gen_ai.client.operation.duration",
@@ -236,6 +247,10 @@ class Instrumentation:
         if usage is not None:
             self.token_usage.record(usage.input_tokens, inputs)
             self.token_usage.record(usage.output_tokens, outputs)
+        if meta.cost is not None:
+            self.cost.add(meta.cost["total"], common)
+        else:
+            self.unpriced.add(1, common)
         self.duration.record(time.monotonic() - call.started, measured)
         span.end()
 
@@ -257,6 +272,10 @@ class Instrumentation:
                 attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
             if usage.reasoning_tokens:
                 attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
+            if usage.cache_write_tokens:
+                attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+        if meta.cost is not None:
+            attributes["geppetto.usage.cost"] = meta.cost["total"]
         if "responses.mode" in extra:
             for key, name in _RESPONSES_EXTRA.items():
                 value = extra.get(key)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from .._json import dumps
 from ..output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ..turns import Turn
 from ._http import ErrorInfo, HttpTransport, RetryPolicy, SSEEvent
@@ -33,6 +34,9 @@ from ._streaming import (
 )
 
 __all__ = ["StreamingEngine"]
+
+_COUNTED = frozenset({"messages", "system", "tools", "contents", "systemInstruction", "input", "instructions"})
+"""The request fields a prompt's tokens come from (the rest are settings)."""
 
 
 class StreamingEngine(TransportOwner):
@@ -140,6 +144,22 @@ class StreamingEngine(TransportOwner):
         """The tool whose call is the structured answer for the turn's structured-output config ``output``
         (a dialect that asks for it through a forced tool overrides this); ``None`` otherwise."""
         return None
+
+    count_is_estimate: ClassVar[bool] = True
+    """Whether :meth:`count_tokens` estimates (no counting endpoint) rather than asks the provider."""
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """The input tokens a request for ``turn`` would have. This default is an estimate (about four
+        characters of the request's messages, system prompt and tools a token, :attr:`count_is_estimate`);
+        an engine whose provider counts overrides it with :meth:`count_request`."""
+        body = self.build_request(turn, STRUCTURED_OUTPUT.get(turn.data))
+        counted = {k: v for k, v in body.items() if k in _COUNTED}
+        return len(dumps(counted)) // 4
+
+    async def count_request(self, path: str, body: dict[str, Any]) -> Any:
+        """POST ``body`` to the provider's counting endpoint ``path`` with this engine's headers and key."""
+        headers = {**self.headers, **self.auth_headers()}
+        return await self._transport.request_json("POST", path, body, headers=headers, error_parser=self.error_parser)
 
     async def run_inference(self, turn: Turn) -> Turn:
         """Send ``turn``, stream the answer into it and return it (see

@@ -35,6 +35,7 @@ from ..events import (
     publish,
 )
 from ..output import READ_FROM_TURN, settle_output
+from ..pricing import record_usage
 from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
     BLOCK_META_PROVIDER,
@@ -47,7 +48,6 @@ from ..turns import (
     TURN_META_MODEL,
     TURN_META_PROVIDER,
     TURN_META_STOP_REASON,
-    TURN_META_USAGE,
     Block,
     BlockKind,
     Turn,
@@ -323,7 +323,8 @@ class StreamResult:
     """A finished stream: the blocks in output order, usage, the normalized stop reason, the response id."""
 
     blocks: list[Block]
-    usage: Usage
+    usage: Usage | None
+    """None when the stream reported none (the request is then unpriced)."""
     stop_reason: str
     response_id: str = ""
 
@@ -474,7 +475,6 @@ async def run_stream(
     settle_output(turn, result.blocks, output)
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
-    TURN_META_USAGE.set(turn.metadata, result.usage.to_dict())
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
     publish_builtin(meta, result.blocks)
     for block in result.blocks:
@@ -485,7 +485,7 @@ async def run_stream(
                 )
             )
     final = metadata_for(turn, provider, model)
-    final.usage = result.usage
+    record_usage(turn, result.blocks, final, provider=provider, model=model, usage=result.usage)
     final.stop_reason = result.stop_reason
     final.duration_s = time.monotonic() - started
     if result.response_id:

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from ..engine import Engine
 from ..events.bus import EventBus, open_bus
 from ..profiles import Profile
+from ..session import UsageLimits
 from ..session.stores import SQLTurnStore, open_store
 from ..tools import ToolRegistry
 from ._app import DEFAULT_MAX_BODY, build_app
@@ -44,6 +45,7 @@ def create_app(
     sweep_interval: float = SWEEP_INTERVAL,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    limits: UsageLimits | None = None,
 ) -> Starlette:
     """The ``geppetto serve`` app.
 
@@ -56,11 +58,14 @@ def create_app(
     ``sweep_interval``: seconds between the worker's sweeps (:meth:`Runner.sweep`; 0: none).
     ``allowed_hosts``: the names clients reach the server by (``Host``), besides localhost, 127.0.0.1 and
     [::1] (``*``: any); ``allowed_origins``: other sites (``https://app.example``) whose pages may call it
-    (CORS answered for them only; ``*``: any). JSON bodies must be sent as ``application/json``.
+    (CORS answered for them only; ``*``: any). ``limits``: the :class:`~geppetto.UsageLimits` of every session
+    (None: the profile's ``limits``, if any). JSON bodies must be sent as ``application/json``.
     """
     the_store = store if isinstance(store, SQLTurnStore) else open_store(store)
     the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
-    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval)
+    if limits is None and engine_for is None and isinstance(profile, Profile):
+        limits = profile.usage_limits()
+    runner = Runner(the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval, limits=limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -18,7 +18,7 @@ from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers.openai_responses._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
-from ..session import ExecutionHandle, Session
+from ..session import ExecutionHandle, Session, UsageLimits
 from ..session._approvals import prepare_resume
 from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore
 from ..session.stores._background import BackgroundRecord
@@ -109,8 +109,12 @@ class Runner:
         tools: ToolRegistry | None = None,
         *,
         sweep_interval: float = SWEEP_INTERVAL,
+        limits: UsageLimits | None = None,
     ) -> None:
         self.store, self.bus, self.engine_for, self.tools = store, bus, engine_for, tools
+        self.limits = limits
+        """The usage limits of every session this worker runs (``geppetto serve --limits``; counted per session,
+        its stored totals included)."""
         self.sweep_interval = sweep_interval
         self.profile_name = ""  # shown by GET /api/info
         self.worker = worker_name()
@@ -529,6 +533,7 @@ class Runner:
             session_id=session_id,
             sinks=[sink],
             record_events=True,
+            limits=self.limits,
         )
         if seq:
             latest = await self.store.load_latest(session_id)

@@ -17,6 +17,7 @@ from .._exceptions import UsageError
 from .._redact import redact_url
 from ..cli._guard import port_in_use
 from ..cli._runtime import EngineSettings, choose_profile
+from ..session import UsageLimits
 from ._logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from ._runner import SWEEP_INTERVAL
 
@@ -42,6 +43,8 @@ class ServeOptions:
     log_format: str = "text"
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
+    limits: str | None = None
+    """``--limits``: usage limits of every session, ``max_requests=20,max_cost=1.5`` (see UsageLimits.parse)."""
 
 
 def _loopback(host: str) -> bool:
@@ -92,8 +95,9 @@ def app_from_env() -> Any:
     raw = json.loads(os.environ[CONFIG_VARIABLE])
     options = ServeOptions(**{**raw, "engine": EngineSettings(**raw["engine"])})
     configure_logging(options.log_level, options.log_format, worker=worker_name())
+    profile = choose_profile(options.engine)
     return create_app(
-        choose_profile(options.engine),
+        profile,
         store=options.store,
         bus=options.bus,
         api_key=os.environ.get(KEY_VARIABLE) or None,
@@ -103,6 +107,7 @@ def app_from_env() -> Any:
         sweep_interval=options.sweep_interval,
         allowed_hosts=allowed_hosts(options),
         allowed_origins=options.allowed_origins,
+        limits=UsageLimits.parse(options.limits) if options.limits else profile.usage_limits(),
     )
 
 
@@ -141,6 +146,8 @@ def _shared_simulator(options: ServeOptions) -> Iterator[ServeOptions]:
 def serve(options: ServeOptions, api_key: str | None) -> None:
     """Run until SIGINT/SIGTERM. Settings are checked (and the profile chosen) before anything listens."""
     check(options, api_key)
+    if options.limits:
+        UsageLimits.parse(options.limits)  # a wrong limit fails here, before anything listens
     configure_logging(options.log_level, options.log_format, worker=f"serve:{os.getpid()}")
     choose_profile(options.engine)
     check_port(options.host, options.port)

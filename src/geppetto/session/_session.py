@@ -15,6 +15,7 @@ from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
+from ..pricing import PriceTable, use_prices
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
@@ -24,6 +25,7 @@ from ..turns._watch import BlockList, Watch
 from . import _approvals
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
+from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
@@ -207,6 +209,9 @@ class Session:
     ``store`` gets every completed output snapshot; ``sinks`` receive the events of every inference.
     With ``record_events=True`` the store (an :class:`~geppetto.session.EventLogStore`) also keeps each
     inference's events: with its snapshot, or alone when the inference failed or was cancelled.
+    ``limits`` (:class:`~geppetto.UsageLimits`) bound what the session spends, checked before each request
+    (:class:`~geppetto.UsageLimitExceeded`); ``prices`` is the table its requests are priced with
+    (``geppetto.pricing``); :attr:`usage` holds the totals.
 
     ``approval`` (an :class:`~geppetto.ApprovalPolicy`, or its ``require`` rule: ``True``, ``False`` or a
     predicate ``(tool_name, arguments) -> bool``) decides which tool calls wait for a person; by default
@@ -229,9 +234,13 @@ class Session:
         sinks: Sequence[EventSink] = (),
         tool_loop_options: dict[str, Any] | None = None,
         record_events: bool = False,
+        limits: UsageLimits | None = None,
+        prices: PriceTable | None = None,
         approval: ApprovalPolicy | Require | None = None,
     ) -> None:
         checked = self._check_engine(engine)
+        if limits is not None and not isinstance(limits, UsageLimits):
+            raise UsageError(f"limits= takes a geppetto.UsageLimits(...), got {type(limits).__name__}")
         if record_events and not isinstance(store, EventLogStore):
             raise UsageError(
                 "record_events=True needs a store that keeps event logs: pass store=open_store() "
@@ -249,6 +258,10 @@ class Session:
             if approval is not None:
                 options["approval"] = approval
             chain.append(tool_loop(self.tools, **options))
+        self._meter = UsageMeter(limits)
+        self.prices = prices
+        """The price table this session's requests are priced with (None: ``geppetto.pricing.default_prices()``)."""
+        chain.append(self._meter.middleware)  # innermost: it sees every request the tool loop makes
         self._chain = tuple(chain)
         self._run_output = False
         """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
@@ -280,7 +293,27 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
+        self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
+
+    @property
+    def usage(self) -> SessionUsage:
+        """What the session's requests used and cost so far (a copy): ``requests``, ``tool_calls``, tokens
+        (``input_tokens``, ``output_tokens``, ``cached_tokens``, ``cache_write_tokens``, ``reasoning_tokens``)
+        and ``cost`` in USD (None when a request could not be priced). A restored session starts from the
+        totals its latest stored snapshot holds."""
+        return self._meter.totals.copy()
+
+    @property
+    def limits(self) -> UsageLimits | None:
+        """The :class:`~geppetto.UsageLimits` checked before each request; set it to change them."""
+        return self._meter.limits
+
+    @limits.setter
+    def limits(self, value: UsageLimits | None) -> None:
+        if value is not None and not isinstance(value, UsageLimits):
+            raise UsageError(f"session.limits takes a geppetto.UsageLimits(...) or None, got {type(value).__name__}")
+        self._meter.limits = value
 
     @classmethod
     async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
@@ -320,6 +353,10 @@ class Session:
     def _adopt(self, turn: Turn) -> None:
         self._settle_latest()
         self._push(turn)
+        totals = TURN_META_SESSION_USAGE.get(turn.metadata)
+        own = TURN_META_SESSION_ID.get(turn.metadata) == self.session_id
+        if totals is not None and own and not self._meter.totals.requests:
+            self._meter.totals = SessionUsage.from_dict(totals)
 
     def _settle_latest(self) -> Frozen | None:
         """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
@@ -361,7 +398,8 @@ class Session:
         return self._handle is not None and self._handle.running
 
     def append(self, turn: Turn) -> Turn:
-        """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot."""
+        """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot. A snapshot
+        of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
         _approvals.check_no_waiting(self, "append a turn")
         self._adopt(turn)
@@ -383,6 +421,7 @@ class Session:
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
+        TURN_META_INFERENCE_USAGE.delete(seed.metadata)
         if expired:
             drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
         seed.append(user)
@@ -506,7 +545,8 @@ class Session:
         origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
         recorded: list[TimedEvent] | None = [] if self.record_events else None
         sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
-        with with_sinks(*sinks), contextlib.ExitStack() as hooks:
+        start = self._meter.begin()
+        with with_sinks(*sinks), use_prices(self.prices), contextlib.ExitStack() as hooks:
             for hook in RUN_HOOKS:
                 hooks.enter_context(hook(work, engine_provider(self.engine)))
             try:
@@ -520,6 +560,9 @@ class Session:
                 raise
         if out.id != work.id:  # an engine that built a new turn still answers for this one
             out.id = work.id
+        if self._meter.reported:
+            TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
+            TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
         stamp_inference(
             out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
         )

@@ -18,6 +18,7 @@ from ._faults import SSEStream, sse
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
 from ._output_rules import check_anthropic_format
+from ._prompt_cache import Segment, cache_use
 from ._state import SimState, new_id
 from ._tokens import ITEM_OVERHEAD, count_items, count_text, count_value
 
@@ -105,6 +106,26 @@ def _input_tokens(body: dict[str, Any]) -> int:
     return count_items(body["messages"]) + (ITEM_OVERHEAD + count_value(system) if system else 0)
 
 
+def _marked(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(b, dict) and "cache_control" in b for b in value)
+
+
+def _segments(body: dict[str, Any]) -> list[Segment]:
+    """The request as cache segments: tools, the system prompt, then each block of each message."""
+    tools, system = body.get("tools") or [], body.get("system")
+    segments = [Segment(tools, 0, _marked(tools))]
+    if system:
+        segments.append(Segment(system, ITEM_OVERHEAD + count_value(system), _marked(system)))
+    for message in body["messages"]:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        for i, block in enumerate(blocks):
+            overhead = ITEM_OVERHEAD if i == 0 else 0
+            marked = isinstance(block, dict) and "cache_control" in block
+            segments.append(Segment([message.get("role"), block], overhead + count_value(block), marked))
+    return segments
+
+
 async def count_tokens(call: Call) -> ASGIApp:
     """POST /v1/messages/count_tokens: the request's input tokens, after the same checks as a message
     (without `max_tokens`, which counting does not take)."""
@@ -129,6 +150,7 @@ async def create_message(call: Call) -> ASGIApp:
     content = _content(state, body, reply)
     stop = "tool_use" if reply.tool_calls else reply.stop if reply.stop in ("max_tokens", "pause_turn") else "end_turn"
     input_tokens = _input_tokens(body)
+    cached = cache_use(state, str(body.get("model")), _segments(body))
     output_tokens = sum(count_value(b) for b in content if b["type"] != "thinking") + sum(
         count_text(b["thinking"]) for b in content if b["type"] == "thinking"
     )
@@ -137,10 +159,10 @@ async def create_message(call: Call) -> ASGIApp:
         state.contexts[message_id] = copy.deepcopy(body["messages"])
     thinking_tokens = sum(count_text(b["thinking"]) for b in content if b["type"] == "thinking")
     usage = {
-        "input_tokens": input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "input_tokens": input_tokens - cached.read - cached.write,
+        "cache_creation_input_tokens": cached.write,
+        "cache_read_input_tokens": cached.read,
+        "cache_creation": {"ephemeral_5m_input_tokens": cached.write, "ephemeral_1h_input_tokens": 0},
         "output_tokens": output_tokens,
         "output_tokens_details": {"thinking_tokens": thinking_tokens},
         "service_tier": "standard",

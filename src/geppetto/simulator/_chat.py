@@ -23,6 +23,7 @@ from ._model import REASONING_PREFIXES, Msg, Reply, ToolSpec, decide
 from ._openai_items import arguments_json, tool_choice
 from ._openai_out import chunks
 from ._output_rules import check_openai_format
+from ._prompt_cache import Segment, cache_use
 from ._state import new_id
 from ._tokens import count_items, count_text
 from ._validate import validate
@@ -170,7 +171,7 @@ def _message(reply: Reply, reasoning: str | None) -> dict[str, Any]:
     return message
 
 
-def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[str, Any]:
+def _usage(messages: list[Any], message: dict[str, Any], reply: Reply, cached: int = 0) -> dict[str, Any]:
     prompt = count_items(messages)
     text = message.get("reasoning_content", reply.reasoning)
     reasoning = count_text(text) if text else 0
@@ -180,7 +181,7 @@ def _usage(messages: list[Any], message: dict[str, Any], reply: Reply) -> dict[s
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached},
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
 
@@ -214,7 +215,10 @@ async def create_chat_completion(call: Call) -> ASGIApp:
         "service_tier": "default",
         "system_fingerprint": SYSTEM_FINGERPRINT,
     }
-    usage = _usage(messages, message, reply)
+    # OpenAI's automatic prompt cache: a repeated prefix of 1,024 tokens or more is read from it
+    route = f"chat|{body.get('model')}|{body.get('prompt_cache_key') or ''}"
+    segments = [Segment(body.get("tools"), 0), *(Segment(m, count_items([m])) for m in messages)]
+    usage = _usage(messages, message, reply, cache_use(state, route, segments, implicit=True).read)
     if not body.get("stream"):
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage})

@@ -20,6 +20,7 @@ from ._gemini_rules import check_contents, check_shape
 from ._model import Msg, Reply, ToolSpec, decide, is_reasoning_model
 from ._openai_out import chunks
 from ._output_rules import check_gemini_output
+from ._prompt_cache import Segment, cache_use
 from ._state import SimState, new_id
 from ._tokens import count_items, count_text, count_value
 
@@ -134,10 +135,32 @@ def _parts(state: SimState, reply: Reply, reasoning: bool, body: dict[str, Any],
     return parts
 
 
+def _segments(body: dict[str, Any], contents: list[Any]) -> list[Segment]:
+    """The prompt as implicit-cache segments: tools and system instruction, then each content."""
+    system = body.get("systemInstruction")
+    head = [Segment([body.get("tools"), system], count_value(system) if system else 0)]
+    return head + [Segment(c, count_items([c])) for c in contents]
+
+
+def _count_tokens(call: Call) -> ASGIApp:
+    """POST models/{model}:countTokens, given ``contents`` or a whole ``generateContentRequest``."""
+    body = call.obj()
+    request = body.get("generateContentRequest")
+    if isinstance(request, dict):
+        body = request
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        raise SimError(400, "Invalid JSON payload: give contents or generateContentRequest.contents")
+    system = body.get("systemInstruction")
+    return JSONResponse({"totalTokens": count_items(contents) + (count_value(system) if system else 0)})
+
+
 async def generate(call: Call) -> ASGIApp:
     """POST /v1beta/models/{model}:generateContent and :streamGenerateContent."""
     target = call.request.path_params["target"]
     model, _, method = target.rpartition(":")
+    if method == "countTokens" and model:
+        return _count_tokens(call)
     if method not in ("generateContent", "streamGenerateContent") or not model:
         raise SimError(404, f"Method not found: {target}. Use {{model}}:generateContent or :streamGenerateContent.")
     body = call.obj()
@@ -163,6 +186,7 @@ async def generate(call: Call) -> ASGIApp:
     # A thinking model thinks whether or not it shows its thoughts, and counts them either way.
     thoughts = shown or (count_text(reply.reasoning or DEFAULT_THOUGHT) if thinks(model, body) else 0)
     visible = sum(count_value(p) for p in parts if not p.get("thought"))
+    cached = cache_use(state, model, _segments(body, contents), implicit=True)
     usage: dict[str, Any] = {
         "promptTokenCount": prompt,
         "promptTokensDetails": [{"modality": "TEXT", "tokenCount": prompt}],
@@ -171,6 +195,8 @@ async def generate(call: Call) -> ASGIApp:
     }
     if thoughts:
         usage["thoughtsTokenCount"] = thoughts
+    if cached.read:
+        usage["cachedContentTokenCount"] = cached.read
     finish = "MAX_TOKENS" if reply.stop == "max_tokens" else "STOP"
     found = gemini_grounding(reply.builtin, reply.text or "")
     grounding = {"groundingMetadata": found} if found else {}

@@ -21,7 +21,9 @@ from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
 from ._output_rules import check_openai_format
+from ._prompt_cache import Segment, cache_use
 from ._state import Conversation, SimState, StoredResponse, new_id, stored_or_404
+from ._tokens import ITEM_OVERHEAD, count_text, count_value
 from ._validate import bound_error, enum_error, validate
 
 _ID = re.compile(r"[A-Za-z0-9_-]+")
@@ -144,6 +146,16 @@ def _context(
     return context, new_input
 
 
+def _cached(state: SimState, body: dict[str, Any], context: list[dict[str, Any]], instructions: str | None) -> int:
+    """OpenAI's automatic prompt cache: the longest prefix of 1,024 tokens or more that an earlier request of
+    the same model and ``prompt_cache_key`` read, counted as cached (every prompt is cached as it is read)."""
+    head = ITEM_OVERHEAD + count_text(instructions) if instructions else 0
+    route = f"{body.get('model')}|{body.get('prompt_cache_key') or ''}"
+    segments = [Segment([instructions, body.get("tools")], head)]
+    segments += [Segment(item, ITEM_OVERHEAD + count_value(item)) for item in context]
+    return cache_use(state, route, segments, implicit=True).read
+
+
 def _respond(
     state: SimState,
     body: dict[str, Any],
@@ -176,7 +188,7 @@ def _respond(
         response_id=response_id,
         created_at=state.now(),
         output=output,
-        usage_=usage(rendered, output),
+        usage_=usage(rendered, output, cached=_cached(state, body, context, instructions)),
         previous_response_id=prev,
         conversation=conv_id,
         store=store,

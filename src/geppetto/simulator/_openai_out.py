@@ -144,8 +144,9 @@ def with_phases(model: str, output: list[dict[str, Any]]) -> None:
             item["phase"] = "commentary" if calls else "final_answer"
 
 
-def usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
-    """Responses usage: input over the effective context, output over the output items, reasoning separately."""
+def usage(input_tokens: int, output: list[dict[str, Any]], *, cached: int = 0) -> dict[str, Any]:
+    """Responses usage: input over the effective context (``cached`` of it read from the prompt cache), output
+    over the output items, reasoning separately."""
     reasoning = sum(
         REASONING_OVERHEAD + sum(count_text(s.get("text", "")) for s in i.get("summary", []))
         for i in output
@@ -155,7 +156,7 @@ def usage(input_tokens: int, output: list[dict[str, Any]]) -> dict[str, Any]:
     out = visible + reasoning
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": input_tokens + out,

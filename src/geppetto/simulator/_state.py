@@ -92,6 +92,8 @@ class SimState:
         self.compactions: set[str] = set()
         # Any response id (all APIs, stored or not) -> the effective context the model saw.
         self.contexts: dict[str, list[Any]] = {}
+        self.prompt_cache: set[str] = set()
+        """Digests of the prompt prefixes cached (Anthropic's breakpoints, Gemini's implicit cache)."""
 
     def reset(self) -> None:
         """Forget everything: stored responses, conversations, queued replies and faults, recorded requests.

@@ -7,7 +7,7 @@ from typing import Any
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 # Keys whose values are identifiers or opaque blobs, not text the model reads.
-_SKIP = frozenset(
+SKIP = frozenset(
     {
         "id",
         "type",
@@ -40,7 +40,7 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, dict):
         out: list[str] = []
         for key, inner in value.items():
-            if key not in _SKIP:
+            if key not in SKIP:
                 out.extend(_strings(inner))
         return out
     if isinstance(value, list):

@@ -275,6 +275,8 @@ def _request(snapshot: _Snapshot | None, final: dict[str, Any], inference_id: st
         "fallback_detail": extra.get("responses.detail") or None,
         "items": extra.get("responses.items"),
         "usage": meta.get("usage"),
+        "cost": (meta.get("cost") or {}).get("total"),
+        "uncached_cost": (meta.get("cost") or {}).get("uncached"),
         "stop_reason": meta.get("stop_reason"),
         "inferred": False,
         "sent": None,
@@ -318,11 +320,19 @@ def _request(snapshot: _Snapshot | None, final: dict[str, Any], inference_id: st
 
 def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     """The requests a Turn's response tags show, each as the engine's planning code would have sent it
-    in chained mode."""
+    in chained mode, with the usage and cost the engine stamped on each response."""
+    from ..pricing import BLOCK_META_USAGE
     from ..providers.openai_responses._plan import plan_chained
 
+    stamps: dict[str, dict[str, Any]] = {}  # the usage and cost the engine stamped on each response's last block
+    for b in turn.blocks:
+        stamp = BLOCK_META_USAGE.get(b.metadata)
+        if stamp is not None:
+            stamps[str(BLOCK_META_RESPONSE_ID.get(b.metadata) or "")] = stamp
     requests: list[dict[str, Any]] = []
     for rid, first in _first_blocks(turn.blocks).items():
+        stamp = stamps.get(rid) or {}
+        cost = stamp.get("cost") or {}
         context = turn.blocks[:first]
         prefix = Turn(blocks=list(context), id=turn.id, metadata=turn.metadata)
         try:
@@ -342,6 +352,9 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
                 "conversation": None,
                 "full": plan.full,
                 "fallback": plan.fallback or None,
+                "usage": stamp.get("usage"),
+                "cost": cost.get("total"),
+                "uncached_cost": cost.get("uncached"),
                 "inferred": True,
                 **_delta(context, sent, anchor, sizes=True),
             }
@@ -500,6 +513,13 @@ _SUMS = (
     "stateless_bytes",
     "bytes_saved",
     "rejections",
+    "input_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost",
+    "uncached_cost",
+    "unpriced_requests",
 )
 
 
@@ -525,8 +545,16 @@ def _totals(requests: Sequence[dict[str, Any]], errors: Sequence[dict[str, Any]]
     deltas = Counter(len(r["sent"]) for r in requests if r.get("sent") is not None and not r.get("full"))
     rejections = Counter(e["error_type"] or "error" for e in errors)
     rejections.update(code for code in fallbacks.elements() if code in REJECTION_FALLBACKS)
+    usages = [r.get("usage") or {} for r in requests]
     return {
         "requests": len(requests),
+        "input_tokens": sum(int(u.get("input_tokens") or 0) for u in usages),
+        "cached_tokens": sum(int(u.get("cached_tokens") or 0) for u in usages),
+        "cache_write_tokens": sum(int(u.get("cache_write_tokens") or 0) for u in usages),
+        "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usages),
+        "cost": sum(r.get("cost") or 0.0 for r in requests),
+        "uncached_cost": sum(r.get("uncached_cost") or 0.0 for r in requests),
+        "unpriced_requests": sum(1 for r in requests if r.get("cost") is None),
         "modes": dict(modes),
         # chained: a delta after previous_response_id; conversation: any request that named a server
         # conversation (its first sends the whole Turn); stateless: the whole Turn, no conversation, no fallback

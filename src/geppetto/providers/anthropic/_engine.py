@@ -7,19 +7,24 @@ from typing import Any
 
 import httpx
 
-from ...output import READ_FROM_TURN, StructuredOutputConfig
+from ..._exceptions import ConfigurationError
+from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
 from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._blocks import message_events
+from ._cache import add_cache_breakpoints
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "output_config"})
+"""The fields ``count_tokens`` takes of a Messages request (it refuses ``stream``, ``max_tokens`` and sampling)."""
 
 
 class ClaudeEngine(StreamingEngine):
@@ -29,6 +34,9 @@ class ClaudeEngine(StreamingEngine):
     ``ANTHROPIC_BASE_URL``); the engine posts to ``{base_url}/v1/messages``. The key comes from ``api_key``
     or ``ANTHROPIC_API_KEY``. ``thinking_budget`` turns extended thinking on with that many budget tokens;
     thinking blocks come back as reasoning blocks with their signature and are replayed unmodified.
+    ``prompt_cache``: ``cache_control`` breakpoints on the system prompt and tools and on the end of the
+    prefix (see :mod:`geppetto.providers.anthropic._cache`): ``"auto"`` (default) once the prompt is long
+    enough to be cached, ``True`` always, ``False`` never.
     ``reasoning_effort`` (``minimal``/``low``/``medium``/``high``) picks a budget when ``thinking_budget`` is not given.
     ``tools``, ``tool_choice``, ``http``, ``retry`` and ``timeout`` work as in :class:`~geppetto.providers.openai_chat.ChatEngine`.
     ``builtin_tools`` enables Claude's server tools, each as Claude's own tool definition
@@ -57,6 +65,7 @@ class ClaudeEngine(StreamingEngine):
         max_tokens: int | None = None,
         thinking_budget: int | None = None,
         reasoning_effort: str | None = None,
+        prompt_cache: bool | str = "auto",
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
         retry: RetryPolicy | None = None,
@@ -80,6 +89,9 @@ class ClaudeEngine(StreamingEngine):
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
+        if prompt_cache not in (True, False, "auto"):
+            raise ConfigurationError(f"prompt_cache={prompt_cache!r}: use 'auto' (default), True or False")
+        self.prompt_cache = prompt_cache
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             # raises the ConfigurationError that names the fix, at construction (the tool may be a Session's)
             build_request(Turn(), model=model, tools=[], tool_choice=tool_choice, thinking_budget=thinking_budget)
@@ -87,7 +99,7 @@ class ClaudeEngine(StreamingEngine):
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
     ) -> dict[str, Any]:
-        return build_request(
+        body = build_request(
             turn,
             output=output,
             model=self.model,
@@ -99,9 +111,19 @@ class ClaudeEngine(StreamingEngine):
             builtin_tools=self.builtin_tools,
             stream=self.stream,
         )
+        return add_cache_breakpoints(body, self.prompt_cache)
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
         return "v1/messages", None
+
+    count_is_estimate = False
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """The input tokens of the request for ``turn``, counted by ``POST /v1/messages/count_tokens``."""
+        body = self.build_request(turn, STRUCTURED_OUTPUT.get(turn.data))
+        counted = {k: v for k, v in body.items() if k in _COUNT_FIELDS}
+        answer = await self.count_request("v1/messages/count_tokens", counted)
+        return int(answer["input_tokens"])
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-api-key": str(self.api_key), "anthropic-version": ANTHROPIC_VERSION}

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from ..._json import dumps
-from ...output import READ_FROM_TURN
+from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
 from ...turns import Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
@@ -111,6 +111,18 @@ class GeminiEngine(StreamingEngine):
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": str(self.api_key)}
+
+    count_is_estimate = False
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """The input tokens of the request for ``turn``, counted by ``models/{model}:countTokens`` (sent as a
+        whole ``generateContentRequest``, so the system instruction and tools count too)."""
+        body = self.build_request(turn, STRUCTURED_OUTPUT.get(turn.data))
+        request = {"model": model_path(self.model), **body}
+        answer = await self.count_request(
+            f"{API_VERSION}/{model_path(self.model)}:countTokens", {"generateContentRequest": request}
+        )
+        return int(answer.get("totalTokens") or 0)
 
     def reducer(self) -> StreamReducer:
         return GeminiStreamReducer()

@@ -227,7 +227,7 @@ class ChatStreamReducer:
             extra = blocks[0].payload.setdefault(PAYLOAD_EXTRA, {})
             extra.update({"message": self._message_extra, "server": self.server})
         stop = chat_stop_reason(self._finish_reason, bool(self._calls))
-        return StreamResult(blocks, self._usage or Usage(), stop, self.response_id)
+        return StreamResult(blocks, self._usage, stop, self.response_id)
 
     def completed_blocks(self) -> list[Block]:
         # Nothing in a chat stream is complete before its finish_reason.

@@ -12,6 +12,7 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig, settle_output, wire_schema_encoded
+from geppetto.pricing import record_usage
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -31,7 +32,6 @@ from geppetto.turns import (
     TURN_META_MODEL,
     TURN_META_PROVIDER,
     TURN_META_STOP_REASON,
-    TURN_META_USAGE,
     Block,
     BlockKind,
     Turn,
@@ -485,17 +485,17 @@ class ResponsesEngine(TransportOwner):
         usage = usage_of(response)
         stop = stop_reason_of(response, blocks)
         TURN_META_PROVIDER.set(turn.metadata, self.provider)
-        TURN_META_MODEL.set(turn.metadata, str(response.get("model") or self.model))
+        model = str(response.get("model") or self.model)
+        TURN_META_MODEL.set(turn.metadata, model)
         TURN_META_STOP_REASON.set(turn.metadata, stop)
-        if usage is not None:
-            TURN_META_USAGE.set(turn.metadata, usage.to_dict())
         meta = metadata_for(turn, self.provider, self.model)
+        record_usage(turn, blocks, meta, provider=self.provider, model=model, usage=usage)
         publish_builtin(meta, blocks)
         for block in blocks:
             if block.kind is BlockKind.TOOL_CALL:
                 p = block.payload
                 publish(EventToolCallRequested(meta, p[PAYLOAD_ID], p[PAYLOAD_NAME], p.get(PAYLOAD_ARGS)))
-        meta.usage, meta.stop_reason = usage, stop
+        meta.stop_reason = stop
         meta.extra.update(
             {
                 "response_id": str(response.get("id") or ""),

@@ -90,8 +90,12 @@ class SessionInfo:
     provider: str = ""
     model: str = ""
     mode: str = ""
+    usage: dict[str, Any] | None = None
+    """The session's usage totals as its latest snapshot recorded them (``SessionUsage.to_dict()``; None when
+    its engine reported no usage)."""
 
     def to_dict(self) -> dict[str, Any]:
+        usage = {"usage": self.usage} if self.usage is not None else {}  # absent for a session with none
         return {
             "session_id": self.session_id,
             "snapshots": self.snapshots,
@@ -101,6 +105,7 @@ class SessionInfo:
             "provider": self.provider,
             "model": self.model,
             "mode": self.mode,
+            **usage,
         }
 
 
@@ -748,7 +753,7 @@ class SQLTurnStore:
                GROUP BY s.id, s.created_seq, s.first_prompt ORDER BY s.created_seq""",
         )
         return [
-            SessionInfo(sid, int(count), updated, int(blocks or 0), first or "", *_engine_of(doc))
+            SessionInfo(sid, int(count), updated, int(blocks or 0), first or "", *_engine_of(doc), _usage_of(doc))
             for sid, count, updated, blocks, first, doc in rows
         ]
 
@@ -1004,6 +1009,12 @@ def _engine_of(document: Any) -> tuple[str, str, str]:
     model = chat.get("model") or meta.get("geppetto.model@v1") or ""
     mode = chat.get("mode") or state.get("mode") or ""
     return str(provider), str(model), str(mode)
+
+
+def _usage_of(document: Any) -> dict[str, Any] | None:
+    """The session usage totals a stored snapshot recorded (``geppetto.session_usage@v1``), if any."""
+    usage = _payload(_payload(_payload(document).get("metadata")).get("geppetto.session_usage@v1"))
+    return usage or None
 
 
 def _payload(value: Any) -> dict[str, Any]:

@@ -125,6 +125,20 @@
   }
   const count = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`; // 1 request, 2 requests
   const percent = (part, whole) => (whole ? `${Math.round((100 * part) / whole)} %` : "—");
+  // USD: enough digits for a cheap request. Unpriced is shown as such, never as $0.
+  function usd(v) {
+    if (v === null || v === undefined) return "unpriced";
+    return v >= 0.01 ? `$${v.toFixed(4)}` : `$${v.toFixed(6)}`;
+  }
+  const cachedShare = (u) => percent(u.cached_tokens || 0, u.input_tokens || 0) + " cached";
+  const tokens = (u) => `${u.input_tokens || 0} in (${u.cached_tokens || 0} cached, ${u.cache_write_tokens || 0} written), ${u.output_tokens || 0} out (${u.reasoning_tokens || 0} reasoning)`;
+  // Totals: the priced requests' cost, and how many could not be priced (their cost is unknown, not zero).
+  function costText(t) {
+    if (!t.requests) return "—";
+    const unpriced = t.unpriced_requests || 0;
+    if (unpriced === t.requests) return "unpriced";
+    return unpriced ? `${usd(t.cost || 0)} + ${unpriced} unpriced` : usd(t.cost || 0);
+  }
   function asText(value) {
     if (typeof value !== "string") return JSON.stringify(value, null, 2);
     if (!/^\s*[[{]/.test(value)) return value;
@@ -712,7 +726,11 @@
     ];
     if (q.fallback) items.push(el("dt", {}, "Fallback"), el("dd", { class: "fallback" }, q.fallback, q.fallback_detail ? `: ${q.fallback_detail}` : ""));
     if (q.response_id) items.push(el("dt", {}, "Response"), el("dd", {}, el("code", {}, q.response_id)));
-    if (q.usage) items.push(el("dt", {}, "Tokens"), el("dd", {}, `${q.usage.input_tokens || 0} in, ${q.usage.output_tokens || 0} out, ${q.usage.cached_tokens || 0} cached`));
+    if (q.usage) items.push(el("dt", {}, "Tokens"), el("dd", {}, tokens(q.usage)));
+    if (q.usage || q.cost !== undefined) {
+      const cost = q.cost === null || q.cost === undefined ? "unpriced (no price for this model, or no usage reported)" : `${usd(q.cost)}; without caching ${usd(q.uncached_cost)} (a stateless request is billed the same input tokens)`;
+      items.push(el("dt", {}, "Cost"), el("dd", { class: "cost" }, cost));
+    }
     return el("dl", { class: "facts" }, items);
   }
 
@@ -753,7 +771,7 @@
       el(
         "p",
         { class: "muted", id: "inspector-summary" },
-        `${count(report.blocks.length, "block")} · ${count(report.requests.length, "request")} · ${modeCounts(t)} · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless`,
+        `${count(report.blocks.length, "block")} · ${count(report.requests.length, "request")} · ${modeCounts(t)} · input ${bytes(t.input_bytes)} of ${bytes(t.stateless_bytes)} stateless · ${costText(t)}`,
       ),
     );
     if (report.window) main.append(windowNav(report));
@@ -784,7 +802,7 @@
       "table",
       { id: "requests" },
       el("caption", {}, "Each request sent to the model; choose one to highlight its delta in the Turn below."),
-      head(["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", ""]),
+      head(["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", "tokens in (cached)", "cost", ""]),
       el(
         "tbody",
         {},
@@ -800,6 +818,8 @@
             el("td", { class: "num" }, bytes(q.input_bytes)),
             el("td", { class: "num" }, bytes(q.stateless_bytes)),
             el("td", {}, q.fallback || ""),
+            el("td", { class: "num" }, q.usage ? `${q.usage.input_tokens || 0} (${cachedShare(q.usage)})` : "—"),
+            el("td", { class: "num" }, q.cost === null || q.cost === undefined ? "unpriced" : usd(q.cost)),
             el("td", {}, el("button", { type: "button", class: "small", "aria-pressed": "false", "aria-label": `Show request ${k + 1}`, onclick: () => select(k) }, "Show")),
           );
           requestRows.push(row);
@@ -979,6 +999,8 @@
         tile("fallbacks", d.fallbacks, "tile-fallbacks"),
         tile("input bytes saved", `${bytes(d.bytes_saved)} (${percent(d.bytes_saved, d.stateless_bytes)})`, "tile-saved"),
         tile("API rejections", d.rejections, "tile-rejections"),
+        tile("cost", costText(d), "tile-cost"),
+        tile("input tokens cached", `${(d.cached_tokens || 0).toLocaleString()} of ${(d.input_tokens || 0).toLocaleString()} (${percent(d.cached_tokens || 0, d.input_tokens || 0)})`, "tile-cached"),
       ),
       el("section", { "aria-labelledby": "plot-heading" }, el("h2", { id: "plot-heading" }, "Bytes per session"), plot(sessions)),
       el(
@@ -1000,7 +1022,7 @@
           el(
             "table",
             { id: "session-table" },
-            head(["#", "session", "requests", "chained", "stateless", "fallbacks", "sent", "stateless bytes"]),
+            head(["#", "session", "requests", "chained", "stateless", "fallbacks", "sent", "stateless bytes", "tokens in (cached)", "cost"]),
             el(
               "tbody",
               {},
@@ -1016,6 +1038,8 @@
                   el("td", { class: "num" }, String(r.fallbacks)),
                   el("td", { class: "num" }, bytes(r.input_bytes)),
                   el("td", { class: "num" }, bytes(r.stateless_bytes)),
+                  el("td", { class: "num" }, `${(r.input_tokens || 0).toLocaleString()} (${(r.cached_tokens || 0).toLocaleString()})`),
+                  el("td", { class: "num" }, costText(r)),
                 ),
               ),
             ),
