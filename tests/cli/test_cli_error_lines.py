@@ -65,4 +65,5 @@ def test_a_broken_stream_is_one_line_without_the_200(tmp_path: Path, provider: s
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith(f"error: [{LABEL[provider]}] the stream from {geppetto_sim.openai_url}/"), lines[0]
     assert " broke off after " in lines[0] or "ended" in lines[0], lines[0]
-    assert "200" not in lines[0]
+    message = lines[0].replace(geppetto_sim.openai_url, "")  # the port may hold the digits 200
+    assert "200" not in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -48,8 +49,10 @@ def test_the_quick_start_commands_are_make_targets() -> None:
 def _dry_run(target: str, tmp_path: Path) -> str:
     """The commands ``make TARGET`` would run on a fresh clone (its .venv made under ``tmp_path``)."""
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / '.venv'}"],
+        ["make", "--no-print-directory", "-n", target, f"VENV={tmp_path / '.venv'}"],
         cwd=ROOT,
+        # Run under `make test` (as CI does), make would otherwise say which directory it enters.
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")},
         capture_output=True,
         text=True,
         timeout=60,
