@@ -25,7 +25,7 @@ WEATHER = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 
-CASSETTES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "recorded" / "cassettes"
+CASSETTES = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "cassettes"  # a copy kept with the tests
 PHASES = CASSETTES / "test_openai_responses" / "test_openai_responses_phase_live.yaml"
 CITATIONS = (
     CASSETTES / "test_openai_responses" / "test_openai_responses_model_web_search_tool_without_external_access.yaml"

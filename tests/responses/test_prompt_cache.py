@@ -17,7 +17,7 @@ from geppetto.providers.openai_responses._stream import usage_of
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import TURN_META_SESSION_ID, Block, Turn
 
-RECORDED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "recorded" / "cassettes"
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "cassettes"  # a copy kept with the tests
 
 
 def _keys(sim: Simulator) -> list[Any]:
