@@ -25,6 +25,15 @@ _SSE_EVENT = {
 _SSE = {"description": "Server-Sent Events", "content": {"text/event-stream": {"schema": _SSE_EVENT}}}
 _ERRORS = {str(code): _error() for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 503)}
 
+_STARTED = _json(
+    "Started; read its events after `after`",
+    {
+        "type": "object",
+        "properties": {"inference_id": {"type": "string"}, "after": {"type": "string"}, "events": {"type": "string"}},
+    },
+)
+"""The answer of a route that starts an inference (a prompt, or the answers to waiting tool calls)."""
+
 # What the server accepts as text: no NUL (PostgreSQL cannot store it; lone surrogates, which JSON can
 # carry as escapes, are refused too but cannot be written as a pattern), and for ids and prompts some
 # non-blank character.
@@ -205,17 +214,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "202": _json(
-                            "Started; read its events after `after`",
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "inference_id": {"type": "string"},
-                                    "after": {"type": "string"},
-                                    "events": {"type": "string"},
-                                },
-                            },
-                        ),
+                        "202": _STARTED,
                         **_ERRORS,
                     },
                 },
@@ -240,17 +239,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "202": _json(
-                            "Started; read its events after `after`",
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "inference_id": {"type": "string"},
-                                    "after": {"type": "string"},
-                                    "events": {"type": "string"},
-                                },
-                            },
-                        ),
+                        "202": _STARTED,
                         **_ERRORS,
                     },
                 },
