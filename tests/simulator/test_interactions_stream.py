@@ -199,3 +199,43 @@ def test_the_official_client_speaks_to_the_simulator(geppetto_sim: Simulator) ->
     with pytest.raises(Exception, match="not found"):
         client.interactions.get(second.id)
     assert geppetto_sim.requests[-1].path == f"/v1/interactions/{second.id}"
+
+
+def test_continuing_a_running_background_interaction_is_refused(gem: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.background_pace = 3600.0
+    body = gem.post("/v1beta/interactions", json={"model": MODEL, "input": "x", "background": True}).json()
+    chained = gem.post(
+        "/v1beta/interactions", json={"model": MODEL, "input": "y", "previous_interaction_id": body["id"]}
+    )
+    assert chained.status_code == 400 and "still in progress" in chained.json()["error"]["message"]
+    validate_error(chained.json())
+
+
+def test_past_the_resume_window_a_background_stream_is_gone(gem: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.background_resume_window = 0.0
+    body = gem.post("/v1beta/interactions", json={"model": MODEL, "input": "x", "background": True}).json()
+    response = gem.get(f"/v1beta/interactions/{body['id']}", params={"stream": "true"})
+    assert response.status_code == 400 and "no longer available" in response.json()["error"]["message"]
+    assert gem.get(f"/v1beta/interactions/{body['id']}").status_code == 200
+
+
+def test_a_streamed_thought_summary_and_signature_arrive_as_deltas(gem: httpx.Client) -> None:
+    config = {"thinking_summaries": "auto", "thinking_level": "low"}
+    events = stream_create(gem, {"model": MODEL, "input": "Think first", "generation_config": config})
+    iid = events[0]["interaction"]["id"]
+    deltas = [e["delta"]["type"] for e in events if e["event_type"] == "step.delta"]
+    assert deltas[:2] == ["thought_summary", "thought_signature"] and set(deltas[2:]) == {"text"}
+    stored = gem.get(f"/v1beta/interactions/{iid}").json()
+    assert stored["steps"][1:] == assemble(events)
+    assert events[-1]["interaction"]["usage"]["total_thought_tokens"] > 0
+
+
+def test_an_injected_status_answers_in_the_interactions_envelope(gem: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.fail_next(429, retry_after=2)
+    response = gem.post("/v1beta/interactions", json={"model": MODEL, "input": "x"})
+    assert response.status_code == 429 and response.headers["retry-after"] == "2"
+    validate_error(response.json())
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+    geppetto_sim.fail_next(503)
+    response = gem.post("/v1beta/interactions", json={"model": MODEL, "input": "x"})
+    assert response.status_code == 503 and validate_error(response.json())
