@@ -260,3 +260,11 @@ def test_system_instruction_and_tools_are_not_inherited(gem: httpx.Client) -> No
     second = create(gem, {"model": MODEL, "input": "Weather in Paris?", "previous_interaction_id": first["id"]})
     assert second["steps"][0]["type"] == "model_output"  # no tool offered this time, so no call
     assert "tools" not in second and "system_instruction" not in second
+
+
+def test_a_function_result_needs_its_call_in_the_context(gem: httpx.Client) -> None:
+    orphan = {"type": "function_result", "call_id": "nope", "result": "x"}
+    error = create(gem, {"model": MODEL, "input": [user("hi"), orphan], "store": False}, 400)
+    assert "call_id 'nope'" in error["error"]["message"]
+    first = create(gem, {"model": MODEL, "input": "hi"})
+    create(gem, {"model": MODEL, "input": [orphan], "previous_interaction_id": first["id"]}, 400)

@@ -23,6 +23,7 @@ from ._call import Call
 from ._errors import SimError
 from ._interactions_steps import (
     check_request,
+    check_results,
     check_signatures,
     input_steps,
     interaction_usage,
@@ -123,6 +124,7 @@ def answer(call: Call) -> Created:
     reasoning = reasoning_on(model, body)
     check_signatures(state, own, reasoning)
     context = history + own
+    check_results(context)
     msgs = to_msgs(body, context)
     reply = state.next_reply() or decide(msgs, request_tools(body), request_choice(body), request_schema(body))
     steps = output_steps(state, body, reply, reasoning, msgs)
