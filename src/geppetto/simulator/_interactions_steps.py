@@ -123,12 +123,12 @@ def _check_step(step: dict[str, Any], index: int) -> None:
 
 
 def reasoning_on(model: str, body: dict[str, Any]) -> bool:
-    """Whether the model thinks (and signs its thoughts): Gemini 3 and reasoning models, or a thinking level."""
+    """Whether the model thinks (and signs its thoughts): Gemini 3 and reasoning models always, any other
+    model given a thinking level above ``minimal``."""
     config = body.get("generation_config") or {}
     level = config.get("thinking_level") if isinstance(config, dict) else None
-    if level == "minimal":
-        return False
-    return level is not None or is_reasoning_model(model) or model.removeprefix("models/").startswith("gemini-3")
+    chosen = level is not None and level != "minimal"
+    return chosen or is_reasoning_model(model) or model.removeprefix("models/").startswith("gemini-3")
 
 
 def check_signatures(state: SimState, steps: list[dict[str, Any]], reasoning: bool) -> None:
