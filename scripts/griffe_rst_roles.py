@@ -1,0 +1,139 @@
+"""A griffe extension for the documentation site: geppetto's docstrings, written with Sphinx roles for
+``help()`` readers, read as the Markdown that mkdocstrings renders.
+
+- A role (``:class:`~geppetto.UsageLimits```, ``:meth:`sweep```) that names a public object becomes a
+  cross-reference to where the API reference documents it, resolved in the docstring's scope the way
+  Python would resolve the name.
+- A role that names something the reference does not document (a private module's helper, the standard
+  library, a dependency: no inventory is fetched, the build is offline) becomes inline code, and so does a
+  private path that names nothing (private modules move; the reference is not about them).
+- A public name that names nothing (a typo, a name since removed) stays a cross-reference, so
+  ``mkdocs build --strict`` fails on it.
+- A doctest (lines from ``>>>`` to the next blank line) becomes a ``pycon`` code block, not a quote.
+
+``mkdocs.yml`` loads it (``extensions: [scripts/griffe_rst_roles.py]``); the package never imports it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from griffe import Alias, AliasResolutionError, Extension, GriffeLoader, Module, NameResolutionError, Object
+
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const|type):`([^`]+)`")
+TITLED = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^>]+)>$")
+
+
+def _target(obj: Object | Alias) -> Object | None:
+    if isinstance(obj, Alias):
+        try:
+            return obj.final_target
+        except AliasResolutionError:
+            return None
+    return obj
+
+
+def _documented(module: Module, out: set[str]) -> None:
+    """The paths of every object the reference documents: what public modules export, with the public
+    members of the classes among them (by the object's own path, wherever it is defined)."""
+    out.add(module.path)
+    for name, member in module.members.items():
+        if name.startswith("_"):
+            continue
+        if not member.is_alias and member.is_module:
+            _documented(member, out)  # type: ignore[arg-type]
+        elif member.is_public and (target := _target(member)) is not None and not target.is_module:
+            _add(target, out)
+
+
+def _add(obj: Object, out: set[str]) -> None:
+    out.add(obj.path)
+    if obj.is_class:
+        for name, member in obj.members.items():
+            if not name.startswith("_") and (target := _target(member)) is not None:
+                _add(target, out)
+
+
+def _objects(obj: Object) -> Iterator[Object]:
+    yield obj
+    for member in obj.members.values():
+        if not member.is_alias:
+            yield from _objects(member)  # type: ignore[arg-type]
+
+
+def _external(name: str) -> bool:
+    first = name.split(".", 1)[0]
+    if first == "geppetto":
+        return False
+    if hasattr(builtins, first):
+        return True
+    try:
+        return importlib.util.find_spec(first) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _lookup(name: str, scope: Object, loader: GriffeLoader) -> Object | None:
+    """The object ``name`` names, seen from ``scope``, or None."""
+    first, _, rest = name.partition(".")
+    try:
+        path = name if first == "geppetto" else scope.resolve(first) + (f".{rest}" if rest else "")
+        return _target(loader.modules_collection[path])
+    except (NameResolutionError, KeyError, ValueError, AliasResolutionError):
+        return None
+
+
+def _role(scope: Object, loader: GriffeLoader, documented: set[str]) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        text = match.group(1).strip()
+        titled = TITLED.match(text)
+        if titled:
+            title, name = titled.group("title"), titled.group("target")
+        elif text.startswith("~"):
+            name = text[1:]
+            title = name.rsplit(".", 1)[-1]
+        else:
+            title = name = text
+        name = name.removesuffix("()")
+        found = _lookup(name, scope, loader)
+        if found is not None and found.path in documented:
+            return f"[`{title}`][{found.path}]"
+        if found is not None or _external(name) or any(part.startswith("_") for part in name.split(".")):
+            return f"`{title}`"
+        return f"[`{title}`][{name}]"  # names nothing: the strict build reports it
+
+    return replace
+
+
+def _fence_doctests(text: str) -> str:
+    out: list[str] = []
+    indent = ""
+    in_doctest = False
+    for line in text.splitlines():
+        if not in_doctest and line.lstrip().startswith(">>>"):
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}```pycon")
+            in_doctest = True
+        elif in_doctest and not line.strip():
+            out.append(f"{indent}```")
+            in_doctest = False
+        out.append(line)
+    if in_doctest:
+        out.append(f"{indent}```")
+    return "\n".join(out)
+
+
+class RstRoles(Extension):
+    """Rewrites every docstring of the package once it is loaded."""
+
+    def on_package(self, *, pkg: Module, loader: GriffeLoader, **kwargs: Any) -> None:
+        documented: set[str] = set()
+        _documented(pkg, documented)
+        for obj in _objects(pkg):
+            if obj.docstring is not None:
+                text = ROLE.sub(_role(obj, loader, documented), obj.docstring.value)
+                obj.docstring.value = _fence_doctests(text)
