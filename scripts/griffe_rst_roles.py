@@ -9,7 +9,8 @@
   private path that names nothing (private modules move; the reference is not about them).
 - A public name that names nothing (a typo, a name since removed) stays a cross-reference, so
   ``mkdocs build --strict`` fails on it.
-- A doctest (lines from ``>>>`` to the next blank line) becomes a ``pycon`` code block, not a quote.
+- A doctest (lines from ``>>>`` to the next blank line) becomes a ``pycon`` code block, not a quote, and a
+  literal block (``Example::`` and the indented lines after it) a fenced code block.
 
 ``mkdocs.yml`` loads it (``extensions: [scripts/griffe_rst_roles.py]``); the package never imports it.
 """
@@ -127,6 +128,37 @@ def _fence_doctests(text: str) -> str:
     return "\n".join(out)
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _fence_literal_blocks(text: str) -> str:
+    """``Example::`` and the indented block after it: ``Example:`` and a fenced block (Markdown would show
+    the ``::`` and read a block indented under a list item as part of the item)."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.rstrip().endswith("::") or not line.strip(":").strip():
+            out.append(line)
+            continue
+        stem = line.rstrip()[:-2]
+        out.append(stem.rstrip() if stem.endswith(" ") else f"{stem}:")
+        block: list[str] = []
+        while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > _indent(line)):
+            block.append(lines[i])
+            i += 1
+        body = "\n".join(block).strip("\n").splitlines()
+        if not body:
+            continue
+        cut = min(_indent(b) for b in body if b.strip())
+        pad = " " * _indent(line)
+        out += ["", f"{pad}```", *(f"{pad}{b[cut:]}" if b.strip() else "" for b in body), f"{pad}```", ""]
+    return "\n".join(out)
+
+
 class RstRoles(Extension):
     """Rewrites every docstring of the package once it is loaded."""
 
@@ -136,4 +168,4 @@ class RstRoles(Extension):
         for obj in _objects(pkg):
             if obj.docstring is not None:
                 text = ROLE.sub(_role(obj, loader, documented), obj.docstring.value)
-                obj.docstring.value = _fence_doctests(text)
+                obj.docstring.value = _fence_literal_blocks(_fence_doctests(text))
