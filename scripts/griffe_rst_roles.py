@@ -66,9 +66,9 @@ def _objects(obj: Object) -> Iterator[Object]:
             yield from _objects(member)  # type: ignore[arg-type]
 
 
-def _external(name: str) -> bool:
+def _external(name: str, root: str) -> bool:
     first = name.split(".", 1)[0]
-    if first == "geppetto":
+    if first == root:
         return False
     if hasattr(builtins, first):
         return True
@@ -82,7 +82,7 @@ def _lookup(name: str, scope: Object, loader: GriffeLoader) -> Object | None:
     """The object ``name`` names, seen from ``scope``, or None."""
     first, _, rest = name.partition(".")
     try:
-        path = name if first == "geppetto" else scope.resolve(first) + (f".{rest}" if rest else "")
+        path = name if first == scope.package.name else scope.resolve(first) + (f".{rest}" if rest else "")
         return _target(loader.modules_collection[path])
     except (NameResolutionError, KeyError, ValueError, AliasResolutionError):
         return None
@@ -103,7 +103,11 @@ def _role(scope: Object, loader: GriffeLoader, documented: set[str]) -> Callable
         found = _lookup(name, scope, loader)
         if found is not None and found.path in documented:
             return f"[`{title}`][{found.path}]"
-        if found is not None or _external(name) or any(part.startswith("_") for part in name.split(".")):
+        if (
+            found is not None
+            or _external(name, scope.package.name)
+            or any(part.startswith("_") for part in name.split("."))
+        ):
             return f"`{title}`"
         return f"[`{title}`][{name}]"  # names nothing: the strict build reports it
 
