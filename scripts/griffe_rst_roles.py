@@ -9,6 +9,7 @@
   private path that names nothing (private modules move; the reference is not about them).
 - A public name that names nothing (a typo, a name since removed) stays a cross-reference, so
   ``mkdocs build --strict`` fails on it.
+- A docstring's first paragraph is joined into one line (the summary tables show the first line).
 - A doctest (lines from ``>>>`` to the next blank line) becomes a ``pycon`` code block, not a quote, and a
   literal block (``Example::`` and the indented lines after it) a fenced code block.
 
@@ -26,6 +27,7 @@ from typing import Any
 from griffe import Alias, AliasResolutionError, Extension, GriffeLoader, Module, NameResolutionError, Object
 
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const|type):`([^`]+)`")
+LIST_OR_CODE = re.compile(r"^\s*(```|>>>|[-*+|] |\d+[.)] )|^\s{4}")
 TITLED = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^>]+)>$")
 
 
@@ -163,6 +165,16 @@ def _fence_literal_blocks(text: str) -> str:
     return "\n".join(out)
 
 
+def _one_line_summary(text: str) -> str:
+    """The first paragraph on one line: the reference's summary tables show a docstring's first line only,
+    and a summary wrapped at 120 columns would be cut mid-sentence. Markdown renders both the same."""
+    first, sep, rest = text.partition("\n\n")
+    lines = first.splitlines()
+    if any(LIST_OR_CODE.match(line) for line in lines):
+        return text
+    return " ".join(line.strip() for line in lines) + sep + rest
+
+
 class RstRoles(Extension):
     """Rewrites every docstring of the package once it is loaded."""
 
@@ -172,4 +184,4 @@ class RstRoles(Extension):
         for obj in _objects(pkg):
             if obj.docstring is not None:
                 text = ROLE.sub(_role(obj, loader, documented), obj.docstring.value)
-                obj.docstring.value = _fence_literal_blocks(_fence_doctests(text))
+                obj.docstring.value = _one_line_summary(_fence_literal_blocks(_fence_doctests(text)))

@@ -1,6 +1,6 @@
 """The documentation site's docstring reader (scripts/griffe_rst_roles.py): a role naming a documented object
 links to it, one naming a private or outside object is code, one naming nothing stays a reference (so the
-strict build fails on it), and literal blocks and doctests become code blocks. `make docs-check` builds
+strict build fails on it), literal blocks and doctests become code blocks, and a summary is one line. `make docs-check` builds
 the site itself."""
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ IMPL = '''class Thing:
 
 
 class Hidden:
-    pass
+    """Two kinds:
+    - this one,
+    - that one."""
 
 
 def helper() -> None:
@@ -67,7 +69,7 @@ def test_roles_become_links_code_or_broken_references_and_blocks_become_code(tmp
     pkg = griffe.load("pkg", search_paths=[str(tmp_path)], extensions=extensions)
 
     assert pkg.docstring.value == (
-        "The package. See [`Thing`][pkg._impl.Thing], `pkg._impl.helper`, `KeyError`,\n"
+        "The package. See [`Thing`][pkg._impl.Thing], `pkg._impl.helper`, `KeyError`, "  # one line: the summary
         "[`Thing.go`][pkg._impl.Thing.go], [`pkg.Missing`][pkg.Missing] and `pkg._gone.old`.\n"
         "\n"
         "Example:\n"
@@ -87,3 +89,4 @@ def test_roles_become_links_code_or_broken_references_and_blocks_become_code(tmp
     )
     # Relative names resolve in the docstring's scope, as Python would resolve them.
     assert pkg["Thing"].docstring.value == "A thing: [`go`][pkg._impl.Thing.go] runs it; `Hidden` is internal."
+    assert pkg["_impl.Hidden"].docstring.value == "Two kinds:\n- this one,\n- that one."  # a list stays a list
