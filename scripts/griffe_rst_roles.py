@@ -22,12 +22,14 @@ import builtins
 import importlib.util
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from griffe import Alias, AliasResolutionError, Extension, GriffeLoader, Module, NameResolutionError, Object
 
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const|type):`([^`]+)`")
 LIST_OR_CODE = re.compile(r"^\s*(```|>>>|[-*+|] |\d+[.)] )|^\s{4}")
+RENDERED = re.compile(r"^:::\s+([\w.]+)\s*$", re.MULTILINE)
 TITLED = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^>]+)>$")
 
 
@@ -40,15 +42,17 @@ def _target(obj: Object | Alias) -> Object | None:
     return obj
 
 
-def _documented(module: Module, out: set[str]) -> None:
-    """The paths of every object the reference documents: what public modules export, with the public
-    members of the classes among them (by the object's own path, wherever it is defined)."""
+def _documented(module: Module, out: set[str], *, recurse: bool) -> None:
+    """The paths of every object the reference documents in ``module``: what it exports, with the public
+    members of the classes among them (by the object's own path, wherever it is defined); with
+    ``recurse``, its public submodules' too."""
     out.add(module.path)
     for name, member in module.members.items():
         if name.startswith("_"):
             continue
         if not member.is_alias and member.is_module:
-            _documented(member, out)  # type: ignore[arg-type]
+            if recurse:
+                _documented(member, out, recurse=True)  # type: ignore[arg-type]
         elif member.is_public and (target := _target(member)) is not None and not target.is_module:
             _add(target, out)
 
@@ -175,12 +179,31 @@ def _one_line_summary(text: str) -> str:
     return " ".join(line.strip() for line in lines) + sep + rest
 
 
+def _rendered_modules(reference: Path) -> list[str]:
+    """The modules the reference's pages render (their ``::: module`` lines)."""
+    pages = sorted(reference.glob("**/*.md"))
+    return [m.group(1) for page in pages for m in RENDERED.finditer(page.read_text(encoding="utf-8"))]
+
+
 class RstRoles(Extension):
-    """Rewrites every docstring of the package once it is loaded."""
+    """Rewrites every docstring of the package once it is loaded.
+
+    ``reference``: the folder of the API reference's pages; a name links only if one of their ``::: module``
+    lines renders it (a public module without a page is then code, not a broken link). Without it, every
+    public module of the package counts as documented.
+    """
+
+    def __init__(self, reference: str | None = None) -> None:
+        super().__init__()
+        self.reference = Path(reference) if reference else None
 
     def on_package(self, *, pkg: Module, loader: GriffeLoader, **kwargs: Any) -> None:
         documented: set[str] = set()
-        _documented(pkg, documented)
+        if self.reference is None:
+            _documented(pkg, documented, recurse=True)
+        for path in _rendered_modules(self.reference) if self.reference else []:
+            if path.split(".", 1)[0] == pkg.name:
+                _documented(loader.modules_collection[path], documented, recurse=False)
         for obj in _objects(pkg):
             if obj.docstring is not None:
                 text = ROLE.sub(_role(obj, loader, documented), obj.docstring.value)

@@ -90,3 +90,24 @@ def test_roles_become_links_code_or_broken_references_and_blocks_become_code(tmp
     # Relative names resolve in the docstring's scope, as Python would resolve them.
     assert pkg["Thing"].docstring.value == "A thing: [`go`][pkg._impl.Thing.go] runs it; `Hidden` is internal."
     assert pkg["_impl.Hidden"].docstring.value == "Two kinds:\n- this one,\n- that one."  # a list stays a list
+
+
+def test_with_the_reference_pages_a_role_links_only_to_what_a_page_renders(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        '"""See :class:`pkg.Thing` and :class:`pkg.extra.Extra`."""\n\nfrom ._impl import Thing\n\n__all__ = ["Thing"]\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "pkg" / "_impl.py").write_text(IMPL, encoding="utf-8")
+    (tmp_path / "pkg" / "extra.py").write_text('class Extra:\n    """Public, without a page."""\n', encoding="utf-8")
+    pages = tmp_path / "api"
+    pages.mkdir()
+    (pages / "pkg.md").write_text("# pkg\n\n::: pkg\n", encoding="utf-8")
+    roles = _extension().RstRoles
+
+    def docstring(extension: object) -> str:
+        loaded = griffe.load("pkg", search_paths=[str(tmp_path)], extensions=griffe.load_extensions(extension))
+        return str(loaded.docstring.value)
+
+    assert docstring(roles()) == "See [`pkg.Thing`][pkg._impl.Thing] and [`pkg.extra.Extra`][pkg.extra.Extra]."
+    assert docstring(roles(reference=str(pages))) == "See [`pkg.Thing`][pkg._impl.Thing] and `pkg.extra.Extra`."
