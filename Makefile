@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest setup clean
+.PHONY: demo test lint typecheck pytest docs docs-check setup clean
 
 $(BIN)/python:
 	@echo "creating $(VENV) with $(PY)"
@@ -42,7 +42,19 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+# The documentation site (mkdocs.yml: the guides in docs/, the README's quick start, the API reference from
+# the docstrings). `make docs` serves it while you edit; `make docs-check` builds it with --strict into a
+# temporary folder, so a broken link, anchor or reference fails `make test`. Both work offline.
+DOCS_ADDR ?= 127.0.0.1:8001
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: $(STAMP)
+	$(MKDOCS) serve --dev-addr $(DOCS_ADDR)
+
+docs-check: $(STAMP)
+	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && $(MKDOCS) build --strict --site-dir "$$site"
+
+test: lint typecheck docs-check pytest
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -80,8 +80,8 @@ class Profile:
     """Usage limits of the sessions run with this profile (``max_requests``, ``max_cost``, ... as
     :class:`~geppetto.UsageLimits` takes them); see :meth:`usage_limits`."""
     mcp_servers: list[Any] | None = None
-    """MCP servers whose tools ``run`` and ``chat`` offer: command lines, URLs, or mappings with the keys of
-    :data:`~geppetto.tools.MCP_SERVER_KEYS` (needs the ``mcp`` extra)."""
+    """MCP servers whose tools ``run`` and ``chat`` offer: command lines, URLs, or mappings with the keys
+    :meth:`McpServer.from_spec <geppetto.tools.mcp.McpServer.from_spec>` takes (needs the ``mcp`` extra)."""
     problem: str | None = None
     """Why this profile cannot be used (its entry in the file is wrong); the file's other profiles still load,
     and using this one raises :class:`~geppetto.ConfigurationError` with this text."""

@@ -90,7 +90,7 @@ class Block:
 
     ``id`` identifies the block itself; ``turn_id`` names the turn snapshot that created it (stamped on
     append, never rewritten); ``payload`` holds the kind's fields (see the ``PAYLOAD_*`` names);
-    ``metadata`` holds typed provenance (see :mod:`geppetto.turns.keys`).
+    ``metadata`` holds typed provenance (see :class:`~geppetto.turns.Key`).
     """
 
     kind: BlockKind
