@@ -34,7 +34,17 @@ __all__ = [
     "turn_report",
 ]
 
-MODULES = ("dom.js", "format.js", "sources.js", "api.js", "chatview.js", "chat.js", "inspector.js", "dashboard.js", "app.js")
+MODULES = (
+    "dom.js",
+    "format.js",
+    "sources.js",
+    "api.js",
+    "chatview.js",
+    "chat.js",
+    "inspector.js",
+    "dashboard.js",
+    "app.js",
+)
 """The page's script as ES modules, each after those it imports (``app.js``, the entry the page loads, last)."""
 
 ASSETS = {"index.html": "text/html", **dict.fromkeys(MODULES, "text/javascript"), "app.css": "text/css"}

@@ -3,6 +3,7 @@ import { $, enc, el, setNav } from "./dom.js";
 import { bytes, cachedShare, costText, count, head, idCell, percent, tokens, usd } from "./format.js";
 import { api, sessionProblem } from "./api.js";
 import { refreshSessions, stopStream } from "./chat.js";
+import { citationsBox } from "./sources.js";
 
 // -- Turn inspector ------------------------------------------------------------------------------
 function wordDiff(before, after) {
@@ -89,6 +90,104 @@ function modeCounts(t) {
   return parts.join(", ");
 }
 
+// a row, kept in rows too (the selection marks them)
+function kept(rows, row) {
+  rows.push(row);
+  return row;
+}
+
+function requestRow(q, k, select) {
+  return el(
+    "tr",
+    { dataset: { request: String(k), responseId: q.response_id || "", anchor: q.anchor || "" } },
+    el("td", {}, String(k + 1)),
+    el("td", {}, idCell(q.inference_id)),
+    el("td", {}, q.mode),
+    el("td", {}, idCell(q.anchor, 14)),
+    el("td", { class: "num" }, q.sent ? String(q.sent.length) : "?"),
+    el("td", { class: "num" }, bytes(q.input_bytes)),
+    el("td", { class: "num" }, bytes(q.stateless_bytes)),
+    el("td", {}, q.fallback || ""),
+    el("td", { class: "num" }, q.usage ? `${q.usage.input_tokens || 0} (${cachedShare(q.usage)})` : "—"),
+    el("td", { class: "num" }, q.cost === null || q.cost === undefined ? "unpriced" : usd(q.cost)),
+    el("td", {}, el("button", { type: "button", class: "small", "aria-pressed": "false", "aria-label": `Show request ${k + 1}`, onclick: () => select(k) }, "Show")),
+  );
+}
+
+function requestsSection(report, rows, select, detail) {
+  const table = el(
+    "table",
+    { id: "requests" },
+    el("caption", {}, "Each request sent to the model; choose one to highlight its delta in the Turn below."),
+    head(["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", "tokens in (cached)", "cost", ""]),
+    el("tbody", {}, report.requests.map((q, k) => kept(rows, requestRow(q, k, select)))),
+  );
+  return el("section", { "aria-labelledby": "requests-heading" }, el("h2", { id: "requests-heading" }, "Requests"), el("div", { class: "scroll" }, table), detail);
+}
+
+// A block's row; a provider built-in tool's call or result names its tool beside the kind, and a text that
+// cites sources lists them under its content.
+function blockRow(b) {
+  const builtin = b.builtin && typeof b.builtin === "object" ? b.builtin : null;
+  return el(
+    "tr",
+    { dataset: { blockId: b.id, kind: b.kind, mark: "", builtin: builtin ? builtin.tool || "" : null } },
+    el("td", {}, String(b.index)),
+    el("td", {}, b.kind, builtin ? el("span", { class: "muted" }, ` · built-in ${builtin.tool || ""} ${builtin.phase || ""}`) : null),
+    el("td", {}, b.role || ""),
+    el("td", {}, idCell(b.id)),
+    el("td", {}, idCell(b.turn_id)),
+    el("td", {}, idCell(b.inference_id)),
+    el("td", {}, idCell(b.response_id, 14)),
+    el("td", { class: "mark" }, ""),
+    el("td", { class: "content" }, b.text.length > 400 ? `${b.text.slice(0, 399)}…` : b.text, b.citations ? citationsBox(b.citations) : null),
+  );
+}
+
+function blocksSection(report, rows) {
+  const table = el(
+    "table",
+    { id: "blocks" },
+    el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; after = added after that request."),
+    head(["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"]),
+    el("tbody", {}, report.blocks.map((b) => kept(rows, blockRow(b)))),
+  );
+  return el("section", { "aria-labelledby": "blocks-heading" }, el("h2", { id: "blocks-heading" }, "Blocks"), el("div", { class: "scroll" }, table));
+}
+
+// edits between snapshots
+function changesSection(report) {
+  const edited = (report.snapshots || []).map((s, k) => ({ s, k })).filter(({ s }) => s.changes.length);
+  return el(
+    "section",
+    { "aria-labelledby": "changes-heading", id: "changes" },
+    el("h2", { id: "changes-heading" }, "Changes between snapshots"),
+    edited.length
+      ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${s.seq || k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
+      : el("p", { class: "muted" }, "No middleware edited, inserted, removed or moved a block between snapshots."),
+  );
+}
+
+// the engine's own plan for the request after the next prompt (the server works it out with the
+// engine's planning code, so this is what the engine will send)
+function nextSection(report) {
+  const next = (report.chained || {}).next || report.chained || {};
+  const blocksWord = (n) => `${n} block${n === 1 ? "" : "s"}`;
+  const nextText = next.error
+    ? `no request can be sent: ${next.reason}`
+    : next.full
+      ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : "without previous_response_id"}: ${next.reason || "no response yet"}`
+      : next.conversation
+        ? ["conversation ", el("code", {}, next.conversation), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`]
+        : ["previous_response_id ", el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
+  return el(
+    "section",
+    { "aria-labelledby": "next-heading" },
+    el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next request (conversation mode)" : "Next chained request"),
+    el("p", { id: "next-request" }, nextText),
+  );
+}
+
 export function renderInspector(main, report, backLink) {
   main.replaceChildren();
   const t = report.totals || {};
@@ -102,11 +201,10 @@ export function renderInspector(main, report, backLink) {
     ),
   );
   if (report.window) main.append(windowNav(report));
-
-  // requests
   const detail = el("div", { id: "request-detail", "aria-live": "polite" });
   const requestRows = [];
   const blockRows = [];
+  // a request chosen: its row pressed, the blocks it sent, its anchor and what came after marked
   function select(k) {
     const q = report.requests[k];
     requestRows.forEach((row, i) => {
@@ -125,100 +223,7 @@ export function renderInspector(main, report, backLink) {
     });
     detail.replaceChildren(el("h3", {}, q ? `Request ${k + 1}` : "Requests"), requestSummary(q));
   }
-  const requestTable = el(
-    "table",
-    { id: "requests" },
-    el("caption", {}, "Each request sent to the model; choose one to highlight its delta in the Turn below."),
-    head(["#", "inference", "mode", "anchor", "sent", "input bytes", "stateless", "fallback", "tokens in (cached)", "cost", ""]),
-    el(
-      "tbody",
-      {},
-      report.requests.map((q, k) => {
-        const row = el(
-          "tr",
-          { dataset: { request: String(k), responseId: q.response_id || "", anchor: q.anchor || "" } },
-          el("td", {}, String(k + 1)),
-          el("td", {}, idCell(q.inference_id)),
-          el("td", {}, q.mode),
-          el("td", {}, idCell(q.anchor, 14)),
-          el("td", { class: "num" }, q.sent ? String(q.sent.length) : "?"),
-          el("td", { class: "num" }, bytes(q.input_bytes)),
-          el("td", { class: "num" }, bytes(q.stateless_bytes)),
-          el("td", {}, q.fallback || ""),
-          el("td", { class: "num" }, q.usage ? `${q.usage.input_tokens || 0} (${cachedShare(q.usage)})` : "—"),
-          el("td", { class: "num" }, q.cost === null || q.cost === undefined ? "unpriced" : usd(q.cost)),
-          el("td", {}, el("button", { type: "button", class: "small", "aria-pressed": "false", "aria-label": `Show request ${k + 1}`, onclick: () => select(k) }, "Show")),
-        );
-        requestRows.push(row);
-        return row;
-      }),
-    ),
-  );
-  main.append(el("section", { "aria-labelledby": "requests-heading" }, el("h2", { id: "requests-heading" }, "Requests"), el("div", { class: "scroll" }, requestTable), detail));
-
-  // blocks
-  const blockTable = el(
-    "table",
-    { id: "blocks" },
-    el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; after = added after that request."),
-    head(["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"]),
-    el(
-      "tbody",
-      {},
-      report.blocks.map((b) => {
-        const row = el(
-          "tr",
-          { dataset: { blockId: b.id, kind: b.kind, mark: "" } },
-          el("td", {}, String(b.index)),
-          el("td", {}, b.kind),
-          el("td", {}, b.role || ""),
-          el("td", {}, idCell(b.id)),
-          el("td", {}, idCell(b.turn_id)),
-          el("td", {}, idCell(b.inference_id)),
-          el("td", {}, idCell(b.response_id, 14)),
-          el("td", { class: "mark" }, ""),
-          el("td", { class: "content" }, b.text.length > 400 ? `${b.text.slice(0, 399)}…` : b.text),
-        );
-        blockRows.push(row);
-        return row;
-      }),
-    ),
-  );
-  main.append(el("section", { "aria-labelledby": "blocks-heading" }, el("h2", { id: "blocks-heading" }, "Blocks"), el("div", { class: "scroll" }, blockTable)));
-
-  // edits between snapshots
-  const edited = (report.snapshots || []).map((s, k) => ({ s, k })).filter(({ s }) => s.changes.length);
-  main.append(
-    el(
-      "section",
-      { "aria-labelledby": "changes-heading", id: "changes" },
-      el("h2", { id: "changes-heading" }, "Changes between snapshots"),
-      edited.length
-        ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${s.seq || k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
-        : el("p", { class: "muted" }, "No middleware edited, inserted, removed or moved a block between snapshots."),
-    ),
-  );
-
-  // the next request
-  // the engine's own plan for the request after the next prompt (the server works it out with the
-  // engine's planning code, so this is what the engine will send)
-  const next = (report.chained || {}).next || report.chained || {};
-  const blocksWord = (n) => `${n} block${n === 1 ? "" : "s"}`;
-  const nextText = next.error
-    ? `no request can be sent: ${next.reason}`
-    : next.full
-      ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : "without previous_response_id"}: ${next.reason || "no response yet"}`
-      : next.conversation
-        ? ["conversation ", el("code", {}, next.conversation), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`]
-        : ["previous_response_id ", el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
-  main.append(
-    el(
-      "section",
-      { "aria-labelledby": "next-heading" },
-      el("h2", { id: "next-heading" }, next.mode === "conversation" ? "Next request (conversation mode)" : "Next chained request"),
-      el("p", { id: "next-request" }, nextText),
-    ),
-  );
+  main.append(requestsSection(report, requestRows, select, detail), blocksSection(report, blockRows), changesSection(report), nextSection(report));
   select(report.requests.length - 1);
 }
 
