@@ -41,7 +41,7 @@ export class ChatView {
       this.reasoning = null;
       const body = el("div", { class: "body" });
       this.text = { source: "", body };
-      this.add(el("div", { class: "msg assistant" }, el("span", { class: "who" }, "Assistant"), body));
+      this.answer = this.add(el("div", { class: "msg assistant" }, el("span", { class: "who" }, "Assistant"), body));
     }
     this.text.source += delta;
     this.text.body.replaceChildren(markdown(this.text.source));
