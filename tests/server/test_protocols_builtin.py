@@ -31,7 +31,7 @@ def search_and_run() -> Reply:
     )
 
 
-@pytest.fixture(params=["anthropic", "openai-responses"])
+@pytest.fixture(params=["anthropic", "openai-responses", "gemini"])
 def url(request: pytest.FixtureRequest, geppetto_sim: Simulator, tmp_path: Path) -> Iterator[str]:
     app = create_app(sim_profile(geppetto_sim, request.param), store=str(tmp_path / "s.db"))
     with running_app(app) as base:
@@ -51,10 +51,14 @@ async def test_ag_ui_builtin_tools_pass_the_validator(url: str, geppetto_sim: Si
         response = await client.post(f"{url}/ag-ui", json=run_input("read", "Search the weather"))
     events = [e["data"] for e in sse_events(response.text.splitlines())]
     starts = [e for e in events if e["type"] == "TOOL_CALL_START"]
-    assert [e["toolCallName"] for e in starts] == ["web_search", "code_execution"]
+    searched = provider(url) != "gemini"  # Gemini's search is only its grounding (the answer's citations)
+    assert [e["toolCallName"] for e in starts] == ["web_search", "code_execution"][0 if searched else 1 :]
     assert all(e["metadata"]["provider_executed"] is True for e in starts)
     results = {e["toolCallId"]: e for e in events if e["type"] == "TOOL_CALL_RESULT"}
     assert set(results) == {e["toolCallId"] for e in starts}  # every call answered
+    if provider(url) == "gemini":  # a code run without ids: its result answers the open call of its tool
+        assert results[starts[0]["toolCallId"]]["content"] == "2\n" and starts[0]["toolCallId"]
+        return
     search = results[starts[0]["toolCallId"]]
     if provider(url) == "anthropic":  # the search's hits come back, as the result's text and in its metadata
         found = [{"url": h["url"], "title": h["title"]} for h in HITS]
@@ -70,13 +74,17 @@ def test_the_ai_package_reads_builtin_tools_and_sources(url: str, geppetto_sim: 
     result = node("vercel_client.mjs", url + "/api/chat", "chat-builtin", "Search the weather")
     assert result["errors"] == []
     parts: list[dict[str, Any]] = result["message"]["parts"]
-    [search] = [p for p in parts if p["type"] == "tool-web_search"]
     [code] = [p for p in parts if p["type"] == "tool-code_execution"]
-    assert search["providerExecuted"] is True and code["providerExecuted"] is True
-    assert search["state"] == "output-available" and code["state"] == "output-available"
-    assert "paris weather" in str(search["input"])
+    assert code["providerExecuted"] is True and code["state"] == "output-available"
     text = "".join(p["text"] for p in parts if p["type"] == "text")
     assert text == "Sunny in Paris, and 2."
+    if provider(url) == "gemini":  # no search call (its grounding is the answer's citations); a code run
+        assert [p for p in parts if p["type"] in ("tool-web_search", "source-url")] == []
+        assert code["output"] == "2\n"
+        return
+    [search] = [p for p in parts if p["type"] == "tool-web_search"]
+    assert search["providerExecuted"] is True and search["state"] == "output-available"
+    assert "paris weather" in str(search["input"])
     sources = [(p["url"], p.get("title")) for p in parts if p["type"] == "source-url"]
     if provider(url) == "anthropic":
         assert sources == [(h["url"], h["title"]) for h in HITS]
@@ -90,5 +98,6 @@ def test_the_ag_ui_client_package_reads_builtin_tools(url: str, geppetto_sim: Si
     geppetto_sim.queue(search_and_run())
     result = node("agui_client.mjs", url + "/ag-ui", "Search the weather")
     assert result["errors"] == []
-    assert result["types"].count("TOOL_CALL_START") == 2 and result["types"].count("TOOL_CALL_RESULT") == 2
+    calls = 1 if provider(url) == "gemini" else 2
+    assert result["types"].count("TOOL_CALL_START") == calls and result["types"].count("TOOL_CALL_RESULT") == calls
     assert result["types"][-1] == "RUN_FINISHED"

@@ -2,7 +2,7 @@
 protocol streams show them: an id that pairs each call with its result, and the sources a result found.
 
 A provider may send a call with no id (Gemini's code execution) or a call with no separate result (a
-Responses ``web_search_call`` item holds the whole call): a result without an id answers the latest open
+Responses ``web_search_call`` item holds the whole call): a result without an id answers the earliest open
 call of its tool, and the calls still open when the provider call ends are answered with no output."""
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ class BuiltinCalls:
         if call_id:
             return call_id, self._open.pop(call_id, None) is not None
         tool = str(event.get("tool") or "")
-        for open_id, open_tool in reversed(self._open.items()):
+        for open_id, open_tool in self._open.items():
             if open_tool == tool:
-                del self._open[open_id]
+                del self._open[open_id]  # the loop ends here
                 return open_id, True
         return new_id(), False
 

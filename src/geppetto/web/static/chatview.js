@@ -144,7 +144,7 @@ export class ChatView {
       return;
     }
     const open = this.builtins.filter((c) => !c.done);
-    let card = d.call_id ? open.find((c) => c.id === d.call_id) : open.reverse().find((c) => c.tool === d.tool);
+    let card = d.call_id ? open.find((c) => c.id === d.call_id) : open.find((c) => c.tool === d.tool);
     if (!card) this.builtins.push((card = this.builtinCard(d)));
     card.done = true;
     const failed = Boolean(d.error);
