@@ -5,39 +5,21 @@ inspector, served and as one file, names the built-in blocks and lists the citat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from server_support import running_app, sim_profile
+from test_protocols_builtin import HITS, provider, search_and_run, url  # noqa: F401  (url: a server per API)
 from test_web import Page, browser, expect, page, send  # noqa: F401  (the browser fixtures)
 
-from geppetto.server import create_app
-from geppetto.simulator import BuiltinCall, Reply, Simulator
+from geppetto.simulator import Simulator
 from geppetto.turns import turn_from_dict
 
-HITS = [
-    {"title": "Paris weather", "url": "https://example.com/paris", "text": "Sunny, 21C."},
-    {"title": "Paris forecast", "url": "https://example.com/forecast", "text": "Rain tomorrow."},
-]
-ANSWER = "Sunny in Paris, and 1 + 1 is 2."
+ANSWER = "Sunny in Paris, and 2."
 
 
-@pytest.fixture(params=["anthropic", "openai-responses", "gemini"])
-def served(request: pytest.FixtureRequest, geppetto_sim: Simulator, tmp_path: Path) -> Iterator[str]:
-    app = create_app(sim_profile(geppetto_sim, request.param), store=str(tmp_path / "s.db"))
-    with running_app(app) as url:
-        yield url
-
-
-def provider(url: str) -> str:
-    return str(httpx.get(f"{url}/api/info").json()["provider"])
-
-
-def open_session(p: Any, url: str) -> str:
-    p.goto(url + "/")
+def open_session(p: Any, base: str) -> str:
+    p.goto(base + "/")
     expect(p.locator("#server-info")).not_to_be_empty()
     p.click("#create-session")
     p.locator("#prompt").wait_for()
@@ -64,23 +46,15 @@ def check_chat(p: Any, searched: bool) -> None:
 
 
 def test_builtin_tools_and_citations_in_the_chat_and_the_inspector(
-    served: str,
+    url: str,  # noqa: F811
     page: Page,  # noqa: F811
     geppetto_sim: Simulator,
     tmp_path: Path,
 ) -> None:
     p = page.page
-    name = provider(served)
-    session = open_session(p, served)
-    geppetto_sim.queue(
-        Reply(
-            text=ANSWER,
-            builtin=[
-                BuiltinCall("web_search", "paris weather", HITS),
-                BuiltinCall("code_execution", "print(1+1)", "2\n"),
-            ],
-        )
-    )
+    name = provider(url)
+    session = open_session(p, url)
+    geppetto_sim.queue(search_and_run())
     send(p, "Search the weather in Paris and compute 1+1")
     searched = name != "gemini"  # Gemini's search is only its grounding: the answer's citations
     check_chat(p, searched)
@@ -118,7 +92,7 @@ def test_builtin_tools_and_citations_in_the_chat_and_the_inspector(
 
     from geppetto.web import session_report, standalone_html
 
-    latest = httpx.get(f"{served}/api/sessions/{session}").json()["latest"]
+    latest = httpx.get(f"{url}/api/sessions/{session}").json()["latest"]
     out = tmp_path / "builtin.html"
     out.write_text(standalone_html(session_report([turn_from_dict(latest)]), title="built-in"), encoding="utf-8")
     p.goto(out.as_uri())
