@@ -8,7 +8,7 @@ by an ``EventBuiltinTool``. The ``expected_*`` functions hold the only normaliza
 rule of the engine: what a service refuses as input (Claude's blank text blocks), how a stream splits
 text (Gemini's text runs), what a provider does not take back (Gemini's unsigned thought summaries,
 Chat's output-only ``annotations``), ids the engine makes where a service gives none, and the Responses
-pairing rules. Loaded from ``tests/fixtures/recorded``, else ``../shared/reference/recorded`` (``recordings``).
+pairing rules. Loaded from ``tests/fixtures/recorded``, else ``../shared/reference/recorded`` (``tests/recorded.py``).
 """
 
 from __future__ import annotations
@@ -27,16 +27,13 @@ from geppetto.providers.openai_chat import ChatEngine
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
 from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn, builtin_of, turn_from_dict, turn_to_dict
+from recorded import MISSING, ROOT, Exchange, exchanges
 
-from .recordings import RECORDED, Exchange, genuine_exchanges
-
-pytestmark = pytest.mark.skipif(
-    not RECORDED.is_dir(), reason=f"the recorded provider traffic is not at {RECORDED} (see the README there)"
-)
+pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
 
 
-def _of(provider: str) -> list[Exchange]:
-    return [e for e in genuine_exchanges() if e.provider == provider] if RECORDED.is_dir() else []
+def _of(api: str) -> list[Exchange]:
+    return [e for e in exchanges() if e.api == api] if ROOT.is_dir() else []
 
 
 def _client(exchange: Exchange, seen: list[httpx.Request]) -> httpx.AsyncClient:
@@ -87,10 +84,10 @@ def expected_claude(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("exchange", _of("anthropic"), ids=lambda e: e.id)
+@pytest.mark.parametrize("exchange", _of("anthropic"), ids=lambda e: e.name)
 async def test_claude_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
     seen: list[httpx.Request] = []
-    body = exchange.request_body
+    body = exchange.body
     engine = ClaudeEngine(  # no cache breakpoints: they mark the request, not the content replayed
         str(body.get("model") or "claude"),
         api_key="k",
@@ -140,7 +137,7 @@ def _claude_streamed_content(exchange: Exchange) -> list[dict[str, Any]]:
 # -- Gemini ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("exchange", _of("gemini"), ids=lambda e: e.id)
+@pytest.mark.parametrize("exchange", _of("gemini"), ids=lambda e: e.name)
 async def test_gemini_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
     seen: list[httpx.Request] = []
     model = exchange.request["uri"].split("/models/", 1)[1].split(":", 1)[0]
@@ -219,10 +216,10 @@ def expected_gemini(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # -- OpenAI Responses --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("exchange", _of("responses"), ids=lambda e: e.id)
+@pytest.mark.parametrize("exchange", _of("responses"), ids=lambda e: e.name)
 async def test_responses_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
     seen: list[httpx.Request] = []
-    body = exchange.request_body
+    body = exchange.body
     engine = ResponsesEngine(
         str(body.get("model") or "gpt-5"),
         api_key="k",
@@ -333,10 +330,10 @@ def _reasoning(item: dict[str, Any]) -> dict[str, Any]:
 # -- OpenAI Chat Completions -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("exchange", _of("chat"), ids=lambda e: e.id)
+@pytest.mark.parametrize("exchange", _of("chat"), ids=lambda e: e.name)
 async def test_chat_replays_the_recorded_answer_exactly(exchange: Exchange) -> None:
     seen: list[httpx.Request] = []
-    body = exchange.request_body
+    body = exchange.body
     engine = ChatEngine(
         str(body.get("model") or "gpt-4o"), api_key="k", http=_client(exchange, seen), stream=bool(body.get("stream"))
     )

@@ -1,83 +1,35 @@
-"""Loading the real recorded provider traffic in ../shared/reference/recorded (see its README).
-
-An exchange is genuine when its response kept a provider header besides content-type/content-length and
-its ids do not look hand-made (`resp_1234`, `msg_test_...`); only genuine exchanges are facts about the
-services.
-"""
+"""The real recorded provider traffic (loaded by ``tests/recorded.py``) sent to the simulator: the exchanges
+it serves, each answer scripted as the service gave it, and a cassette replayed in order with the
+simulator's ids in place of the service's."""
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
-import yaml
 
 from geppetto.simulator import BuiltinCall, Reply, Simulator, ToolCall
+from recorded import MISSING, ROOT, Exchange
+from recorded import exchanges as all_exchanges
 
-_REPO = Path(__file__).resolve().parents[2]
-# The copy kept with the tests (tests/fixtures/recorded, with its licence), else the shared one beside the checkout.
-ROOT = next(
-    (
-        p
-        for p in (_REPO / "tests" / "fixtures" / "recorded", _REPO.parent / "shared" / "reference" / "recorded")
-        if p.is_dir()
-    ),
-    _REPO / "tests" / "fixtures" / "recorded",
-)
-MISSING = f"the recorded provider traffic is not at {ROOT} (a copy lives in tests/fixtures/recorded)"
-
-_PLAIN_HEADERS = {"content-type", "content-length"}
-_HAND_MADE = re.compile(r"\b(resp_1234|resp_test|msg_test_|msg_1234|chatcmpl-1234|toolu_1234|call_1234)")
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One recorded request and its answer."""
-
-    cassette: str
-    index: int
-    api: str  # "responses", "chat", "anthropic", "gemini", "count_tokens", or "compact"/"conversations"
-    method: str
-    uri: str
-    body: Any
-    status: int
-    headers: dict[str, str]
-    answer: Any  # parsed JSON, or None for a stream
-    stream_text: str | None  # raw SSE text of a streamed answer
-
-    @property
-    def name(self) -> str:
-        return f"{self.cassette}#{self.index}"
-
-    @property
-    def path(self) -> str:
-        """The request path as the simulator serves it (Vertex paths mapped to the Gemini API's)."""
-        path = urlsplit(self.uri).path
-        if self.api == "gemini":
-            return "/v1beta/models/" + path.rsplit("/models/", 1)[1]
-        if path.startswith("/openai/v1/"):  # Azure OpenAI
-            return path[len("/openai") :]
-        return path
-
-    @property
-    def target(self) -> str:
-        """The path with the recorded query (`alt=sse`, `beta=true`)."""
-        query = urlsplit(self.uri).query
-        return f"{self.path}?{query}" if query else self.path
-
-    @property
-    def generation(self) -> bool:
-        return self.api in GENERATION
+__all__ = [
+    "MISSING",
+    "ROOT",
+    "Exchange",
+    "answer_ids",
+    "error_message",
+    "exchanges",
+    "final_response",
+    "recorded_reply",
+    "replay",
+]
 
 
-GENERATION = ("responses", "chat", "anthropic", "gemini")
+def exchanges() -> tuple[Exchange, ...]:
+    """Every genuine recorded exchange with an API the simulator serves, in recorded order."""
+    return tuple(e for e in all_exchanges() if e.served)
 
 
 def answer_ids(answer: Any, stream_text: str | None) -> list[str]:
@@ -90,80 +42,11 @@ def answer_ids(answer: Any, stream_text: str | None) -> list[str]:
     return [answer["id"], *(str(i["id"]) for i in items if isinstance(i, dict) and isinstance(i.get("id"), str))]
 
 
-def _api(uri: str) -> str | None:
-    path = urlsplit(uri).path
-    if path.endswith("/v1/responses"):
-        return "responses"
-    if path.endswith("/v1/responses/compact"):
-        return "compact"
-    if path == "/v1/conversations":
-        return "conversations"
-    if path.endswith("/v1/chat/completions") and "generativelanguage" not in uri:
-        return "chat"
-    if path == "/v1/messages":
-        return "anthropic"
-    if path == "/v1/messages/count_tokens":
-        return "count_tokens"
-    if "/models/" in path and path.endswith(("generateContent", "streamGenerateContent")):
-        return "gemini"
-    return None
-
-
-def _genuine(headers: dict[str, Any], texts: list[str]) -> bool:
-    if not any(k.lower() not in _PLAIN_HEADERS for k in headers):
-        return False
-    return not any(_HAND_MADE.search(t) for t in texts)
-
-
-def _first(value: Any) -> str:
-    return str(value[0]) if isinstance(value, list) and value else str(value)
-
-
 def _parse(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
         return None
-
-
-@functools.cache
-def exchanges() -> tuple[Exchange, ...]:
-    """Every genuine recorded exchange with an API the simulator serves, in recorded order."""
-    out: list[Exchange] = []
-    for file in sorted(ROOT.rglob("*.yaml")):
-        data = yaml.safe_load(file.read_text()) or {}
-        for index, item in enumerate(data.get("interactions") or []):
-            request, response = item["request"], item["response"]
-            api = _api(request["uri"])
-            if api is None or request["method"] != "POST":
-                continue
-            body = request.get("parsed_body")
-            if body is None and isinstance(request.get("body"), str):
-                body = _parse(request["body"])
-            answer = response.get("parsed_body")
-            raw = response.get("body")
-            stream_text = raw.get("string") if isinstance(raw, dict) else None
-            if answer is None and stream_text is not None and not stream_text.lstrip().startswith(("data:", "event:")):
-                answer, stream_text = _parse(stream_text), None
-            headers = {k.lower(): _first(v) for k, v in (response.get("headers") or {}).items()}
-            texts = [json.dumps(answer), stream_text or "", json.dumps(body)]
-            if not isinstance(body, dict) or not _genuine(headers, texts):
-                continue
-            out.append(
-                Exchange(
-                    cassette=str(file.relative_to(ROOT)),
-                    index=index,
-                    api=api,
-                    method=request["method"],
-                    uri=request["uri"],
-                    body=body,
-                    status=int(response["status"]["code"]),
-                    headers=headers,
-                    answer=answer,
-                    stream_text=stream_text,
-                )
-            )
-    return tuple(out)
 
 
 def final_response(answer: Any, stream_text: str | None) -> dict[str, Any] | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, ClassVar
 
 from ag_ui.core import (
     BaseEvent,
@@ -36,6 +36,7 @@ from ag_ui.encoder import EventEncoder
 from .._exceptions import UsageError
 from ..tools import ApprovalPendingError, PendingCall, ToolDefinition, ToolReportedError
 from ..turns import Turn, new_id
+from ._builtin import BuiltinCalls, sources
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED, Busy
@@ -157,6 +158,7 @@ class AGUIStream:
         self._text: str | None = None
         self._reasoning: str | None = None
         self._started = False
+        self._builtin_calls = BuiltinCalls()
 
     @property
     def media_type(self) -> str:
@@ -205,74 +207,135 @@ class AGUIStream:
         kind = event.get("type")
         if kind == RUN_STARTED:
             return self.started()
-        if kind == "text_delta" and event.get("delta"):
-            out = []
-            if self._reasoning is not None:
-                out = self._close()
-            if self._text is None:
-                self._text = new_id()
-                out.append(TextMessageStartEvent(message_id=self._text, role="assistant"))
-            return [*out, TextMessageContentEvent(message_id=self._text, delta=str(event["delta"]))]
-        if kind == "reasoning_delta" and event.get("delta"):
-            out = []
-            if self._text is not None:
-                out = self._close()
-            if self._reasoning is None:
-                self._reasoning = new_id()
-                out += [
-                    ReasoningStartEvent(message_id=self._reasoning),
-                    ReasoningMessageStartEvent(message_id=self._reasoning, role="reasoning"),
-                ]
-            return [*out, ReasoningMessageContentEvent(message_id=self._reasoning, delta=str(event["delta"]))]
-        if kind == "tool_call":
-            call_id = str(event.get("call_id") or new_id())
-            args = event.get("args")
-            out = self._close()
-            out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(event.get("name") or "")))
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args if args is not None else {})))
-            out.append(ToolCallEndEvent(tool_call_id=call_id))
-            return out
-        if kind == "approval_requested":
-            for call in event.get("calls") or []:
-                if call.get("kind") == "client":
-                    self.client_calls.append(str(call["call_id"]))
-                    continue
-                expires = call.get("expires_at")
-                self.interrupts.append(
-                    Interrupt(
-                        id=str(call["call_id"]),
-                        reason="tool_approval",
-                        message=f"Run {call.get('name')} with {json.dumps(call.get('arguments'), default=str)}?",
-                        tool_call_id=str(call["call_id"]),
-                        response_schema=APPROVAL_SCHEMA,
-                        expires_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)) if expires else None,
-                    )
-                )
-            return []
-        if kind == "tool_result" and event.get("call_id") in self.answered:
-            return []  # the client ran it and holds its result
-        if kind == "tool_result":
-            result = event.get("result")
-            content = event.get("error") or (result if isinstance(result, str) else json.dumps(result, default=str))
-            return [
-                *self._close(),
-                ToolCallResultEvent(
-                    message_id=new_id(), tool_call_id=str(event.get("call_id") or ""), content=content, role="tool"
-                ),
-            ]
         if kind == "final":
-            return self._close()
+            return [*self._answer_open(), *self._close()]
         if kind == EVENTS_MISSING:  # events the bus lost: say so where they would have been
             return [CustomEvent(name=EVENTS_MISSING, value=missing_payload(event))]
-        if kind == RUN_FINISHED:
-            out = self._close()
-            if event.get("status") == "completed":
-                outcome: RunFinishedInterruptOutcome | RunFinishedSuccessOutcome | None = None
-                if self.interrupts:  # the run waits for a person: resume with entries answering these
-                    outcome = RunFinishedInterruptOutcome(interrupts=self.interrupts)
-                elif self.client_calls:  # the client runs these and sends their results as tool messages
-                    outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self.client_calls)
-                return [*out, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
-            code = "cancelled" if event.get("status") == "cancelled" else "inference_failed"
-            return [*out, RunErrorEvent(message=str(event.get("error") or "the inference failed"), code=code)]
+        handler = self._handlers.get(str(kind))
+        return handler(self, event) if handler is not None else []
+
+    def _text_delta(self, event: dict[str, Any]) -> list[BaseEvent]:
+        if not event.get("delta"):
+            return []
+        out = self._close() if self._reasoning is not None else []
+        if self._text is None:
+            self._text = new_id()
+            out.append(TextMessageStartEvent(message_id=self._text, role="assistant"))
+        return [*out, TextMessageContentEvent(message_id=self._text, delta=str(event["delta"]))]
+
+    def _reasoning_delta(self, event: dict[str, Any]) -> list[BaseEvent]:
+        if not event.get("delta"):
+            return []
+        out = self._close() if self._text is not None else []
+        if self._reasoning is None:
+            self._reasoning = new_id()
+            out += [
+                ReasoningStartEvent(message_id=self._reasoning),
+                ReasoningMessageStartEvent(message_id=self._reasoning, role="reasoning"),
+            ]
+        return [*out, ReasoningMessageContentEvent(message_id=self._reasoning, delta=str(event["delta"]))]
+
+    def _call(self, call_id: str, name: str, args: Any, metadata: dict[str, Any] | None = None) -> list[BaseEvent]:
+        return [
+            *self._close(),
+            ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, metadata=metadata),
+            ToolCallArgsEvent(tool_call_id=call_id, delta=json.dumps(args if args is not None else {}, default=str)),
+            ToolCallEndEvent(tool_call_id=call_id),
+        ]
+
+    def _tool_call(self, event: dict[str, Any]) -> list[BaseEvent]:
+        return self._call(str(event.get("call_id") or new_id()), str(event.get("name") or ""), event.get("args"))
+
+    def _approval(self, event: dict[str, Any]) -> list[BaseEvent]:
+        for call in event.get("calls") or []:
+            if call.get("kind") == "client":
+                self.client_calls.append(str(call["call_id"]))
+                continue
+            expires = call.get("expires_at")
+            self.interrupts.append(
+                Interrupt(
+                    id=str(call["call_id"]),
+                    reason="tool_approval",
+                    message=f"Run {call.get('name')} with {json.dumps(call.get('arguments'), default=str)}?",
+                    tool_call_id=str(call["call_id"]),
+                    response_schema=APPROVAL_SCHEMA,
+                    expires_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)) if expires else None,
+                )
+            )
         return []
+
+    def _tool_result(self, event: dict[str, Any]) -> list[BaseEvent]:
+        if event.get("call_id") in self.answered:
+            return []  # the client ran it and holds its result
+        result = event.get("result")
+        content = event.get("error") or (result if isinstance(result, str) else json.dumps(result, default=str))
+        call_id = str(event.get("call_id") or "")
+        return [
+            *self._close(),
+            ToolCallResultEvent(message_id=new_id(), tool_call_id=call_id, content=content, role="tool"),
+        ]
+
+    def _builtin(self, event: dict[str, Any]) -> list[BaseEvent]:
+        """A call the provider ran itself, as a tool call (its metadata says so) and its result; a result's
+        sources (``{"url", "title"}`` each) are also under the result's ``metadata["sources"]`` (the
+        validator takes only text as a result's content, so no content parts)."""
+        tool = str(event.get("tool") or event.get("name") or "builtin")
+        metadata: dict[str, Any] = {"provider_executed": True, "builtin_tool": tool}
+        if event.get("phase") == "call":
+            return self._call(self._builtin_calls.call(event), tool, event.get("input"), metadata)
+        call_id, known = self._builtin_calls.result(event)
+        out = [] if known else self._call(call_id, tool, None, metadata)
+        if found := sources(event):
+            metadata["sources"] = found
+        return [
+            *out,
+            *self._close(),
+            ToolCallResultEvent(
+                message_id=new_id(),
+                tool_call_id=call_id,
+                content=_builtin_content(event),
+                role="tool",
+                metadata=metadata,
+            ),
+        ]
+
+    def _answer_open(self) -> list[BaseEvent]:
+        """Built-in calls the provider answered without a separate result (the call item holds it all)."""
+        return [
+            ToolCallResultEvent(
+                message_id=new_id(), tool_call_id=i, content="", role="tool", metadata={"provider_executed": True}
+            )
+            for i in self._builtin_calls.unanswered()
+        ]
+
+    def _finished(self, event: dict[str, Any]) -> list[BaseEvent]:
+        out = self._close()
+        if event.get("status") == "completed":
+            outcome: RunFinishedInterruptOutcome | RunFinishedSuccessOutcome | None = None
+            if self.interrupts:  # the run waits for a person: resume with entries answering these
+                outcome = RunFinishedInterruptOutcome(interrupts=self.interrupts)
+            elif self.client_calls:  # the client runs these and sends their results as tool messages
+                outcome = RunFinishedSuccessOutcome(pending_tool_call_ids=self.client_calls)
+            return [*out, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
+        code = "cancelled" if event.get("status") == "cancelled" else "inference_failed"
+        return [*out, RunErrorEvent(message=str(event.get("error") or "the inference failed"), code=code)]
+
+    _handlers: ClassVar[dict[str, Callable[[AGUIStream, dict[str, Any]], list[BaseEvent]]]] = {
+        "text_delta": _text_delta,
+        "reasoning_delta": _reasoning_delta,
+        "tool_call": _tool_call,
+        "approval_requested": _approval,
+        "tool_result": _tool_result,
+        "builtin_tool": _builtin,
+        RUN_FINISHED: _finished,
+    }
+
+
+def _builtin_content(event: dict[str, Any]) -> str:
+    """A built-in result as a tool message's text: its output, else the sources it found as JSON."""
+    output, found = event.get("output"), sources(event)
+    if event.get("error"):
+        return f"error: {output if output is not None else 'the provider tool failed'}"
+    if output is None:
+        return json.dumps(found) if found else ""
+    return output if isinstance(output, str) else json.dumps(output, default=str)

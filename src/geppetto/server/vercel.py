@@ -4,11 +4,12 @@ inference's geppetto events out as UI message chunks, as Server-Sent Events with
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, ClassVar
 
 from ..tools import PendingCall, ToolReportedError
 from ..turns import Turn, new_id
+from ._builtin import BuiltinCalls, is_url, sources
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
@@ -115,7 +116,9 @@ DONE = "data: [DONE]\n\n"
 class VercelStream:
     """Turns the events of one inference (bus event dicts) into UI message chunks: ``start``, a step per
     provider call, text and reasoning parts opened before their deltas and closed before a tool call, tool
-    input and output, ``finish`` (or ``error``).
+    input and output, ``finish`` (or ``error``). A built-in tool the provider ran (web search, code
+    execution...) is a tool part marked ``providerExecuted``, and the sources its result found are
+    ``source-url`` / ``source-document`` parts.
 
     As the ``ai`` package's ``streamText`` does, a step that called tools ends only once their outputs
     are in (``start-step``, ``tool-input-available``, ``tool-output-available``, ``finish-step``): the
@@ -135,6 +138,8 @@ class VercelStream:
         """Tool calls of the open step whose outputs have not arrived."""
         self._ending = False
         """The step's provider call finished; the step ends once ``_pending`` is empty."""
+        self._builtin_calls = BuiltinCalls()
+        self._sourced: set[str] = set()
 
     def _close(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -169,69 +174,145 @@ class VercelStream:
         return [chunk]
 
     def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The UI message chunks for one bus event (empty for what the stream has no chunk for)."""
         kind = event.get("type")
         if kind == RUN_STARTED:
             return [{"type": "start", "messageId": self.message_id}]
         if kind == "start":
             return self._open_step()
-        if kind == "text_delta" and event.get("delta"):
-            out = self._open_step()
-            if self._reasoning is not None:
-                out += self._close()
-            if self._text is None:
-                self._text = new_id()
-                out.append({"type": "text-start", "id": self._text})
-            return [*out, {"type": "text-delta", "id": self._text, "delta": str(event["delta"])}]
-        if kind == "reasoning_delta" and event.get("delta"):
-            out = self._open_step()
-            if self._text is not None:
-                out += self._close()
-            if self._reasoning is None:
-                self._reasoning = new_id()
-                out.append({"type": "reasoning-start", "id": self._reasoning})
-            return [*out, {"type": "reasoning-delta", "id": self._reasoning, "delta": str(event["delta"])}]
-        if kind == "tool_call":
-            args = event.get("args")
-            self._pending.add(str(event.get("call_id") or ""))
-            return [
-                *self._open_step(),
-                *self._close(),
-                {
-                    "type": "tool-input-available",
-                    "toolCallId": str(event.get("call_id") or ""),
-                    "toolName": str(event.get("name") or ""),
-                    "input": args if args is not None else {},
-                },
-            ]
-        if kind == "approval_requested":
-            return [
-                {"type": "tool-approval-request", "approvalId": str(c["call_id"]), "toolCallId": str(c["call_id"])}
-                for c in event.get("calls") or []
-                if c.get("kind") != "client"  # a client-side call waits as an input-available tool part
-            ]
-        if kind == "tool_result":
-            call_id = str(event.get("call_id") or "")
-            if call_id in self.answered:
-                return []
-            if call_id in self.denied:
-                return [{"type": "tool-output-denied", "toolCallId": call_id}]
-            if event.get("error"):
-                return self._output(
-                    {"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])}
+        handler = self._handlers.get(str(kind))
+        return handler(self, event) if handler is not None else []
+
+    def _delta(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        if not event.get("delta"):
+            return []
+        reasoning = event["type"] == "reasoning_delta"
+        out = self._open_step()
+        if (self._text if reasoning else self._reasoning) is not None:
+            out += self._close()
+        part = "reasoning" if reasoning else "text"
+        part_id = self._reasoning if reasoning else self._text
+        if part_id is None:
+            part_id = new_id()
+            if reasoning:
+                self._reasoning = part_id
+            else:
+                self._text = part_id
+            out.append({"type": f"{part}-start", "id": part_id})
+        return [*out, {"type": f"{part}-delta", "id": part_id, "delta": str(event["delta"])}]
+
+    def _tool_call(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        args = event.get("args")
+        self._pending.add(str(event.get("call_id") or ""))
+        return [
+            *self._open_step(),
+            *self._close(),
+            {
+                "type": "tool-input-available",
+                "toolCallId": str(event.get("call_id") or ""),
+                "toolName": str(event.get("name") or ""),
+                "input": args if args is not None else {},
+            },
+        ]
+
+    def _approval(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"type": "tool-approval-request", "approvalId": str(c["call_id"]), "toolCallId": str(c["call_id"])}
+            for c in event.get("calls") or []
+            if c.get("kind") != "client"  # a client-side call waits as an input-available tool part
+        ]
+
+    def _tool_result(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        call_id = str(event.get("call_id") or "")
+        if call_id in self.answered:
+            return []
+        if call_id in self.denied:
+            return [{"type": "tool-output-denied", "toolCallId": call_id}]
+        if event.get("error"):
+            return self._output({"type": "tool-output-error", "toolCallId": call_id, "errorText": str(event["error"])})
+        return self._output(
+            {"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}
+        )
+
+    def _builtin(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """A call the provider ran itself: a tool part marked ``providerExecuted``, and its result's sources
+        as ``source-url`` (a web page) or ``source-document`` (a provider's file) parts."""
+        out = [*self._open_step(), *self._close()]
+        if event.get("phase") == "call":
+            return [*out, _builtin_input(self._builtin_calls.call(event), event)]
+        call_id, known = self._builtin_calls.result(event)
+        if not known:
+            out.append(_builtin_input(call_id, event))
+        if event.get("error"):
+            error = event.get("output") or "the provider's tool failed"
+            out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": str(error), **_PROVIDER})
+        else:
+            found = sources(event)
+            output = event.get("output") if event.get("output") is not None else found or None
+            out.append({"type": "tool-output-available", "toolCallId": call_id, "output": output, **_PROVIDER})
+        return [*out, *self._sources(call_id, sources(event))]
+
+    def _sources(self, call_id: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for n, source in enumerate(found):
+            url, title = str(source["url"]), source.get("title")
+            if url in self._sourced:
+                continue  # each source once per message
+            self._sourced.add(url)
+            part: dict[str, Any] = {"sourceId": f"{call_id}-{n}"}
+            if is_url(url):
+                part.update({"type": "source-url", "url": url, **({"title": str(title)} if title else {})})
+            else:  # a provider's file (file search): the ai package requires its title and media type
+                part.update(
+                    {"type": "source-document", "mediaType": "application/octet-stream", "title": str(title or url)}
                 )
-            return self._output(
-                {"type": "tool-output-available", "toolCallId": call_id, "output": _value(event.get("result"))}
-            )
-        if kind == "final":
-            if self._pending:  # its tool calls' outputs belong to this step
-                self._ending = True
-                return self._close()
-            return self._end_step()
-        if kind == EVENTS_MISSING:  # events the bus lost: a data part where they would have been
-            return [{"type": "data-events-missing", "data": missing_payload(event)}]
-        if kind == RUN_FINISHED:
-            out = self._end_step()
-            if event.get("status") == "completed":
-                return [*out, {"type": "finish"}]
-            return [*out, {"type": "error", "errorText": str(event.get("error") or "the inference failed")}]
-        return []
+            out.append(part)
+        return out
+
+    def _final(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # built-in calls the provider answered without a separate result (the call item holds it all)
+        out = [
+            {"type": "tool-output-available", "toolCallId": i, "output": None, **_PROVIDER}
+            for i in self._builtin_calls.unanswered()
+        ]
+        if self._pending:  # its tool calls' outputs belong to this step
+            self._ending = True
+            return [*out, *self._close()]
+        return [*out, *self._end_step()]
+
+    def _missing(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        # events the bus lost: a data part where they would have been
+        return [{"type": "data-events-missing", "data": missing_payload(event)}]
+
+    def _finished(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        out = self._end_step()
+        if event.get("status") == "completed":
+            return [*out, {"type": "finish"}]
+        return [*out, {"type": "error", "errorText": str(event.get("error") or "the inference failed")}]
+
+    _handlers: ClassVar[dict[str, Callable[[VercelStream, dict[str, Any]], list[dict[str, Any]]]]] = {
+        "text_delta": _delta,
+        "reasoning_delta": _delta,
+        "tool_call": _tool_call,
+        "approval_requested": _approval,
+        "tool_result": _tool_result,
+        "builtin_tool": _builtin,
+        "final": _final,
+        EVENTS_MISSING: _missing,
+        RUN_FINISHED: _finished,
+    }
+
+
+_PROVIDER = {"providerExecuted": True}
+
+
+def _builtin_input(call_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    tool = str(event.get("tool") or event.get("name") or "builtin")
+    given = event.get("input")
+    return {
+        "type": "tool-input-available",
+        "toolCallId": call_id,
+        "toolName": tool,
+        "input": given if given is not None else {},
+        **_PROVIDER,
+    }

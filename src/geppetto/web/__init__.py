@@ -2,6 +2,9 @@
 served by ``geppetto serve`` at ``/``, and the same inspector as one self-contained page
 (``geppetto inspect FILE --html out.html``).
 
+The page's script is a few ES modules (:data:`MODULES`) the browser loads as they are; the one-file
+inspector page carries them joined into one script (:func:`page_script`).
+
 The pages never put text from a model, a tool or a turn file into the DOM as HTML: everything is built
 with ``textContent`` and ``createElement`` (Markdown too), and the served pages carry a Content Security
 Policy that allows no inline script.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -20,16 +24,34 @@ from ._report import dashboard, session_report, session_totals, turn_report
 __all__ = [
     "ASSETS",
     "CONTENT_SECURITY_POLICY",
+    "MODULES",
     "asset",
     "dashboard",
+    "page_script",
     "session_report",
     "session_totals",
     "standalone_html",
     "turn_report",
 ]
 
-ASSETS = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+MODULES = (
+    "dom.js",
+    "format.js",
+    "sources.js",
+    "api.js",
+    "chatview.js",
+    "chat.js",
+    "inspector.js",
+    "dashboard.js",
+    "app.js",
+)
+"""The page's script as ES modules, each after those it imports (``app.js``, the entry the page loads, last)."""
+
+ASSETS = {"index.html": "text/html", **dict.fromkeys(MODULES, "text/javascript"), "app.css": "text/css"}
 """The files of the web front-end and their media types."""
+
+_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w-]+\.js";\n', re.M)
+_EXPORT = re.compile(r"^export (?=(?:async )?function|const|let|class)", re.M)
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -46,6 +68,15 @@ def asset(name: str) -> bytes:
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
+@cache
+def page_script() -> str:
+    """:data:`MODULES` as one classic script, for a page that is one file (an inline module cannot import
+    another): in their order, without their ``import`` lines and ``export`` keywords, in one function scope
+    (their top-level names are distinct, a test checks it)."""
+    bodies = [_EXPORT.sub("", _IMPORT.sub("", asset(name).decode())) for name in MODULES]
+    return '"use strict";\n(function () {\n' + "\n".join(bodies) + "})();\n"
+
+
 def _json_for_script(data: Any) -> str:
     # "<" never appears raw, so no "</script>" or "<!--" in the data can end the element early
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -56,7 +87,7 @@ def standalone_html(report: dict[str, Any], *, title: str) -> str:
     """The Turn inspector for ``report`` (:func:`session_report`) as one page: its style, script and data
     inline, nothing loaded from anywhere."""
     css = asset("app.css").decode()
-    js = asset("app.js").decode()
+    js = page_script()
     return (
         "<!doctype html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'

@@ -1,0 +1,90 @@
+"""What the Responses engine would send for a Turn now and after one more prompt, worked out by the engine's own
+planning code (what the Turn inspector and ``geppetto inspect`` show as the next request)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .._exceptions import UsageError
+from ..turns import Block, Turn
+
+__all__ = ["ChainedPlan", "chained_plan"]
+
+
+@dataclass(frozen=True)
+class ChainedPlan:
+    """What the Responses engine would send for this turn, worked out by its own planning code
+    (``_plan.plan_request``) in the mode the Turn asks for (``mode``; ``stateless`` while the kill switch
+    is off; a stateless Turn is shown as chained would send it): ``anchor`` is the ``previous_response_id``
+    the request carries (None: none), ``sent_ids`` the ids of the blocks it sends, ``full`` whether they are the whole Turn, ``reason`` why
+    the whole Turn goes (or why nothing can be sent: then ``error`` is set and ``sent_ids`` is empty).
+    ``next`` is the plan after one more user prompt (its ``sent_ids`` without that prompt), None for
+    that plan itself."""
+
+    anchor: str | None
+    sent_ids: list[str]
+    reason: str = ""
+    mode: str = "chained"
+    conversation: str | None = None
+    full: bool = False
+    fallback: str = ""
+    error: bool = False
+    next: ChainedPlan | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "anchor": self.anchor,
+            "conversation": self.conversation,
+            "sends": self.sent_ids,
+            "full": self.full,
+            "fallback": self.fallback or None,
+            "reason": self.reason or None,
+            "error": self.error,
+        }
+        if self.next is not None:
+            out["next"] = self.next.to_dict()
+        return out
+
+
+def _engine_plan(turn: Turn) -> ChainedPlan:
+    from ..providers.openai_responses._plan import plan_request
+    from ..providers.openai_responses._state import get_state
+    from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
+
+    state = get_state(turn)
+    mode = state.mode if state is not None and state.mode != "stateless" else "chained"
+    off = ""
+    try:
+        if not chaining_enabled():
+            mode, off = "stateless", f"chaining is off ({CHAINING_ENV}=off)"
+    except UsageError as exc:
+        return ChainedPlan(None, [], str(exc), mode, error=True)
+    try:
+        plan = plan_request(turn, mode, state, include_system=True)
+    except UsageError as exc:
+        return ChainedPlan(None, [], str(exc), mode, error=True)
+    reason = off or plan.detail
+    if plan.full and not reason:
+        reason = "the first request of a chain" if mode == "chained" else "a new conversation"
+    return ChainedPlan(
+        plan.previous_response_id,
+        [b.id for b in plan.blocks],
+        reason,
+        mode,
+        plan.conversation_id,
+        plan.full,
+        plan.fallback,
+    )
+
+
+def chained_plan(turn: Turn) -> ChainedPlan:
+    """What the engine would send for ``turn`` now, and after one more prompt (``next``), by the engine's
+    own planning code: with nothing after the anchor it sends the whole Turn, never an empty input."""
+    now = _engine_plan(turn)
+    ahead = turn.clone()
+    prompt = Block.user("(the next prompt)")
+    ahead.append(prompt)
+    after = _engine_plan(ahead)
+    return replace(now, next=replace(after, sent_ids=[i for i in after.sent_ids if i != prompt.id]))

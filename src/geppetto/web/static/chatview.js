@@ -1,0 +1,223 @@
+// geppetto web: the conversation as it streams: messages, reasoning, tool cards and their approvals, the
+// provider's built-in tools and the sources an answer cites.
+import { el, markdown } from "./dom.js";
+import { asText } from "./format.js";
+import { citationsBox, sourceList } from "./sources.js";
+
+function blockText(block) {
+  const payload = block.payload || {};
+  return typeof payload.text === "string" ? payload.text : "";
+}
+
+export class ChatView {
+  constructor(log) {
+    this.log = log;
+    this.cards = new Map();
+    this.builtins = []; // built-in tool cards, in the order their calls came
+    this.text = null;
+    this.reasoning = null;
+    this.answer = null; // the latest answer's message, where its sources go
+  }
+
+  scroll() {
+    this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  add(node) {
+    this.log.append(node);
+    this.scroll();
+    return node;
+  }
+
+  user(text, files) {
+    this.end();
+    const names = (files || []).map((f) => f.filename || f.url || f.file_id || f.media_type);
+    const attached = names.length ? [el("div", { class: "attached muted" }, `Attached: ${names.join(", ")}`)] : [];
+    this.add(el("div", { class: "msg user" }, el("span", { class: "who" }, "You"), el("div", { class: "body plain" }, text), ...attached));
+  }
+
+  textDelta(delta) {
+    if (!this.text) {
+      this.reasoning = null;
+      const body = el("div", { class: "body" });
+      this.text = { source: "", body };
+      this.answer = this.add(el("div", { class: "msg assistant" }, el("span", { class: "who" }, "Assistant"), body));
+    }
+    this.text.source += delta;
+    this.text.body.replaceChildren(markdown(this.text.source));
+    this.scroll();
+  }
+
+  // Reasoning summaries are Markdown (a bold heading, then prose), rendered as the answer is.
+  reasoningDelta(delta) {
+    if (!this.reasoning) {
+      const body = el("div", { class: "body" });
+      this.reasoning = { source: "", body };
+      this.add(el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), body));
+    }
+    this.reasoning.source += delta;
+    this.reasoning.body.replaceChildren(markdown(this.reasoning.source));
+  }
+
+  toolCall(callId, name, args) {
+    this.end();
+    const result = el("pre", { class: "result pending" }, "waiting for the result…");
+    const status = el("span", { class: "badge" }, "requested");
+    const card = el(
+      "section",
+      { class: "tool-card", "aria-label": `Tool call ${name || ""}`, dataset: { callId: callId || "" } },
+      el("h3", {}, "Tool ", el("code", {}, name || "?"), " ", status),
+      el("div", { class: "label" }, "arguments"),
+      el("pre", { class: "args" }, args === null || args === undefined ? "" : asText(args)),
+      el("div", { class: "label" }, "result"),
+      result,
+    );
+    this.cards.set(callId, { card, result, status });
+    this.add(card);
+  }
+
+  // A call that waits for a person: Approve and Deny buttons on its card (plain buttons, so Tab reaches
+  // them); a client-side call only says it waits, since this page runs no client-side tools.
+  waiting(call, decide) {
+    if (!this.cards.has(call.call_id)) this.toolCall(call.call_id, call.name, call.arguments);
+    const card = this.cards.get(call.call_id);
+    if (card.approval) return;
+    card.card.classList.add("waiting");
+    if (call.kind === "client") {
+      card.status.textContent = "waiting for the client";
+      card.result.textContent = "a client-side tool: the client that runs it sends the result";
+      return;
+    }
+    card.status.textContent = "waits for your approval";
+    card.result.textContent = "not run yet: approve or deny it";
+    const name = call.name || "the tool";
+    const approve = el("button", { type: "button", class: "approve", "aria-label": `Approve ${name}` }, "Approve");
+    const deny = el("button", { type: "button", class: "deny secondary", "aria-label": `Deny ${name}` }, "Deny");
+    const box = el("div", { class: "approval", role: "group", "aria-label": `Approve or deny ${name}` }, approve, deny);
+    const answer = async (value) => {
+      approve.disabled = true;
+      deny.disabled = true;
+      if (await decide(call.call_id, value)) {
+        box.remove();
+        card.approval = null;
+        card.card.classList.remove("waiting");
+        card.status.textContent = value === true ? "approved" : "denied";
+      } else {
+        approve.disabled = false;
+        deny.disabled = false;
+      }
+    };
+    approve.addEventListener("click", () => answer(true));
+    deny.addEventListener("click", () => answer(false));
+    card.approval = box;
+    card.card.append(box);
+    this.scroll();
+    // The question is what comes next (a prompt would be refused while it waits): focus it, unless the
+    // person is typing something.
+    const active = document.activeElement;
+    const typing = active && active.id === "prompt" && active.value.trim();
+    if (!typing && !(active && active.closest && active.closest(".approval"))) approve.focus();
+  }
+
+  toolStarted(callId) {
+    const card = this.cards.get(callId);
+    if (card) card.status.textContent = "running";
+  }
+
+  toolResult(callId, name, result, error) {
+    if (!this.cards.has(callId)) this.toolCall(callId, name, null);
+    const card = this.cards.get(callId);
+    const failed = error !== null && error !== undefined;
+    card.result.className = failed ? "result failed" : "result";
+    card.result.textContent = failed ? `error: ${error}` : asText(result);
+    card.status.textContent = failed ? "failed" : "done";
+    card.card.classList.add(failed ? "failed" : "done");
+    this.scroll();
+  }
+
+  // A tool the provider ran itself (web search, code execution, MCP...): a card with what it was asked and,
+  // when the provider sends it apart, its result and the sources it found. Nothing runs here, nothing waits.
+  builtinTool(d) {
+    this.end();
+    if (d.phase !== "result") {
+      this.builtins.push(this.builtinCard(d));
+      return;
+    }
+    const open = this.builtins.filter((c) => !c.done);
+    let card = d.call_id ? open.find((c) => c.id === d.call_id) : open.find((c) => c.tool === d.tool);
+    if (!card) this.builtins.push((card = this.builtinCard(d)));
+    card.done = true;
+    const failed = Boolean(d.error);
+    card.result.className = failed ? "result failed" : "result";
+    card.result.textContent = d.output === null || d.output === undefined ? (failed ? "error" : "") : asText(d.output);
+    if (!card.result.textContent) card.result.hidden = card.label.hidden = true;
+    card.status.textContent = failed ? "failed" : "done";
+    card.card.classList.add(failed ? "failed" : "done");
+    const sources = (d.sources || []).filter((s) => s && (s.url || s.title));
+    if (sources.length) card.card.append(el("div", { class: "label" }, "sources"), sourceList(sources.map((s) => ({ url: s.url || "", title: s.title || "", text: "" }))));
+    this.scroll();
+  }
+
+  builtinCard(d) {
+    const tool = d.tool || d.name || "built-in";
+    const result = el("pre", { class: "result" }, "the provider sent no separate result");
+    const status = el("span", { class: "badge" }, "run by the provider");
+    const input = d.input === null || d.input === undefined ? "" : asText(d.input);
+    const label = el("div", { class: "label" }, "result");
+    const card = el(
+      "section",
+      { class: "tool-card builtin", "aria-label": `Built-in tool ${tool}`, dataset: { callId: d.call_id || "", tool } },
+      el("h3", {}, "Built-in ", el("code", {}, tool), d.name && d.name !== tool ? [" ", el("span", { class: "muted" }, d.name)] : null, " ", status),
+      input ? [el("div", { class: "label" }, "input"), el("pre", { class: "args" }, input)] : null,
+      label,
+      result,
+    );
+    this.add(card);
+    return { id: d.call_id || "", tool: d.tool, card, label, result, status, done: false };
+  }
+
+  // The sources the latest answer cites (its citations as the provider sent them), under that answer.
+  citations(raw) {
+    const box = citationsBox(raw);
+    if (!box) return;
+    if (this.answer) this.answer.append(box);
+    else this.add(box);
+    this.scroll();
+  }
+
+  end() {
+    this.text = null;
+    this.reasoning = null;
+  }
+
+  error(message) {
+    this.end();
+    this.add(el("div", { class: "error", role: "alert" }, el("strong", {}, "Error: "), message));
+  }
+
+  note(message) {
+    this.end();
+    this.add(el("p", { class: "note" }, message));
+  }
+
+  history(blocks) {
+    for (const block of blocks) {
+      const p = block.payload || {};
+      if (block.kind === "user") this.user(blockText(block), [...(p.files || []), ...(p.images || [])]);
+      else if (block.kind === "llm_text") {
+        this.textDelta(blockText(block));
+        if (p.citations) this.citations(p.citations);
+      } else if (block.kind === "reasoning") {
+        const text = blockText(block) || (Array.isArray(p.summary) ? p.summary.join(" ") : String(p.summary || ""));
+        if (text) this.reasoningDelta(text);
+      } else if (block.kind === "tool_call") this.toolCall(p.id, p.name, p.args);
+      else if (block.kind === "tool_use") this.toolResult(p.id, p.name, p.result, p.error);
+      else if (block.kind === "other" && p.builtin && typeof p.builtin === "object") this.builtinTool(p.builtin);
+      else if (block.kind === "system") {
+        this.end();
+        this.add(el("details", { class: "system" }, el("summary", {}, "System prompt"), el("div", { class: "plain" }, blockText(block))));
+      }
+    }
+    this.end();
+  }
+}
