@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import _anthropic, _background, _chat, _conversations, _gemini, _openai
+from . import _anthropic, _background, _chat, _conversations, _gemini, _interactions, _interactions_stream, _openai
 from ._call import Call, Handler
 from ._errors import SimError, error_response
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
@@ -66,7 +66,7 @@ async def _read_body(request: Request, limit: int) -> tuple[bytes, int]:
 def _bad_json(api: str, detail: str = "") -> SimError:
     if api == "openai":
         return SimError(400, _OPENAI_BAD_JSON)
-    if api == "gemini":
+    if api in ("gemini", "interactions"):
         return SimError(400, "Invalid JSON payload received. Unexpected token.")
     if detail:
         return SimError(400, f"The request body is not valid JSON: {detail}")
@@ -207,6 +207,8 @@ def _record(request: Request, body: Any, size: int) -> RecordedRequest:
 def _api_for_path(path: str) -> str:
     if path.startswith("/v1/messages"):
         return "anthropic"
+    if path.startswith("/v1beta/interactions"):
+        return "interactions"
     if path.startswith("/v1beta"):
         return "gemini"
     return "openai"
@@ -239,6 +241,16 @@ def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitab
     return run
 
 
+def _interaction_routes(r: Callable[..., Route]) -> list[Route]:
+    one = "/v1beta/interactions/{interaction_id}"
+    return [
+        r("/v1beta/interactions", "interactions", _interactions.create_interaction, ["POST"], generation=True),
+        r(one, "interactions", _interactions.get_interaction, ["GET"]),
+        r(one, "interactions", _interactions.delete_interaction, ["DELETE"]),
+        r(one + "/cancel", "interactions", _interactions_stream.cancel_interaction, ["POST"], bodyless=True),
+    ]
+
+
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:
     """The simulator's Starlette app over `state`."""
 
@@ -263,5 +275,6 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
         r("/v1beta/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         r("/v1/models/{target:path}", "gemini", _gemini.generate, ["POST"], generation=True),
         *_conversations.routes(r),
+        *_interaction_routes(r),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _http_error})

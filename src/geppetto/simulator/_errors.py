@@ -30,6 +30,15 @@ _GEMINI_STATUS = {
     504: "DEADLINE_EXCEEDED",
 }
 
+_INTERACTIONS_CODES = {
+    400: "invalid_request",
+    401: "authentication",
+    403: "permission_denied",
+    404: "not_found",
+    413: "invalid_request",
+    429: "rate_limit_exceeded",
+}
+
 
 class SimError(Exception):
     """An error the simulated provider answers with; rendered in the calling API's envelope."""
@@ -62,6 +71,9 @@ def error_body(api: str, err: SimError) -> dict[str, Any]:
             "error": {"type": etype, "message": err.message},
             "request_id": "req_" + secrets.token_hex(12),
         }
+    if api == "interactions":  # the Interactions API's documented codes; 5xx codes are unverified
+        code = err.code or _INTERACTIONS_CODES.get(err.status, "internal" if err.status >= 500 else "invalid_request")
+        return {"error": {"code": code, "message": err.message}}
     if api == "gemini":
         status = _GEMINI_STATUS.get(err.status, "INVALID_ARGUMENT" if err.status < 500 else "INTERNAL")
         return {"error": {"code": err.status, "message": err.message, "status": status}}

@@ -39,6 +39,8 @@ _STATUS_TEXT: dict[str, dict[int, tuple[str, str, str | None]]] = {
     },
 }
 
+_STATUS_TEXT["interactions"] = {status: (text, "", None) for status, (text, _, _) in _STATUS_TEXT["gemini"].items()}
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -146,6 +148,9 @@ def error_event(api: str, sequence_number: int) -> bytes:
     """The provider's mid-stream error event (`api`: openai, chat, anthropic, gemini)."""
     if api == "anthropic":
         return sse("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    if api == "interactions":  # unverified code and text: the service's mid-stream error is undocumented
+        message = "The model is overloaded. Please try again later."
+        return sse("error", {"event_type": "error", "error": {"code": "unavailable", "message": message}})
     if api == "gemini":
         return sse(
             None,

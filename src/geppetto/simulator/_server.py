@@ -167,8 +167,19 @@ class Simulator:
                 raise KeyError(f"no stored response {response_id!r} in this simulator")
             return prune(self.state, chain_items(self.state, response_id))
 
+    def held_steps(self, interaction_id: str) -> list[dict[str, Any]]:
+        """The history a Gemini interaction chained on the stored interaction ``interaction_id`` starts from:
+        the steps it saw (earlier history, then its own input) followed by its output steps.
+
+        Raises KeyError naming the id when no stored interaction has it (never stored, deleted or expired)."""
+        with self.state.lock:
+            if interaction_id not in self.state.interactions:
+                raise KeyError(f"no stored interaction {interaction_id!r} in this simulator")
+            return copy.deepcopy(self.state.interactions[interaction_id].held)
+
     def forget(self, response_id: str) -> None:
-        """Drop a stored response as if it expired: chaining on it now fails with previous_response_not_found."""
+        """Drop a stored response or interaction as if it expired: chaining on it now fails (a response with
+        previous_response_not_found, an interaction with the Interactions API's 404)."""
         self.state.forget(response_id)
 
     def reset(self) -> None:

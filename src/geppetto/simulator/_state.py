@@ -42,6 +42,23 @@ class StoredResponse:
 
 
 @dataclass
+class StoredInteraction:
+    """A stored Gemini interaction: the history a chained request starts from, its own steps, its frames.
+
+    ``held`` is the context it saw followed by its output (what ``previous_interaction_id`` continues);
+    ``steps`` its own input steps then its output steps (what ``GET`` shows); ``frames`` its event stream.
+    """
+
+    id: str
+    held: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    input: Any
+    obj: dict[str, Any]
+    frames: list[bytes] = field(default_factory=list)
+    event_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Conversation:
     """An OpenAI conversation: metadata and items in order (oldest first)."""
 
@@ -83,6 +100,7 @@ class SimState:
         self.requests: list[RecordedRequest] = []
         self.responses: dict[str, StoredResponse] = {}
         self.conversations: dict[str, Conversation] = {}
+        self.interactions: dict[str, StoredInteraction] = {}
         self.busy_conversations: set[str] = set()
         # Items of stored responses and conversations, addressable by id (item_reference, bare reasoning ids).
         self.items: dict[str, dict[str, Any]] = {}
@@ -120,9 +138,11 @@ class SimState:
             return self.replies.popleft() if self.replies else None
 
     def forget(self, response_id: str) -> None:
-        """Drop a stored response as if it expired (its items stay addressable, like the service's)."""
+        """Drop a stored response or interaction as if it expired (a response's items stay addressable, like
+        the service's)."""
         with self.lock:
             self.responses.pop(response_id, None)
+            self.interactions.pop(response_id, None)
 
     def next_fault(self) -> Fault | None:
         with self.lock:

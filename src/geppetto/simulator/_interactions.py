@@ -1,0 +1,190 @@
+"""Gemini's Interactions API (``/v1beta/interactions``): create, with server-side history through
+``previous_interaction_id`` (``store`` on by default), get, delete; streaming and background runs are in
+``_interactions_stream``.
+
+The service keeps every stored interaction's whole history: a request that names a previous interaction
+continues from that interaction's context and output (``SimState.interactions[id].held``), whatever
+happened to the interactions before it. ``store: false`` keeps nothing (the interaction cannot be got,
+continued or streamed again). Texts the documentation does not give are marked ``unverified``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import secrets
+import time
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ._call import Call
+from ._errors import SimError
+from ._interactions_steps import (
+    check_request,
+    check_signatures,
+    input_steps,
+    interaction_usage,
+    output_steps,
+    reasoning_on,
+    request_choice,
+    request_schema,
+    request_tools,
+    to_msgs,
+)
+from ._model import decide
+from ._state import SimState, StoredInteraction
+
+__all__ = ["Created", "create_interaction", "delete_interaction", "get_interaction", "not_found", "stored_or_404"]
+
+_ECHOED = ("system_instruction", "tools", "generation_config", "response_format", "response_mime_type")
+
+
+def new_interaction_id() -> str:
+    """An interaction id: ``v1_`` and 40 URL-safe characters (the documented examples show ``v1_...``)."""
+    return "v1_" + base64.urlsafe_b64encode(secrets.token_bytes(30)).decode()
+
+
+def iso_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def not_found(interaction_id: str) -> SimError:
+    return SimError(404, f"Interaction '{interaction_id}' not found.", code="not_found")  # unverified text
+
+
+def stored_or_404(state: SimState, interaction_id: str) -> StoredInteraction:
+    """The stored interaction (the caller holds ``state.lock``), else the service's 404."""
+    stored = state.interactions.get(interaction_id)
+    if stored is None:
+        raise not_found(interaction_id)
+    return stored
+
+
+class Created:
+    """One answered create request: the interaction object and how to store it."""
+
+    def __init__(
+        self, state: SimState, body: dict[str, Any], obj: dict[str, Any], context: list[dict[str, Any]], own: int
+    ) -> None:
+        self.state, self.body, self.obj, self.context, self.own = state, body, obj, context, own
+        self.store = body.get("store") is not False
+        self.background = body.get("background") is True
+
+    @property
+    def id(self) -> str:
+        return str(self.obj["id"])
+
+    def commit(self, frames: list[bytes] | None = None, event_ids: list[str] | None = None) -> None:
+        """Store the interaction (unless ``store`` is false), as the service does once it has finished."""
+        if not self.store:
+            return
+        outputs = copy.deepcopy(self.obj.get("steps") or [])
+        own = self.context[len(self.context) - self.own :]
+        stored = StoredInteraction(
+            id=self.id,
+            held=copy.deepcopy(self.context) + outputs,
+            steps=copy.deepcopy(own) + outputs,
+            input=copy.deepcopy(self.body["input"]),
+            obj=copy.deepcopy(self.obj),
+            frames=list(frames or []),
+            event_ids=list(event_ids or []),
+        )
+        with self.state.lock:
+            self.state.interactions[self.id] = stored
+
+
+def answer(call: Call) -> Created:
+    """Run the model for a create request: check it, build the context, decide, and shape the interaction."""
+    state = call.state
+    body = call.obj()
+    check_request(body)
+    model = str(body["model"]).removeprefix("models/")
+    own = input_steps(body["input"])
+    previous = body.get("previous_interaction_id")
+    with state.lock:
+        history = copy.deepcopy(stored_or_404(state, previous).held) if previous else []
+    if body.get("background") and body.get("store") is False:
+        raise SimError(400, "Background interactions require 'store' to be true.", code="invalid_request")  # unverified
+    reasoning = reasoning_on(model, body)
+    check_signatures(state, own, reasoning)
+    context = history + own
+    msgs = to_msgs(body, context)
+    reply = state.next_reply() or decide(msgs, request_tools(body), request_choice(body), request_schema(body))
+    steps = output_steps(state, body, reply, reasoning, msgs)
+    if reply.stop == "max_tokens":
+        status = "incomplete"
+    else:
+        status = "requires_action" if any(s["type"] == "function_call" for s in steps) else "completed"
+    now = iso_now()
+    obj: dict[str, Any] = {"id": new_interaction_id(), "status": status, "model": model, "created": now}
+    obj["updated"] = now
+    if previous:
+        obj["previous_interaction_id"] = previous
+    obj.update({name: copy.deepcopy(body[name]) for name in _ECHOED if name in body})
+    obj["steps"] = steps
+    obj["usage"] = interaction_usage(state, body, model, context, steps)
+    created = Created(state, body, obj, context, len(own))
+    with state.lock:
+        state.contexts[created.id] = copy.deepcopy(context)
+    return created
+
+
+async def create_interaction(call: Call) -> ASGIApp:
+    """POST /v1beta/interactions."""
+    from ._interactions_stream import respond
+
+    return respond(call, answer(call))
+
+
+def shown(stored: StoredInteraction, include_input: bool) -> dict[str, Any]:
+    """The interaction as ``GET`` shows it: its own input steps before the model's (and the input as sent
+    when asked for)."""
+    obj = copy.deepcopy(stored.obj)
+    obj["steps"] = copy.deepcopy(stored.steps)
+    if include_input:
+        obj["input"] = copy.deepcopy(stored.input)
+    return obj
+
+
+def query_flag(call: Call, name: str) -> bool:
+    raw = call.request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise SimError(400, f"Invalid value for '{name}': expected a boolean, got {raw!r}.", code="invalid_request")
+    return raw in ("true", "1")
+
+
+async def get_interaction(call: Call) -> ASGIApp:
+    """GET /v1beta/interactions/{id}: the stored interaction, or its events with ``stream=true`` (after
+    ``last_event_id``)."""
+    from ._interactions_stream import background_get, replay
+
+    state = call.state
+    interaction_id = call.request.path_params["interaction_id"]
+    stream = query_flag(call, "stream")
+    include_input = query_flag(call, "include_input")
+    if call.request.query_params.get("last_event_id") is not None and not stream:
+        raise SimError(400, "'last_event_id' can only be used with stream=true.", code="invalid_request")  # unverified
+    running = background_get(call, interaction_id, stream)
+    if running is not None:
+        return running
+    with state.lock:
+        stored = stored_or_404(state, interaction_id)
+        if stream:
+            return replay(call, stored)
+        return JSONResponse(shown(stored, include_input))
+
+
+async def delete_interaction(call: Call) -> ASGIApp:
+    """DELETE /v1beta/interactions/{id}: forget it (a running background interaction stops); ``{}``."""
+    state = call.state
+    interaction_id = call.request.path_params["interaction_id"]
+    with state.lock:
+        run = state.background_runs.pop(interaction_id, None)
+        if run is not None:
+            run.stop()
+        elif interaction_id not in state.interactions:
+            raise not_found(interaction_id)
+        state.interactions.pop(interaction_id, None)
+    return JSONResponse({})
