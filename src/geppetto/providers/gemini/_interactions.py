@@ -232,8 +232,9 @@ class InteractionsEngine(TransportOwner):
         """The interaction's events; an expired or unknown anchor is answered once with the whole Turn."""
         self._count(call.plan)
         try:
-            async for event in self._open(self.build_body(turn, call.plan), call):
-                yield event
+            async with aclosing(self._open(self.build_body(turn, call.plan), call)) as events:
+                async for event in events:
+                    yield event
             return
         except ProviderError as exc:
             anchor = call.plan.previous_interaction_id
@@ -250,8 +251,9 @@ class InteractionsEngine(TransportOwner):
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
         call.recovered = True
         self._count(call.plan)
-        async for event in self._open(self.build_body(turn, call.plan), call):
-            yield event
+        async with aclosing(self._open(self.build_body(turn, call.plan), call)) as events:
+            async for event in events:
+                yield event
 
     async def _open(self, body: dict[str, Any], call: _Call) -> AsyncGenerator[SSEEvent, None]:
         path = f"{API_VERSION}/interactions"

@@ -15,6 +15,7 @@ from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
 from .._chain import AnchorScan, blocks_after_response, scan_chain, timed_scan
+from .._streaming import call_names
 from ._interactions_steps import WIRE, InteractionsState, blocks_to_steps, chain_seed
 
 __all__ = ["InteractionPlan", "plan_interaction"]
@@ -88,7 +89,7 @@ def plan_interaction(
     anchor = scan.best()
     if anchor is not None:
         delta = blocks_after_response(turn, anchor)
-        steps = blocks_to_steps(delta)
+        steps = blocks_to_steps(delta, call_names(turn))
         if steps:
             log.debug("interactions: anchor %s, %d delta blocks, %d steps", anchor, len(delta), len(steps))
             return InteractionPlan("chained", steps, delta, False, anchor, base=base, prefix=scan.hasher)

@@ -155,13 +155,15 @@ def step_of(block: Block) -> dict[str, Any] | None:
     return None
 
 
-def blocks_to_steps(blocks: list[Block]) -> list[dict[str, Any]]:
-    """The ``input`` steps of ``blocks``, each function result named after its call."""
-    names = {
-        str(b.payload.get(PAYLOAD_ID)): str(b.payload.get(PAYLOAD_NAME))
+def blocks_to_steps(blocks: list[Block], names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The ``input`` steps of ``blocks``, each function result named after its call (found among ``blocks``,
+    else in ``names``: call id -> tool name, for a delta whose calls came before it)."""
+    names = dict(names or {})
+    names.update(
+        (str(b.payload.get(PAYLOAD_ID)), str(b.payload.get(PAYLOAD_NAME)))
         for b in blocks
         if b.kind is BlockKind.TOOL_CALL
-    }
+    )
     steps = []
     for block in blocks:
         step = step_of(block)

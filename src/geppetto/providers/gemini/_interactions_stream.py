@@ -153,7 +153,15 @@ class InteractionsReducer:
         return STOP_END if self.status in ("completed", "requires_action", "") else STOP_OTHER
 
 
-_STATUSES = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503}
+_STATUSES = {
+    "INVALID_ARGUMENT": 400,
+    "invalid_request": 400,
+    "NOT_FOUND": 404,
+    "not_found": 404,
+    "RESOURCE_EXHAUSTED": 429,
+    "rate_limit_exceeded": 429,
+    "UNAVAILABLE": 503,
+}
 
 
 def _error(error: dict[str, Any]) -> ProviderError:
