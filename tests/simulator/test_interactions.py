@@ -235,3 +235,36 @@ def test_the_strict_validator_refuses_what_the_types_do_not_name() -> None:
         validate_request({"model": MODEL, "input": "x", "generation_config": {"thinking_level": "ultra"}})
     with pytest.raises(StrictTypeError, match="unknown field"):
         validate_interaction({"id": "v1_x", "status": "completed", "object": "interaction"})
+
+
+def test_the_older_structured_output_fields_are_read_too(gem: httpx.Client) -> None:
+    """``response_mime_type`` (deprecated) with a raw JSON schema as ``response_format``."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    body = create(
+        gem,
+        {"model": MODEL, "input": "Reply in JSON", "response_format": schema, "response_mime_type": "application/json"},
+    )
+    assert set(json.loads(body["steps"][-1]["content"][0]["text"])) == {"answer"}
+
+
+def test_contents_as_input_make_one_user_step(gem: httpx.Client, geppetto_sim: Simulator) -> None:
+    contents = [{"type": "text", "text": "Describe"}, {"type": "image", "data": "aGk=", "mime_type": "image/png"}]
+    body = create(gem, {"model": MODEL, "input": contents})
+    assert geppetto_sim.context_items(body["id"]) == [{"type": "user_input", "content": contents}]
+    assert body["steps"][0]["content"][0]["text"] == "You said: Describe"
+
+
+def test_system_instruction_and_tools_are_not_inherited(gem: httpx.Client) -> None:
+    """Only the history carries over to a chained interaction; tools and instructions are per request."""
+    first = create(gem, {"model": MODEL, "input": "hi", "tools": [WEATHER], "system_instruction": "Be terse."})
+    second = create(gem, {"model": MODEL, "input": "Weather in Paris?", "previous_interaction_id": first["id"]})
+    assert second["steps"][0]["type"] == "model_output"  # no tool offered this time, so no call
+    assert "tools" not in second and "system_instruction" not in second
+
+
+def test_a_function_result_needs_its_call_in_the_context(gem: httpx.Client) -> None:
+    orphan = {"type": "function_result", "call_id": "nope", "result": "x"}
+    error = create(gem, {"model": MODEL, "input": [user("hi"), orphan], "store": False}, 400)
+    assert "call_id 'nope'" in error["error"]["message"]
+    first = create(gem, {"model": MODEL, "input": "hi"})
+    create(gem, {"model": MODEL, "input": [orphan], "previous_interaction_id": first["id"]}, 400)

@@ -207,7 +207,7 @@ def _record(request: Request, body: Any, size: int) -> RecordedRequest:
 def _api_for_path(path: str) -> str:
     if path.startswith("/v1/messages"):
         return "anthropic"
-    if path.startswith("/v1beta/interactions"):
+    if path.startswith(("/v1beta/interactions", "/v1/interactions")):
         return "interactions"
     if path.startswith("/v1beta"):
         return "gemini"
@@ -242,13 +242,17 @@ def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitab
 
 
 def _interaction_routes(r: Callable[..., Route]) -> list[Route]:
-    one = "/v1beta/interactions/{interaction_id}"
-    return [
-        r("/v1beta/interactions", "interactions", _interactions.create_interaction, ["POST"], generation=True),
-        r(one, "interactions", _interactions.get_interaction, ["GET"]),
-        r(one, "interactions", _interactions.delete_interaction, ["DELETE"]),
-        r(one + "/cancel", "interactions", _interactions_stream.cancel_interaction, ["POST"], bodyless=True),
-    ]
+    """The Interactions API under v1 (the SDK's default) and v1beta (the REST examples')."""
+    routes = []
+    for base in ("/v1/interactions", "/v1beta/interactions"):
+        one = base + "/{interaction_id}"
+        routes += [
+            r(base, "interactions", _interactions.create_interaction, ["POST"], generation=True),
+            r(one, "interactions", _interactions.get_interaction, ["GET"]),
+            r(one, "interactions", _interactions.delete_interaction, ["DELETE"]),
+            r(one + "/cancel", "interactions", _interactions_stream.cancel_interaction, ["POST"], bodyless=True),
+        ]
+    return routes
 
 
 def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette:

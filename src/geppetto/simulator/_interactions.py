@@ -23,6 +23,7 @@ from ._call import Call
 from ._errors import SimError
 from ._interactions_steps import (
     check_request,
+    check_results,
     check_signatures,
     input_steps,
     interaction_usage,
@@ -95,6 +96,20 @@ class Created:
             self.state.interactions[self.id] = stored
 
 
+def _history(state: SimState, previous: str) -> list[dict[str, Any]]:
+    """What a request continuing ``previous`` starts from; a 400 while it still runs in the background."""
+    with state.lock:
+        stored = state.interactions.get(previous)
+        run = state.background_runs.get(previous)
+        if stored is None and run is not None and not run.finished:
+            raise SimError(  # unverified text
+                400,
+                f"Interaction '{previous}' is still in progress: wait until it has completed to continue from it.",
+                code="invalid_request",
+            )
+        return copy.deepcopy(stored_or_404(state, previous).held)
+
+
 def answer(call: Call) -> Created:
     """Run the model for a create request: check it, build the context, decide, and shape the interaction."""
     state = call.state
@@ -103,13 +118,13 @@ def answer(call: Call) -> Created:
     model = str(body["model"]).removeprefix("models/")
     own = input_steps(body["input"])
     previous = body.get("previous_interaction_id")
-    with state.lock:
-        history = copy.deepcopy(stored_or_404(state, previous).held) if previous else []
+    history = _history(state, previous) if previous else []
     if body.get("background") and body.get("store") is False:
         raise SimError(400, "Background interactions require 'store' to be true.", code="invalid_request")  # unverified
     reasoning = reasoning_on(model, body)
     check_signatures(state, own, reasoning)
     context = history + own
+    check_results(context)
     msgs = to_msgs(body, context)
     reply = state.next_reply() or decide(msgs, request_tools(body), request_choice(body), request_schema(body))
     steps = output_steps(state, body, reply, reasoning, msgs)

@@ -21,6 +21,7 @@ from ._tokens import count_items, count_text, count_value
 
 __all__ = [
     "check_request",
+    "check_results",
     "check_signatures",
     "input_steps",
     "interaction_usage",
@@ -152,6 +153,19 @@ def check_signatures(state: SimState, steps: list[dict[str, Any]], reasoning: bo
             raise invalid(  # unverified text, after generateContent's
                 f"Function call `{step.get('name')}` is missing its thought signature: send back the thought "
                 "step (with its signature) that preceded it. See https://ai.google.dev/gemini-api/docs/thought-signatures."
+            )
+
+
+def check_results(context: list[dict[str, Any]]) -> None:
+    """Each function result must answer a function call earlier in the context (held or sent)."""
+    calls: set[str] = set()
+    for step in context:
+        if step.get("type") == "function_call":
+            calls.add(str(step.get("id")))
+        elif step.get("type") == "function_result" and str(step.get("call_id")) not in calls:
+            raise invalid(  # unverified text
+                f"No function call found for the function_result with call_id '{step.get('call_id')}': send it "
+                "after its function_call, or continue the interaction that made the call."
             )
 
 

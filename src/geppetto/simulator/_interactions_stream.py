@@ -18,6 +18,7 @@ import asyncio
 import base64
 import copy
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,6 +197,13 @@ def background_get(call: Call, interaction_id: str, stream: bool) -> ASGIApp | N
                 stored = call.state.interactions.get(interaction_id)
             obj = shown(stored, False) if stored is not None else obj
         return JSONResponse(obj)
+    window = call.state.background_resume_window
+    if window is not None and time.monotonic() - run.created > window:
+        raise SimError(  # unverified text: past the window the events are gone, the interaction stays
+            400,
+            f"The event stream of interaction '{interaction_id}' is no longer available; get it without stream.",
+            code="invalid_request",
+        )
     after = _after(call, interaction_id, len(run.frames))
     return RunStream(run, after, _fault_of(call), lambda: call.state.closing)
 
