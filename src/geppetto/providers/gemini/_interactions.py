@@ -82,7 +82,8 @@ class InteractionsEngine(TransportOwner):
     counts it as a ``store_off`` fallback). ``tools`` / ``tool_choice`` work as for the other engines;
     ``builtin_tools`` are Interactions tool entries sent as given (``{"type": "google_search"}``), their
     steps kept as ``other`` blocks and sent back unchanged. ``thinking_level`` (``minimal`` ... ``xhigh``)
-    and ``thinking_summaries`` (``auto``/``none``) fill ``generation_config``; thoughts become reasoning
+    and ``thinking_summaries`` (``auto``/``none``) fill ``generation_config`` (``reasoning_effort``, as the
+    other engines take it, picks the level when ``thinking_level`` is not given); thoughts become reasoning
     blocks whose ``signature`` is kept and replayed exactly. A Turn's structured-output config becomes
     ``response_format``. ``on_previous_not_found="raise"`` turns the automatic whole-Turn resend after an
     expired interaction into the service's error.
@@ -114,6 +115,7 @@ class InteractionsEngine(TransportOwner):
         max_output_tokens: int | None = None,
         thinking_level: str | None = None,
         thinking_summaries: str | None = None,
+        reasoning_effort: str | None = None,
         on_previous_not_found: str = "resend",
         background: bool = False,
         max_resumes: int = 5,
@@ -133,7 +135,8 @@ class InteractionsEngine(TransportOwner):
         self.tool_choice = tool_choice
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.temperature, self.top_p, self.max_output_tokens = temperature, top_p, max_output_tokens
-        self.thinking_level, self.thinking_summaries = thinking_level, thinking_summaries
+        self.thinking_level = thinking_level if thinking_level is not None else _level(reasoning_effort)
+        self.thinking_summaries = thinking_summaries
         self.on_previous_not_found = on_previous_not_found
         self.background, self.max_resumes, self.stream = background, max_resumes, stream
         self.headers = dict(headers or {})
@@ -372,6 +375,15 @@ class InteractionsEngine(TransportOwner):
             headers=self._auth(),
             error_parser=gemini_error_info,
         )
+
+
+_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+
+
+def _level(effort: str | None) -> str | None:
+    if effort is None or effort in _LEVELS:
+        return effort
+    raise ConfigurationError(f"reasoning_effort {effort!r} is not one of {', '.join(_LEVELS)}; or pass thinking_level")
 
 
 def _check(mode: str | None, store: bool, background: bool, stream: bool, on_missing: str, max_resumes: int) -> None:
