@@ -16,11 +16,11 @@ import os
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from ..._exceptions import ConfigurationError, NotFoundError, ProviderError, StreamError
+from ..._exceptions import NotFoundError, ProviderError, StreamError
 from ...events import EventLog, EventMetadata, publish
 from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
@@ -38,9 +38,8 @@ from .._streaming import (
     sse_events,
 )
 from ._engine import API_VERSION, DEFAULT_BASE_URL
-from ._interactions_plan import InteractionPlan, plan_interaction
+from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
 from ._interactions_steps import (
-    MODES,
     PROVIDER,
     WIRE,
     InteractionsState,
@@ -126,7 +125,7 @@ class InteractionsEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: Any = None,
     ) -> None:
-        _check(mode, store, background, stream, on_previous_not_found, max_resumes)
+        check_settings(mode, store, background, stream, on_previous_not_found, max_resumes)
         self.model = model
         self.base_url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = resolve_api_key(api_key, _KEY_ENV, "Gemini")
@@ -135,7 +134,7 @@ class InteractionsEngine(TransportOwner):
         self.tool_choice = tool_choice
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.temperature, self.top_p, self.max_output_tokens = temperature, top_p, max_output_tokens
-        self.thinking_level = thinking_level if thinking_level is not None else _level(reasoning_effort)
+        self.thinking_level = thinking_level if thinking_level is not None else thinking_level_for(reasoning_effort)
         self.thinking_summaries = thinking_summaries
         self.on_previous_not_found = on_previous_not_found
         self.background, self.max_resumes, self.stream = background, max_resumes, stream
@@ -292,13 +291,16 @@ class InteractionsEngine(TransportOwner):
         params = {"stream": "true"}
         if last_event_id:
             params["last_event_id"] = last_event_id
-        stream = self._transport.stream_sse(
-            f"{API_VERSION}/interactions/{interaction_id}",
-            None,
-            method="GET",
-            params=params,
-            headers=self._auth(),
-            error_parser=gemini_error_info,
+        stream = cast(
+            AsyncGenerator[SSEEvent, None],
+            self._transport.stream_sse(
+                f"{API_VERSION}/interactions/{interaction_id}",
+                None,
+                method="GET",
+                params=params,
+                headers=self._auth(),
+                error_parser=gemini_error_info,
+            ),
         )
         async with aclosing(stream) as events:
             async for event in events:
@@ -375,27 +377,3 @@ class InteractionsEngine(TransportOwner):
             headers=self._auth(),
             error_parser=gemini_error_info,
         )
-
-
-_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
-
-
-def _level(effort: str | None) -> str | None:
-    if effort is None or effort in _LEVELS:
-        return effort
-    raise ConfigurationError(f"reasoning_effort {effort!r} is not one of {', '.join(_LEVELS)}; or pass thinking_level")
-
-
-def _check(mode: str | None, store: bool, background: bool, stream: bool, on_missing: str, max_resumes: int) -> None:
-    if mode is not None and mode not in MODES:
-        raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    if background and not store:
-        raise ConfigurationError("background=True needs the server to store the interaction; leave store=False out")
-    if background and not stream:
-        raise ConfigurationError(
-            "background=True streams the interaction (so a broken stream can be resumed); leave stream=False out"
-        )
-    if on_missing not in ("resend", "raise"):
-        raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
-    if max_resumes < 0:
-        raise ConfigurationError("max_resumes must be 0 or more")

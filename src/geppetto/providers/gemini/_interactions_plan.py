@@ -10,15 +10,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto._exceptions import UsageError
+from geppetto._exceptions import ConfigurationError, UsageError
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
 from .._chain import AnchorScan, blocks_after_response, scan_chain, timed_scan
 from .._streaming import call_names
-from ._interactions_steps import WIRE, InteractionsState, blocks_to_steps, chain_seed
+from ._interactions_steps import MODES, WIRE, InteractionsState, blocks_to_steps, chain_seed
 
-__all__ = ["InteractionPlan", "plan_interaction"]
+__all__ = ["InteractionPlan", "check_settings", "plan_interaction", "thinking_level_for"]
 
 log = logging.getLogger("geppetto.providers.gemini.interactions")
 
@@ -98,3 +98,31 @@ def plan_interaction(
     if not scan.spans:
         return empty.whole(turn, "", "")
     return empty.whole(turn, scan.reason_code() or "fingerprint_mismatch", f"no valid anchor ({scan.reason()})")
+
+
+_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+
+
+def thinking_level_for(effort: str | None) -> str | None:
+    """The ``thinking_level`` a ``reasoning_effort`` stands for (the same names)."""
+    if effort is None or effort in _LEVELS:
+        return effort
+    raise ConfigurationError(f"reasoning_effort {effort!r} is not one of {', '.join(_LEVELS)}; or pass thinking_level")
+
+
+def check_settings(
+    mode: str | None, store: bool, background: bool, stream: bool, on_missing: str, max_resumes: int
+) -> None:
+    """Refuse engine settings that cannot work together, naming the fix."""
+    if mode is not None and mode not in MODES:
+        raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if background and not store:
+        raise ConfigurationError("background=True needs the server to store the interaction; leave store=False out")
+    if background and not stream:
+        raise ConfigurationError(
+            "background=True streams the interaction (so a broken stream can be resumed); leave stream=False out"
+        )
+    if on_missing not in ("resend", "raise"):
+        raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
+    if max_resumes < 0:
+        raise ConfigurationError("max_resumes must be 0 or more")
