@@ -268,3 +268,11 @@ def test_a_function_result_needs_its_call_in_the_context(gem: httpx.Client) -> N
     assert "call_id 'nope'" in error["error"]["message"]
     first = create(gem, {"model": MODEL, "input": "hi"})
     create(gem, {"model": MODEL, "input": [orphan], "previous_interaction_id": first["id"]}, 400)
+
+
+def test_store_false_may_still_continue_a_stored_interaction(gem: httpx.Client, geppetto_sim: Simulator) -> None:
+    first = create(gem, {"model": MODEL, "input": "kept"})
+    second = create(gem, {"model": MODEL, "input": "not kept", "previous_interaction_id": first["id"], "store": False})
+    assert geppetto_sim.context_items(second["id"]) == [user("kept"), *first["steps"], user("not kept")]
+    get(gem, second["id"], status=404)
+    assert geppetto_sim.held_steps(first["id"]) == [user("kept"), *first["steps"]]  # the first is unchanged

@@ -48,6 +48,7 @@ ENDPOINTS = [
     ("/v1/conversations", {"authorization": "Bearer k"}),
     ("/v1/messages", {"x-api-key": "k"}),
     ("/v1beta/models/g:generateContent", {"x-goog-api-key": "k"}),
+    ("/v1beta/interactions", {"x-goog-api-key": "k"}),
 ]
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 # One valid request per API that uses every field the simulator reads; the tests below break one field at a time.
@@ -163,6 +164,29 @@ VALID: dict[str, tuple[str, dict[str, str], dict[str, Any]]] = {
                 "responseMimeType": "text/plain",  # not JSON: Gemini 2 refuses JSON with function calling
                 "thinkingConfig": {"includeThoughts": False, "thinkingBudget": 0},
             },
+        },
+    ),
+    "interactions": (
+        "/v1beta/interactions",
+        {"x-goog-api-key": "k"},
+        {
+            "model": "gemini-2.5-flash",
+            "system_instruction": "Be brief",
+            "input": [
+                {"type": "user_input", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+                {"type": "thought", "summary": [{"type": "text", "text": "Call the tool."}]},
+                {"type": "function_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}},
+                {"type": "function_result", "call_id": "c1", "name": "get_weather", "result": "5C"},
+            ],
+            "tools": [{"type": "function", "name": "get_weather", "description": "weather", "parameters": SCHEMA}],
+            "generation_config": {
+                "tool_choice": {"allowed_tools": {"mode": "auto", "tools": ["get_weather"]}},
+                "thinking_summaries": "auto",
+                "max_output_tokens": 100,
+            },
+            "response_format": {"type": "text", "mime_type": "text/plain"},
+            "store": True,
+            "stream": False,
         },
     ),
 }

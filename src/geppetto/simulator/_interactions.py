@@ -21,11 +21,8 @@ from starlette.types import ASGIApp
 
 from ._call import Call
 from ._errors import SimError
+from ._interactions_rules import check_request, check_results, check_signatures, input_steps
 from ._interactions_steps import (
-    check_request,
-    check_results,
-    check_signatures,
-    input_steps,
     interaction_usage,
     output_steps,
     reasoning_on,

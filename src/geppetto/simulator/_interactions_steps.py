@@ -1,29 +1,20 @@
-"""Gemini Interactions API bodies and the scripted model: the request's checks, its input as steps, the
-steps as the model's messages, and the model's answer as steps (thought with its signature, model output,
-function calls) with its usage.
-
-Texts the service's documentation does not give are marked ``unverified`` where they are raised.
+"""Gemini Interactions API bodies and the scripted model: the context's steps as the model's messages,
+the request's tools, tool choice and schema, and the model's answer as steps (a thought with its signature,
+the model output, function calls) with its usage. The request's checks are in ``_interactions_rules``.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
-from ._errors import SimError
 from ._gemini import _call_id
-from ._gemini_rules import PLACEHOLDER_SIGNATURES
 from ._model import Msg, Reply, ToolSpec, is_reasoning_model, reasoning_summary
 from ._prompt_cache import Segment, cache_use
 from ._state import SimState
 from ._tokens import count_items, count_text, count_value
 
 __all__ = [
-    "check_request",
-    "check_results",
-    "check_signatures",
-    "input_steps",
     "interaction_usage",
     "output_steps",
     "reasoning_on",
@@ -33,140 +24,16 @@ __all__ = [
     "to_msgs",
 ]
 
-_FIELDS = frozenset(
-    {
-        "model",
-        "agent",
-        "agent_config",
-        "background",
-        "cached_content",
-        "continuation_token",
-        "environment",
-        "generation_config",
-        "input",
-        "labels",
-        "previous_interaction_id",
-        "response_format",
-        "response_mime_type",
-        "response_modalities",
-        "safety_settings",
-        "service_tier",
-        "store",
-        "stream",
-        "system_instruction",
-        "tools",
-        "webhook_config",
-    }
-)
-_STEP_TYPES = frozenset({"user_input", "model_output", "function_call", "function_result", "thought"})
-_CONTENT_TYPES = frozenset({"text", "image", "audio", "document", "video"})
 DEFAULT_THOUGHT = "Thinking about the request."
 
 
-def invalid(message: str, code: str = "invalid_request") -> SimError:
-    """A 400 in the Interactions API's terms."""
-    return SimError(400, message, code=code)
-
-
-def check_request(body: dict[str, Any]) -> None:
-    """The service's checks of a create request's fields and their JSON types; raises its 400."""
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise invalid(f"Unknown parameter: '{unknown[0]}'.", "parameter_unknown")  # unverified text
-    if "agent" in body:
-        raise invalid("The simulator serves model interactions only: give 'model' instead of 'agent'.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise invalid("'model' is required: name the model to interact with.")  # unverified text
-    if body.get("input") is None:
-        raise invalid("'input' is required.")  # unverified text
-    for name in ("store", "stream", "background"):
-        if name in body and not isinstance(body[name], bool):
-            raise invalid(f"Invalid value for '{name}': expected a boolean.")  # unverified text
-    for name in ("previous_interaction_id", "system_instruction"):
-        if name in body and not isinstance(body[name], str):
-            raise invalid(f"Invalid value for '{name}': expected a string.")  # unverified text
-    if "tools" in body and not isinstance(body["tools"], list):
-        raise invalid("Invalid value for 'tools': expected a list of tools.")  # unverified text
-
-
-def input_steps(value: Any) -> list[dict[str, Any]]:
-    """The request's ``input`` as steps: a string or content(s) become one ``user_input`` step; a list of
-    steps is kept as given."""
-    if isinstance(value, str):
-        return [{"type": "user_input", "content": [{"type": "text", "text": value}]}]
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-        raise invalid("'input' must be a string, a content, or a non-empty list of contents or of steps.")
-    kinds = [item.get("type") for item in value]
-    if all(kind in _STEP_TYPES for kind in kinds):
-        for index, step in enumerate(value):
-            _check_step(step, index)
-        return copy.deepcopy(value)
-    if all(kind in _CONTENT_TYPES for kind in kinds):
-        return [{"type": "user_input", "content": copy.deepcopy(value)}]
-    bad = next(i for i, kind in enumerate(kinds) if kind not in _STEP_TYPES and kind not in _CONTENT_TYPES)
-    raise invalid(  # unverified text
-        f"input[{bad}]: unknown type {kinds[bad]!r}; give steps ({', '.join(sorted(_STEP_TYPES))}) or contents "
-        f"({', '.join(sorted(_CONTENT_TYPES))}), not a mix."
-    )
-
-
-def _check_step(step: dict[str, Any], index: int) -> None:
-    kind = step["type"]
-    required = {"function_call": ("id", "name", "arguments"), "function_result": ("call_id", "result")}.get(kind, ())
-    for name in required:
-        if step.get(name) is None:
-            raise invalid(f"input[{index}]: a {kind} step needs '{name}'.")  # unverified text
-    if kind == "thought" and step.get("signature") is not None and not isinstance(step["signature"], str):
-        raise invalid(f"input[{index}].signature: expected a base64 string.")  # unverified text
-
-
 def reasoning_on(model: str, body: dict[str, Any]) -> bool:
-    """Whether the model thinks (and signs its thoughts): Gemini 3 and reasoning models, or a thinking level."""
+    """Whether the model thinks (and signs its thoughts): Gemini 3 and reasoning models always, any other
+    model given a thinking level above ``minimal``."""
     config = body.get("generation_config") or {}
     level = config.get("thinking_level") if isinstance(config, dict) else None
-    if level == "minimal":
-        return False
-    return level is not None or is_reasoning_model(model) or model.removeprefix("models/").startswith("gemini-3")
-
-
-def check_signatures(state: SimState, steps: list[dict[str, Any]], reasoning: bool) -> None:
-    """Thought signatures sent back must be the simulator's (or a documented placeholder); when the model
-    thinks, each model run of the current turn that calls a function must carry its signed thought."""
-    for step in steps:
-        signature = step.get("signature") if step.get("type") == "thought" else None
-        known = signature is None or signature in PLACEHOLDER_SIGNATURES
-        if not known and state.unseal("gemini", str(signature)) is None:
-            raise invalid("Corrupted thought signature.")  # generateContent's text; unverified here
-    if not reasoning:
-        return
-    last_user = max((i for i, s in enumerate(steps) if s.get("type") == "user_input"), default=-1)
-    signed = False
-    for step in steps[last_user + 1 :]:
-        kind = step.get("type")
-        if kind == "function_result":
-            signed = False  # the next model run starts
-        elif kind == "thought" and step.get("signature"):
-            signed = True
-        elif kind == "function_call" and not signed:
-            raise invalid(  # unverified text, after generateContent's
-                f"Function call `{step.get('name')}` is missing its thought signature: send back the thought "
-                "step (with its signature) that preceded it. See https://ai.google.dev/gemini-api/docs/thought-signatures."
-            )
-
-
-def check_results(context: list[dict[str, Any]]) -> None:
-    """Each function result must answer a function call earlier in the context (held or sent)."""
-    calls: set[str] = set()
-    for step in context:
-        if step.get("type") == "function_call":
-            calls.add(str(step.get("id")))
-        elif step.get("type") == "function_result" and str(step.get("call_id")) not in calls:
-            raise invalid(  # unverified text
-                f"No function call found for the function_result with call_id '{step.get('call_id')}': send it "
-                "after its function_call, or continue the interaction that made the call."
-            )
+    chosen = level is not None and level != "minimal"
+    return chosen or is_reasoning_model(model) or model.removeprefix("models/").startswith("gemini-3")
 
 
 def _text_of(contents: Any) -> str:
