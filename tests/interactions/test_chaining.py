@@ -4,6 +4,7 @@ recovered once, store off, thought signatures kept exactly, structured output.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from interactions_support import (
 )
 
 import geppetto as gp
-from geppetto._exceptions import NotFoundError
+from geppetto._exceptions import NotFoundError, UsageError
 from geppetto.events import EventFinal, EventLog, with_sinks
 from geppetto.middleware import tool_loop, with_middleware
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
@@ -26,6 +27,7 @@ from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import ToolRegistry
 from geppetto.turns import (
     BLOCK_META_PREFIX_FINGERPRINT,
+    BLOCK_META_RESPONSE_ID,
     PAYLOAD_THOUGHT_SIGNATURE,
     Block,
     BlockKind,
@@ -202,3 +204,34 @@ def test_the_metrics_default_to_the_shared_chain_metrics() -> None:
 
     assert InteractionsEngine("m", api_key="k").metrics is metrics
     assert isinstance(InteractionsEngine("m", api_key="k", metrics=ResponsesMetrics()).metrics, ResponsesMetrics)
+
+
+async def test_images_go_as_image_content_and_files_are_refused(geppetto_sim: Simulator) -> None:
+    image = {"data": "iVBORw0KGgo=", "media_type": "image/png"}
+    turn = Turn(blocks=[Block.user("what is this?", images=[image, {"url": "https://example.com/a.png"}])])
+    await engine(geppetto_sim).run_inference(turn)
+    content = creates(geppetto_sim)[-1]["input"][0]["content"]
+    assert content == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"},
+        {"type": "image", "uri": "https://example.com/a.png"},
+    ]
+    pdf = {"media_type": "application/pdf", "data": "JVBERi0xLjQ="}
+    with_file = Turn(blocks=[Block.user("read this", files=[pdf])])
+    with pytest.raises(UsageError, match="use GeminiEngine"):
+        await engine(geppetto_sim).run_inference(with_file)
+
+
+async def test_two_inferences_at_once_on_one_turn_leave_the_later_answer_unanchored(geppetto_sim: Simulator) -> None:
+    eng = engine(geppetto_sim)
+    turn = _start()
+    await asyncio.gather(eng.run_inference(turn), eng.run_inference(turn))
+    answers = [b for b in turn.blocks if b.kind is BlockKind.LLM_TEXT]
+    assert len(answers) == 2
+    assert BLOCK_META_PREFIX_FINGERPRINT.get(answers[0].metadata)
+    assert not BLOCK_META_PREFIX_FINGERPRINT.get(answers[1].metadata), "its context on the server is not the Turn"
+    turn.append(Block.user("next"))
+    await eng.run_inference(turn)
+    body = creates(geppetto_sim)[-1]
+    assert body["previous_interaction_id"] == answers[0].metadata[str(BLOCK_META_RESPONSE_ID)]
+    assert_server_holds_the_turn(geppetto_sim, turn)

@@ -70,6 +70,8 @@ class _Call:
     plan: InteractionPlan
     reducer: InteractionsReducer
     requested: str
+    start: int = 0
+    """How many blocks the Turn had when the request was planned."""
     recovered: bool = False
 
 
@@ -212,7 +214,7 @@ class InteractionsEngine(TransportOwner):
         state = get_interactions_state(turn)
         requested = self._mode_for(state)
         plan = plan_interaction(turn, requested, state, store=self.store, metrics=self.metrics)
-        call = _Call(plan, InteractionsReducer(), requested)
+        call = _Call(plan, InteractionsReducer(), requested, len(turn.blocks))
         return await run_stream(
             turn,
             provider=self.provider,
@@ -321,6 +323,15 @@ class InteractionsEngine(TransportOwner):
             log.warning("interactions: the interaction carried no id; its blocks cannot anchor a later request")
         else:
             refused = None if status in ANCHORING_STATUSES or not status else f"the interaction ended {status}"
+            if start != call.start:  # another run appended to this Turn meanwhile: the server's context is not it
+                log.warning(
+                    "interactions: %d block(s) were added to the Turn while interaction %s ran; its blocks will "
+                    "not anchor a later request. Run one inference per Turn at a time (or give each its own "
+                    "turn.clone())",
+                    start - call.start,
+                    iid,
+                )
+                refused = "concurrent inference on the same Turn"
             seed = chain_seed(InteractionsState(base=plan.base))
             tag_chain(
                 turn,
@@ -334,7 +345,7 @@ class InteractionsEngine(TransportOwner):
                 log=log,
                 label="interactions",
             )
-            if self.store:
+            if self.store and start == call.start:
                 set_interactions_state(turn, InteractionsState(call.requested, iid, plan.base))
         meta.extra["interaction_id"] = iid
         meta.extra.update(

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from geppetto._exceptions import ConfigurationError
+from geppetto._exceptions import ConfigurationError, UsageError
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -30,10 +30,11 @@ from geppetto.turns import (
     block_meta_key,
     turn_data_key,
 )
+from geppetto.turns._attach import PAYLOAD_FILES
 from geppetto.turns._builtin import PAYLOAD_ITEM, raw_block
 
 from .._chain import Wire
-from .._streaming import tool_result_text
+from .._streaming import image_parts, tool_result_text
 
 __all__ = [
     "INTERACTIONS_STATE",
@@ -116,12 +117,31 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def _user_content(block: Block) -> list[dict[str, Any]]:
+    """A user block's text and images as ``user_input`` content; attached files are refused, naming the fix."""
+    if block.payload.get(PAYLOAD_FILES):
+        raise UsageError(
+            "the Interactions engine does not send attached files yet: use GeminiEngine (generateContent) for a "
+            "Turn with attachments, or pass images as Block.user(text, images=[...])"
+        )
+    content = [_text(block.text)] if block.text else []
+    for kind, value, media_type in image_parts(block):
+        if kind == "url":
+            image = {"type": "image", "uri": value}
+            if media_type:
+                image["mime_type"] = media_type
+        else:
+            image = {"type": "image", "data": value, "mime_type": media_type}
+        content.append(image)
+    return content
+
+
 def step_of(block: Block) -> dict[str, Any] | None:
     """The step ``block`` is sent as (without a function result's name, which comes from its call), or
     None when it is not sent: a system block, empty text, another provider's reasoning."""
     kind, payload = block.kind, block.payload
     if kind is BlockKind.USER:
-        return {"type": "user_input", "content": [_text(block.text)]}
+        return {"type": "user_input", "content": _user_content(block)}
     if kind is BlockKind.LLM_TEXT:
         return {"type": "model_output", "content": [_text(block.text)]} if block.text.strip() else None
     if kind is BlockKind.TOOL_CALL:
