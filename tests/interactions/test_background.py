@@ -12,7 +12,7 @@ from interactions_support import PATH, assert_server_holds_the_turn, creates, en
 from geppetto._exceptions import StreamError
 from geppetto.events import Event, EventTextDelta, with_sinks
 from geppetto.providers.gemini import get_interactions_state
-from geppetto.simulator import Reply, Simulator
+from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, Block, BlockKind, Turn
 
 LONG = "The quick brown fox jumps over the lazy dog, then naps in the warm afternoon sun by the river."
@@ -59,14 +59,34 @@ async def test_a_stream_cut_before_the_interaction_id_cannot_be_resumed(geppetto
         await engine(sim, background=True).run_inference(_turn())
 
 
-async def test_resumes_that_bring_nothing_new_give_up_after_max_resumes(geppetto_sim: Simulator) -> None:
+async def test_after_resumes_that_bring_nothing_new_the_interaction_is_polled(geppetto_sim: Simulator) -> None:
     sim = geppetto_sim
-    sim.queue(Reply(text=LONG))
+    sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": "Oslo"}, call_id="c1")]), Reply(text=LONG))
+    eng = engine(sim, background=True, max_resumes=2, poll_interval=0.01)
+    turn = await eng.run_inference(_turn())
+    turn.append(Block.tool_use("c1", "sunny"))
     sim.fail_next(drop_after=3)  # the create stream breaks after the id arrived
-    sim.fail_next(drop_after=0, times=5)  # and every resume breaks before anything new
-    with pytest.raises(StreamError):
-        await engine(sim, background=True, max_resumes=2).run_inference(_turn())
-    assert len([r for r in sim.requests if r.method == "GET"]) == 2
+    sim.fail_next(drop_after=0, times=2)  # and both resumes break before anything new
+    turn = await eng.run_inference(turn)
+    assert [b.kind for b in turn.blocks] == [
+        BlockKind.USER,
+        BlockKind.TOOL_CALL,
+        BlockKind.TOOL_USE,
+        BlockKind.LLM_TEXT,
+    ]
+    assert _texts(turn) == [LONG], "the input steps GET shows are not taken for output"
+    gets = [r.query for r in sim.requests if r.method == "GET"]
+    assert [q.get("stream") for q in gets][:2] == ["true", "true"] and gets[-1].get("stream") is None
+    state = get_interactions_state(turn)
+    assert state is not None and state.previous_interaction_id == last_interaction(turn)
+    assert_server_holds_the_turn(sim, turn)
+
+
+async def test_a_whole_answer_without_streaming(geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="One answer."))
+    turn = await engine(geppetto_sim, stream=False).run_inference(_turn())
+    assert _texts(turn) == ["One answer."] and creates(geppetto_sim)[0]["stream"] is False
+    assert_server_holds_the_turn(geppetto_sim, turn)
 
 
 async def test_cancelling_the_caller_cancels_the_interaction(geppetto_sim: Simulator) -> None:

@@ -10,13 +10,12 @@ off, the whole Turn goes, with a reason code in the log, the metrics and the fin
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
@@ -35,9 +34,9 @@ from .._streaming import (
     request_tools,
     resolve_api_key,
     run_stream,
-    sse_events,
 )
 from ._engine import API_VERSION, DEFAULT_BASE_URL
+from ._interactions_background import open_interaction
 from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
 from ._interactions_steps import (
     PROVIDER,
@@ -47,7 +46,7 @@ from ._interactions_steps import (
     get_interactions_state,
     set_interactions_state,
 )
-from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer, whole_events
+from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer
 
 __all__ = ["InteractionsEngine"]
 
@@ -91,7 +90,8 @@ class InteractionsEngine(TransportOwner):
 
     ``background=True`` creates the interaction with ``background`` (``store`` must be on): a broken stream
     is resumed with ``GET /interactions/{id}?stream=true&last_event_id=...`` (at most ``max_resumes`` in a
-    row that bring nothing new), cancelling the caller cancels the interaction (``POST
+    row that bring nothing new, then it is polled every ``poll_interval`` seconds until it stops running and
+    read whole), cancelling the caller cancels the interaction (``POST
     /interactions/{id}/cancel``), and an interaction that did not complete never anchors a later request.
 
     ``metrics`` defaults to the process-wide chain metrics the Responses engine records into
@@ -120,6 +120,7 @@ class InteractionsEngine(TransportOwner):
         on_previous_not_found: str = "resend",
         background: bool = False,
         max_resumes: int = 5,
+        poll_interval: float = 1.0,
         stream: bool = True,
         headers: dict[str, str] | None = None,
         http: HttpTransport | httpx.AsyncClient | None = None,
@@ -127,7 +128,7 @@ class InteractionsEngine(TransportOwner):
         timeout: float | httpx.Timeout | None = None,
         metrics: Any = None,
     ) -> None:
-        check_settings(mode, store, background, stream, on_previous_not_found, max_resumes)
+        check_settings(mode, store, background, stream, on_previous_not_found, max_resumes, poll_interval)
         self.model = model
         self.base_url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = resolve_api_key(api_key, _KEY_ENV, "Gemini")
@@ -140,6 +141,7 @@ class InteractionsEngine(TransportOwner):
         self.thinking_summaries = thinking_summaries
         self.on_previous_not_found = on_previous_not_found
         self.background, self.max_resumes, self.stream = background, max_resumes, stream
+        self.poll_interval = poll_interval
         self.headers = dict(headers or {})
         if metrics is None:
             from ..openai_responses._metrics import metrics as shared
@@ -236,7 +238,7 @@ class InteractionsEngine(TransportOwner):
         """The interaction's events; an expired or unknown anchor is answered once with the whole Turn."""
         self._count(call.plan)
         try:
-            async with aclosing(self._open(self.build_body(turn, call.plan), call)) as events:
+            async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer)) as events:
                 async for event in events:
                     yield event
             return
@@ -255,64 +257,9 @@ class InteractionsEngine(TransportOwner):
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
         call.recovered = True
         self._count(call.plan)
-        async with aclosing(self._open(self.build_body(turn, call.plan), call)) as events:
+        async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer)) as events:
             async for event in events:
                 yield event
-
-    async def _open(self, body: dict[str, Any], call: _Call) -> AsyncGenerator[SSEEvent, None]:
-        path = f"{API_VERSION}/interactions"
-        if not self.stream:
-            answer = await self._transport.request_json(
-                "POST", path, body, headers=self._auth(), error_parser=gemini_error_info
-            )
-            for event in whole_events(answer):
-                yield event
-            return
-        source = sse_events(self._transport, path, body, headers=self._auth(), error_parser=gemini_error_info)
-        idle = 0
-        while True:
-            seen = call.reducer.last_event_id
-            try:
-                async with aclosing(source) as events:
-                    async for event in events:
-                        yield event
-                return
-            except StreamError:
-                iid = call.reducer.response_id
-                idle = 0 if call.reducer.last_event_id != seen else idle + 1
-                if not (self.background and iid) or idle >= self.max_resumes:
-                    raise
-                log.info("interactions: resuming interaction %s after event %s", iid, call.reducer.last_event_id)
-                source = self._resume(iid, call.reducer.last_event_id)
-            except asyncio.CancelledError:
-                if self.background and call.reducer.response_id:
-                    await asyncio.shield(self._cancel_quietly(call.reducer.response_id))
-                raise
-
-    async def _resume(self, interaction_id: str, last_event_id: str | None) -> AsyncGenerator[SSEEvent, None]:
-        params = {"stream": "true"}
-        if last_event_id:
-            params["last_event_id"] = last_event_id
-        stream = cast(
-            AsyncGenerator[SSEEvent, None],
-            self._transport.stream_sse(
-                f"{API_VERSION}/interactions/{interaction_id}",
-                None,
-                method="GET",
-                params=params,
-                headers=self._auth(),
-                error_parser=gemini_error_info,
-            ),
-        )
-        async with aclosing(stream) as events:
-            async for event in events:
-                yield event
-
-    async def _cancel_quietly(self, interaction_id: str) -> None:
-        try:
-            await self.cancel(interaction_id)
-        except (ProviderError, httpx.HTTPError) as exc:
-            log.warning("interactions: could not cancel interaction %s: %s", interaction_id, exc)
 
     def _record(self, turn: Turn, call: _Call, result: StreamResult, meta: EventMetadata) -> None:
         """Tag the interaction's blocks (the proof's fingerprint at their end), keep the state, and say in the

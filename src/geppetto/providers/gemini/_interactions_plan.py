@@ -111,7 +111,13 @@ def thinking_level_for(effort: str | None) -> str | None:
 
 
 def check_settings(
-    mode: str | None, store: bool, background: bool, stream: bool, on_missing: str, max_resumes: int
+    mode: str | None,
+    store: bool,
+    background: bool,
+    stream: bool,
+    on_missing: str,
+    max_resumes: int,
+    poll_interval: float = 1.0,
 ) -> None:
     """Refuse engine settings that cannot work together, naming the fix."""
     if mode is not None and mode not in MODES:
@@ -126,3 +132,5 @@ def check_settings(
         raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
     if max_resumes < 0:
         raise ConfigurationError("max_resumes must be 0 or more")
+    if not poll_interval > 0:
+        raise ConfigurationError("poll_interval must be a positive number of seconds")

@@ -134,6 +134,10 @@ class InteractionsReducer:
                 blocks.append(block)
         return blocks
 
+    def forget_steps(self) -> None:
+        """Drop the steps read so far (the whole interaction, read again, replaces them)."""
+        self._steps.clear()
+
     def completed_blocks(self) -> list[Block]:
         return self._blocks(only_done=True)
 
@@ -172,9 +176,10 @@ def _error(error: dict[str, Any]) -> ProviderError:
     return error_from_response(status, text, {}, provider=PROVIDER, parser=gemini_error_info)
 
 
-def whole_events(interaction: dict[str, Any]) -> list[SSEEvent]:
-    """The events a stream of the whole interaction ``interaction`` (a non-streamed create, or a get)
-    would carry: created, each output step started and stopped, completed."""
+def whole_events(interaction: dict[str, Any], inputs: int = 0) -> list[SSEEvent]:
+    """The events a stream of the whole interaction ``interaction`` (a non-streamed create, or a get) would
+    carry: created, each output step started and stopped, completed. A stored interaction read back with
+    ``GET`` shows its ``inputs`` input steps before its output: they are left out."""
 
     def event(data: dict[str, Any]) -> SSEEvent:
         return SSEEvent("", json.dumps(data))
@@ -182,8 +187,8 @@ def whole_events(interaction: dict[str, Any]) -> list[SSEEvent]:
     head = {k: v for k, v in interaction.items() if k not in ("steps", "usage")}
     events = [event({"event_type": "interaction.created", "interaction": head})]
     for index, step in enumerate(interaction.get("steps") or ()):
-        if step.get("type") == "user_input":
-            continue  # a stored interaction read back holds its input too
+        if index < inputs:
+            continue
         events.append(event({"event_type": "step.start", "index": index, "step": step}))
         events.append(event({"event_type": "step.stop", "index": index}))
     events.append(event({"event_type": "interaction.completed", "interaction": interaction}))
