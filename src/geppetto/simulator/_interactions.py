@@ -74,7 +74,7 @@ class Created:
     def id(self) -> str:
         return str(self.obj["id"])
 
-    def commit(self, frames: list[bytes] | None = None, event_ids: list[str] | None = None) -> None:
+    def commit(self, frames: list[bytes] | None = None) -> None:
         """Store the interaction (unless ``store`` is false), as the service does once it has finished."""
         if not self.store:
             return
@@ -87,7 +87,6 @@ class Created:
             input=copy.deepcopy(self.body["input"]),
             obj=copy.deepcopy(self.obj),
             frames=list(frames or []),
-            event_ids=list(event_ids or []),
         )
         with self.state.lock:
             self.state.interactions[self.id] = stored

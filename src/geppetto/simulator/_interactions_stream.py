@@ -79,8 +79,8 @@ def _step_events(index: int, step: dict[str, Any]) -> tuple[list[dict[str, Any]]
     return head, [{"event_type": "step.delta", "index": index, "delta": d} for d in deltas]
 
 
-def event_frames(obj: dict[str, Any]) -> tuple[list[bytes], list[str], dict[int, int]]:
-    """The frames of the interaction ``obj``'s stream, their event ids, and each step's ``step.stop`` frame."""
+def event_frames(obj: dict[str, Any]) -> tuple[list[bytes], dict[int, int]]:
+    """The frames of the interaction ``obj``'s stream and the frame of each step's ``step.stop``."""
     iid = str(obj["id"])
     lifecycle = {"id": iid, "status": "in_progress", "object": "interaction", "model": obj["model"]}
     events: list[dict[str, Any]] = [
@@ -99,21 +99,21 @@ def event_frames(obj: dict[str, Any]) -> tuple[list[bytes], list[str], dict[int,
     events.append({"event_type": "interaction.completed", "interaction": final})
     ids = [_event_id(iid, n) for n in range(len(events))]
     frames = [sse(e["event_type"], {**e, "event_id": ids[n]}) for n, e in enumerate(events)]
-    return frames, ids, stops
+    return frames, stops
 
 
 def respond(call: Call, created: Created) -> ASGIApp:
     """The answer to a create request: the interaction, its event stream, or a background run's start."""
     state = call.state
-    frames, ids, stops = event_frames(created.obj)
+    frames, stops = event_frames(created.obj)
     streamed = created.body.get("stream") is True
     if created.background:
-        return _start_run(call, created, frames, ids, stops, streamed)
+        return _start_run(call, created, frames, stops, streamed)
     if not streamed:
-        created.commit(frames, ids)
+        created.commit(frames)
         return JSONResponse(created.obj)
     return SSEStream(
-        frames, call.fault, lambda: state.closing, on_complete=lambda: created.commit(frames, ids), api="interactions"
+        frames, call.fault, lambda: state.closing, on_complete=lambda: created.commit(frames), api="interactions"
     )
 
 
@@ -162,12 +162,10 @@ class InteractionRun(BackgroundRun):
         return self.snapshot()
 
 
-def _start_run(
-    call: Call, created: Created, frames: list[bytes], ids: list[str], stops: dict[int, int], streamed: bool
-) -> ASGIApp:
+def _start_run(call: Call, created: Created, frames: list[bytes], stops: dict[int, int], streamed: bool) -> ASGIApp:
     state = call.state
     run = InteractionRun(
-        created.obj, frames, stops, streamed, lambda: created.commit(frames, ids), lambda: None, created_by=created
+        created.obj, frames, stops, streamed, lambda: created.commit(frames), lambda: None, created_by=created
     )
     with state.lock:
         state.background_runs[run.id] = run

@@ -55,7 +55,6 @@ class StoredInteraction:
     input: Any
     obj: dict[str, Any]
     frames: list[bytes] = field(default_factory=list)
-    event_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
