@@ -235,3 +235,13 @@ async def test_two_inferences_at_once_on_one_turn_leave_the_later_answer_unancho
     body = creates(geppetto_sim)[-1]
     assert body["previous_interaction_id"] == answers[0].metadata[str(BLOCK_META_RESPONSE_ID)]
     assert_server_holds_the_turn(geppetto_sim, turn)
+
+
+async def test_a_404_about_something_else_is_not_taken_for_an_expired_interaction(geppetto_sim: Simulator) -> None:
+    eng = engine(geppetto_sim)
+    turn = await eng.run_inference(_start())
+    turn.append(Block.user("again"))
+    geppetto_sim.fail_next(404)  # the service's generic not-found text, naming no interaction
+    with pytest.raises(NotFoundError):
+        await eng.run_inference(turn)
+    assert len(creates(geppetto_sim)) == 2, "no whole-Turn resend"

@@ -56,10 +56,12 @@ _KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
 
 
-def _gone(exc: ProviderError) -> bool:
-    """True for the service's answer that a ``previous_interaction_id`` is unknown or expired."""
-    text = str(exc).lower()
-    return isinstance(exc, NotFoundError) or ("interaction" in text and ("not found" in text or "expired" in text))
+def _gone(exc: ProviderError, anchor: str) -> bool:
+    """True for the service's answer that the interaction ``anchor`` is unknown or expired (a 404, or an
+    error saying so, that names it or an interaction: another missing thing, a model say, is not this)."""
+    text = str(exc.message or "").lower()  # the service's own words, not the URL the error names
+    named = anchor.lower() in text or "interaction" in text
+    return named and (isinstance(exc, NotFoundError) or "not found" in text or "expired" in text)
 
 
 @dataclass
@@ -244,7 +246,7 @@ class InteractionsEngine(TransportOwner):
             return
         except ProviderError as exc:
             anchor = call.plan.previous_interaction_id
-            if isinstance(exc, StreamError) or call.reducer.last_event_id or not anchor or not _gone(exc):
+            if isinstance(exc, StreamError) or call.reducer.last_event_id or not anchor or not _gone(exc, anchor):
                 raise
             if self.on_previous_not_found == "raise":
                 raise
