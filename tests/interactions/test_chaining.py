@@ -245,3 +245,20 @@ async def test_a_404_about_something_else_is_not_taken_for_an_expired_interactio
     with pytest.raises(NotFoundError):
         await eng.run_inference(turn)
     assert len(creates(geppetto_sim)) == 2, "no whole-Turn resend"
+
+
+async def test_the_kill_switch_sends_every_request_stateless(
+    geppetto_sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eng = engine(geppetto_sim)
+    turn = await eng.run_inference(_start())
+    monkeypatch.setenv("GEPPETTO_CHAINING", "off")
+    turn.append(Block.user("again"))
+    turn = await eng.run_inference(turn)
+    assert "previous_interaction_id" not in creates(geppetto_sim)[-1]
+    monkeypatch.setenv("GEPPETTO_CHAINING", "on")  # the stateless interaction was stored: it anchors
+    anchor = last_interaction(turn)
+    turn.append(Block.user("and on"))
+    turn = await eng.run_inference(turn)
+    assert creates(geppetto_sim)[-1]["previous_interaction_id"] == anchor
+    assert_server_holds_the_turn(geppetto_sim, turn)

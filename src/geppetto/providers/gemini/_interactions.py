@@ -157,12 +157,26 @@ class InteractionsEngine(TransportOwner):
 
     # -- planning and the request body ----------------------------------------------------------------
     def _mode_for(self, state: InteractionsState | None) -> str:
+        """The mode asked for: the engine's, else the Turn's, else chained (stateless with ``store=False``)."""
         return self.mode or (state.mode if state is not None else None) or ("chained" if self.store else "stateless")
+
+    @staticmethod
+    def _sent_mode(mode: str) -> str:
+        """``mode``, or stateless while the kill switch ``GEPPETTO_CHAINING=off`` is set (as for the Responses
+        engine; the Turn keeps the mode asked for)."""
+        from ..openai_responses._switch import CHAINING_ENV, chaining_enabled
+
+        if mode == "chained" and not chaining_enabled():
+            log.info(
+                "interactions: chaining is off (%s=off): a stateless request instead of a chained one", CHAINING_ENV
+            )
+            return "stateless"
+        return mode
 
     def plan(self, turn: Turn) -> InteractionPlan:
         """What :meth:`run_inference` would send for ``turn`` now, recording nothing (for inspection)."""
         state = get_interactions_state(turn)
-        return plan_interaction(turn, self._mode_for(state), state, store=self.store, metrics=None)
+        return plan_interaction(turn, self._sent_mode(self._mode_for(state)), state, store=self.store, metrics=None)
 
     def build_body(self, turn: Turn, plan: InteractionPlan) -> dict[str, Any]:
         """The JSON body of ``interactions.create`` for ``plan`` (public so tests and benchmarks can read it)."""
@@ -217,7 +231,7 @@ class InteractionsEngine(TransportOwner):
         """Send the Turn (or the steps after its anchor), append the interaction's blocks, tag them, return it."""
         state = get_interactions_state(turn)
         requested = self._mode_for(state)
-        plan = plan_interaction(turn, requested, state, store=self.store, metrics=self.metrics)
+        plan = plan_interaction(turn, self._sent_mode(requested), state, store=self.store, metrics=self.metrics)
         call = _Call(plan, InteractionsReducer(), requested, len(turn.blocks))
         return await run_stream(
             turn,
