@@ -20,3 +20,15 @@ async def test_the_inspector_shows_the_interactions_anchor_and_why_a_turn_falls_
     turn.blocks[1].payload["text"] = "hello, edited"
     edited = chained_plan(turn).next
     assert edited is not None and edited.full and edited.fallback == "fingerprint_mismatch" and edited.anchor is None
+
+
+async def test_geppetto_inspect_names_the_interactions_anchor(geppetto_sim: Simulator) -> None:
+    from geppetto.cli._inspect import _chains, plan_lines
+
+    eng = engine(geppetto_sim)
+    turn = await eng.run_inference(Turn(blocks=[Block.user("hello")]))
+    anchor = last_interaction(turn)
+    turn.append(Block.user("again"))
+    assert _chains(turn)
+    (line,) = plan_lines(chained_plan(turn), len(turn.blocks))
+    assert line == f"chained request: previous_interaction_id={anchor}, sends 1 of 3 blocks"

@@ -74,6 +74,8 @@ class ChainedPlan:
     fallback: str = ""
     error: bool = False
     next: ChainedPlan | None = None
+    anchor_field: str = "previous_response_id"
+    """The request field that names the anchor (``previous_interaction_id`` on the Interactions API)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -103,10 +105,17 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
     try:
         plan = plan_interaction(turn, "chained", state, store=True, metrics=None)
     except UsageError as exc:
-        return ChainedPlan(None, [], str(exc), "chained", error=True)
+        return ChainedPlan(None, [], str(exc), "chained", error=True, anchor_field="previous_interaction_id")
     reason = plan.detail or ("the first request of a chain" if plan.full else "")
+    sent = [b.id for b in plan.blocks]
     return ChainedPlan(
-        plan.previous_interaction_id, [b.id for b in plan.blocks], reason, plan.mode, None, plan.full, plan.fallback
+        plan.previous_interaction_id,
+        sent,
+        reason,
+        plan.mode,
+        full=plan.full,
+        fallback=plan.fallback,
+        anchor_field="previous_interaction_id",
     )
 
 
