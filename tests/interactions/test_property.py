@@ -10,14 +10,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from interactions_support import PATH, assert_server_holds_the_turn, engine
+from interactions_support import MODEL, PATH, THINKING, assert_server_holds_the_turn, engine
 
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
 
 ACTIONS = ("append", "insert", "remove", "reorder", "edit", "system", "drop_last")
-REPLIES = ("text", "tool", "text_and_tool", "parallel_tools")
+REPLIES = ("text", "tool", "reasoning_text", "reasoning_tool", "text_and_tool", "parallel_tools")
 EDITABLE = (BlockKind.USER, BlockKind.LLM_TEXT)
 RID = str(BLOCK_META_RESPONSE_ID)
 
@@ -33,6 +33,8 @@ def _reply(kind: str, step: int) -> Reply:
     return {
         "text": Reply(text=f"a{step}"),
         "tool": Reply(tool_calls=[weather]),
+        "reasoning_text": Reply(text=f"a{step}", reasoning=f"thinking {step}"),
+        "reasoning_tool": Reply(reasoning=f"thinking {step}", tool_calls=[weather]),
         "text_and_tool": Reply(text=f"checking {step}", tool_calls=[weather]),
         "parallel_tools": Reply(tool_calls=[weather, ToolCall("get_weather", {"city": f"d{step}"})]),
     }[kind]
@@ -81,8 +83,8 @@ def _apply(turn: Turn, action: str, pick: int, step: int) -> None:
     turn.append(Block.user(f"question {step}"))
 
 
-async def _scenario(sim: Simulator, steps: list[tuple[str, int, str]]) -> None:
-    eng = engine(sim, mode="chained")
+async def _scenario(sim: Simulator, steps: list[tuple[str, int, str]], model: str) -> None:
+    eng = engine(sim, mode="chained", model=model)
     turn = Turn(blocks=[Block.system("system v0"), Block.user("question 0")])
     for step, (action, pick, reply) in enumerate(steps, start=1):
         sim.queue(_reply(reply, step))
@@ -100,8 +102,13 @@ STEPS = st.lists(
 )
 
 
+@pytest.mark.parametrize("model", [MODEL, THINKING])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
-def test_the_servers_history_always_equals_the_turn(sim: Simulator, steps: list[tuple[str, int, str]]) -> None:
+def test_the_servers_history_always_equals_the_turn(
+    sim: Simulator, model: str, steps: list[tuple[str, int, str]]
+) -> None:
+    """With a thinking model every thought is signed, and the signatures a whole-Turn resend replays are
+    checked by the simulator."""
     sim.reset()
-    asyncio.run(_scenario(sim, steps))
+    asyncio.run(_scenario(sim, steps, model))
