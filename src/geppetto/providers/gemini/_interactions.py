@@ -35,6 +35,7 @@ from .._streaming import (
     resolve_api_key,
     run_stream,
 )
+from ..openai_responses._validate import Validation
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
 from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
@@ -47,6 +48,7 @@ from ._interactions_steps import (
     set_interactions_state,
 )
 from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer
+from ._interactions_validate import validate_interactions
 
 __all__ = ["InteractionsEngine"]
 
@@ -322,6 +324,11 @@ class InteractionsEngine(TransportOwner):
                 sent=plan.blocks,
             )
         )
+
+    async def validate(self, turn: Turn) -> Validation:
+        """Read the history the server holds behind the Turn's anchor and compare it with the Turn (see
+        ``_interactions_validate``); on a mismatch the next request sends the whole Turn."""
+        return await validate_interactions(self, turn)
 
     # -- the interaction resource ---------------------------------------------------------------------
     async def get(self, interaction_id: str) -> dict[str, Any]:
