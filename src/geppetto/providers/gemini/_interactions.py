@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -35,7 +35,6 @@ from .._streaming import (
     resolve_api_key,
     run_stream,
 )
-from ..openai_responses._validate import Validation
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
 from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
@@ -48,7 +47,9 @@ from ._interactions_steps import (
     set_interactions_state,
 )
 from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer
-from ._interactions_validate import validate_interactions
+
+if TYPE_CHECKING:
+    from ..openai_responses._validate import Validation
 
 __all__ = ["InteractionsEngine"]
 
@@ -328,6 +329,8 @@ class InteractionsEngine(TransportOwner):
     async def validate(self, turn: Turn) -> Validation:
         """Read the history the server holds behind the Turn's anchor and compare it with the Turn (see
         ``_interactions_validate``); on a mismatch the next request sends the whole Turn."""
+        from ._interactions_validate import validate_interactions  # the Responses engine's result type
+
         return await validate_interactions(self, turn)
 
     # -- the interaction resource ---------------------------------------------------------------------
