@@ -262,3 +262,25 @@ async def test_the_kill_switch_sends_every_request_stateless(
     turn = await eng.run_inference(turn)
     assert creates(geppetto_sim)[-1]["previous_interaction_id"] == anchor
     assert_server_holds_the_turn(geppetto_sim, turn)
+
+
+def test_tool_choice_and_generation_settings_follow_the_types() -> None:
+    weather = {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {}}}
+    turn = _start()
+    bodies = []
+    for choice, wire in (
+        ("required", "any"),
+        ("none", "none"),
+        ("get_weather", {"allowed_tools": {"mode": "any", "tools": ["get_weather"]}}),
+    ):
+        eng = InteractionsEngine(
+            "gemini-3-flash-preview", api_key="k", tools=[weather], tool_choice=choice, temperature=0.2,
+            max_output_tokens=128, reasoning_effort="high", thinking_summaries="auto",
+            builtin_tools=[{"type": "google_search"}],
+        )  # fmt: skip
+        body = eng.build_body(turn, eng.plan(turn))  # validated against the google-genai types by conftest
+        assert body["generation_config"]["tool_choice"] == wire
+        bodies.append(body)
+    config = bodies[0]["generation_config"]
+    assert (config["thinking_level"], config["max_output_tokens"], config["temperature"]) == ("high", 128, 0.2)
+    assert [t["type"] for t in bodies[0]["tools"]] == ["function", "google_search"]
