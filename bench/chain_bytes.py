@@ -13,12 +13,18 @@ only the fields the API needs on every request: model, tools, previous_response_
 the ids of this run) and stream. The model-visible context is checked equal in every mode: the input
 tokens the simulator counted for every request, and the final context items.
 
-Run: `.venv/bin/python bench/chain_bytes.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
-non-zero only on an error (a context that differs between modes is one), never on a missed target.
+The same tool loop also runs on Gemini's Interactions API (`InteractionsEngine`, issue 32), stateless and
+chained (`previous_interaction_id` and the steps after the latest proven interaction): its bytes vs
+stateless (target <= 0.15), the history the simulator holds at the end checked equal between the modes.
+
+Run: `.venv/bin/python bench/chain_bytes.py [--steps N] [--only responses|interactions]`. Prints Markdown
+tables and a last `SUMMARY:` line; exits non-zero only on an error (a context that differs between modes
+is one), never on a missed target.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -27,7 +33,8 @@ from typing import Any
 
 from _common import table
 
-from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, get_state
+from geppetto.providers.gemini import InteractionsEngine
+from geppetto.providers.openai_responses import ResponsesEngine, ResponsesMetrics, blocks_to_items, get_state
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -35,6 +42,7 @@ STEPS = 20
 RESULT = ("weather report " * 140)[:2048]
 TARGET_IDEAL = 1.05
 TARGET_INSTRUCTIONS = 0.6
+TARGET_INTERACTIONS = 0.15
 
 
 def _tool(i: int) -> dict[str, Any]:
@@ -130,7 +138,66 @@ def _verdict(value: float, target: float) -> str:
     return "met" if value <= target else f"missed by {value / target - 1:.1%}"
 
 
+async def _interactions(sim: Simulator, system: str, tools: list[dict[str, Any]], mode: str) -> tuple[int, Any]:
+    """Bytes the Interactions engine sent for the tool loop in ``mode``, and the history the server holds
+    at the end (call ids left out: they differ per run)."""
+    sim.reset()
+    eng = InteractionsEngine(
+        "gemini-2.5-flash", api_key="g-test", base_url=sim.url, tools=tools, mode=mode, metrics=ResponsesMetrics()
+    )
+    async with eng:
+        turn = Turn(
+            blocks=[Block.system(system), Block.user("Check the weather in twenty cities, one call at a time.")]
+        )
+        for step in range(STEPS):
+            last = step == STEPS - 1
+            sim.queue(Reply(text="All done.") if last else Reply(tool_calls=[ToolCall("tool_0", {"city": f"c{step}"})]))
+            turn = await eng.run_inference(turn)
+            if not last:
+                turn.append(Block.tool_use(turn.blocks[-1].payload["id"], RESULT))
+    held = sim.held_steps(str(turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]))
+    plain = [{k: v for k, v in step.items() if k not in ("id", "call_id")} for step in held]
+    return sum(r.size for r in sim.requests), plain
+
+
+def interactions_rows(sim: Simulator, errors: list[str], summary: list[str]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for wname, (system, tools) in WORKLOADS.items():
+        (stateless, held), (chained, chained_held) = (
+            asyncio.run(_interactions(sim, system, tools, mode)) for mode in ("stateless", "chained")
+        )
+        if chained_held != held:
+            errors.append(f"{wname} interactions: the server's history differs between stateless and chained")
+        ratio = chained / stateless
+        rows.append([wname, f"{stateless:,}", f"{chained:,}", f"{ratio:.3f}", f"<= {TARGET_INTERACTIONS}"])
+        rows[-1].append(_verdict(ratio, TARGET_INTERACTIONS))
+        summary.append(f"{wname} interactions chained/stateless={ratio:.3f}")
+    return rows
+
+
 def main() -> int:
+    global STEPS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=STEPS, help="model steps of the tool loop (default 20)")
+    parser.add_argument("--only", choices=("responses", "interactions"), help="run one engine's workloads")
+    args = parser.parse_args()
+    STEPS = args.steps
+    if args.only == "interactions":
+        errors: list[str] = []
+        summary: list[str] = []
+        with serve() as sim:
+            rows = interactions_rows(sim, errors, summary)
+        headers = ["workload", "stateless bytes", "chained bytes", "chained / stateless", "target", "result"]
+        print(table(headers, rows))
+        print()
+        for error in errors:
+            print(f"ERROR: {error}")
+        print(f"SUMMARY: {'; '.join(summary)}; {'same history' if not errors else 'HISTORY DIFFERS'}")
+        return 1 if errors else 0
+    return responses_main(args.only is None)
+
+
+def responses_main(with_interactions: bool) -> int:
     rows: list[list[Any]] = []
     targets: list[list[Any]] = []
     summary: list[str] = []
@@ -178,6 +245,7 @@ def main() -> int:
                     ]
                 )
                 summary.append(f"W2 chained/instructions={ratio:.3f}")
+        interactions = interactions_rows(sim, errors, summary) if with_interactions else []
     headers = [
         "workload",
         "mode",
@@ -194,6 +262,17 @@ def main() -> int:
     print()
     print(table(["workload", "ratio", "value", "target", "result"], targets))
     print()
+    if interactions:
+        headers = [
+            "workload",
+            "interactions stateless bytes",
+            "chained bytes",
+            "chained / stateless",
+            "target",
+            "result",
+        ]
+        print(table(headers, interactions))
+        print()
     for error in errors:
         print(f"ERROR: {error}")
     same = "identical context in every mode" if not errors else "CONTEXT DIFFERS"

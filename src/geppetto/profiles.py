@@ -6,11 +6,11 @@ The file is ``profiles.yaml`` in the user's config folder: ``$GEPPETTO_CONFIG_DI
     default: work
     profiles:
       work:
-        provider: openai-responses      # openai-responses | openai-chat | anthropic | gemini
+        provider: openai-responses      # openai-responses | openai-chat | anthropic | gemini | gemini-interactions
         model: gpt-5
         api_key_env: WORK_OPENAI_KEY    # optional; else the provider's standard variable
         base_url: null                  # optional; the provider's official endpoint when null
-        mode: chained                   # Responses only: stateless | chained | conversation
+        mode: chained                   # openai-responses: stateless | chained | conversation; gemini-interactions: stateless | chained
         store: true
         temperature: null
         max_tokens: null
@@ -55,6 +55,7 @@ PROVIDERS: dict[str, tuple[str, ...]] = {
     "openai-chat": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "gemini-interactions": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
 
 
@@ -292,6 +293,7 @@ ENGINE_CLASSES: dict[str, tuple[str, str]] = {
     "openai-chat": ("geppetto.providers.openai_chat", "ChatEngine"),
     "anthropic": ("geppetto.providers.anthropic", "ClaudeEngine"),
     "gemini": ("geppetto.providers.gemini", "GeminiEngine"),
+    "gemini-interactions": ("geppetto.providers.gemini", "InteractionsEngine"),
 }
 
 _OPTIONAL = ("mode", "store", "temperature", "max_tokens", "reasoning_effort", "background")

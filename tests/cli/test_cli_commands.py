@@ -158,5 +158,6 @@ def test_mode_flag_on_another_provider_names_the_fix(tmp_path: Path) -> None:
     res = geppetto("run", "--profile", "sim", "--provider", "anthropic", "--mode", "chained", "hi", config_dir=tmp_path)
     assert (res.returncode, res.stderr) == (
         2,
-        "error: --mode applies to the openai-responses provider only, not 'anthropic'; drop --mode\n",
+        "error: --mode applies to the openai-responses and gemini-interactions providers only, not 'anthropic'; "
+        "drop --mode\n",
     )

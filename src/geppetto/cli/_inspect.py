@@ -22,18 +22,18 @@ def _preview(text: str, width: int = 32) -> str:
 
 
 def _chains(turn: Turn) -> bool:
-    """Whether the turn's last engine was the Responses engine (or none is recorded)."""
-    return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai")
+    """Whether the turn's last engine was a stateful one (Responses, Gemini Interactions), or none is recorded."""
+    return TURN_META_PROVIDER.get(turn.metadata) in (None, "openai", "gemini-interactions")
 
 
 def _carrying(plan: ChainedPlan) -> str:
     if plan.conversation:
         return f"conversation={plan.conversation}"
     if plan.anchor:
-        return f"previous_response_id={plan.anchor}"
+        return f"{plan.anchor_field}={plan.anchor}"
     if plan.mode == "conversation":
         return "in a new conversation"
-    return "without previous_response_id" if plan.mode == "chained" else "without server state"
+    return f"without {plan.anchor_field}" if plan.mode == "chained" else "without server state"
 
 
 def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:

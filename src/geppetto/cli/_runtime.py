@@ -50,6 +50,7 @@ FALLBACK_MODEL = {
     "openai-chat": "gpt-4.1-mini",
     "anthropic": "claude-sonnet-4-5",
     "gemini": "gemini-2.5-flash",
+    "gemini-interactions": "gemini-2.5-flash",
 }
 
 
@@ -122,8 +123,10 @@ def choose_profile(settings: EngineSettings) -> Profile:
         if base.note is not None:
             print(f"warning: {base.note}", file=sys.stderr)
     provider = settings.provider or base.provider
-    if settings.mode is not None and provider != "openai-responses":
-        raise ConfigurationError(f"--mode applies to the openai-responses provider only, not {provider!r}; drop --mode")
+    if settings.mode is not None and provider not in ("openai-responses", "gemini-interactions"):
+        raise ConfigurationError(
+            f"--mode applies to the openai-responses and gemini-interactions providers only, not {provider!r}; drop --mode"
+        )
     if settings.provider is not None and settings.provider != base.provider:
         # Responses-only settings do not carry over to another provider.
         base = replace(base, provider=settings.provider, mode=None, store=None)

@@ -12,7 +12,7 @@ __all__ = ["GenaiPrices"]
 
 log = logging.getLogger("geppetto.pricing")
 
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google", "gemini-interactions": "google"}
 """geppetto's provider names as genai-prices names them; others (the Chat Completions engine, which talks
 to many servers) let genai-prices find the provider from the model name."""
 

@@ -441,12 +441,15 @@ async def run_stream(
     key: str = "",
     answer_tool: str | None = None,
     output: Any = READ_FROM_TURN,
+    on_result: Callable[[StreamResult, EventMetadata], None] | None = None,
 ) -> Turn:
     """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
     append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
     that completed (never a tool call) and re-raises; ``key`` (see :func:`key_hint`) is added to an
     authentication error's message. A call of ``answer_tool`` is the structured answer given as a tool
-    call (Claude's tool mode): it becomes a text block holding its arguments as JSON."""
+    call (Claude's tool mode): it becomes a text block holding its arguments as JSON. ``on_result`` is
+    called with the result and the final event's metadata once the blocks are in the Turn, before the final
+    event goes out (a stateful engine tags its answer's blocks there and adds what the request did)."""
     meta = metadata_for(turn, provider, model)
     publish(EventStart(meta))
     started = time.monotonic()
@@ -490,6 +493,8 @@ async def run_stream(
     final.duration_s = time.monotonic() - started
     if result.response_id:
         final.extra["response_id"] = result.response_id
+    if on_result is not None:
+        on_result(result, final)
     text = "".join(b.text for b in result.blocks if b.kind is BlockKind.LLM_TEXT)
     publish(EventFinal(final, text))
     return turn

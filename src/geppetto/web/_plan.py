@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import UsageError
-from ..turns import Block, Turn
+from ..turns import TURN_META_PROVIDER, Block, Turn
 
 __all__ = ["ChainedPlan", "chained_plan"]
 
@@ -31,6 +31,8 @@ class ChainedPlan:
     fallback: str = ""
     error: bool = False
     next: ChainedPlan | None = None
+    anchor_field: str = "previous_response_id"
+    """The request field that names the anchor (``previous_interaction_id`` on the Interactions API)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -48,11 +50,40 @@ class ChainedPlan:
         return out
 
 
+def _interactions_plan(turn: Turn) -> ChainedPlan | None:
+    """The Interactions engine's plan for a Turn it answered last (None for any other Turn): the same proof,
+    its own wire form."""
+    from ..providers.gemini._interactions_plan import plan_interaction
+    from ..providers.gemini._interactions_steps import PROVIDER, get_interactions_state
+
+    if TURN_META_PROVIDER.get(turn.metadata) != PROVIDER:
+        return None
+    state = get_interactions_state(turn)
+    try:
+        plan = plan_interaction(turn, "chained", state, store=True, metrics=None)
+    except UsageError as exc:
+        return ChainedPlan(None, [], str(exc), "chained", error=True, anchor_field="previous_interaction_id")
+    reason = plan.detail or ("the first request of a chain" if plan.full else "")
+    sent = [b.id for b in plan.blocks]
+    return ChainedPlan(
+        plan.previous_interaction_id,
+        sent,
+        reason,
+        plan.mode,
+        full=plan.full,
+        fallback=plan.fallback,
+        anchor_field="previous_interaction_id",
+    )
+
+
 def _engine_plan(turn: Turn) -> ChainedPlan:
     from ..providers.openai_responses._plan import plan_request
     from ..providers.openai_responses._state import get_state
     from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
 
+    interactions = _interactions_plan(turn)
+    if interactions is not None:
+        return interactions
     state = get_state(turn)
     mode = state.mode if state is not None and state.mode != "stateless" else "chained"
     off = ""

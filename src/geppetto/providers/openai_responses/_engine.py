@@ -13,6 +13,7 @@ from geppetto._exceptions import AuthenticationError, ConfigurationError, Geppet
 from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig, settle_output, wire_schema_encoded
 from geppetto.pricing import record_usage
+from geppetto.providers._chain import chain_extra
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -496,18 +497,17 @@ class ResponsesEngine(TransportOwner):
                 p = block.payload
                 publish(EventToolCallRequested(meta, p[PAYLOAD_ID], p[PAYLOAD_NAME], p.get(PAYLOAD_ARGS)))
         meta.stop_reason = stop
+        meta.extra["response_id"] = str(response.get("id") or "")
         meta.extra.update(
-            {
-                "response_id": str(response.get("id") or ""),
-                "responses.mode": plan.mode,
-                "responses.anchor": plan.previous_response_id or plan.conversation_id or "",
-                "responses.items": len(plan.items),
-                "responses.full": plan.full,
-                "responses.fallback": plan.fallback,
-                "responses.detail": plan.detail,
-                # the ids of a delta's blocks (a whole-Turn request sends every block before the response)
-                "responses.sent": None if plan.full else [b.id for b in plan.blocks],
-            }
+            chain_extra(
+                mode=plan.mode,
+                anchor=plan.previous_response_id or plan.conversation_id or "",
+                items=len(plan.items),
+                full=plan.full,
+                fallback=plan.fallback,
+                detail=plan.detail,
+                sent=plan.blocks,
+            )
         )
         if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
             meta.extra["responses.conversation_created"] = plan.conversation_id

@@ -47,6 +47,8 @@ FALLBACK_REASONS = (
     "conversation_not_empty",
     "item_not_found",
     "server_ignores_state",
+    "interaction_not_found",
+    "store_off",
     "other",
 )
 """The reason codes a fallback is counted under (a fixed set: they are Prometheus label values)."""

@@ -9,7 +9,6 @@ results yet is refused with a ``UsageError`` naming the fix, since the server wo
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,8 @@ from geppetto._exceptions import UsageError
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
-from ._anchors import REASON_TEXT, AnchorScan, blocks_after_response, chain_seed, scan_anchors
+from .._chain import timed_scan
+from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed
 from ._metrics import ResponsesMetrics
 from ._state import ConversationState
@@ -91,28 +91,10 @@ def plan_stateless(turn: Turn, state: ConversationState | None, *, include_syste
 
 
 def _timed_scan(turn: Turn, include_system: bool, seed: str, metrics: ResponsesMetrics | None) -> AnchorScan:
-    start = time.perf_counter()
-    scan = scan_anchors(turn, include_system=include_system, seed=seed, incremental=True)
-    if metrics is not None:
-        metrics.anchor_time(time.perf_counter() - start)
-    if log.isEnabledFor(logging.DEBUG):
-        _log_candidates(scan)
-    return scan
+    def run() -> AnchorScan:
+        return scan_anchors(turn, include_system=include_system, seed=seed, incremental=True)
 
-
-def _log_candidates(scan: AnchorScan) -> None:
-    """One DEBUG line per response of the Turn: taken as the anchor, passed over for a later one, or why not."""
-    if not scan.spans:
-        log.debug("responses: anchor candidates: none (no block carries a response id)")
-    for rid, span in reversed(scan.spans.items()):
-        problem = span.problem()
-        if problem is not None:
-            verdict = f"rejected: {REASON_TEXT[problem]} ({problem})"
-        elif rid == scan.best_id:
-            verdict = "valid: the anchor"
-        else:
-            verdict = f"valid, but {scan.best_id} ends later"
-        log.debug("responses: anchor candidate %s (blocks %d-%d): %s", rid, span.first, span.last, verdict)
+    return timed_scan(run, metrics, log=log, label="responses")
 
 
 def _delta(turn: Turn, anchor: str, include_system: bool) -> tuple[list[Block], list[dict[str, Any]]]:
