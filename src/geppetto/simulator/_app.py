@@ -247,8 +247,8 @@ def _interaction_routes(r: Callable[..., Route]) -> list[Route]:
     for base in ("/v1/interactions", "/v1beta/interactions"):
         one = base + "/{interaction_id}"
         routes += [
-            r(base, "interactions", _interactions.create_interaction, ["POST"], generation=True),
-            r(one, "interactions", _interactions.get_interaction, ["GET"]),
+            r(base, "interactions", _interactions_stream.create_interaction, ["POST"], generation=True),
+            r(one, "interactions", _interactions_stream.get_interaction, ["GET"]),
             r(one, "interactions", _interactions.delete_interaction, ["DELETE"]),
             r(one + "/cancel", "interactions", _interactions_stream.cancel_interaction, ["POST"], bodyless=True),
         ]

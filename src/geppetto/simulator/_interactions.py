@@ -34,7 +34,7 @@ from ._interactions_steps import (
 from ._model import decide
 from ._state import SimState, StoredInteraction
 
-__all__ = ["Created", "create_interaction", "delete_interaction", "get_interaction", "not_found", "stored_or_404"]
+__all__ = ["Created", "answer", "delete_interaction", "not_found", "shown", "stored_or_404"]
 
 _ECHOED = ("system_instruction", "tools", "generation_config", "response_format", "response_mime_type")
 
@@ -142,13 +142,6 @@ def answer(call: Call) -> Created:
     return created
 
 
-async def create_interaction(call: Call) -> ASGIApp:
-    """POST /v1beta/interactions."""
-    from ._interactions_stream import respond
-
-    return respond(call, answer(call))
-
-
 def shown(stored: StoredInteraction, include_input: bool) -> dict[str, Any]:
     """The interaction as ``GET`` shows it: its own input steps before the model's (and the input as sent
     when asked for)."""
@@ -157,34 +150,6 @@ def shown(stored: StoredInteraction, include_input: bool) -> dict[str, Any]:
     if include_input:
         obj["input"] = copy.deepcopy(stored.input)
     return obj
-
-
-def query_flag(call: Call, name: str) -> bool:
-    raw = call.request.query_params.get(name, "false").lower()
-    if raw not in ("true", "false", "1", "0"):
-        raise SimError(400, f"Invalid value for '{name}': expected a boolean, got {raw!r}.", code="invalid_request")
-    return raw in ("true", "1")
-
-
-async def get_interaction(call: Call) -> ASGIApp:
-    """GET /v1beta/interactions/{id}: the stored interaction, or its events with ``stream=true`` (after
-    ``last_event_id``)."""
-    from ._interactions_stream import background_get, replay
-
-    state = call.state
-    interaction_id = call.request.path_params["interaction_id"]
-    stream = query_flag(call, "stream")
-    include_input = query_flag(call, "include_input")
-    if call.request.query_params.get("last_event_id") is not None and not stream:
-        raise SimError(400, "'last_event_id' can only be used with stream=true.", code="invalid_request")  # unverified
-    running = background_get(call, interaction_id, stream)
-    if running is not None:
-        return running
-    with state.lock:
-        stored = stored_or_404(state, interaction_id)
-        if stream:
-            return replay(call, stored)
-        return JSONResponse(shown(stored, include_input))
 
 
 async def delete_interaction(call: Call) -> ASGIApp:

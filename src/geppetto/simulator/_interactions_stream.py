@@ -29,11 +29,20 @@ from ._background import BackgroundRun, RunStream
 from ._call import Call
 from ._errors import SimError
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, sse
-from ._interactions import Created, not_found, shown
+from ._interactions import Created, answer, not_found, shown, stored_or_404
 from ._openai_out import chunks
 from ._state import SimState, StoredInteraction
 
-__all__ = ["InteractionRun", "background_get", "cancel_interaction", "event_frames", "replay", "respond"]
+__all__ = [
+    "InteractionRun",
+    "background_get",
+    "cancel_interaction",
+    "create_interaction",
+    "event_frames",
+    "get_interaction",
+    "replay",
+    "respond",
+]
 
 
 def _event_id(interaction_id: str, index: int) -> str:
@@ -218,3 +227,34 @@ async def cancel_interaction(call: Call) -> ASGIApp:
             raise SimError(400, "Only background interactions can be cancelled.", code="invalid_request")
         raise not_found(interaction_id)
     return JSONResponse(run.cancel())
+
+
+async def create_interaction(call: Call) -> ASGIApp:
+    """POST /v1beta/interactions."""
+    return respond(call, answer(call))
+
+
+def query_flag(call: Call, name: str) -> bool:
+    raw = call.request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise SimError(400, f"Invalid value for '{name}': expected a boolean, got {raw!r}.", code="invalid_request")
+    return raw in ("true", "1")
+
+
+async def get_interaction(call: Call) -> ASGIApp:
+    """GET /v1beta/interactions/{id}: the stored interaction, or its events with ``stream=true`` (after
+    ``last_event_id``)."""
+    state = call.state
+    interaction_id = call.request.path_params["interaction_id"]
+    stream = query_flag(call, "stream")
+    include_input = query_flag(call, "include_input")
+    if call.request.query_params.get("last_event_id") is not None and not stream:
+        raise SimError(400, "'last_event_id' can only be used with stream=true.", code="invalid_request")  # unverified
+    running = background_get(call, interaction_id, stream)
+    if running is not None:
+        return running
+    with state.lock:
+        stored = stored_or_404(state, interaction_id)
+        if stream:
+            return replay(call, stored)
+        return JSONResponse(shown(stored, include_input))

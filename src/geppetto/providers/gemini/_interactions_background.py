@@ -17,29 +17,44 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import TYPE_CHECKING, cast
+from typing import Any, Protocol, cast
 
 import httpx
 
 from ..._exceptions import ProviderError, StreamError
-from .._http import SSEEvent, gemini_error_info
+from .._http import HttpTransport, SSEEvent, gemini_error_info
 from .._streaming import sse_events
 from ._engine import API_VERSION
 from ._interactions_stream import InteractionsReducer, whole_events
 
-if TYPE_CHECKING:
-    from ._interactions import InteractionsEngine
-
 __all__ = ["RUNNING", "open_interaction"]
 
 log = logging.getLogger("geppetto.providers.gemini.interactions")
+
+
+class InteractionsClient(Protocol):
+    """What reading an interaction needs of the engine (``InteractionsEngine`` has it; named here so this
+    module does not import the engine's)."""
+
+    stream: bool
+    background: bool
+    max_resumes: int
+    poll_interval: float
+    _transport: HttpTransport
+
+    def _auth(self) -> dict[str, str]: ...
+
+    async def get(self, interaction_id: str) -> dict[str, Any]: ...
+
+    async def cancel(self, interaction_id: str) -> dict[str, Any]: ...
+
 
 RUNNING = frozenset({"in_progress", "queued"})
 """Statuses of an interaction still being generated."""
 
 
 async def open_interaction(
-    engine: InteractionsEngine, body: dict[str, object], reducer: InteractionsReducer
+    engine: InteractionsClient, body: dict[str, object], reducer: InteractionsReducer
 ) -> AsyncGenerator[SSEEvent, None]:
     """The events of the interaction ``body`` creates; ``reducer`` is the one they are fed to (its id and
     last event id say where to resume)."""
@@ -82,7 +97,7 @@ async def open_interaction(
 
 
 async def _resume(
-    engine: InteractionsEngine, interaction_id: str, last_event_id: str | None
+    engine: InteractionsClient, interaction_id: str, last_event_id: str | None
 ) -> AsyncGenerator[SSEEvent, None]:
     params = {"stream": "true"}
     if last_event_id:
@@ -104,7 +119,7 @@ async def _resume(
 
 
 async def _polled(
-    engine: InteractionsEngine, interaction_id: str, reducer: InteractionsReducer, inputs: int
+    engine: InteractionsClient, interaction_id: str, reducer: InteractionsReducer, inputs: int
 ) -> AsyncGenerator[SSEEvent, None]:
     """The interaction, once it stopped running, as the rest of its stream (its output steps read whole:
     ``GET`` shows its ``inputs`` input steps first)."""
@@ -118,7 +133,7 @@ async def _polled(
         yield event
 
 
-async def _cancel_quietly(engine: InteractionsEngine, interaction_id: str) -> None:
+async def _cancel_quietly(engine: InteractionsClient, interaction_id: str) -> None:
     try:
         await engine.cancel(interaction_id)
     except (ProviderError, httpx.HTTPError) as exc:

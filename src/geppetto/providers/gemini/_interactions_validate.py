@@ -8,21 +8,29 @@ mismatch no interaction of the chain is trusted again: the next request sends th
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...turns import BLOCK_META_RESPONSE_ID, Turn
 from .._chain import scan_chain
+from ..openai_responses._metrics import ResponsesMetrics
 from ..openai_responses._validate import Validation
 from ._interactions_steps import WIRE, blocks_to_steps, chain_seed, get_interactions_state
-
-if TYPE_CHECKING:
-    from ._interactions import InteractionsEngine
 
 __all__ = ["MISMATCH", "validate_interactions"]
 
 log = logging.getLogger("geppetto.providers.gemini.interactions")
 
 MISMATCH = "the server's history differs from the Turn"
+
+
+class _Reader(Protocol):
+    """What validating needs of the engine: its ``get`` and its metrics (``InteractionsEngine`` has both)."""
+
+    metrics: ResponsesMetrics
+
+    async def get(self, interaction_id: str) -> dict[str, Any]: ...
+
+
 _KEPT = ("type", "name", "arguments", "call_id", "result", "is_error", "signature")
 
 
@@ -33,7 +41,7 @@ def _visible(step: dict[str, Any]) -> tuple[Any, ...]:
     return (*(step.get(k) for k in _KEPT), tuple(parts), tuple(summary))
 
 
-async def validate_interactions(engine: InteractionsEngine, turn: Turn) -> Validation:
+async def validate_interactions(engine: _Reader, turn: Turn) -> Validation:
     """Compare the server's history at the Turn's anchor with the Turn (see the module text)."""
     state = get_interactions_state(turn)
     scan = scan_chain(turn, WIRE, seed=chain_seed(state), incremental=True)
