@@ -507,8 +507,11 @@ class ResponsesEngine(TransportOwner):
                 "responses.detail": plan.detail,
                 # the ids of a delta's blocks (a whole-Turn request sends every block before the response)
                 "responses.sent": None if plan.full else [b.id for b in plan.blocks],
+                "responses.why": plan.why or plan.detail,
             }
         )
+        if plan.repair:  # a conversation repaired in place: the anchor it was cut back to, the items deleted
+            meta.extra["responses.repair"] = {"after": plan.repair, "deleted": plan.deleted}
         if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
             meta.extra["responses.conversation_created"] = plan.conversation_id
             if plan.replaced:
