@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
+from .._exceptions import SessionBusyError, StoreError, UsageError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
@@ -19,10 +19,12 @@ from ..pricing import PriceTable, use_prices
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList, freeze
+from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._watch import BlockList, Watch
-from . import _approvals
+from ..turns._watch import BlockList
+from . import _approvals, _edits
+from ._handle import ExecutionHandle
+from ._history import History, _derive, _Entry, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
@@ -55,149 +57,6 @@ INCOMING_HOOKS: list[IncomingHook] = []
 inference it starts inherits their context: e.g. an incoming W3C ``traceparent`` as the parent span."""
 
 log = logging.getLogger("geppetto.session")
-
-
-class ExecutionHandle:
-    """One running inference. ``await wait()`` returns the output turn (or raises what the inference
-    raised; :class:`~geppetto.InferenceCancelled` after :meth:`cancel`). ``running`` is true until it ends.
-
-    The task that awaits :meth:`wait` owns the inference: cancelling that task (``task.cancel()``,
-    ``asyncio.wait_for`` or ``asyncio.timeout`` running out) cancels the inference exactly as
-    :meth:`cancel` does, waits for it to unwind, and then lets the caller's cancellation go on, so the
-    session is idle again by the time the caller sees its ``CancelledError`` or ``TimeoutError``.
-    """
-
-    def __init__(self, task: asyncio.Task[Turn], *, inference_id: str, turn_id: str) -> None:
-        self._task = task
-        self.inference_id = inference_id
-        self.turn_id = turn_id
-
-    @property
-    def running(self) -> bool:
-        return not self._task.done()
-
-    def cancel(self) -> bool:
-        """Ask the inference to stop (a streaming request and running tools included). Returns
-        ``False`` when it had already finished."""
-        return self._task.cancel()
-
-    async def wait(self) -> Turn:
-        """The output turn, once the inference ends. Cancelling the caller cancels the inference."""
-        try:
-            return await asyncio.shield(self._task)
-        except asyncio.CancelledError:
-            if self._task.cancelled():
-                raise InferenceCancelled(
-                    f"inference {self.inference_id} was cancelled; the session still holds the turn it started from"
-                ) from None
-            await self._settle()
-            raise  # the waiter was cancelled: the inference is over, the caller's cancellation goes on
-
-    async def _settle(self) -> None:
-        """Cancel the inference for a cancelled waiter and wait until it has unwound (its events recorded,
-        a save that had begun finished). What it raised while unwinding is retrieved here, never left
-        for the event loop to report; the caller's cancellation is the outcome."""
-        self._task.add_done_callback(_retrieve)
-        self._task.cancel()
-        await asyncio.wait({self._task})
-
-
-def _retrieve(task: asyncio.Task[Turn]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-class _Entry:
-    """One snapshot of a session's history: its id, maps and frozen blocks (see ``geppetto.turns._cow``),
-    and the Turn object itself while it is the latest (what ``prompt``/``run`` returned)."""
-
-    __slots__ = ("data", "frozen", "id", "live", "metadata")
-
-    def __init__(self, turn: Turn, frozen: Frozen | None = None) -> None:
-        self.id = turn.id
-        self.live: Turn | None = turn
-        self.frozen = frozen
-        self.metadata: dict[str, Any] | None = None
-        self.data: dict[str, Any] | None = None
-
-    def settle(self, base: Frozen | None) -> Frozen:
-        """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
-        turn = self.live
-        assert turn is not None
-        self.frozen = freeze(turn.blocks, base)
-        self.id = turn.id
-        self.metadata = copy_json(dict(turn.metadata))
-        self.data = copy_json(dict(turn.data))
-        return self.frozen
-
-    def turn(self) -> Turn:
-        if self.live is not None:
-            return self.live
-        assert self.frozen is not None and self.metadata is not None and self.data is not None
-        return Turn(
-            self.frozen.lazy(),
-            self.id,
-            TurnMetadata(copy_json(self.metadata)),
-            TurnData(copy_json(self.data)),
-        )
-
-
-class History(Sequence[Turn]):
-    """A session's snapshots, oldest first: the latest is the Turn object the session returned; an
-    older one is rebuilt on each read from the blocks it shares with the others (an isolated copy)."""
-
-    def __init__(self, entries: Sequence[_Entry]) -> None:
-        self._entries = tuple(entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(e.turn() for e in self._entries[index])
-        return self._entries[index].turn()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"History({len(self)} snapshots)"
-
-
-def _carried(turn: Turn) -> Watch | None:
-    """A copy of the proof a reader keeps with ``turn``'s blocks, for a Turn derived from it."""
-    watch = turn.blocks.held() if hasattr(turn.blocks, "held") else None
-    if watch is None or not hasattr(watch.state, "copy"):
-        return None
-    return Watch(watch.state.copy(), watch.k)
-
-
-def _unproven(out: Turn, origin: Frozen | None) -> list[int] | None:
-    """The positions of ``out`` that may hold blocks this inference made or changed, when its blocks are
-    still the list the session derived from ``origin`` (None: look at every block)."""
-    blocks = out.blocks
-    if origin is None or not isinstance(blocks, LazyBlockList) or blocks.origin is not origin:
-        return None
-    n = len(blocks)
-    k = min(blocks.moved, len(origin.blocks), n)
-    found = {i for i in blocks.touched if i < k}
-    found.update(i for i in origin.patches if i < k)
-    found.update(range(min(origin.keep, k), n))  # the seed's own new blocks, and everything after k
-    return sorted(found)
-
-
-def _derive(turn: Turn, frozen: Frozen, turn_id: str) -> Turn:
-    """A Turn with ``turn``'s maps (copied) over ``frozen``'s blocks (shared until read)."""
-    return Turn(
-        frozen.lazy(_carried(turn)),
-        turn_id,
-        TurnMetadata(copy_json(dict(turn.metadata))),
-        TurnData(copy_json(dict(turn.data))),
-    )
 
 
 class Session:
@@ -239,6 +98,18 @@ class Session:
         approval: ApprovalPolicy | Require | None = None,
     ) -> None:
         checked = self._check_engine(engine)
+        self._options: dict[str, Any] = {
+            "tools": tools,
+            "middlewares": tuple(middlewares),
+            "store": store,
+            "sinks": tuple(sinks),
+            "tool_loop_options": tool_loop_options,
+            "record_events": record_events,
+            "limits": limits,
+            "prices": prices,
+            "approval": approval,
+        }
+        """What the session was made with, so a fork is made the same way (``_sibling``)."""
         if limits is not None and not isinstance(limits, UsageLimits):
             raise UsageError(f"limits= takes a geppetto.UsageLimits(...), got {type(limits).__name__}")
         if record_events and not isinstance(store, EventLogStore):
@@ -293,6 +164,7 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
+        self._options["engine"] = engine
         self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
 
@@ -426,6 +298,43 @@ class Session:
             drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
         seed.append(user)
         self._push(seed)
+        return seed
+
+    # -- history edits (``_edits``) ------------------------------------------------------------------
+    async def rewind(self, n: int = 1) -> Turn:
+        """Drop the last ``n`` prompts with their answers: a new latest snapshot (saved to the store) holds
+        the Turn as it was before the ``n``-th last prompt. The next request re-anchors on the latest
+        response still in it (a conversation is cut back to it). Raises :class:`~geppetto.UsageError` when the
+        Turn holds fewer prompts (prompts folded into a compaction summary are not counted)."""
+        return await _edits.rewind(self, n)
+
+    async def fork(self, *, session_id: str | None = None) -> Session:
+        """A new session (``session_id``, else a fresh id) sharing this one's history so far, made with the
+        same engine, tools, middlewares, store and options; its first snapshot (saved) is this session's
+        latest. Each goes on on its own: chained requests of both continue from the shared response; in
+        conversation mode the fork's first request starts its own conversation."""
+        return await _edits.fork(self, session_id)
+
+    async def edit(self, block_id: str, text: str | None = None, *, payload: Mapping[str, Any] | None = None) -> Turn:
+        """Change block ``block_id`` of the latest turn: its ``text``, and/or the ``payload`` fields given. A new
+        latest snapshot (saved) holds it, marked as edited by ``session.edit``; the next request re-anchors on
+        the latest response before it."""
+        return await _edits.edit(self, block_id, text, payload)
+
+    async def remove(self, block_id: str) -> Turn:
+        """Remove block ``block_id`` from the latest turn (a tool call together with its result, and the
+        other way round): a new latest snapshot (saved); the next request re-anchors before it."""
+        return await _edits.remove(self, block_id)
+
+    def _sibling(self, session_id: str) -> Session:
+        """A session made as this one was, under ``session_id`` (a fork)."""
+        options = dict(self._options)
+        return type(self)(options.pop("engine"), session_id=session_id, **options)
+
+    async def _commit_edit(self, seed: Turn) -> Turn:
+        """Add a history edit's snapshot as the latest and save it."""
+        self._check_idle("edit the history")
+        await self._complete(seed, None)
         return seed
 
     # -- tool calls waiting for a person -----------------------------------------------------------
