@@ -6,50 +6,27 @@ import asyncio
 import builtins
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from .._exceptions import SessionBusyError, StoreError, UsageError
+from .._exceptions import SessionBusyError, UsageError
 from ..engine import Engine
-from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
+from ..events import EventSink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
-from ..pricing import PriceTable, use_prices
+from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._watch import BlockList
-from . import _approvals, _edits
+from . import _approvals, _edits, _running
 from ._handle import ExecutionHandle
-from ._history import History, _derive, _Entry, _unproven
-from ._stamp import stamp_inference
+from ._history import History, _derive, _Entry
+from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
-
-RunHook = Callable[[Turn, str], contextlib.AbstractContextManager[Any]]
-RUN_HOOKS: list[RunHook] = []
-"""Context managers entered around every inference a session runs (given the working turn and the
-provider of the session's engine, "" when it names none), e.g. the OpenTelemetry span of a
-``Session.run``; an exception of the inference passes through them."""
-
-
-def engine_provider(engine: Any) -> str:
-    """The provider an engine talks to (``openai``, ``anthropic``...), looking through middleware wrappers
-    (their ``engine``); "" when none names one."""
-    for _ in range(32):  # wrappers nest a few deep; a cycle must not hang
-        provider = getattr(engine, "provider", None)
-        if isinstance(provider, str) and provider:
-            return provider
-        engine = getattr(engine, "engine", None)
-        if engine is None:
-            break
-    return ""
-
 
 IncomingHook = Callable[[Mapping[str, str]], contextlib.AbstractContextManager[Any]]
 INCOMING_HOOKS: list[IncomingHook] = []
@@ -451,83 +428,10 @@ class Session:
         return await self.start_inference().wait()
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
-        origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
-        recorded: list[TimedEvent] | None = [] if self.record_events else None
-        sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
-        start = self._meter.begin()
-        with with_sinks(*sinks), use_prices(self.prices), contextlib.ExitStack() as hooks:
-            for hook in RUN_HOOKS:
-                hooks.enter_context(hook(work, engine_provider(self.engine)))
-            try:
-                out = await self.engine.run_inference(work)
-            except asyncio.CancelledError:
-                publish(EventInterrupt(metadata_for(work), reason="cancelled"))
-                await self._save_failed_events(inference_id, recorded)
-                raise
-            except BaseException:
-                await self._save_failed_events(inference_id, recorded)
-                raise
-        if out.id != work.id:  # an engine that built a new turn still answers for this one
-            out.id = work.id
-        if self._meter.reported:
-            TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
-            TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
-        stamp_inference(
-            out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
-        )
-        await self._complete(out, recorded)
-        return out
+        return await _running.run(self, work, inference_id, prior)
 
     async def _complete(self, out: Turn, events: list[TimedEvent] | None) -> None:
-        """Save ``out`` and add it to the history. Once the engine has answered, the inference completes:
-        a cancel that arrives while the store is writing waits for the write and is then ignored, so the
-        history, the store and the caller agree."""
-        self._settle_latest()
-        self._push(out)
-        frozen = self._settle_latest()
-        assert frozen is not None
-        # The output's own list becomes one over the frozen versions it was just compared with, so the
-        # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
-        blocks = out.blocks
-        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
-        save = asyncio.ensure_future(self._save(out, frozen, events))
-        try:
-            await asyncio.shield(save)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            await save
-
-    async def _save(self, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:
-        if self.store is None:
-            return
-        if getattr(self.store, "reads_at_once", False):
-            snapshot = out  # read whole before the store's first await: no caller can change it meanwhile
-        else:
-            snapshot = Turn(
-                frozen.lazy(), out.id, TurnMetadata(copy_json(dict(out.metadata))), TurnData(copy_json(dict(out.data)))
-            )
-        try:
-            if events is None:
-                await self.store.save_snapshot(self.session_id, snapshot)
-            else:
-                assert isinstance(self.store, EventLogStore)
-                await self.store.save_snapshot(self.session_id, snapshot, events=events)
-        except StoreError as exc:
-            raise StoreError(
-                f"{exc} (the inference completed and its output is session.latest; save it again once the "
-                "store works, e.g. with store.save_snapshot(session.session_id, session.latest))"
-            ) from exc
-
-    async def _save_failed_events(self, inference_id: str, events: list[TimedEvent] | None) -> None:
-        if not events or self.store is None:
-            return
-        assert isinstance(self.store, EventLogStore)
-        try:
-            await self.store.save_events(self.session_id, inference_id, events)
-        except Exception:  # the inference's own error is the one to report
-            log.exception("could not record the events of failed inference %s", inference_id)
+        await _running.complete(self, out, events)
 
     def _check_idle(self, action: str) -> None:
         if self.running:
