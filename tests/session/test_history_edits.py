@@ -33,7 +33,7 @@ def _engine(sim: Simulator, mode: str) -> ResponsesEngine:
 
 async def _session(sim: Simulator, mode: str, store: Any = None, prompts: int = 3) -> gp.Session:
     sim.queue(*(Reply(text=f"Answer {i}.") for i in range(12)))
-    session = gp.Session(_engine(sim, mode), store=store)
+    session = gp.Session(_engine(sim, mode), store=store, record_events=store is not None)
     for i in range(prompts):
         await session.run(f"prompt {i}")
     return session
@@ -167,13 +167,14 @@ def store(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
 @pytest.mark.parametrize("mode", MODES)
 async def test_history_edits_are_kept_in_the_store(geppetto_sim: Simulator, store: Any, mode: str) -> None:
     session = await _session(geppetto_sim, mode, store=store)
-    await session.rewind(1)
+    await session.rewind(2)
+    await session.run("prompt 1")
     target = next(b for b in session.latest.blocks if b.text == "Answer 0.")  # type: ignore[union-attr]
     await session.edit(target.id, "Answer 0, edited.")
     child = await session.fork(session_id="forked")
     saved = await store.load_session(session.session_id)
     ops = [(TURN_META_HISTORY_EDIT.get(t.metadata) or {}).get("op") for t in saved]
-    assert ops == [None, None, None, "rewind", "edit"]
+    assert ops == [None, None, None, "rewind", None, "edit"]
     assert _texts(saved[-1]) == _texts(session.latest)  # type: ignore[arg-type]
     (forked,) = await store.load_session("forked")
     assert _texts(forked) == _texts(session.latest)  # type: ignore[arg-type]
@@ -181,7 +182,7 @@ async def test_history_edits_are_kept_in_the_store(geppetto_sim: Simulator, stor
     # a restored session goes on from the edited history, re-anchoring as a live one would
     restored = await gp.Session.restore(_engine(geppetto_sim, mode), store, session.session_id)
     out = await restored.run("next")
-    assert _texts(out)[:4] == ["prompt 0", "Answer 0, edited.", "prompt 1", "Answer 1."]
+    assert _texts(out)[:4] == ["prompt 0", "Answer 0, edited.", "prompt 1", "Answer 3."]
     _assert_context_is_the_turn(geppetto_sim, out)
     out = await (await gp.Session.restore(_engine(geppetto_sim, mode), store, child.session_id)).run("fork next")
     _assert_context_is_the_turn(geppetto_sim, out)

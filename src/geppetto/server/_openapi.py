@@ -143,6 +143,8 @@ def _run_agent_input() -> dict[str, Any]:
 
 def openapi_document(keyed: bool = True) -> dict[str, Any]:
     """The document; ``keyed``: the server requires ``Authorization: Bearer`` (else no route does)."""
+    from ._openapi_history import history_paths  # it builds on this module's pieces
+
     settings = {
         "type": "object",
         "properties": {
@@ -244,6 +246,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                     },
                 },
             },
+            **history_paths(),
             "/api/sessions/{session_id}/cancel": {
                 "parameters": [_SESSION_ID],
                 "post": {

@@ -19,6 +19,7 @@ from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
+from ..turns._known import TURN_META_HISTORY_EDIT
 from . import _approvals, _edits, _running
 from ._handle import ExecutionHandle
 from ._history import History, _derive, _Entry
@@ -271,6 +272,7 @@ class Session:
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
         TURN_META_INFERENCE_USAGE.delete(seed.metadata)
+        TURN_META_HISTORY_EDIT.delete(seed.metadata)  # it says what made the snapshot before
         if expired:
             drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
         seed.append(user)
@@ -380,6 +382,7 @@ class Session:
         # Ids go on the working turn before the engine runs, so every event carries them.
         TURN_META_SESSION_ID.set(work.metadata, self.session_id)
         TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+        TURN_META_HISTORY_EDIT.delete(work.metadata)
         prior = self._known
         try:
             loop = asyncio.get_running_loop()
