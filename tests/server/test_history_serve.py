@@ -64,6 +64,15 @@ def test_rewind_and_fork_through_the_server(server: httpx.Client, geppetto_sim: 
     assert _users(server, sid) == ["one", "four", "six"]
     snapshots = server.get(f"/api/sessions/{sid}").json()["snapshots"]
     assert len(snapshots) == 6  # three answers, the rewind, two answers
+    report = server.get(f"/api/sessions/{sid}/inspect").json()
+    assert [s["history_edit"]["op"] for s in report["snapshots"] if s["history_edit"]] == ["rewind"]
+    after_rewind = report["requests"][3]
+    if mode == "conversation":  # the conversation was cut back to the first answer: the inspector says so
+        assert after_rewind["repair"]["deleted"] == 4 and "repaired in place" in after_rewind["why"]
+    else:
+        assert after_rewind["previous_response_id"] == report["requests"][0]["response_id"]
+    forked_report = server.get("/api/sessions/branch/inspect").json()
+    assert forked_report["snapshots"][0]["history_edit"]["from"] == sid
 
 
 def test_history_edits_that_cannot_be_done_name_the_fix(server: httpx.Client) -> None:

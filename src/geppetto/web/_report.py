@@ -35,6 +35,7 @@ from ..turns import (
     result_text,
 )
 from ..turns._cow import Frozen
+from ..turns._known import TURN_META_HISTORY_EDIT
 from ._sizes import Measured
 
 __all__ = [
@@ -273,6 +274,8 @@ def _request(snapshot: _Snapshot | None, final: dict[str, Any], inference_id: st
         "full": full,
         "fallback": extra.get("responses.fallback") or None,
         "fallback_detail": extra.get("responses.detail") or None,
+        "why": extra.get("responses.why") or None,
+        "repair": extra.get("responses.repair") or None,
         "items": extra.get("responses.items"),
         "usage": meta.get("usage"),
         "cost": (meta.get("cost") or {}).get("total"),
@@ -429,6 +432,7 @@ def session_report(
                 "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
                 "blocks": len(t.blocks),
                 "changes": snapshot_diff(previous, t),
+                "history_edit": TURN_META_HISTORY_EDIT.get(t.metadata),
             }
         )
         previous = t
