@@ -13,8 +13,19 @@ only the fields the API needs on every request: model, tools, previous_response_
 the ids of this run) and stream. The model-visible context is checked equal in every mode: the input
 tokens the simulator counted for every request, and the final context items.
 
-Run: `.venv/bin/python bench/chain_bytes.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
-non-zero only on an error (a context that differs between modes is one), never on a missed target.
+W3 (history edits): a conversation of EDIT_STEPS prompts (512-byte prompts and answers) under a middleware
+that edits an old block (the one in the middle of the Turn) before every 5th request. geppetto's chained
+mode re-anchors on the latest response before the edit; its conversation mode repairs the conversation in
+place (deletes the items after that response: bodiless DELETEs, counted apart). Compared with a full
+resend (stateless), and with the peers' options: a conversation re-seeded with the whole Turn after each
+edit (what a Conversations-backed session such as openai-agents' must do to change an old item, and what
+geppetto did before the repair), and chaining on the latest response without a proof (openai-agents'
+`previous_response_id`, pydantic-ai's `openai_previous_response_id="auto"`): fewest bytes, but the model
+never reads the edits (its context differs from the Turn).
+
+Run: `.venv/bin/python bench/chain_bytes.py` (`--edit-steps N` sets EDIT_STEPS). Prints Markdown tables and
+a last `SUMMARY:` line; exits non-zero only on an error (a context that differs between modes is one,
+except for the unproven chain, whose difference is what it shows), never on a missed target.
 """
 
 from __future__ import annotations
@@ -130,7 +141,104 @@ def _verdict(value: float, target: float) -> str:
     return "met" if value <= target else f"missed by {value / target - 1:.1%}"
 
 
+EDIT_STEPS = 20
+EDIT_EVERY = 5
+TEXT = ("lorem ipsum dolor sit amet " * 20)[:512]
+EDIT_MODES: dict[str, dict[str, Any]] = {
+    "geppetto chained (re-anchor)": {"mode": "chained"},
+    "geppetto conversation (repair in place)": {"mode": "conversation"},
+    "full resend (stateless)": {"mode": "stateless"},
+    "peer: re-seed a conversation": {"mode": "conversation", "reseed": True},
+    "peer: chain without proof": {"mode": "chained", "blind": True},
+}
+
+
+def _editor(every: int) -> Any:
+    """Middleware: before every ``every``-th request, edit the block in the middle of the Turn."""
+    calls = 0
+
+    def middleware(next_handler: Any) -> Any:
+        async def handler(turn: Turn) -> Turn:
+            nonlocal calls
+            calls += 1
+            if calls % every == 0:
+                block = turn.blocks[len(turn.blocks) // 2]
+                block.payload["text"] = f"{block.payload['text'][:400]} (edited before request {calls})"
+            return await next_handler(turn)
+
+        return handler
+
+    return middleware
+
+
+def _blind_chain(turn: Turn, state: Any, *, include_system: bool, metrics: Any) -> Any:
+    """A peer's chaining: on the latest response, with the blocks after it, whatever changed before it."""
+    from geppetto.providers.openai_responses import _plan
+
+    last = state.previous_response_id if state else None
+    if not last:
+        return _plan.plan_full(turn, include_system=include_system)
+    delta, items = _plan._delta(turn, last, include_system)
+    return _plan.Plan("chained", items, delta, previous_response_id=last)
+
+
+async def _edit_run(sim: Simulator, options: dict[str, Any], steps: int) -> tuple[Run, int, bool]:
+    """W3 in one mode: the run, its bodiless requests (conversation reads and deletions), and whether the
+    model's context at the last response equals the Turn."""
+    import geppetto as gp
+    from geppetto.providers.openai_responses import _plan
+
+    sim.reset()
+    sim.queue(*(Reply(text=f"{i}: {TEXT}") for i in range(steps)))
+    run = Run()
+    kept = _plan._plan_repair, _plan.plan_chained
+    if options.get("reseed"):
+        _plan._plan_repair = lambda *args: None  # type: ignore[assignment]  # a new conversation for every edit
+    if options.get("blind"):
+        _plan.plan_chained = _blind_chain  # type: ignore[assignment]
+    try:
+        engine = ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, mode=options["mode"])
+        session = gp.Session(engine, middlewares=[_editor(EDIT_EVERY)])
+        session.append(Turn(blocks=[Block.system("You are a helpful assistant.")]))
+        for step in range(steps):
+            out = await session.run(f"prompt {step}: {TEXT}")
+    finally:
+        _plan._plan_repair, _plan.plan_chained = kept  # type: ignore[assignment]
+    run.sent = sum(r.size for r in sim.requests)
+    run.requests = len(sim.requests)
+    bodiless = sum(1 for r in sim.requests if r.method in ("GET", "DELETE"))
+    last = str(out.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+    first = min(i for i, b in enumerate(out.blocks) if b.metadata.get(str(BLOCK_META_RESPONSE_ID)) == last)
+    run.context = [_norm(i) for i in sim.context_items(last)]
+    same_context = run.context == [_norm(i) for i in blocks_to_items(out.blocks[:first])]
+    return run, bodiless, same_context
+
+
+def edit_workload(steps: int) -> tuple[str, list[str], list[str]]:
+    """W3's table, its summary parts and its errors."""
+    rows: list[list[Any]] = []
+    errors: list[str] = []
+    with serve() as sim:
+        runs = {name: asyncio.run(_edit_run(sim, o, steps)) for name, o in EDIT_MODES.items()}
+    full = runs["full resend (stateless)"][0].sent
+    for name, (run, bodiless, same) in runs.items():
+        if not same and not EDIT_MODES[name].get("blind"):
+            errors.append(f"W3 {name}: the model-visible context differs from the Turn")
+        rows.append([name, run.requests, bodiless, f"{run.sent:,}", f"{run.sent / full:.3f}", "yes" if same else "NO"])
+    headers = ["W3 mode", "requests", "of which GET/DELETE", "body bytes", "vs full resend", "context = Turn"]
+    chained = runs["geppetto chained (re-anchor)"][0].sent
+    repaired = runs["geppetto conversation (repair in place)"][0].sent
+    reseeded = runs["peer: re-seed a conversation"][0].sent
+    summary = [
+        f"W3 chained/full={chained / full:.3f}",
+        f"W3 conversation/full={repaired / full:.3f}",
+        f"W3 conversation/reseed={repaired / reseeded:.3f}",
+    ]
+    return table(headers, rows), summary, errors
+
+
 def main() -> int:
+    steps = int(sys.argv[sys.argv.index("--edit-steps") + 1]) if "--edit-steps" in sys.argv else EDIT_STEPS
     rows: list[list[Any]] = []
     targets: list[list[Any]] = []
     summary: list[str] = []
@@ -194,6 +302,13 @@ def main() -> int:
     print()
     print(table(["workload", "ratio", "value", "target", "result"], targets))
     print()
+    edits, more, edit_errors = edit_workload(steps)
+    print(f"W3: {steps} prompts, an old block edited before every {EDIT_EVERY}th request")
+    print()
+    print(edits)
+    print()
+    summary += more
+    errors += edit_errors
     for error in errors:
         print(f"ERROR: {error}")
     same = "identical context in every mode" if not errors else "CONTEXT DIFFERS"
