@@ -4,7 +4,6 @@ kept in the store as a snapshot saying what was done."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 import geppetto as gp
 from geppetto.providers.openai_responses import ResponsesEngine, get_state
 from geppetto.providers.openai_responses._items import blocks_to_items
+from geppetto.providers.openai_responses._listing import visible
 from geppetto.session import MemoryTurnStore
 from geppetto.session._edits import EDITED_BY
 from geppetto.session.stores import open_store
@@ -20,8 +20,19 @@ from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, Turn
 from geppetto.turns._known import TURN_META_HISTORY_EDIT
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "responses"))
-from responses_support import normalize, wire_before_last_response  # noqa: E402
+
+def normalize(items: list[Any]) -> list[tuple[Any, ...]]:
+    """Items reduced to what the model reads."""
+    return [visible(i) for i in items]
+
+
+def wire_before_last_response(turn: Turn) -> tuple[str, list[tuple[Any, ...]]]:
+    """The last response id and the Turn's wire form before that response's blocks."""
+    last = max(i for i, b in enumerate(turn.blocks) if b.metadata.get(RID))
+    rid = turn.blocks[last].metadata[RID]
+    first = min(i for i, b in enumerate(turn.blocks) if b.metadata.get(RID) == rid)
+    return rid, normalize(blocks_to_items(turn.blocks[:first]))
+
 
 RID = str(BLOCK_META_RESPONSE_ID)
 MODES = ["chained", "conversation"]
@@ -137,7 +148,7 @@ async def test_fork_in_conversation_mode_gets_its_own_conversation(geppetto_sim:
 
 async def test_bad_edits_name_the_fix(geppetto_sim: Simulator) -> None:
     session = gp.Session(_engine(geppetto_sim, "chained"))
-    with pytest.raises(gp.UsageError, match="call session.run"):
+    with pytest.raises(gp.UsageError, match=r"call session\.run"):
         await session.rewind(1)
     session = await _session(geppetto_sim, "chained", prompts=1)
     with pytest.raises(gp.UsageError, match="holds 1"):
