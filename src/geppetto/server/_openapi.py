@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._openapi_history import history_paths
+
 __all__ = ["openapi_document"]
 
 
@@ -143,8 +145,6 @@ def _run_agent_input() -> dict[str, Any]:
 
 def openapi_document(keyed: bool = True) -> dict[str, Any]:
     """The document; ``keyed``: the server requires ``Authorization: Bearer`` (else no route does)."""
-    from ._openapi_history import history_paths  # it builds on this module's pieces
-
     settings = {
         "type": "object",
         "properties": {
@@ -246,7 +246,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                     },
                 },
             },
-            **history_paths(),
+            **history_paths(_SESSION_ID, SESSION_ID, _ERRORS, _json),
             "/api/sessions/{session_id}/cancel": {
                 "parameters": [_SESSION_ID],
                 "post": {

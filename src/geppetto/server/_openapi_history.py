@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
-
-from ._openapi import _ERRORS, _SESSION_ID, SESSION_ID, _json
 
 __all__ = ["history_paths"]
 
 
-def history_paths() -> dict[str, Any]:
-    """``POST /api/sessions/{id}/rewind`` and ``/fork``."""
+def history_paths(
+    session_param: dict[str, Any],
+    session_id: dict[str, Any],
+    errors: dict[str, Any],
+    answer: Callable[[str, dict[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """``POST /api/sessions/{id}/rewind`` and ``/fork``, built from the document's pieces: the path parameter,
+    the session id schema, the error answers and the maker of a JSON answer (``_openapi`` passes them)."""
     return {
         "/api/sessions/{session_id}/rewind": {
-            "parameters": [_SESSION_ID],
+            "parameters": [session_param],
             "post": {
                 "summary": "Drop the last n prompts with their answers (n defaults to 1): a new latest snapshot, "
                 "saved; the next request re-anchors on the latest response still in it",
@@ -30,7 +35,7 @@ def history_paths() -> dict[str, Any]:
                     },
                 },
                 "responses": {
-                    "200": _json(
+                    "200": answer(
                         "Rewound",
                         {
                             "type": "object",
@@ -42,12 +47,12 @@ def history_paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_ERRORS,
+                    **errors,
                 },
             },
         },
         "/api/sessions/{session_id}/fork": {
-            "parameters": [_SESSION_ID],
+            "parameters": [session_param],
             "post": {
                 "summary": "A new session (`id`, else a fresh one) with this session's settings, sharing its "
                 "history so far; each goes on on its own",
@@ -57,14 +62,14 @@ def history_paths() -> dict[str, Any]:
                         "application/json": {
                             "schema": {
                                 "type": "object",
-                                "properties": {"id": SESSION_ID},
+                                "properties": {"id": session_id},
                                 "additionalProperties": False,
                             }
                         }
                     },
                 },
                 "responses": {
-                    "201": _json(
+                    "201": answer(
                         "Forked",
                         {
                             "type": "object",
@@ -76,7 +81,7 @@ def history_paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_ERRORS,
+                    **errors,
                 },
             },
         },

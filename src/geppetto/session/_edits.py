@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from .._exceptions import UsageError
 from ..middleware.compaction import COMPACTION
@@ -33,12 +33,27 @@ from ..turns import (
     Turn,
     new_id,
 )
+from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
 from ._history import _derive
 from ._usage import TURN_META_INFERENCE_USAGE
 
-if TYPE_CHECKING:
-    from ._session import Session
+S = TypeVar("S", bound="Session")
+
+
+class Session(Protocol):
+    """What a history edit uses of a :class:`~geppetto.Session` (a protocol: the session module imports
+    this one)."""
+
+    session_id: str
+
+    @property
+    def latest(self) -> Turn | None: ...
+    def _check_idle(self, action: str) -> None: ...
+    def _settle_latest(self) -> Frozen | None: ...
+    async def _commit_edit(self, seed: Turn) -> Turn: ...
+    def _sibling(self: S, session_id: str) -> S: ...
+
 
 __all__ = ["EDITED_BY", "edit", "fork", "prompt_positions", "remove", "rewind"]
 
@@ -145,7 +160,7 @@ def _forget_conversation(turn: Turn) -> None:
         set_state(turn, ConversationState("conversation", None, state.previous_response_id, None))
 
 
-async def fork(session: Session, session_id: str | None) -> Session:
+async def fork(session: S, session_id: str | None) -> S:
     """A new session sharing the history so far (see :meth:`Session.fork`)."""
     seed = _seed(session, "fork")
     origin = session.latest

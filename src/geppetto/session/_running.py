@@ -7,22 +7,37 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._exceptions import StoreError
-from ..events import EventInterrupt, metadata_for, publish, with_sinks
-from ..pricing import use_prices
+from ..engine import Engine
+from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
+from ..pricing import PriceTable, use_prices
 from ..turns import Turn
 from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._watch import BlockList
 from ._history import _unproven
 from ._stamp import stamp_inference
-from ._store import EventLogStore, TimedEvent
-from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE
+from ._store import EventLogStore, TimedEvent, TurnStore
+from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, UsageMeter
 
-if TYPE_CHECKING:
-    from ._session import Session
+
+class Session(Protocol):
+    """What running an inference uses of a :class:`~geppetto.Session` (a protocol: the session module
+    imports this one)."""
+
+    session_id: str
+    store: TurnStore | None
+    record_events: bool
+    sinks: tuple[EventSink, ...]
+    prices: PriceTable | None
+    engine: Engine
+    _meter: UsageMeter
+
+    def _settle_latest(self) -> Frozen | None: ...
+    def _push(self, turn: Turn) -> None: ...
+
 
 __all__ = ["RUN_HOOKS", "complete", "engine_provider", "run", "save", "save_failed_events"]
 

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from geppetto._json import parse_json
 
 from ._stream import content_text
 
-if TYPE_CHECKING:
-    from ._send import Api
+__all__ = ["Reader", "list_items", "visible"]
 
-__all__ = ["list_items", "visible"]
+
+class Reader(Protocol):
+    """What reading a list needs of an engine's ``Api``."""
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any: ...
+
 
 _PAGE = 100
 
@@ -38,7 +43,7 @@ def visible(item: dict[str, Any]) -> tuple[Any, ...]:
     return (kind, item.get("id"))
 
 
-async def list_items(api: Api, path: str) -> tuple[list[dict[str, Any]], int]:
+async def list_items(api: Reader, path: str) -> tuple[list[dict[str, Any]], int]:
     """Every item of a list endpoint (``order=asc``), page by page, and the number of reads it took."""
     items: list[dict[str, Any]] = []
     after: str | None = None

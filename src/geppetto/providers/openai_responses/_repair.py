@@ -12,23 +12,26 @@ with the reason (fallback ``repair_failed``); the old conversation is reported a
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from geppetto._exceptions import ProviderError
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 
 from ._items import blocks_to_items, replayed
-from ._listing import list_items, visible
+from ._listing import Reader, list_items, visible
 from ._plan import Plan, plan_new_conversation
-
-if TYPE_CHECKING:
-    from ._send import Api
 
 __all__ = ["repair_conversation"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
 _RID = str(BLOCK_META_RESPONSE_ID)
+
+
+class Api(Reader, Protocol):
+    """What a repair needs of an engine's ``Api``: reading a list and deleting."""
+
+    async def delete(self, path: str) -> Any: ...
 
 
 def _end_of(turn: Turn, response_id: str) -> int:

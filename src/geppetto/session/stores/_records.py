@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._sql_base import SQLBase
+from typing import Any, Protocol
 
 __all__ = ["InferenceRecord", "SessionInfo", "SessionLease", "SessionSummary", "SnapshotInfo", "lock_key"]
 
@@ -39,11 +36,15 @@ class InferenceRecord:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+class _KeyHolder(Protocol):
+    def _release_key(self, key: int) -> None: ...
+
+
 class SessionLease:
     """The right to run one session's inference, held until :meth:`release` (or until the process holding it
     exits: the lock is the database's or the file system's, so a killed worker frees it)."""
 
-    def __init__(self, store: SQLBase, session_id: str, key: int) -> None:
+    def __init__(self, store: _KeyHolder, session_id: str, key: int) -> None:
         self.store, self.session_id, self.key = store, session_id, key
         self.released = False
 
