@@ -10,7 +10,7 @@ from ..turns._cow import Frozen, LazyBlockList, freeze
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._watch import Watch
 
-__all__ = ["History"]
+__all__ = ["History", "Timeline"]
 
 
 class _Entry:
@@ -104,3 +104,55 @@ def _derive(turn: Turn, frozen: Frozen, turn_id: str) -> Turn:
         TurnMetadata(copy_json(dict(turn.metadata))),
         TurnData(copy_json(dict(turn.data))),
     )
+
+
+class Timeline:
+    """A session's snapshots in memory, oldest first: ``entries``; ``since`` counts the blocks added since
+    the last snapshot that keeps its whole block list; ``known`` holds the ids of the blocks earlier
+    snapshots hold."""
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        self.since = 0
+        self.known: set[str] = set()
+
+    @property
+    def latest(self) -> Turn | None:
+        return self.entries[-1].live if self.entries else None
+
+    def push(self, turn: Turn) -> None:
+        """Add ``turn`` as the latest snapshot (the one before it was settled by the caller). The snapshot
+        before that one keeps its whole block list only as a checkpoint of the history (when the blocks
+        added since the last one add up to its size); otherwise it is rebuilt from its parent on demand."""
+        if self.entries:
+            self.entries[-1].live = None
+        if len(self.entries) >= 2:
+            older = self.entries[-2].frozen
+            if older is not None and older.parent is not None and older.whole:
+                if self.since >= len(older.blocks):
+                    self.since = 0
+                else:
+                    older.drop()
+        self.entries.append(_Entry(turn))
+
+    def settle_latest(self) -> Frozen | None:
+        """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
+        (or, for a Turn from outside, block by block against the snapshot before it)."""
+        if not self.entries:
+            return None
+        entry = self.entries[-1]
+        turn = entry.live
+        if turn is None:
+            return entry.frozen
+        blocks = turn.blocks
+        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
+            base: Frozen | None = blocks.origin
+        else:
+            base = self.entries[-2].frozen if len(self.entries) > 1 else None
+        before = entry.frozen
+        frozen = entry.settle(base)
+        if frozen is not before and frozen is not base:
+            self.since += frozen.delta
+            self.known.update(b.id for b in frozen.tail)
+            self.known.update(b.id for b in frozen.patches.values())
+        return frozen

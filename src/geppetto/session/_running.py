@@ -13,11 +13,12 @@ from .._exceptions import StoreError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..pricing import PriceTable, use_prices
-from ..turns import Turn
+from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
+from ..turns._known import TURN_META_HISTORY_EDIT
 from ..turns._watch import BlockList
-from ._history import _unproven
+from ._history import _derive, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, UsageMeter
@@ -35,11 +36,16 @@ class Session(Protocol):
     engine: Engine
     _meter: UsageMeter
 
+    _ran: set[str]
+
+    @property
+    def _known(self) -> set[str]: ...
+
     def _settle_latest(self) -> Frozen | None: ...
     def _push(self, turn: Turn) -> None: ...
 
 
-__all__ = ["RUN_HOOKS", "complete", "engine_provider", "run", "save", "save_failed_events"]
+__all__ = ["RUN_HOOKS", "complete", "engine_provider", "run", "save", "save_failed_events", "working_turn"]
 
 log = logging.getLogger("geppetto.session")
 
@@ -61,6 +67,44 @@ def engine_provider(engine: Any) -> str:
         if engine is None:
             break
     return ""
+
+
+def working_turn(session: Session, seed: Turn, inference_id: str) -> Turn:
+    """The Turn an inference runs on: a copy of ``seed`` (the latest snapshot) under the id it runs as, with
+    the session's and the inference's ids on it."""
+    turn_id = _turn_id_for(session, seed)
+    # the seed's own new blocks, stamped with the id it can no longer run as, move to the fresh one
+    moved = (
+        []
+        if turn_id == seed.id
+        else [i for i, b in enumerate(seed.blocks) if b.turn_id == seed.id and b.id not in session._known]
+    )
+    frozen = session._settle_latest()
+    assert frozen is not None
+    work = _derive(seed, frozen, turn_id)
+    for i in moved:
+        work.blocks[i].turn_id = turn_id
+    # Ids go on the working turn before the engine runs, so every event carries them.
+    TURN_META_SESSION_ID.set(work.metadata, session.session_id)
+    TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+    TURN_META_HISTORY_EDIT.delete(work.metadata)
+    return work
+
+
+def _turn_id_for(session: Session, seed: Turn) -> str:
+    """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
+    already used it (a second run with no new prompt, ``append(latest.clone())``, a restored latest, a
+    Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
+    if seed.id and seed.id not in session._ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
+        return seed.id
+    fresh = new_id()
+    log.debug(
+        "session %s: turn %s was already run by an inference; this one runs as turn %s",
+        session.session_id,
+        seed.id,
+        fresh,
+    )
+    return fresh
 
 
 async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) -> Turn:

@@ -18,11 +18,11 @@ from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList
+from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
 from . import _approvals, _edits, _running
 from ._handle import ExecutionHandle
-from ._history import History, _derive, _Entry
+from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
@@ -76,18 +76,7 @@ class Session:
         approval: ApprovalPolicy | Require | None = None,
     ) -> None:
         checked = self._check_engine(engine)
-        self._options: dict[str, Any] = {
-            "tools": tools,
-            "middlewares": tuple(middlewares),
-            "store": store,
-            "sinks": tuple(sinks),
-            "tool_loop_options": tool_loop_options,
-            "record_events": record_events,
-            "limits": limits,
-            "prices": prices,
-            "approval": approval,
-        }
-        """What the session was made with, so a fork is made the same way (``_sibling``)."""
+        self._made = (tuple(middlewares), tool_loop_options, approval)  # what a fork is made with too
         if limits is not None and not isinstance(limits, UsageLimits):
             raise UsageError(f"limits= takes a geppetto.UsageLimits(...), got {type(limits).__name__}")
         if record_events and not isinstance(store, EventLogStore):
@@ -115,10 +104,9 @@ class Session:
         self._run_output = False
         """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
         self.engine: Engine
+        self._given: Engine
         self.use(checked)
-        self._history: list[_Entry] = []
-        self._since = 0  # blocks the history added since the last snapshot that keeps its whole list
-        self._known: set[str] = set()  # ids of the blocks earlier snapshots hold
+        self._timeline = Timeline()
         self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
 
@@ -142,7 +130,7 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
-        self._options["engine"] = engine
+        self._given = engine
         self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
 
@@ -186,19 +174,7 @@ class Session:
         return session
 
     def _push(self, turn: Turn) -> None:
-        """Add ``turn`` as the latest snapshot (the one before it was settled by the caller). The snapshot
-        before that one keeps its whole block list only as a checkpoint of the history (when the blocks
-        added since the last one add up to its size); otherwise it is rebuilt from its parent on demand."""
-        if self._history:
-            self._history[-1].live = None
-        if len(self._history) >= 2:
-            older = self._history[-2].frozen
-            if older is not None and older.parent is not None and older.whole:
-                if self._since >= len(older.blocks):
-                    self._since = 0
-                else:
-                    older.drop()
-        self._history.append(_Entry(turn))
+        self._timeline.push(turn)
 
     def _adopt(self, turn: Turn) -> None:
         self._settle_latest()
@@ -209,26 +185,12 @@ class Session:
             self._meter.totals = SessionUsage.from_dict(totals)
 
     def _settle_latest(self) -> Frozen | None:
-        """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
-        (or, for a Turn from outside, block by block against the snapshot before it)."""
-        if not self._history:
-            return None
-        entry = self._history[-1]
-        turn = entry.live
-        if turn is None:
-            return entry.frozen
-        blocks = turn.blocks
-        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
-            base: Frozen | None = blocks.origin
-        else:
-            base = self._history[-2].frozen if len(self._history) > 1 else None
-        before = entry.frozen
-        frozen = entry.settle(base)
-        if frozen is not before and frozen is not base:
-            self._since += frozen.delta
-            self._known.update(b.id for b in frozen.tail)
-            self._known.update(b.id for b in frozen.patches.values())
-        return frozen
+        return self._timeline.settle_latest()
+
+    @property
+    def _known(self) -> set[str]:
+        """The ids of the blocks earlier snapshots hold."""
+        return self._timeline.known
 
     # -- history ------------------------------------------------------------------------------
     @property
@@ -237,11 +199,11 @@ class Session:
         from :meth:`prompt`/:meth:`append` and the output of each completed inference. The latest is
         the Turn object itself; older ones are isolated copies rebuilt on each read, sharing their
         unchanged blocks in memory."""
-        return History(self._history)
+        return History(self._timeline.entries)
 
     @property
     def latest(self) -> Turn | None:
-        return self._history[-1].live if self._history else None
+        return self._timeline.latest
 
     @property
     def running(self) -> bool:
@@ -307,8 +269,20 @@ class Session:
 
     def _sibling(self, session_id: str) -> Session:
         """A session made as this one was, under ``session_id`` (a fork)."""
-        options = dict(self._options)
-        return type(self)(options.pop("engine"), session_id=session_id, **options)
+        middlewares, tool_loop_options, approval = self._made
+        return type(self)(
+            self._given,
+            self.tools,
+            middlewares,
+            self.store,
+            session_id=session_id,
+            sinks=self.sinks,
+            tool_loop_options=tool_loop_options,
+            record_events=self.record_events,
+            limits=self.limits,
+            prices=self.prices,
+            approval=approval,
+        )
 
     async def _commit_edit(self, seed: Turn) -> Turn:
         """Add a history edit's snapshot as the latest and save it."""
@@ -367,22 +341,7 @@ class Session:
                 "or session.append(turn) with at least one block first"
             )
         inference_id = inference_id or new_id()
-        turn_id = self._turn_id_for(seed)
-        # the seed's own new blocks, stamped with the id it can no longer run as, move to the fresh one
-        moved = (
-            []
-            if turn_id == seed.id
-            else [i for i, b in enumerate(seed.blocks) if b.turn_id == seed.id and b.id not in self._known]
-        )
-        frozen = self._settle_latest()
-        assert frozen is not None
-        work = _derive(seed, frozen, turn_id)
-        for i in moved:
-            work.blocks[i].turn_id = turn_id
-        # Ids go on the working turn before the engine runs, so every event carries them.
-        TURN_META_SESSION_ID.set(work.metadata, self.session_id)
-        TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
-        TURN_META_HISTORY_EDIT.delete(work.metadata)
+        work = _running.working_turn(self, seed, inference_id)
         prior = self._known
         try:
             loop = asyncio.get_running_loop()
@@ -395,21 +354,6 @@ class Session:
         task = loop.create_task(self._run(work, inference_id, prior))
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
-
-    def _turn_id_for(self, seed: Turn) -> str:
-        """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
-        already used it (a second run with no new prompt, ``append(latest.clone())``, a restored latest, a
-        Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
-        if seed.id and seed.id not in self._ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
-            return seed.id
-        fresh = new_id()
-        log.debug(
-            "session %s: turn %s was already run by an inference; this one runs as turn %s",
-            self.session_id,
-            seed.id,
-            fresh,
-        )
-        return fresh
 
     async def run(self, text: str, *, output: Any = None, files: Iterable[Any] | None = None) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
