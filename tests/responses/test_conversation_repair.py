@@ -16,6 +16,7 @@ from geppetto.providers.openai_responses._items import blocks_to_items
 from geppetto.providers.openai_responses._send import Api
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
+from geppetto.web._report import chained_plan
 
 RID = str(BLOCK_META_RESPONSE_ID)
 
@@ -73,6 +74,8 @@ async def test_conversation_edit_is_repaired_in_place(geppetto_sim: Simulator) -
     first = _rids(session.latest)[0]  # type: ignore[arg-type]
     after = _edit_second_answer(session)
     held = len(geppetto_sim.state.conversations[str(cid)].items)
+    shown = chained_plan(session.latest)  # type: ignore[arg-type]  # what geppetto inspect and the inspector show
+    assert shown.conversation == cid and not shown.full and "repaired in place" in shown.reason
     mark = len(geppetto_sim.requests)
     out = await session.run("d")
     calls = [(r.method, r.path) for r in geppetto_sim.requests[mark:]]
