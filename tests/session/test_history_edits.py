@@ -17,7 +17,7 @@ from geppetto.session import MemoryTurnStore
 from geppetto.session._edits import EDITED_BY
 from geppetto.session.stores import open_store
 from geppetto.simulator import Reply, Simulator
-from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, Turn
+from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, Block, Turn
 from geppetto.turns._known import TURN_META_HISTORY_EDIT
 
 
@@ -199,3 +199,29 @@ async def test_history_edits_are_kept_in_the_store(geppetto_sim: Simulator, stor
     _assert_context_is_the_turn(geppetto_sim, out)
     if hasattr(store, "close"):
         store.close()
+
+
+async def test_rewind_counts_prompts_after_a_compaction_summary_and_keeps_it() -> None:
+    from geppetto.middleware.compaction import COMPACTION
+
+    summary = Block.user("Summary of the conversation so far: ...")
+    COMPACTION.set(summary.metadata, {"replaced": ["a", "b"], "compactor": "summarize"})
+    session = gp.Session(gp.ScriptedEngine([Block.llm_text("one"), Block.llm_text("two")]))
+    session.append(Turn(blocks=[Block.system("sys"), summary, Block.llm_text("ok")]))
+    await session.run("p1")
+    await session.run("p2")
+    with pytest.raises(gp.UsageError, match="holds 2 .*compaction summary"):
+        await session.rewind(3)
+    rewound = await session.rewind(2)
+    assert _texts(rewound) == ["sys", summary.text, "ok"]
+    assert COMPACTION.get(rewound.blocks[1].metadata) == {"replaced": ["a", "b"], "compactor": "summarize"}
+
+
+async def test_remove_takes_a_tool_call_with_its_result() -> None:
+    call = Block.tool_call("c1", "lookup", {"q": "x"})
+    session = gp.Session(gp.ScriptedEngine())
+    session.append(Turn(blocks=[Block.user("hi"), call, Block.tool_use("c1", "found"), Block.llm_text("done")]))
+    out = await session.remove(call.id)
+    assert [b.kind.value for b in out.blocks] == ["user", "llm_text"]
+    assert TURN_META_HISTORY_EDIT.get(out.metadata)["op"] == "remove"  # type: ignore[index]
+    assert len(TURN_META_HISTORY_EDIT.get(out.metadata)["removed"]) == 2  # type: ignore[index]
