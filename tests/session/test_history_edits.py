@@ -210,7 +210,7 @@ async def test_rewind_counts_prompts_after_a_compaction_summary_and_keeps_it() -
     session.append(Turn(blocks=[Block.system("sys"), summary, Block.llm_text("ok")]))
     await session.run("p1")
     await session.run("p2")
-    with pytest.raises(gp.UsageError, match="holds 2 .*compaction summary"):
+    with pytest.raises(gp.UsageError, match=r"holds 2 .*compaction summary"):
         await session.rewind(3)
     rewound = await session.rewind(2)
     assert _texts(rewound) == ["sys", summary.text, "ok"]
