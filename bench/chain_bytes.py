@@ -17,9 +17,21 @@ The same tool loop also runs on Gemini's Interactions API (`InteractionsEngine`,
 chained (`previous_interaction_id` and the steps after the latest proven interaction): its bytes vs
 stateless (target <= 0.15), the history the simulator holds at the end checked equal between the modes.
 
-Run: `.venv/bin/python bench/chain_bytes.py [--steps N] [--only responses|interactions]`. Prints Markdown
-tables and a last `SUMMARY:` line; exits non-zero only on an error (a context that differs between modes
-is one), never on a missed target.
+
+W3 (history edits): a conversation of EDIT_STEPS prompts (512-byte prompts and answers) under a middleware
+that edits an old block (the one in the middle of the Turn) before every 5th request. geppetto's chained
+mode re-anchors on the latest response before the edit; its conversation mode repairs the conversation in
+place (deletes the items after that response: bodiless DELETEs, counted apart). Compared with a full
+resend (stateless), and with the peers' options: a conversation re-seeded with the whole Turn after each
+edit (what a Conversations-backed session such as openai-agents' must do to change an old item, and what
+geppetto did before the repair), and chaining on the latest response without a proof (openai-agents'
+`previous_response_id`, pydantic-ai's `openai_previous_response_id="auto"`): fewest bytes, but the model
+never reads the edits (its context differs from the Turn).
+
+Run: `.venv/bin/python bench/chain_bytes.py [--steps N] [--edit-steps N] [--only responses|interactions]`
+(`--edit-steps` sets EDIT_STEPS). Prints Markdown tables and a last `SUMMARY:` line; exits non-zero only on an
+error (a context that differs between modes is one, except for the unproven chain of W3, whose difference is
+what it shows), never on a missed target.
 """
 
 from __future__ import annotations
@@ -138,6 +150,102 @@ def _verdict(value: float, target: float) -> str:
     return "met" if value <= target else f"missed by {value / target - 1:.1%}"
 
 
+EDIT_STEPS = 20
+EDIT_EVERY = 5
+TEXT = ("lorem ipsum dolor sit amet " * 20)[:512]
+EDIT_MODES: dict[str, dict[str, Any]] = {
+    "geppetto chained (re-anchor)": {"mode": "chained"},
+    "geppetto conversation (repair in place)": {"mode": "conversation"},
+    "full resend (stateless)": {"mode": "stateless"},
+    "peer: re-seed a conversation": {"mode": "conversation", "reseed": True},
+    "peer: chain without proof": {"mode": "chained", "blind": True},
+}
+
+
+def _editor(every: int) -> Any:
+    """Middleware: before every ``every``-th request, edit the block in the middle of the Turn."""
+    calls = 0
+
+    def middleware(next_handler: Any) -> Any:
+        async def handler(turn: Turn) -> Turn:
+            nonlocal calls
+            calls += 1
+            if calls % every == 0:
+                block = turn.blocks[len(turn.blocks) // 2]
+                block.payload["text"] = f"{block.payload['text'][:400]} (edited before request {calls})"
+            return await next_handler(turn)
+
+        return handler
+
+    return middleware
+
+
+def _blind_chain(turn: Turn, state: Any, *, include_system: bool, metrics: Any) -> Any:
+    """A peer's chaining: on the latest response, with the blocks after it, whatever changed before it."""
+    from geppetto.providers.openai_responses import _plan
+
+    last = state.previous_response_id if state else None
+    if not last:
+        return _plan.plan_full(turn, include_system=include_system)
+    delta, items = _plan._delta(turn, last, include_system)
+    return _plan.Plan("chained", items, delta, previous_response_id=last)
+
+
+async def _edit_run(sim: Simulator, options: dict[str, Any], steps: int) -> tuple[Run, int, bool]:
+    """W3 in one mode: the run, its bodiless requests (conversation reads and deletions), and whether the
+    model's context at the last response equals the Turn."""
+    import geppetto as gp
+    from geppetto.providers.openai_responses import _plan
+
+    sim.reset()
+    sim.queue(*(Reply(text=f"{i}: {TEXT}") for i in range(steps)))
+    run = Run()
+    kept = _plan._plan_repair, _plan.plan_chained
+    if options.get("reseed"):
+        _plan._plan_repair = lambda *args: None  # type: ignore[assignment]  # a new conversation for every edit
+    if options.get("blind"):
+        _plan.plan_chained = _blind_chain  # type: ignore[assignment]
+    try:
+        engine = ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, mode=options["mode"])
+        session = gp.Session(engine, middlewares=[_editor(EDIT_EVERY)])
+        session.append(Turn(blocks=[Block.system("You are a helpful assistant.")]))
+        for step in range(steps):
+            out = await session.run(f"prompt {step}: {TEXT}")
+    finally:
+        _plan._plan_repair, _plan.plan_chained = kept  # type: ignore[assignment]
+    run.sent = sum(r.size for r in sim.requests)
+    run.requests = len(sim.requests)
+    bodiless = sum(1 for r in sim.requests if r.method in ("GET", "DELETE"))
+    last = str(out.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)])
+    first = min(i for i, b in enumerate(out.blocks) if b.metadata.get(str(BLOCK_META_RESPONSE_ID)) == last)
+    run.context = [_norm(i) for i in sim.context_items(last)]
+    same_context = run.context == [_norm(i) for i in blocks_to_items(out.blocks[:first])]
+    return run, bodiless, same_context
+
+
+def edit_workload(steps: int) -> tuple[str, list[str], list[str]]:
+    """W3's table, its summary parts and its errors."""
+    rows: list[list[Any]] = []
+    errors: list[str] = []
+    with serve() as sim:
+        runs = {name: asyncio.run(_edit_run(sim, o, steps)) for name, o in EDIT_MODES.items()}
+    full = runs["full resend (stateless)"][0].sent
+    for name, (run, bodiless, same) in runs.items():
+        if not same and not EDIT_MODES[name].get("blind"):
+            errors.append(f"W3 {name}: the model-visible context differs from the Turn")
+        rows.append([name, run.requests, bodiless, f"{run.sent:,}", f"{run.sent / full:.3f}", "yes" if same else "NO"])
+    headers = ["W3 mode", "requests", "of which GET/DELETE", "body bytes", "vs full resend", "context = Turn"]
+    chained = runs["geppetto chained (re-anchor)"][0].sent
+    repaired = runs["geppetto conversation (repair in place)"][0].sent
+    reseeded = runs["peer: re-seed a conversation"][0].sent
+    summary = [
+        f"W3 chained/full={chained / full:.3f}",
+        f"W3 conversation/full={repaired / full:.3f}",
+        f"W3 conversation/reseed={repaired / reseeded:.3f}",
+    ]
+    return table(headers, rows), summary, errors
+
+
 async def _interactions(sim: Simulator, system: str, tools: list[dict[str, Any]], mode: str) -> tuple[int, Any]:
     """Bytes the Interactions engine sent for the tool loop in ``mode``, and the history the server holds
     at the end (call ids left out: they differ per run)."""
@@ -179,6 +287,7 @@ def main() -> int:
     global STEPS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=STEPS, help="model steps of the tool loop (default 20)")
+    parser.add_argument("--edit-steps", type=int, default=EDIT_STEPS, help="prompts of the W3 edit workload")
     parser.add_argument("--only", choices=("responses", "interactions"), help="run one engine's workloads")
     args = parser.parse_args()
     STEPS = args.steps
@@ -194,10 +303,10 @@ def main() -> int:
             print(f"ERROR: {error}")
         print(f"SUMMARY: {'; '.join(summary)}; {'same history' if not errors else 'HISTORY DIFFERS'}")
         return 1 if errors else 0
-    return responses_main(args.only is None)
+    return responses_main(args.only is None, args.edit_steps)
 
 
-def responses_main(with_interactions: bool) -> int:
+def responses_main(with_interactions: bool, steps: int) -> int:
     rows: list[list[Any]] = []
     targets: list[list[Any]] = []
     summary: list[str] = []
@@ -273,6 +382,13 @@ def responses_main(with_interactions: bool) -> int:
         ]
         print(table(headers, interactions))
         print()
+    edits, more, edit_errors = edit_workload(steps)
+    print(f"W3: {steps} prompts, an old block edited before every {EDIT_EVERY}th request")
+    print()
+    print(edits)
+    print()
+    summary += more
+    errors += edit_errors
     for error in errors:
         print(f"ERROR: {error}")
     same = "identical context in every mode" if not errors else "CONTEXT DIFFERS"

@@ -7,30 +7,29 @@ import contextlib
 import logging
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from .._exceptions import ConfigurationError, GeppettoError, InferenceCancelled, StoreError, TurnFormatError, UsageError
+from .._exceptions import GeppettoError, InferenceCancelled, StoreError, UsageError
 from ..engine import Handler
 from ..middleware import Middleware
 from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
-from ..turns import BlockKind, Turn, file_attachment, load_turn, new_id, save_turn
+from ..turns import Turn, file_attachment, load_turn, new_id, save_turn
 from ..web._report import plural
 from ._approve import ask_approvals
+from ._chat_commands import HELP, ChatCommands
 from ._demo_tools import demo_registry
-from ._guard import EXIT_INTERRUPTED, os_error_text
-from ._inspect import render_turn
+from ._guard import EXIT_INTERRUPTED
 from ._runtime import (
     CHAT_ENGINE,
     EngineSettings,
     McpHold,
     Opened,
-    check_turn_target,
     choose_profile,
     cli_middlewares,
     engine_record,
@@ -42,10 +41,6 @@ from ._usage import format_cost, usage_line
 
 __all__ = ["HELP", "ChatRepl"]
 
-HELP = (
-    "commands: /attach FILE · /save FILE · /load FILE · /inspect · /history · /reset · "
-    "/mode stateless|chained|conversation · /help · /exit"
-)
 PROMPT = "you> "
 
 
@@ -88,7 +83,7 @@ def _print_notes() -> None:
 ANSWER = "assistant> "
 
 
-class ChatRepl:
+class ChatRepl(ChatCommands):
     """Reads prompts and slash commands from stdin, streams answers to stdout."""
 
     def __init__(
@@ -127,18 +122,8 @@ class ChatRepl:
         self.attach = attach
         self.attached: list[dict[str, Any]] = []
         """Files that go with the next prompt (``--attach``, ``/attach``)."""
-        self.commands: dict[str, Callable[[str], bool]] = {
-            "/attach": self._attach,
-            "/save": self._save,
-            "/load": self._load,
-            "/inspect": self._inspect,
-            "/history": self._history,
-            "/reset": self._reset,
-            "/mode": self._mode,
-            "/help": self._help,
-            "/exit": self._exit,
-            "/quit": self._exit,
-        }
+        self.runner: asyncio.Runner | None = None
+        self.commands = self.command_table()
 
     def _record_engine(self, next_handler: Handler) -> Handler:
         """Middleware: each answer records the settings it ran on (:data:`CHAT_ENGINE`), /mode changes
@@ -209,6 +194,7 @@ class ChatRepl:
         with contextlib.suppress(ImportError):
             import readline  # noqa: F401  (line editing and history for input())
         with asyncio.Runner() as runner, contextlib.ExitStack() as stack:
+            self.runner = runner
             try:
                 self.attached = [file_attachment(path) for path in self.attach]  # a bad file fails first
                 # What to continue first: a wrong --resume or --session fails before anything is shown.
@@ -338,96 +324,3 @@ class ChatRepl:
             print(ANSWER, end="", flush=True)
             turn = runner.run(self.session.resume(decisions))
         return turn
-
-    def _command(self, line: str) -> bool:
-        name, _, arg = line.partition(" ")
-        handler = self.commands.get(name)
-        if handler is None:
-            print(f"unknown command {name}; {HELP}")
-            return True
-        try:
-            return handler(arg.strip())
-        except (ConfigurationError, UsageError, TurnFormatError) as exc:
-            print(f"error: {exc}")
-        except OSError as exc:
-            print(f"error: {os_error_text(exc)}")
-        return True
-
-    def _latest(self) -> Turn | None:
-        assert self.session is not None
-        return self.session.latest
-
-    def _save(self, arg: str) -> bool:
-        turn = self._latest()
-        if not arg:
-            print("usage: /save FILE")
-        elif turn is None:
-            print("nothing to save yet; send a prompt first")
-        else:
-            check_turn_target(Path(arg))
-            save_turn(Path(arg), turn)
-            print(f"saved {plural(len(turn.blocks), 'block')} to {arg}")
-        return True
-
-    def _load(self, arg: str) -> bool:
-        if not arg:
-            print("usage: /load FILE")
-            return True
-        turn = load_turn(Path(arg))
-        self.session = self._new_session(turn)
-        print(f"loaded {plural(len(turn.blocks), 'block')} from {arg}; the next prompt continues it")
-        self._where()
-        return True
-
-    def _inspect(self, _arg: str) -> bool:
-        turn = self._latest()
-        if turn is None:
-            print("nothing to inspect yet; send a prompt first")
-        else:
-            render_turn(turn, self.console)
-        return True
-
-    def _history(self, _arg: str) -> bool:
-        turn = self._latest()
-        for block in turn.blocks if turn is not None else []:
-            if block.kind in (BlockKind.USER, BlockKind.LLM_TEXT):
-                who = "you" if block.kind is BlockKind.USER else "assistant"
-                print(f"{who}: {block.text}")
-        return True
-
-    def _reset(self, _arg: str) -> bool:
-        self.session = self._new_session()
-        print("new conversation")
-        self._where()
-        return True
-
-    def _mode(self, arg: str) -> bool:
-        assert self.opened is not None
-        if self.opened.profile.provider != "openai-responses":
-            print(f"/mode applies to the openai-responses provider only; this chat uses {self.opened.profile.provider}")
-            return True
-        if not arg:
-            print(f"mode: {self.opened.profile.mode or 'engine default'}; usage: /mode stateless|chained|conversation")
-            return True
-        self.opened = self.opened.rebuild(mode=arg)
-        self.session = self._same_session(self._latest())
-        print(f"mode is now {arg}")
-        return True
-
-    def _attach(self, arg: str) -> bool:
-        if not arg:
-            names = ", ".join(str(f.get("filename")) for f in self.attached) or "none"
-            print(f"usage: /attach FILE (the file goes with your next prompt); attached now: {names}")
-            return True
-        file = file_attachment(Path(arg).expanduser())
-        self.attached.append(file)
-        size = Path(arg).expanduser().stat().st_size
-        print(f"attached {file['filename']} ({file['media_type']}, {size} bytes); it goes with your next prompt")
-        return True
-
-    def _help(self, _arg: str) -> bool:
-        print(HELP)
-        return True
-
-    def _exit(self, _arg: str) -> bool:
-        return False

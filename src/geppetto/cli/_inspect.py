@@ -42,7 +42,8 @@ def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
     if plan.error:
         return [f"no request can be sent now: {plan.reason}"]
     if not plan.full:
-        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {plural(blocks, 'block')}"]
+        why = f" ({plan.reason})" if plan.reason else ""
+        return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {plural(blocks, 'block')}{why}"]
     whole = "its 1 block" if blocks == 1 else f"all {blocks} blocks"
     lines = [f"{plan.mode} request now: {_carrying(plan)}, sends {whole} ({plan.reason})"]
     after = plan.next

@@ -377,12 +377,21 @@ def log_candidates(scan: AnchorScan, *, log: logging.Logger, label: str) -> None
 
 
 def chain_extra(
-    *, mode: str, anchor: str, items: int, full: bool, fallback: str, detail: str, sent: list[Block]
+    *,
+    mode: str,
+    anchor: str,
+    items: int,
+    full: bool,
+    fallback: str,
+    detail: str,
+    sent: list[Block],
+    why: str = "",
 ) -> dict[str, Any]:
     """What a stateful request reports in its final event's ``extra`` (the web inspector, ``geppetto
     inspect`` and the OpenTelemetry span attributes read these keys): how it carried the context, the
     anchor, the input items, whether they were the whole Turn, the fallback reason and why, and the ids of
-    a delta's blocks (None for a whole-Turn request)."""
+    a delta's blocks (None for a whole-Turn request), and why this anchor or repair was chosen (``why``;
+    the detail when the plan gave none)."""
     return {
         "responses.mode": mode,
         "responses.anchor": anchor,
@@ -391,4 +400,5 @@ def chain_extra(
         "responses.fallback": fallback,
         "responses.detail": detail,
         "responses.sent": None if full else [b.id for b in sent],
+        "responses.why": why or detail,
     }

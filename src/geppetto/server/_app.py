@@ -36,6 +36,7 @@ from ._guard import (
     json_content_type,
     public_event,
 )
+from ._history import fork_session, rewind_session
 from ._messages import prompt_files
 from ._openapi import openapi_document
 from ._runner import RUN_FINISHED, Busy, NotFound, Runner, Started
@@ -374,6 +375,22 @@ def build_app(
             status_code=202,
         )
 
+    async def rewind(request: Request) -> Response:
+        body = _object(await read_json(request, max_body))
+        n = body.get("n", 1)
+        if set(body) - {"n"} or not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ApiError(
+                422, 'send {"n": N}: the number of prompts to drop with their answers (1 or more)', "invalid_request"
+            )
+        return JSONResponse(await rewind_session(runner, request.path_params["session_id"], n))
+
+    async def fork(request: Request) -> Response:
+        body = _object(await read_json(request, max_body))
+        if set(body) - {"id"}:
+            raise ApiError(422, 'send {} or {"id": "<new session id>"}', "invalid_request")
+        fork_id = _session_id(body["id"], "id") if "id" in body else None
+        return JSONResponse(await fork_session(runner, request.path_params["session_id"], fork_id), status_code=201)
+
     async def cancel(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         inference_id = await runner.cancel(session_id)
@@ -625,6 +642,8 @@ def build_app(
         Route("/api/sessions/{session_id}", guarded(delete_session), methods=["DELETE"]),
         Route("/api/sessions/{session_id}/messages", guarded(post_message), methods=["POST"]),
         Route("/api/sessions/{session_id}/approvals", guarded(post_approvals), methods=["POST"]),
+        Route("/api/sessions/{session_id}/rewind", guarded(rewind), methods=["POST"]),
+        Route("/api/sessions/{session_id}/fork", guarded(fork), methods=["POST"]),
         Route("/api/sessions/{session_id}/cancel", guarded(cancel), methods=["POST"]),
         Route("/api/sessions/{session_id}/events", guarded(events), methods=["GET"]),
         Route("/api/sessions/{session_id}/snapshots", guarded(list_snapshots), methods=["GET"]),

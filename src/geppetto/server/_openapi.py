@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._openapi_history import history_paths
+
 __all__ = ["openapi_document"]
 
 
@@ -244,6 +246,7 @@ def openapi_document(keyed: bool = True) -> dict[str, Any]:
                     },
                 },
             },
+            **history_paths(_SESSION_ID, SESSION_ID, _ERRORS, _json),
             "/api/sessions/{session_id}/cancel": {
                 "parameters": [_SESSION_ID],
                 "post": {

@@ -6,48 +6,28 @@ import asyncio
 import builtins
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from .._exceptions import InferenceCancelled, SessionBusyError, StoreError, UsageError
+from .._exceptions import SessionBusyError, UsageError
 from ..engine import Engine
-from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
+from ..events import EventSink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
-from ..pricing import PriceTable, use_prices
+from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList, freeze
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._watch import BlockList, Watch
-from . import _approvals
-from ._stamp import stamp_inference
+from ..turns._cow import Frozen
+from ..turns._known import TURN_META_HISTORY_EDIT
+from . import _approvals, _edits, _running
+from ._handle import ExecutionHandle
+from ._history import History, Timeline, _derive
+from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
-
-RunHook = Callable[[Turn, str], contextlib.AbstractContextManager[Any]]
-RUN_HOOKS: list[RunHook] = []
-"""Context managers entered around every inference a session runs (given the working turn and the
-provider of the session's engine, "" when it names none), e.g. the OpenTelemetry span of a
-``Session.run``; an exception of the inference passes through them."""
-
-
-def engine_provider(engine: Any) -> str:
-    """The provider an engine talks to (``openai``, ``anthropic``...), looking through middleware wrappers
-    (their ``engine``); "" when none names one."""
-    for _ in range(32):  # wrappers nest a few deep; a cycle must not hang
-        provider = getattr(engine, "provider", None)
-        if isinstance(provider, str) and provider:
-            return provider
-        engine = getattr(engine, "engine", None)
-        if engine is None:
-            break
-    return ""
-
 
 IncomingHook = Callable[[Mapping[str, str]], contextlib.AbstractContextManager[Any]]
 INCOMING_HOOKS: list[IncomingHook] = []
@@ -55,149 +35,6 @@ INCOMING_HOOKS: list[IncomingHook] = []
 inference it starts inherits their context: e.g. an incoming W3C ``traceparent`` as the parent span."""
 
 log = logging.getLogger("geppetto.session")
-
-
-class ExecutionHandle:
-    """One running inference. ``await wait()`` returns the output turn (or raises what the inference
-    raised; :class:`~geppetto.InferenceCancelled` after :meth:`cancel`). ``running`` is true until it ends.
-
-    The task that awaits :meth:`wait` owns the inference: cancelling that task (``task.cancel()``,
-    ``asyncio.wait_for`` or ``asyncio.timeout`` running out) cancels the inference exactly as
-    :meth:`cancel` does, waits for it to unwind, and then lets the caller's cancellation go on, so the
-    session is idle again by the time the caller sees its ``CancelledError`` or ``TimeoutError``.
-    """
-
-    def __init__(self, task: asyncio.Task[Turn], *, inference_id: str, turn_id: str) -> None:
-        self._task = task
-        self.inference_id = inference_id
-        self.turn_id = turn_id
-
-    @property
-    def running(self) -> bool:
-        return not self._task.done()
-
-    def cancel(self) -> bool:
-        """Ask the inference to stop (a streaming request and running tools included). Returns
-        ``False`` when it had already finished."""
-        return self._task.cancel()
-
-    async def wait(self) -> Turn:
-        """The output turn, once the inference ends. Cancelling the caller cancels the inference."""
-        try:
-            return await asyncio.shield(self._task)
-        except asyncio.CancelledError:
-            if self._task.cancelled():
-                raise InferenceCancelled(
-                    f"inference {self.inference_id} was cancelled; the session still holds the turn it started from"
-                ) from None
-            await self._settle()
-            raise  # the waiter was cancelled: the inference is over, the caller's cancellation goes on
-
-    async def _settle(self) -> None:
-        """Cancel the inference for a cancelled waiter and wait until it has unwound (its events recorded,
-        a save that had begun finished). What it raised while unwinding is retrieved here, never left
-        for the event loop to report; the caller's cancellation is the outcome."""
-        self._task.add_done_callback(_retrieve)
-        self._task.cancel()
-        await asyncio.wait({self._task})
-
-
-def _retrieve(task: asyncio.Task[Turn]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-class _Entry:
-    """One snapshot of a session's history: its id, maps and frozen blocks (see ``geppetto.turns._cow``),
-    and the Turn object itself while it is the latest (what ``prompt``/``run`` returned)."""
-
-    __slots__ = ("data", "frozen", "id", "live", "metadata")
-
-    def __init__(self, turn: Turn, frozen: Frozen | None = None) -> None:
-        self.id = turn.id
-        self.live: Turn | None = turn
-        self.frozen = frozen
-        self.metadata: dict[str, Any] | None = None
-        self.data: dict[str, Any] | None = None
-
-    def settle(self, base: Frozen | None) -> Frozen:
-        """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
-        turn = self.live
-        assert turn is not None
-        self.frozen = freeze(turn.blocks, base)
-        self.id = turn.id
-        self.metadata = copy_json(dict(turn.metadata))
-        self.data = copy_json(dict(turn.data))
-        return self.frozen
-
-    def turn(self) -> Turn:
-        if self.live is not None:
-            return self.live
-        assert self.frozen is not None and self.metadata is not None and self.data is not None
-        return Turn(
-            self.frozen.lazy(),
-            self.id,
-            TurnMetadata(copy_json(self.metadata)),
-            TurnData(copy_json(self.data)),
-        )
-
-
-class History(Sequence[Turn]):
-    """A session's snapshots, oldest first: the latest is the Turn object the session returned; an
-    older one is rebuilt on each read from the blocks it shares with the others (an isolated copy)."""
-
-    def __init__(self, entries: Sequence[_Entry]) -> None:
-        self._entries = tuple(entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return tuple(e.turn() for e in self._entries[index])
-        return self._entries[index].turn()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"History({len(self)} snapshots)"
-
-
-def _carried(turn: Turn) -> Watch | None:
-    """A copy of the proof a reader keeps with ``turn``'s blocks, for a Turn derived from it."""
-    watch = turn.blocks.held() if hasattr(turn.blocks, "held") else None
-    if watch is None or not hasattr(watch.state, "copy"):
-        return None
-    return Watch(watch.state.copy(), watch.k)
-
-
-def _unproven(out: Turn, origin: Frozen | None) -> list[int] | None:
-    """The positions of ``out`` that may hold blocks this inference made or changed, when its blocks are
-    still the list the session derived from ``origin`` (None: look at every block)."""
-    blocks = out.blocks
-    if origin is None or not isinstance(blocks, LazyBlockList) or blocks.origin is not origin:
-        return None
-    n = len(blocks)
-    k = min(blocks.moved, len(origin.blocks), n)
-    found = {i for i in blocks.touched if i < k}
-    found.update(i for i in origin.patches if i < k)
-    found.update(range(min(origin.keep, k), n))  # the seed's own new blocks, and everything after k
-    return sorted(found)
-
-
-def _derive(turn: Turn, frozen: Frozen, turn_id: str) -> Turn:
-    """A Turn with ``turn``'s maps (copied) over ``frozen``'s blocks (shared until read)."""
-    return Turn(
-        frozen.lazy(_carried(turn)),
-        turn_id,
-        TurnMetadata(copy_json(dict(turn.metadata))),
-        TurnData(copy_json(dict(turn.data))),
-    )
 
 
 class Session:
@@ -239,6 +76,7 @@ class Session:
         approval: ApprovalPolicy | Require | None = None,
     ) -> None:
         checked = self._check_engine(engine)
+        self._made = (tuple(middlewares), tool_loop_options, approval)  # what a fork is made with too
         if limits is not None and not isinstance(limits, UsageLimits):
             raise UsageError(f"limits= takes a geppetto.UsageLimits(...), got {type(limits).__name__}")
         if record_events and not isinstance(store, EventLogStore):
@@ -266,10 +104,9 @@ class Session:
         self._run_output = False
         """Whether the latest turn's structured-output config came from ``run(..., output=...)``."""
         self.engine: Engine
+        self._given: Engine
         self.use(checked)
-        self._history: list[_Entry] = []
-        self._since = 0  # blocks the history added since the last snapshot that keeps its whole list
-        self._known: set[str] = set()  # ids of the blocks earlier snapshots hold
+        self._timeline = Timeline()
         self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
 
@@ -293,6 +130,7 @@ class Session:
         The history stays: a conversation started on one provider continues on another (reasoning the
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
+        self._given = engine
         self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
 
@@ -336,19 +174,7 @@ class Session:
         return session
 
     def _push(self, turn: Turn) -> None:
-        """Add ``turn`` as the latest snapshot (the one before it was settled by the caller). The snapshot
-        before that one keeps its whole block list only as a checkpoint of the history (when the blocks
-        added since the last one add up to its size); otherwise it is rebuilt from its parent on demand."""
-        if self._history:
-            self._history[-1].live = None
-        if len(self._history) >= 2:
-            older = self._history[-2].frozen
-            if older is not None and older.parent is not None and older.whole:
-                if self._since >= len(older.blocks):
-                    self._since = 0
-                else:
-                    older.drop()
-        self._history.append(_Entry(turn))
+        self._timeline.push(turn)
 
     def _adopt(self, turn: Turn) -> None:
         self._settle_latest()
@@ -359,26 +185,12 @@ class Session:
             self._meter.totals = SessionUsage.from_dict(totals)
 
     def _settle_latest(self) -> Frozen | None:
-        """Freeze the latest snapshot as it is now: what changed since it was derived from its origin
-        (or, for a Turn from outside, block by block against the snapshot before it)."""
-        if not self._history:
-            return None
-        entry = self._history[-1]
-        turn = entry.live
-        if turn is None:
-            return entry.frozen
-        blocks = turn.blocks
-        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
-            base: Frozen | None = blocks.origin
-        else:
-            base = self._history[-2].frozen if len(self._history) > 1 else None
-        before = entry.frozen
-        frozen = entry.settle(base)
-        if frozen is not before and frozen is not base:
-            self._since += frozen.delta
-            self._known.update(b.id for b in frozen.tail)
-            self._known.update(b.id for b in frozen.patches.values())
-        return frozen
+        return self._timeline.settle_latest()
+
+    @property
+    def _known(self) -> set[str]:
+        """The ids of the blocks earlier snapshots hold."""
+        return self._timeline.known
 
     # -- history ------------------------------------------------------------------------------
     @property
@@ -387,11 +199,11 @@ class Session:
         from :meth:`prompt`/:meth:`append` and the output of each completed inference. The latest is
         the Turn object itself; older ones are isolated copies rebuilt on each read, sharing their
         unchanged blocks in memory."""
-        return History(self._history)
+        return History(self._timeline.entries)
 
     @property
     def latest(self) -> Turn | None:
-        return self._history[-1].live if self._history else None
+        return self._timeline.latest
 
     @property
     def running(self) -> bool:
@@ -422,10 +234,60 @@ class Session:
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
         TURN_META_INFERENCE_ID.delete(seed.metadata)  # the seed is not the product of an inference yet
         TURN_META_INFERENCE_USAGE.delete(seed.metadata)
+        TURN_META_HISTORY_EDIT.delete(seed.metadata)  # it says what made the snapshot before
         if expired:
             drop_calls(seed, only_expired=True)  # the model reads that nobody approved them in time
         seed.append(user)
         self._push(seed)
+        return seed
+
+    # -- history edits (``_edits``) ------------------------------------------------------------------
+    async def rewind(self, n: int = 1) -> Turn:
+        """Drop the last ``n`` prompts with their answers: a new latest snapshot (saved to the store) holds
+        the Turn as it was before the ``n``-th last prompt. The next request re-anchors on the latest
+        response still in it (a conversation is cut back to it). Raises :class:`~geppetto.UsageError` when the
+        Turn holds fewer prompts (prompts folded into a compaction summary are not counted)."""
+        return await _edits.rewind(self, n)
+
+    async def fork(self, *, session_id: str | None = None) -> Session:
+        """A new session (``session_id``, else a fresh id) sharing this one's history so far, made with the
+        same engine, tools, middlewares, store and options; its first snapshot (saved) is this session's
+        latest. Each goes on on its own: chained requests of both continue from the shared response; in
+        conversation mode the fork's first request starts its own conversation."""
+        return await _edits.fork(self, session_id)
+
+    async def edit(self, block_id: str, text: str | None = None, *, payload: Mapping[str, Any] | None = None) -> Turn:
+        """Change block ``block_id`` of the latest turn: its ``text``, and/or the ``payload`` fields given. A new
+        latest snapshot (saved) holds it, marked as edited by ``session.edit``; the next request re-anchors on
+        the latest response before it."""
+        return await _edits.edit(self, block_id, text, payload)
+
+    async def remove(self, block_id: str) -> Turn:
+        """Remove block ``block_id`` from the latest turn (a tool call together with its result, and the
+        other way round): a new latest snapshot (saved); the next request re-anchors before it."""
+        return await _edits.remove(self, block_id)
+
+    def _sibling(self, session_id: str) -> Session:
+        """A session made as this one was, under ``session_id`` (a fork)."""
+        middlewares, tool_loop_options, approval = self._made
+        return type(self)(
+            self._given,
+            self.tools,
+            middlewares,
+            self.store,
+            session_id=session_id,
+            sinks=self.sinks,
+            tool_loop_options=tool_loop_options,
+            record_events=self.record_events,
+            limits=self.limits,
+            prices=self.prices,
+            approval=approval,
+        )
+
+    async def _commit_edit(self, seed: Turn) -> Turn:
+        """Add a history edit's snapshot as the latest and save it."""
+        self._check_idle("edit the history")
+        await self._complete(seed, None)
         return seed
 
     # -- tool calls waiting for a person -----------------------------------------------------------
@@ -479,21 +341,7 @@ class Session:
                 "or session.append(turn) with at least one block first"
             )
         inference_id = inference_id or new_id()
-        turn_id = self._turn_id_for(seed)
-        # the seed's own new blocks, stamped with the id it can no longer run as, move to the fresh one
-        moved = (
-            []
-            if turn_id == seed.id
-            else [i for i, b in enumerate(seed.blocks) if b.turn_id == seed.id and b.id not in self._known]
-        )
-        frozen = self._settle_latest()
-        assert frozen is not None
-        work = _derive(seed, frozen, turn_id)
-        for i in moved:
-            work.blocks[i].turn_id = turn_id
-        # Ids go on the working turn before the engine runs, so every event carries them.
-        TURN_META_SESSION_ID.set(work.metadata, self.session_id)
-        TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+        work = _running.working_turn(self, seed, inference_id)
         prior = self._known
         try:
             loop = asyncio.get_running_loop()
@@ -506,21 +354,6 @@ class Session:
         task = loop.create_task(self._run(work, inference_id, prior))
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
-
-    def _turn_id_for(self, seed: Turn) -> str:
-        """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
-        already used it (a second run with no new prompt, ``append(latest.clone())``, a restored latest, a
-        Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
-        if seed.id and seed.id not in self._ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
-            return seed.id
-        fresh = new_id()
-        log.debug(
-            "session %s: turn %s was already run by an inference; this one runs as turn %s",
-            self.session_id,
-            seed.id,
-            fresh,
-        )
-        return fresh
 
     async def run(self, text: str, *, output: Any = None, files: Iterable[Any] | None = None) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
@@ -542,83 +375,10 @@ class Session:
         return await self.start_inference().wait()
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
-        origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
-        recorded: list[TimedEvent] | None = [] if self.record_events else None
-        sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
-        start = self._meter.begin()
-        with with_sinks(*sinks), use_prices(self.prices), contextlib.ExitStack() as hooks:
-            for hook in RUN_HOOKS:
-                hooks.enter_context(hook(work, engine_provider(self.engine)))
-            try:
-                out = await self.engine.run_inference(work)
-            except asyncio.CancelledError:
-                publish(EventInterrupt(metadata_for(work), reason="cancelled"))
-                await self._save_failed_events(inference_id, recorded)
-                raise
-            except BaseException:
-                await self._save_failed_events(inference_id, recorded)
-                raise
-        if out.id != work.id:  # an engine that built a new turn still answers for this one
-            out.id = work.id
-        if self._meter.reported:
-            TURN_META_INFERENCE_USAGE.set(out.metadata, (self._meter.totals - start).to_dict())
-            TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
-        stamp_inference(
-            out, session_id=self.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
-        )
-        await self._complete(out, recorded)
-        return out
+        return await _running.run(self, work, inference_id, prior)
 
     async def _complete(self, out: Turn, events: list[TimedEvent] | None) -> None:
-        """Save ``out`` and add it to the history. Once the engine has answered, the inference completes:
-        a cancel that arrives while the store is writing waits for the write and is then ignored, so the
-        history, the store and the caller agree."""
-        self._settle_latest()
-        self._push(out)
-        frozen = self._settle_latest()
-        assert frozen is not None
-        # The output's own list becomes one over the frozen versions it was just compared with, so the
-        # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
-        blocks = out.blocks
-        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
-        save = asyncio.ensure_future(self._save(out, frozen, events))
-        try:
-            await asyncio.shield(save)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            await save
-
-    async def _save(self, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:
-        if self.store is None:
-            return
-        if getattr(self.store, "reads_at_once", False):
-            snapshot = out  # read whole before the store's first await: no caller can change it meanwhile
-        else:
-            snapshot = Turn(
-                frozen.lazy(), out.id, TurnMetadata(copy_json(dict(out.metadata))), TurnData(copy_json(dict(out.data)))
-            )
-        try:
-            if events is None:
-                await self.store.save_snapshot(self.session_id, snapshot)
-            else:
-                assert isinstance(self.store, EventLogStore)
-                await self.store.save_snapshot(self.session_id, snapshot, events=events)
-        except StoreError as exc:
-            raise StoreError(
-                f"{exc} (the inference completed and its output is session.latest; save it again once the "
-                "store works, e.g. with store.save_snapshot(session.session_id, session.latest))"
-            ) from exc
-
-    async def _save_failed_events(self, inference_id: str, events: list[TimedEvent] | None) -> None:
-        if not events or self.store is None:
-            return
-        assert isinstance(self.store, EventLogStore)
-        try:
-            await self.store.save_events(self.session_id, inference_id, events)
-        except Exception:  # the inference's own error is the one to report
-            log.exception("could not record the events of failed inference %s", inference_id)
+        await _running.complete(self, out, events)
 
     def _check_idle(self, action: str) -> None:
         if self.running:

@@ -33,6 +33,9 @@ TURN_META_USAGE = turn_meta_key("geppetto", "usage", 1, dict)
 """Token usage of the last provider call: input_tokens, output_tokens, cached_tokens, reasoning_tokens."""
 TURN_META_STOP_REASON = turn_meta_key("geppetto", "stop_reason", 1, str)
 """Why the last provider call stopped, in one vocabulary across providers (see geppetto.events)."""
+TURN_META_HISTORY_EDIT = turn_meta_key("geppetto", "history_edit", 1, dict)
+"""On a snapshot a history edit made (``Session.rewind/fork/edit/remove``): ``{"op": ..., ...}`` (see
+``geppetto.session._edits``)."""
 
 BLOCK_META_INFERENCE_ID = block_meta_key("geppetto", "inference_id", 1, str)
 """The inference that created the block; reused blocks keep theirs."""

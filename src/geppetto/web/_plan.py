@@ -96,7 +96,7 @@ def _engine_plan(turn: Turn) -> ChainedPlan:
         plan = plan_request(turn, mode, state, include_system=True)
     except UsageError as exc:
         return ChainedPlan(None, [], str(exc), mode, error=True)
-    reason = off or plan.detail
+    reason = off or plan.detail or plan.why  # why: a re-anchoring or a conversation repaired in place
     if plan.full and not reason:
         reason = "the first request of a chain" if mode == "chained" else "a new conversation"
     return ChainedPlan(

@@ -31,6 +31,7 @@ from ..turns import (
     builtin_of,
     result_text,
 )
+from ..turns._known import TURN_META_HISTORY_EDIT
 from ._plan import ChainedPlan, chained_plan
 from ._requests import inference_totals, last_index, session_requests
 from ._totals import add_totals, dashboard, totals
@@ -201,6 +202,7 @@ def session_report(
                 "inference_id": TURN_META_INFERENCE_ID.get(t.metadata),
                 "blocks": len(t.blocks),
                 "changes": snapshot_diff(previous, t),
+                "history_edit": TURN_META_HISTORY_EDIT.get(t.metadata),
             }
         )
         previous = t

@@ -92,6 +92,8 @@ def _request_fields(final: dict[str, Any], inference_id: str, index: int) -> dic
         "full": bool(extra.get("responses.full", True)),
         "fallback": extra.get("responses.fallback") or None,
         "fallback_detail": extra.get("responses.detail") or None,
+        "why": extra.get("responses.why") or None,
+        "repair": extra.get("responses.repair") or None,
         "items": extra.get("responses.items"),
         "usage": meta.get("usage"),
         "cost": (meta.get("cost") or {}).get("total"),

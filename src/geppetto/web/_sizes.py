@@ -47,7 +47,8 @@ class Measured:
         found: dict[str, int] = {}
         blocks = self.blocks
         if self.base is not None:
-            for i in sorted(self.patched) + list(range(self.keep, len(blocks))):
+            # a patch of an earlier derivation may lie past the end of a snapshot that dropped blocks since
+            for i in [p for p in sorted(self.patched) if p < self.keep] + list(range(self.keep, len(blocks))):
                 rid = blocks[i].metadata.get(key)
                 if rid in wanted and rid not in found:
                     found[rid] = i

@@ -507,8 +507,11 @@ class ResponsesEngine(TransportOwner):
                 fallback=plan.fallback,
                 detail=plan.detail,
                 sent=plan.blocks,
+                why=plan.why,
             )
         )
+        if plan.repair:  # a conversation repaired in place: the anchor it was cut back to, the items deleted
+            meta.extra["responses.repair"] = {"after": plan.repair, "deleted": plan.deleted}
         if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
             meta.extra["responses.conversation_created"] = plan.conversation_id
             if plan.replaced:

@@ -45,6 +45,7 @@ FALLBACK_REASONS = (
     "previous_response_not_found",
     "conversation_not_found",
     "conversation_not_empty",
+    "repair_failed",
     "item_not_found",
     "server_ignores_state",
     "interaction_not_found",

@@ -52,6 +52,9 @@ class Plan:
     says why, for the log). ``base`` is the ``ConversationState.base`` to record afterwards.
     ``created`` is set once sending made a new conversation for the request; ``replaced`` then names the
     conversation it took the place of (one that still exists on the server, holding other context).
+    ``repair`` names the response a conversation is repaired back to before sending (its items after that
+    response's are deleted; ``_repair``); ``deleted`` counts the items that took. ``why`` says why this
+    anchor, repair or whole Turn was chosen (the inspector shows it).
     """
 
     mode: str
@@ -68,6 +71,9 @@ class Plan:
     prefix: Any = None
     created: bool = False
     replaced: str | None = None
+    repair: str | None = None
+    deleted: int = 0
+    why: str = ""
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""
@@ -123,7 +129,14 @@ def plan_chained(
         delta, items = _delta(turn, anchor, include_system)
         if items:
             log.debug("responses: anchor %s, %d delta blocks, %d items", anchor, len(delta), len(items))
-            return Plan("chained", items, delta, previous_response_id=anchor, base=base, prefix=scan.hasher)
+            plan = Plan("chained", items, delta, previous_response_id=anchor, base=base, prefix=scan.hasher)
+            latest = scan.latest_id
+            if latest is not None and latest != anchor:
+                plan.why = (
+                    f"re-anchored on {anchor}, the latest response whose prefix still matches the Turn "
+                    f"(the latest response, {latest}: {REASON_TEXT[scan.spans[latest].problem() or 'fingerprint_mismatch']})"
+                )
+            return plan
         code, detail = "empty_delta", f"nothing after anchor {anchor} to send"
     elif not scan.spans:
         code, detail = "", ""
@@ -172,6 +185,30 @@ def _mismatch_code(scan: AnchorScan, last: str | None) -> str:
     return scan.reason_code() or "fingerprint_mismatch"
 
 
+def _plan_repair(
+    turn: Turn, scan: AnchorScan, cid: str, last: str | None, base: str | None, include_system: bool
+) -> Plan | None:
+    """Conversation ``cid`` repaired in place: when a response answered in it still anchors the Turn but its
+    last one does not (an edit, insertion or removal after that response), the items after the anchor's
+    are deleted from the conversation before the request and only the blocks after it are sent. None when
+    no response of the conversation anchors (the divergence is before everything it holds)."""
+    anchor = scan.best()
+    if anchor is None or anchor == last:
+        return None
+    delta, items = _delta(turn, anchor, include_system)
+    if not items:
+        return None
+    why = REASON_TEXT.get(_mismatch_code(scan, last), "it no longer matches the Turn")
+    plan = Plan("conversation", items, delta, conversation_id=cid, base=base, prefix=scan.hasher)
+    plan.repair = anchor
+    plan.why = (
+        f"the Turn changed after response {anchor} (the latest response, {last or 'none'}: {why}): conversation "
+        f"{cid} is repaired in place, its items after {anchor} deleted, and the {len(delta)} blocks after it sent"
+    )
+    log.debug("responses: %s", plan.why)
+    return plan
+
+
 def plan_conversation(
     turn: Turn, state: ConversationState | None, *, include_system: bool, metrics: ResponsesMetrics | None
 ) -> Plan:
@@ -188,6 +225,8 @@ def plan_conversation(
             log.debug("responses: conversation %s after %s, %d items", cid, last, len(items))
             return Plan("conversation", items, delta, conversation_id=cid, base=base, prefix=scan.hasher)
         code, detail = "empty_delta", f"nothing after {last} to send in conversation {cid}"
+    elif (repair := _plan_repair(turn, scan, cid, last, base, include_system)) is not None:
+        return repair
     elif not scan.spans and base == cid:
         items = blocks_to_items(turn.blocks, include_system=include_system)
         log.debug("responses: fresh Turn into conversation %s, %d items", cid, len(items))

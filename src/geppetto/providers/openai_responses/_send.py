@@ -32,6 +32,7 @@ from ._background import open_background
 from ._items import blocks_to_items
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
+from ._repair import repair_conversation
 from ._stream import StreamState, consume_stream, usage_of
 
 __all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks", "turn_ids"]
@@ -164,6 +165,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
 
 
 async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
+    await repair_conversation(http, turn, plan, include_system=not engine.instructions_mode)
     await _prepare_conversation(http, plan)
     if not plan.items:
         raise UsageError(

@@ -22,22 +22,20 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto._json import parse_json
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 
 from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
 from ._items import PAYLOAD_ITEM, blocks_to_items, replayed, server_compaction
+from ._listing import list_items, visible
 from ._metrics import ResponsesMetrics
 from ._send import Api
 from ._state import ConversationState
-from ._stream import content_text
 
 __all__ = ["Validation", "validate_server_context", "visible"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
 _RID = str(BLOCK_META_RESPONSE_ID)
-_PAGE = 100
 MISMATCH = "the server's stored context differs from the Turn (validation)"
 
 
@@ -52,28 +50,6 @@ class Validation:
     requests: int = 0
     server: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
     turn: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
-
-
-def _args(raw: Any) -> Any:
-    try:
-        return parse_json(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return raw
-
-
-def visible(item: dict[str, Any]) -> tuple[Any, ...]:
-    """An input or stored item reduced to what the model reads (server ids, statuses and content shapes
-    dropped; reasoning, references and items geppetto does not model count by id)."""
-    kind = item.get("type") or ("message" if "role" in item else "item_reference")
-    if kind == "message":
-        return ("message", item.get("role"), content_text(item.get("content")))
-    if kind == "function_call":
-        return ("function_call", item.get("call_id"), item.get("name"), _args(item.get("arguments")))
-    if kind == "function_call_output":
-        return ("function_call_output", item.get("call_id"), content_text(item.get("output")))
-    if kind in ("reasoning", "item_reference"):
-        return ("reasoning", item.get("id"))
-    return (kind, item.get("id"))
 
 
 def _link_key(response_id: str, cut: str | None) -> str:
@@ -94,23 +70,6 @@ def _from_compaction(items: list[tuple[Any, ...]], cut: str | None) -> list[tupl
     if cut is None or ("compaction", cut) not in items:
         return items
     return items[len(items) - 1 - items[::-1].index(("compaction", cut)) :]
-
-
-async def _list(api: Api, path: str) -> tuple[list[dict[str, Any]], int]:
-    items: list[dict[str, Any]] = []
-    after: str | None = None
-    reads = 0
-    while True:
-        params: dict[str, Any] = {"order": "asc", "limit": _PAGE}
-        if after:
-            params["after"] = after
-        page = await api.get(path, params)
-        reads += 1
-        data = page.get("data") if isinstance(page, dict) else None
-        items.extend(i for i in data or [] if isinstance(i, dict))
-        if not (isinstance(page, dict) and page.get("has_more") and page.get("last_id")):
-            return items, reads
-        after = str(page["last_id"])
 
 
 class ValidatedLinks:
@@ -157,7 +116,7 @@ async def validate_server_context(
     reads = 0
     if mode == "conversation":
         cid = state.conversation_id if state else None
-        stored, reads = await _list(api, f"/conversations/{cid}/items")
+        stored, reads = await list_items(api, f"/conversations/{cid}/items")
         theirs = _from_compaction([visible(i) for i in stored], cut)
         if base:  # the conversation holds context from before the Turn: compare the Turn's part
             theirs = theirs[len(theirs) - len(mine) :] if len(theirs) >= len(mine) else theirs
@@ -171,7 +130,7 @@ async def validate_server_context(
                 known = count
                 break
             response = await api.get(f"/responses/{rid}")
-            own, n = await _list(api, f"/responses/{rid}/input_items")
+            own, n = await list_items(api, f"/responses/{rid}/input_items")
             reads += 1 + n
             link = own + [o for o in response.get("output") or [] if isinstance(o, dict)]
             links_walked.append(link)

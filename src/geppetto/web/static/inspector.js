@@ -35,6 +35,14 @@ function change(c) {
   return el("li", {}, el("strong", {}, "reordered "), `${count(c.ids.length, "block")} moved: `, c.ids.map((id) => [idCell(id), " "]));
 }
 
+// a snapshot a history edit made (session.rewind/fork/edit/remove): what was done
+function historyEdit(h) {
+  if (h.op === "rewind") return `(rewound ${count(h.prompts, "prompt")})`;
+  if (h.op === "fork") return ["(forked from session ", idCell(h.from), ")"];
+  if (h.op === "edit") return ["(session.edit of ", idCell(h.block), ")"];
+  return `(session.${h.op})`;
+}
+
 function requestSummary(q) {
   if (!q) return el("p", { class: "muted" }, "No request recorded for this session yet.");
   const anchorText = q.previous_response_id
@@ -52,6 +60,7 @@ function requestSummary(q) {
     el("dt", {}, "Input bytes"),
     el("dd", {}, q.input_bytes === null || q.input_bytes === undefined ? "—" : `${bytes(q.input_bytes)} sent; the stateless request would send ${bytes(q.stateless_bytes)} (saved ${percent(q.stateless_bytes - q.input_bytes, q.stateless_bytes)})`),
   ];
+  if (q.why) items.push(el("dt", {}, q.repair ? "Repair" : "Why"), el("dd", { class: "anchor-why" }, q.why));
   if (q.fallback) items.push(el("dt", {}, "Fallback"), el("dd", { class: "fallback" }, q.fallback, q.fallback_detail ? `: ${q.fallback_detail}` : ""));
   if (q.response_id) items.push(el("dt", {}, "Response"), el("dd", {}, el("code", {}, q.response_id)));
   if (q.usage) items.push(el("dt", {}, "Tokens"), el("dd", {}, tokens(q.usage)));
@@ -157,13 +166,13 @@ function blocksSection(report, rows) {
 
 // edits between snapshots
 function changesSection(report) {
-  const edited = (report.snapshots || []).map((s, k) => ({ s, k })).filter(({ s }) => s.changes.length);
+  const edited = (report.snapshots || []).map((s, k) => ({ s, k })).filter(({ s }) => s.changes.length || s.history_edit);
   return el(
     "section",
     { "aria-labelledby": "changes-heading", id: "changes" },
     el("h2", { id: "changes-heading" }, "Changes between snapshots"),
     edited.length
-      ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${s.seq || k + 1} (inference `, idCell(s.inference_id), ")"), el("ul", {}, s.changes.map(change))))
+      ? edited.map(({ s, k }) => el("div", { class: "snapshot" }, el("h3", {}, `Snapshot ${s.seq || k + 1} `, s.history_edit ? historyEdit(s.history_edit) : ["(inference ", idCell(s.inference_id), ")"]), el("ul", {}, s.changes.map(change))))
       : el("p", { class: "muted" }, "No middleware edited, inserted, removed or moved a block between snapshots."),
   );
 }

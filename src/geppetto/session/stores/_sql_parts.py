@@ -1,0 +1,109 @@
+"""Small pieces the SQL store layers share: the remembered latest snapshot, statements, row and column helpers."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Block
+from ...turns._cow import Frozen
+from ...turns._serde import block_to_json
+from .._store import TimedEvent, event_json
+
+__all__ = [
+    "_SPANS",
+    "_TIPS",
+    "_Tip",
+    "_backoff",
+    "_column_id",
+    "_engine_of",
+    "_event_rows",
+    "_first_prompt",
+    "_payload",
+    "_usage_of",
+    "_version_row",
+]
+
+
+@dataclass
+class _Tip:
+    """What a store knows of a session's latest snapshot, as this process last wrote or read it."""
+
+    sk: int
+    seq: int
+    frozen: Frozen
+
+
+_SPANS = "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "
+
+"""The spans of a session with the versions they hold; the caller adds the WHERE clause."""
+
+_TIPS = 256
+
+"""How many sessions' latest snapshots a store remembers (the most recently saved or read)."""
+
+
+def _version_row(sk: int, vid: int, block: Block) -> tuple[Any, ...]:
+    ids = (BLOCK_META_INFERENCE_ID.get(block.metadata), BLOCK_META_RESPONSE_ID.get(block.metadata))
+    return (sk, vid, *(_column_id(v) for v in ids), block_to_json(block))
+
+
+def _column_id(value: Any) -> str | None:
+    """An id for the provenance columns: text PostgreSQL can hold (one with a NUL stays in the block's JSON
+    only)."""
+    return value if isinstance(value, str) and "\x00" not in value else None
+
+
+def _first_prompt(blocks: Sequence[Block]) -> str:
+    """The text of the first user block, for listings (a NUL, which PostgreSQL text cannot hold, shown as
+    U+FFFD; the block itself keeps it, in its JSON)."""
+    for block in blocks:
+        if block.kind.value == "user":
+            return block.text.replace("\x00", "\ufffd")
+    return ""
+
+
+def _backoff(seconds: float) -> Iterator[float]:
+    """Pauses between attempts (0.05 s doubling to 2 s) until ``seconds`` from now have passed (an attempt
+    under way then still ends: a connection's own timeout bounds it)."""
+    deadline = time.monotonic() + seconds
+
+    def pauses() -> Iterator[float]:
+        delay = 0.05
+        while time.monotonic() + delay <= deadline:
+            yield delay
+            delay = min(delay * 2, 2.0)
+
+    return pauses()
+
+
+def _event_rows(session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> list[tuple[Any, ...]]:
+    return [(session_id, inference_id, i, at, e.type, event_json(e)) for i, (at, e) in enumerate(events)]
+
+
+def _engine_of(document: Any) -> tuple[str, str, str]:
+    """Provider, model and Responses mode of a stored snapshot, from what the engine and the chat recorded
+    in its metadata and data ("" where nothing says)."""
+    doc = _payload(document)
+    meta, data = _payload(doc.get("metadata")), _payload(doc.get("data"))
+    chat = _payload(meta.get("geppetto.chat_engine@v1"))
+    state = _payload(data.get("openai.responses_state@v1"))
+    provider = chat.get("provider") or meta.get("geppetto.provider@v1") or ""
+    model = chat.get("model") or meta.get("geppetto.model@v1") or ""
+    mode = chat.get("mode") or state.get("mode") or ""
+    return str(provider), str(model), str(mode)
+
+
+def _usage_of(document: Any) -> dict[str, Any] | None:
+    """The session usage totals a stored snapshot recorded (``geppetto.session_usage@v1``), if any."""
+    usage = _payload(_payload(_payload(document).get("metadata")).get("geppetto.session_usage@v1"))
+    return usage or None
+
+
+def _payload(value: Any) -> dict[str, Any]:
+    """A JSON column as a dict (PostgreSQL returns ``jsonb`` decoded, SQLite returns text; None: empty)."""
+    data = json.loads(value) if isinstance(value, str | bytes) else value
+    return data if isinstance(data, dict) else {}
