@@ -174,6 +174,10 @@ def check_sent(path: str, body: dict[str, Any]) -> None:
         check_gemini(body)
     elif path == "/v1/responses":
         check_responses(body)
+    elif path == "/v1beta/interactions":
+        from interactions_types import validate_request
+
+        validate_request(body)
     elif path == "/v1/responses/compact":
         check_typed(COMPACT, ResponseCompactParams, body)
     elif path == "/v1/responses/input_tokens":

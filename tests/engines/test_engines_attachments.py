@@ -93,7 +93,7 @@ async def test_several_files_and_an_image_go_together_on_every_engine(geppetto_s
         assert "(image/png, 8 bytes)" in answer, (provider, answer)
 
 
-@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini"])
+@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini", "gemini-interactions"])
 async def test_a_session_keeps_its_attachments_through_a_store_and_sends_them_again(
     geppetto_sim: Simulator, provider: str, tmp_path: Path
 ) -> None:
@@ -102,7 +102,7 @@ async def test_a_session_keeps_its_attachments_through_a_store_and_sends_them_ag
     store = open_store(str(tmp_path / "sessions.db"))
     try:
         async with geppetto_sim.engine(
-            provider, **({"mode": "stateless"} if provider == "openai-responses" else {})
+            provider, **({"mode": "stateless"} if provider in ("openai-responses", "gemini-interactions") else {})
         ) as engine:
             session = Session(engine, store=store)
             first = await session.run("Summarize.", files=[report])
@@ -310,7 +310,7 @@ def test_the_simulator_refuses_a_claude_file_source_without_the_files_beta(geppe
     )
 
 
-@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini"])
+@pytest.mark.parametrize("provider", ["openai-responses", "openai-chat", "anthropic", "gemini", "gemini-interactions"])
 async def test_a_tool_loop_with_an_attachment_runs_and_resends_it(geppetto_sim: Simulator, provider: str) -> None:
     def get_weather(city: str) -> str:
         """Weather for a city."""
@@ -323,5 +323,5 @@ async def test_a_tool_loop_with_an_attachment_runs_and_resends_it(geppetto_sim: 
     assert len(geppetto_sim.requests) == 2
     for request in geppetto_sim.requests:
         check_sent(request.path, request.body)
-    if provider != "openai-responses":  # chained: the second request carries only the tool result
+    if provider not in ("openai-responses", "gemini-interactions"):  # chained: the second carries the result only
         assert PDF in str(geppetto_sim.requests[-1].body)

@@ -10,7 +10,7 @@ import pytest
 from interactions_support import PATH, assert_server_holds_the_turn, creates, engine, last_interaction
 
 from geppetto._exceptions import StreamError
-from geppetto.events import Event, EventTextDelta, with_sinks
+from geppetto.events import Event, EventLog, EventTextDelta, with_sinks
 from geppetto.providers.gemini import get_interactions_state
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, Block, BlockKind, Turn
@@ -96,9 +96,13 @@ async def test_cancelling_the_caller_cancels_the_interaction(geppetto_sim: Simul
     first_delta = asyncio.Event()
     eng = engine(sim, background=True)
 
+    logs: list[EventLog] = []
+
     def sink(event: Event) -> None:
         if isinstance(event, EventTextDelta):
             first_delta.set()
+        if isinstance(event, EventLog):
+            logs.append(event)
 
     turn = _turn()
 
@@ -113,5 +117,10 @@ async def test_cancelling_the_caller_cancels_the_interaction(geppetto_sim: Simul
         await task
     cancels = [r.path for r in sim.requests if r.path.endswith("/cancel")]
     assert len(cancels) == 1 and cancels[0].startswith(f"{PATH}/")
+    [cancelled] = [e for e in logs if e.message == "background interaction cancelled"]
+    assert cancelled.fields["status"] == "cancelled" and cancelled.fields["response_id"] == cancels[0].split("/")[-2]
+    usage = cancelled.metadata.usage
+    assert usage is not None and usage.input_tokens > 0, "the usage of the cancelled interaction is published"
+    assert usage.output_tokens < len(LONG.split()), "what it had produced, not the whole answer"
     # nothing of the cancelled interaction anchors: the next request sends the whole Turn
     assert not any(BLOCK_META_PREFIX_FINGERPRINT.get(b.metadata) for b in turn.blocks)

@@ -17,7 +17,7 @@ from interactions_support import (
 )
 
 import geppetto as gp
-from geppetto._exceptions import NotFoundError, UsageError
+from geppetto._exceptions import NotFoundError
 from geppetto.events import EventFinal, EventLog, with_sinks
 from geppetto.middleware import tool_loop, with_middleware
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
@@ -206,7 +206,7 @@ def test_the_metrics_default_to_the_shared_chain_metrics() -> None:
     assert isinstance(InteractionsEngine("m", api_key="k", metrics=ResponsesMetrics()).metrics, ResponsesMetrics)
 
 
-async def test_images_go_as_image_content_and_files_are_refused(geppetto_sim: Simulator) -> None:
+async def test_images_go_as_image_content(geppetto_sim: Simulator) -> None:
     image = {"data": "iVBORw0KGgo=", "media_type": "image/png"}
     turn = Turn(blocks=[Block.user("what is this?", images=[image, {"url": "https://example.com/a.png"}])])
     await engine(geppetto_sim).run_inference(turn)
@@ -216,10 +216,6 @@ async def test_images_go_as_image_content_and_files_are_refused(geppetto_sim: Si
         {"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"},
         {"type": "image", "uri": "https://example.com/a.png"},
     ]
-    pdf = {"media_type": "application/pdf", "data": "JVBERi0xLjQ="}
-    with_file = Turn(blocks=[Block.user("read this", files=[pdf])])
-    with pytest.raises(UsageError, match="use GeminiEngine"):
-        await engine(geppetto_sim).run_inference(with_file)
 
 
 async def test_two_inferences_at_once_on_one_turn_leave_the_later_answer_unanchored(geppetto_sim: Simulator) -> None:

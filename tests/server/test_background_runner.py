@@ -96,7 +96,8 @@ async def test_an_unreadable_record_is_settled_as_before(runner: Runner, caplog:
     await store.begin_inference("s1", "dead-1", worker="gone:1", prompt="Hello")
     await store._run(
         store._exec,
-        "INSERT INTO background_responses VALUES ('s1', 'dead-1', 'resp_x', 3, 'not json', 0)",
+        "INSERT INTO background_responses (session_id, inference_id, response_id, sequence_number, turn, updated_at) "
+        "VALUES ('s1', 'dead-1', 'resp_x', 3, 'not json', 0)",
     )
     with caplog.at_level(logging.WARNING, logger="geppetto.server"):
         await runner.sweep()  # seen once

@@ -251,7 +251,7 @@ def test_contents_as_input_make_one_user_step(gem: httpx.Client, geppetto_sim: S
     contents = [{"type": "text", "text": "Describe"}, {"type": "image", "data": "aGk=", "mime_type": "image/png"}]
     body = create(gem, {"model": MODEL, "input": contents})
     assert geppetto_sim.context_items(body["id"]) == [{"type": "user_input", "content": contents}]
-    assert body["steps"][0]["content"][0]["text"] == "You said: Describe"
+    assert body["steps"][0]["content"][0]["text"] == "You said: Describe Attached: image (image/png, 2 bytes)."
 
 
 def test_system_instruction_and_tools_are_not_inherited(gem: httpx.Client) -> None:

@@ -9,6 +9,10 @@ See :mod:`geppetto.turns._files` for the attachment shape. What goes where:
 | document, file id | ``input_file.file_id`` | ``file.file_id`` | ``document`` file | ``fileData`` |
 | audio, inline | refused | ``input_audio`` (wav, mp3) | refused | ``inlineData`` |
 | audio, URL / file id | refused | refused | refused | ``fileData`` |
+
+Gemini's Interactions API takes typed contents instead (:func:`interactions_file_contents`): ``document``
+(its document types), ``audio``, ``video``, each with ``data`` or ``uri``; inline text goes as a framed
+``text`` content, as on Chat Completions.
 """
 
 from __future__ import annotations
@@ -20,13 +24,47 @@ from .._exceptions import UsageError
 from ..turns import Block
 from ..turns._files import FileRef, file_refs
 
-__all__ = ["chat_file_parts", "claude_file_blocks", "claude_files_beta", "gemini_file_parts", "responses_file_parts"]
+__all__ = [
+    "chat_file_parts",
+    "claude_file_blocks",
+    "claude_files_beta",
+    "gemini_file_parts",
+    "interactions_file_contents",
+    "responses_file_parts",
+]
 
 CLAUDE_FILES_BETA = "files-api-2025-04-14"
 """The beta Claude's ``file`` sources (Anthropic's Files API) need in the ``anthropic-beta`` header."""
 
 GEMINI_FILES = "https://generativelanguage.googleapis.com/v1beta/"
 """Where a Gemini file id (``files/abc``) lives, as the ``fileUri`` Gemini takes."""
+
+INTERACTIONS_DOCUMENTS = frozenset(
+    {
+        "application/pdf",
+        "text/csv",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        "application/vnd.ms-powerpoint",
+        "application/vnd.oasis.opendocument.presentation",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "application/msword",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.template",
+        "application/vnd.oasis.opendocument.text",
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "application/vnd.ms-excel",
+        "application/vnd.oasis.opendocument.spreadsheet",
+    }
+)
+"""The media types of the Interactions API's ``document`` content (PDF, CSV, Office and OpenDocument)."""
+INTERACTIONS_AUDIO = frozenset(
+    f"audio/{t}"
+    for t in ["wav", "mp3", "aiff", "aac", "ogg", "flac", "mpeg", "m4a", "l16", "opus", "alaw", "mulaw", "webm"]
+)
+"""The media types of its ``audio`` content."""
+INTERACTIONS_VIDEO = frozenset(
+    f"video/{t}" for t in ["mp4", "mpeg", "mpg", "mov", "avi", "x-flv", "webm", "wmv", "3gpp"]
+)
+"""The media types of its ``video`` content."""
 
 
 def _refuse(file: FileRef, provider: str, instead: str) -> UsageError:
@@ -156,8 +194,43 @@ def gemini_file_parts(block: Block) -> list[dict[str, Any]]:
         if file.source == "data":
             out.append({"inlineData": {"mimeType": file.media_type, "data": file.value}})
             continue
-        uri = file.value
-        if file.source == "file_id" and not uri.startswith(("http://", "https://", "gs://")):
-            uri = GEMINI_FILES + uri
-        out.append({"fileData": {"fileUri": uri, "mimeType": file.media_type}})
+        out.append({"fileData": {"fileUri": _gemini_uri(file), "mimeType": file.media_type}})
+    return out
+
+
+def _gemini_uri(file: FileRef) -> str:
+    """A URL as given; a Gemini file id (``files/abc``) as the full URI of the file."""
+    if file.source == "file_id" and not file.value.startswith(("http://", "https://", "gs://")):
+        return GEMINI_FILES + file.value
+    return file.value
+
+
+def _interactions_type(file: FileRef) -> str:
+    """The Interactions content type ``file`` goes as ("text": framed inline text); refused when none fits."""
+    kinds = (("audio", INTERACTIONS_AUDIO), ("video", INTERACTIONS_VIDEO), ("document", INTERACTIONS_DOCUMENTS))
+    for kind, types in kinds:
+        if file.media_type in types:
+            return kind
+    if file.media_type.startswith("text/") and file.source == "data":
+        return "text"
+    raise _refuse(
+        file,
+        "The Interactions API",
+        "it takes PDF, CSV, Office and OpenDocument documents, audio (wav, mp3, aac, ogg, flac...) and video "
+        "(mp4, webm, mov...), and text inline; convert it first, or use GeminiEngine (generateContent)",
+    )
+
+
+def interactions_file_contents(block: Block) -> list[dict[str, Any]]:
+    """``document`` / ``audio`` / ``video`` contents (``data`` or ``uri``) for Gemini's Interactions API;
+    inline text as a framed ``text`` content."""
+    out: list[dict[str, Any]] = []
+    for file in _files(block):
+        kind = _interactions_type(file)
+        if kind == "text":
+            out.append({"type": "text", "text": _framed_text(file, "The Interactions API")})
+        elif file.source == "data":
+            out.append({"type": kind, "data": file.value, "mime_type": file.media_type})
+        else:
+            out.append({"type": kind, "uri": _gemini_uri(file), "mime_type": file.media_type})
     return out

@@ -1,9 +1,11 @@
-"""Inferences that read a background response (``ResponsesEngine(background=True)``) survive the worker.
+"""Inferences that read a background response (``ResponsesEngine(background=True)``) or a background
+interaction (``InteractionsEngine(background=True)``) survive the worker: one mechanism for both.
 
 While a worker runs an inference, :class:`Follow` hears from the engine which response it reads and how far
-(:data:`~geppetto.providers.openai_responses._background.BACKGROUND_OBSERVER`); the runner's event pump
-records the response id (with the Turn the engine sent it for) and, after each event it published, the
-``sequence_number`` it came from (``background_responses`` in the store). Each such event goes to the bus
+(:data:`~geppetto.providers._background.BACKGROUND_OBSERVER`); the runner's event pump records the response
+id (with the Turn the engine sent it for) and, after each event it published, the cursor it came from (the
+Responses API's ``sequence_number``; for an interaction, the event's place in its stream with its
+``event_id``, which a resume names) in ``background_responses``. Each such event goes to the bus
 with a key made of the inference, the response and that number, so the one event a dying worker may have
 published without recording it is not appended again when the next worker sends it (the bus skips an event
 whose key is its newest's).
@@ -25,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers.openai_responses._background import PendingResponse
+from ..providers._background import PendingResponse
 from ..session.stores import SQLTurnStore
 from ..session.stores._background import (
     BackgroundRecord,
@@ -37,7 +39,7 @@ from ..session.stores._background import (
 )
 from ..turns import Turn, turn_to_dict
 
-__all__ = ["Created", "Follow", "Published", "pending_for", "record_of"]
+__all__ = ["At", "Created", "Follow", "Published", "pending_for", "record_of"]
 
 log = logging.getLogger("geppetto.server")
 
@@ -48,6 +50,15 @@ class Created:
 
     response_id: str
     turn: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class At:
+    """Where a published event stands in its background response: the cursor, and the event id a resume
+    after it names (None: the cursor says it, as a ``sequence_number`` does)."""
+
+    cursor: int = -1
+    resume_after: str | None = None
 
 
 @dataclass
@@ -62,28 +73,29 @@ class Follow:
     stopped: Any  # () -> bool
     response_id: str = ""
     cursor: int = -1
+    resume_after: str | None = None
     _same: int = 0  # events already keyed at this cursor
     _keyed: int = -1
 
     def created(self, response_id: str, turn: Turn) -> None:
-        self.response_id, self.cursor = response_id, -1
+        self.response_id, self.cursor, self.resume_after = response_id, -1, None
         self.queue.put_nowait(Created(response_id, turn_to_dict(turn)))
 
-    def advanced(self, response_id: str, sequence_number: int) -> None:
-        self.response_id, self.cursor = response_id, sequence_number
+    def advanced(self, response_id: str, cursor: int, resume_after: str | None = None) -> None:
+        self.response_id, self.cursor, self.resume_after = response_id, cursor, resume_after
 
     def cancels_response(self) -> bool:
         return bool(self.stopped())
 
-    def key(self) -> tuple[str | None, int]:
-        """The bus key of the event published now, and the cursor it belongs to (-1: no background response)."""
+    def key(self) -> tuple[str | None, At]:
+        """The bus key of the event published now, and where it stands (cursor -1: no background response)."""
         if not self.response_id or self.cursor < 0:
-            return None, -1
+            return None, At()
         if self.cursor != self._keyed:
             self._keyed, self._same = self.cursor, 0
         else:
             self._same += 1
-        return f"{self.inference_id}:{self.response_id}:{self.cursor}:{self._same}", self.cursor
+        return f"{self.inference_id}:{self.response_id}:{self.cursor}:{self._same}", At(self.cursor, self.resume_after)
 
 
 @dataclass
@@ -104,14 +116,14 @@ class Published:
             save_background_response(self.store, self.session_id, self.inference_id, item.response_id, item.turn),
         )
 
-    async def published(self, cursor: int) -> None:
-        if cursor <= self.cursor or not self.response_id:
+    async def published(self, at: At) -> None:
+        if at.cursor <= self.cursor or not self.response_id:
             return
-        self.cursor = cursor
-        await self._guard(
-            "the cursor",
-            save_background_cursor(self.store, self.session_id, self.inference_id, self.response_id, cursor),
+        self.cursor = at.cursor
+        save = save_background_cursor(
+            self.store, self.session_id, self.inference_id, self.response_id, at.cursor, at.resume_after
         )
+        await self._guard("the cursor", save)
 
     async def picked_up(self, record: BackgroundRecord) -> None:
         """Go on from ``record``: its response and cursor, the events its worker recorded set before ours."""
@@ -148,4 +160,4 @@ async def record_of(store: SQLTurnStore, session_id: str, inference_id: str) -> 
 
 
 def pending_for(record: BackgroundRecord) -> PendingResponse:
-    return PendingResponse(record.response_id, record.cursor, len(record.turn.blocks))
+    return PendingResponse(record.response_id, record.cursor, len(record.turn.blocks), record.resume_after)

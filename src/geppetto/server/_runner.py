@@ -17,7 +17,7 @@ from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
-from ..providers.openai_responses._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
+from ..providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
 from ..session import ExecutionHandle, Session, UsageLimits
 from ..session._approvals import prepare_resume
 from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore

@@ -11,6 +11,7 @@ from typing import Any
 
 from ._errors import SimError
 from ._gemini_rules import PLACEHOLDER_SIGNATURES
+from ._interactions_files import check_media_content
 from ._state import SimState
 
 __all__ = ["check_request", "check_results", "check_signatures", "input_steps", "invalid"]
@@ -163,6 +164,7 @@ def _check_contents(contents: list[Any], where: str) -> None:
         if not isinstance(kind, str) or kind not in _CONTENT_TYPES:
             raise invalid(f"{where}[{index}]: unknown content type {kind!r}.")  # unverified text
         _typed(content, {"text": str, "data": str, "uri": str, "mime_type": str}, f"{where}[{index}].")
+        check_media_content(content, f"{where}[{index}]")
 
 
 def check_signatures(state: SimState, steps: list[dict[str, Any]], reasoning: bool) -> None:

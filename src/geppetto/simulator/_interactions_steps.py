@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._attachments import framed_file
 from ._gemini import _call_id
+from ._interactions_files import interactions_files
 from ._model import Msg, Reply, ToolSpec, is_reasoning_model, reasoning_summary
 from ._prompt_cache import Segment, cache_use
 from ._state import SimState
@@ -50,7 +52,11 @@ def to_msgs(body: dict[str, Any], steps: list[dict[str, Any]]) -> list[Msg]:
     for step in steps:
         kind = step.get("type")
         if kind == "user_input":
-            msgs.append(Msg("user", _text_of(step.get("content") or [])))
+            contents = step.get("content") or []
+            files = interactions_files(contents)
+            if files:  # a framed text file is an attachment, not the prompt
+                contents = [c for c in contents if not (isinstance(c, dict) and framed_file(c))]
+            msgs += [Msg("user", _text_of(contents)), *files]
         elif kind == "model_output":
             msgs.append(Msg("assistant", _text_of(step.get("content") or [])))
         elif kind == "function_call":

@@ -32,6 +32,7 @@ from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, sse
 from ._interactions import Created, answer, not_found, shown, stored_or_404
 from ._openai_out import chunks
 from ._state import SimState, StoredInteraction
+from ._tokens import count_text, count_value
 
 __all__ = [
     "InteractionRun",
@@ -164,11 +165,27 @@ class InteractionRun(BackgroundRun):
 
     def cancel(self) -> dict[str, Any]:
         if not self.finished:
-            self.cancelled_obj = {**copy.deepcopy(self.final), "status": "cancelled", "steps": self.produced_steps()}
+            steps = self.produced_steps()
+            obj = {**copy.deepcopy(self.final), "status": "cancelled", "steps": steps}
+            obj["usage"] = _produced_usage(self.final.get("usage") or {}, steps)
+            self.cancelled_obj = obj
             self.status = "cancelled"
             self.release()
             self._notify()
         return self.snapshot()
+
+
+def _produced_usage(whole: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cancelled interaction's usage: its whole input, and as output the steps it had produced."""
+    prompt = int(whole.get("total_input_tokens") or 0)
+    thoughts = sum(count_text(str(c.get("text") or "")) for s in steps for c in s.get("summary") or [])
+    output = sum(count_value(s) for s in steps if s.get("type") != "thought")
+    usage = {**whole, "total_output_tokens": output, "total_tokens": prompt + output + thoughts}
+    usage["output_tokens_by_modality"] = [{"modality": "text", "tokens": output}]
+    usage.pop("total_thought_tokens", None)
+    if thoughts:
+        usage["total_thought_tokens"] = thoughts
+    return usage
 
 
 def _start_run(call: Call, created: Created, frames: list[bytes], stops: dict[int, int], streamed: bool) -> ASGIApp:

@@ -9,7 +9,14 @@ from typing import Any
 from .._exceptions import UsageError
 from ..turns import TURN_META_PROVIDER, Block, Turn
 
-__all__ = ["ChainedPlan", "chained_plan"]
+__all__ = ["ChainedPlan", "anchor_field_of", "chained_plan"]
+
+_ANCHOR_FIELDS = {"gemini-interactions": "previous_interaction_id"}
+
+
+def anchor_field_of(provider: str | None) -> str:
+    """The request field that names a chained request's anchor on ``provider``'s API."""
+    return _ANCHOR_FIELDS.get(provider or "", "previous_response_id")
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class ChainedPlan:
             "fallback": self.fallback or None,
             "reason": self.reason or None,
             "error": self.error,
+            "anchor_field": self.anchor_field,
         }
         if self.next is not None:
             out["next"] = self.next.to_dict()

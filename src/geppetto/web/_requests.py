@@ -8,8 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import UsageError
-from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, Block, Turn
+from ..turns import (
+    BLOCK_META_INFERENCE_ID,
+    BLOCK_META_RESPONSE_ID,
+    TURN_META_INFERENCE_ID,
+    TURN_META_PROVIDER,
+    Block,
+    Turn,
+)
 from ..turns._cow import Frozen
+from ._plan import anchor_field_of
 from ._sizes import Measured
 from ._totals import totals
 
@@ -88,6 +96,7 @@ def _request_fields(final: dict[str, Any], inference_id: str, index: int) -> dic
         "mode": mode,
         "anchor": anchor,
         "previous_response_id": anchor if mode == "chained" else None,
+        "anchor_field": anchor_field_of(meta.get("provider")),
         "conversation": anchor if mode == "conversation" else None,
         "full": bool(extra.get("responses.full", True)),
         "fallback": extra.get("responses.fallback") or None,
@@ -184,6 +193,7 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
                 "mode": plan.mode,
                 "anchor": anchor,
                 "previous_response_id": anchor,
+                "anchor_field": anchor_field_of(TURN_META_PROVIDER.get(turn.metadata)),
                 "conversation": None,
                 "full": plan.full,
                 "fallback": plan.fallback or None,

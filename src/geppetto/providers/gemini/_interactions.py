@@ -257,7 +257,7 @@ class InteractionsEngine(TransportOwner):
         """The interaction's events; an expired or unknown anchor is answered once with the whole Turn."""
         self._count(call.plan)
         try:
-            async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer)) as events:
+            async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer, turn)) as events:
                 async for event in events:
                     yield event
             return
@@ -276,7 +276,7 @@ class InteractionsEngine(TransportOwner):
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
         call.recovered = True
         self._count(call.plan)
-        async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer)) as events:
+        async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer, turn)) as events:
             async for event in events:
                 yield event
 

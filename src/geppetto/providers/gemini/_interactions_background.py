@@ -8,7 +8,15 @@ the connection, as for the Responses engine's background responses:
   /interactions/{id}`` every ``poll_interval`` seconds until it is no longer running, and its steps are read
   as the rest of the stream;
 - cancelling the caller sends ``POST /interactions/{id}/cancel``: the interaction stops, and since it did
-  not complete, it never anchors a later request.
+  not complete, it never anchors a later request; the usage of what it had produced goes out in a ``log``
+  event (``background interaction cancelled``), as for a background response.
+
+``geppetto serve`` follows a background interaction through the mechanism it uses for background responses
+(:mod:`geppetto.providers._background`): the observer hears the interaction's id and, before each event is
+published, the event's place in the stream (its count from the interaction's first event) and its
+``event_id``; a worker that picks the inference up sets the pending request, and the engine resumes the same
+interaction after that event id instead of creating one. Since the events before it were read by the dead
+worker, the interaction's steps are read whole with ``GET`` once it completes.
 """
 
 from __future__ import annotations
@@ -17,15 +25,19 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 import httpx
 
 from ..._exceptions import ProviderError, StreamError
+from ...events import EventLog, metadata_for, publish
+from ...turns import Turn
+from .._background import BACKGROUND_OBSERVER, BackgroundObserver, PendingResponse, take_pending
 from .._http import HttpTransport, SSEEvent, gemini_error_info
 from .._streaming import sse_events
 from ._engine import API_VERSION
-from ._interactions_stream import InteractionsReducer, whole_events
+from ._interactions_stream import InteractionsReducer, interactions_usage, whole_events
 
 __all__ = ["RUNNING", "open_interaction"]
 
@@ -36,6 +48,8 @@ class InteractionsClient(Protocol):
     """What reading an interaction needs of the engine (``InteractionsEngine`` has it; named here so this
     module does not import the engine's)."""
 
+    provider: str
+    model: str
     stream: bool
     background: bool
     max_resumes: int
@@ -53,24 +67,86 @@ RUNNING = frozenset({"in_progress", "queued"})
 """Statuses of an interaction still being generated."""
 
 
-async def open_interaction(
-    engine: InteractionsClient, body: dict[str, object], reducer: InteractionsReducer
+@dataclass
+class _Follow:
+    """What the observer of background requests hears of one background interaction (see the module
+    docstring): ``count`` is the place of the last event received, from the interaction's first (0)."""
+
+    observer: BackgroundObserver | None
+    turn: Turn
+    response_id: str = ""
+    count: int = -1
+    picked_up: bool = False
+
+    def take(self, event: SSEEvent) -> bool:
+        """Note ``event`` (before it is published); True when it completes the interaction."""
+        try:
+            data = event.json()
+        except ValueError:
+            return False  # the reducer reports malformed data
+        if not isinstance(data, dict) or not data.get("event_id"):
+            return False
+        self.count += 1
+        kind = data.get("event_type")
+        interaction = data.get("interaction")
+        found = interaction.get("id") if isinstance(interaction, dict) else data.get("interaction_id")
+        iid = self.response_id or str(found or "")
+        if iid and self.observer is not None:
+            if iid != self.response_id:
+                self.observer.created(iid, self.turn)
+            self.observer.advanced(iid, self.count, str(data["event_id"]))
+        self.response_id = iid
+        return kind == "interaction.completed"
+
+    def cancels(self) -> bool:
+        return self.observer is None or self.observer.cancels_response()
+
+
+def _inputs(body: dict[str, object]) -> int:
+    """How many input steps ``body`` sends (a stored interaction read back shows them first)."""
+    inputs = body.get("input")
+    return len(inputs) if isinstance(inputs, list) else 1
+
+
+def _source(
+    engine: InteractionsClient, body: dict[str, object], reducer: InteractionsReducer, follow: _Follow
 ) -> AsyncGenerator[SSEEvent, None]:
-    """The events of the interaction ``body`` creates; ``reducer`` is the one they are fed to (its id and
-    last event id say where to resume)."""
-    path = f"{API_VERSION}/interactions"
+    """The create request's stream, or the resumed stream of the interaction this Turn picks up."""
+    pending: PendingResponse | None = take_pending(follow.turn, "interactions") if engine.background else None
+    if pending is None:
+        path = f"{API_VERSION}/interactions"
+        return sse_events(engine._transport, path, body, headers=engine._auth(), error_parser=gemini_error_info)
+    log.info("interactions: picking up interaction %s after event %s", pending.response_id, pending.resume_after)
+    follow.response_id, follow.count, follow.picked_up = pending.response_id, pending.after, True
+    reducer.response_id, reducer.last_event_id = pending.response_id, pending.resume_after
+    return _resume(engine, pending.response_id, pending.resume_after)
+
+
+async def open_interaction(
+    engine: InteractionsClient, body: dict[str, object], reducer: InteractionsReducer, turn: Turn
+) -> AsyncGenerator[SSEEvent, None]:
+    """The events of the interaction ``body`` creates for ``turn``; ``reducer`` is the one they are fed to
+    (its id and last event id say where to resume)."""
     if not engine.stream:
         answer = await engine._transport.request_json(
-            "POST", path, body, headers=engine._auth(), error_parser=gemini_error_info
+            "POST", f"{API_VERSION}/interactions", body, headers=engine._auth(), error_parser=gemini_error_info
         )
         for event in whole_events(answer):
             yield event
         return
-    source = sse_events(engine._transport, path, body, headers=engine._auth(), error_parser=gemini_error_info)
-    idle = 0
+    follow = _Follow(BACKGROUND_OBSERVER.get() if engine.background else None, turn)
+    source, idle = _source(engine, body, reducer, follow), 0
     while True:
         seen = reducer.last_event_id
         try:
+            async with aclosing(source) as events:
+                async for event in events:
+                    if engine.background and follow.take(event) and follow.picked_up:
+                        source = _polled(engine, follow.response_id, reducer, _inputs(body))
+                        break  # the steps before the pickup were read elsewhere: read them whole
+                    yield event
+                else:
+                    return
             async with aclosing(source) as events:
                 async for event in events:
                     yield event
@@ -82,17 +158,14 @@ async def open_interaction(
                 raise
             if idle >= engine.max_resumes:
                 log.info("interactions: %d resumes of %s brought nothing new; polling it", idle, iid)
-                inputs = body.get("input")
-                count = len(inputs) if isinstance(inputs, list) else 1
-                async with aclosing(_polled(engine, iid, reducer, count)) as events:
-                    async for event in events:
-                        yield event
-                return
+                source = _polled(engine, iid, reducer, _inputs(body))
+                follow.picked_up = False
+                continue
             log.info("interactions: resuming interaction %s after event %s", iid, reducer.last_event_id)
             source = _resume(engine, iid, reducer.last_event_id)
         except asyncio.CancelledError:
-            if engine.background and reducer.response_id:
-                await asyncio.shield(_cancel_quietly(engine, reducer.response_id))
+            if engine.background and reducer.response_id and follow.cancels():
+                await asyncio.shield(_cancel_quietly(engine, reducer.response_id, follow))
             raise
 
 
@@ -133,8 +206,23 @@ async def _polled(
         yield event
 
 
-async def _cancel_quietly(engine: InteractionsClient, interaction_id: str) -> None:
+async def _cancel_quietly(engine: InteractionsClient, interaction_id: str, follow: _Follow) -> None:
+    """Cancel the interaction; the usage of what it had produced goes out in a ``log`` event."""
     try:
-        await engine.cancel(interaction_id)
+        answer = await engine.cancel(interaction_id)
     except (ProviderError, httpx.HTTPError) as exc:
         log.warning("interactions: could not cancel interaction %s: %s", interaction_id, exc)
+        return
+    answer = answer if isinstance(answer, dict) else {}
+    status = str(answer.get("status") or "")
+    usage = interactions_usage(answer.get("usage"))
+    log.info(
+        "interactions: background interaction %s cancelled (status %s, %s output tokens)",
+        interaction_id,
+        status or "?",
+        usage.output_tokens if usage else "?",
+    )
+    meta = metadata_for(follow.turn, engine.provider, engine.model)
+    meta = replace(meta, usage=usage, extra={**meta.extra, "response_id": interaction_id})
+    fields = {"response_id": interaction_id, "status": status, "after": follow.count}
+    publish(EventLog(meta, level="info", message="background interaction cancelled", fields=fields))

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from geppetto._exceptions import ConfigurationError, UsageError
+from geppetto._exceptions import ConfigurationError
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
@@ -34,6 +34,7 @@ from geppetto.turns._attach import PAYLOAD_FILES
 from geppetto.turns._builtin import PAYLOAD_ITEM, raw_block
 
 from .._chain import Wire
+from .._files import interactions_file_contents
 from .._streaming import image_parts, tool_result_text
 
 __all__ = [
@@ -118,12 +119,8 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def _user_content(block: Block) -> list[dict[str, Any]]:
-    """A user block's text and images as ``user_input`` content; attached files are refused, naming the fix."""
-    if block.payload.get(PAYLOAD_FILES):
-        raise UsageError(
-            "the Interactions engine does not send attached files yet: use GeminiEngine (generateContent) for a "
-            "Turn with attachments, or pass images as Block.user(text, images=[...])"
-        )
+    """A user block's text, images and attached files as ``user_input`` content (files as typed contents,
+    see :func:`geppetto.providers._files.interactions_file_contents`)."""
     content = [_text(block.text)] if block.text else []
     for kind, value, media_type in image_parts(block):
         if kind == "url":
@@ -133,6 +130,8 @@ def _user_content(block: Block) -> list[dict[str, Any]]:
         else:
             image = {"type": "image", "data": value, "mime_type": media_type}
         content.append(image)
+    if block.payload.get(PAYLOAD_FILES):
+        content += interactions_file_contents(block)
     return content
 
 

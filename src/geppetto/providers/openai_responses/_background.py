@@ -12,7 +12,8 @@ of what the response had produced in a ``log`` event. A response that did not fi
 ``incomplete``) never anchors a later request.
 
 ``geppetto serve`` follows a background request through :data:`BACKGROUND_OBSERVER` (the response id when it
-is created, the cursor as events arrive) and picks one up in another worker through :data:`PENDING_RESPONSE`.
+is created, the cursor as events arrive) and picks one up in another worker through :data:`PENDING_RESPONSE`
+(the mechanism the Interactions engine shares, :mod:`geppetto.providers._background`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,18 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, cast
 
 from geppetto._exceptions import ConfigurationError, ProviderError, StreamError
 from geppetto.events import EventLog, EventMetadata, publish
+from geppetto.providers._background import (
+    BACKGROUND_OBSERVER,
+    PENDING_RESPONSE,
+    BackgroundObserver,
+    PendingResponse,
+    take_pending,
+)
 from geppetto.providers._http import SSEEvent, openai_error_info
 from geppetto.turns import Turn
 
@@ -66,56 +73,6 @@ def check_background(background: bool, *, store: bool, poll_interval: float, max
         raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
     if max_resumes < 0:
         raise ConfigurationError(f"max_resumes must be 0 or more, got {max_resumes!r}")
-
-
-class BackgroundObserver(Protocol):
-    """Told about a background request as it goes (``geppetto serve`` persists what it hears)."""
-
-    def created(self, response_id: str, turn: Turn) -> None:
-        """The server created ``response_id`` for ``turn`` (the Turn as the engine received it)."""
-
-    def advanced(self, response_id: str, sequence_number: int) -> None:
-        """The event ``sequence_number`` of ``response_id`` was received (and is about to be published)."""
-
-    def cancels_response(self) -> bool:
-        """Whether a cancelled caller cancels the response on the server (False: another process will
-        pick it up, e.g. a server worker that lost its session or shuts down)."""
-
-
-BACKGROUND_OBSERVER: ContextVar[BackgroundObserver | None] = ContextVar("geppetto_background_observer", default=None)
-"""The observer of the background requests made in this context (None: nobody follows them)."""
-
-
-@dataclass(frozen=True)
-class PendingResponse:
-    """A background response another process created and did not finish reading: the next background
-    request of a Turn of ``blocks`` blocks reads it from after ``after`` instead of sending a new one."""
-
-    response_id: str
-    after: int
-    blocks: int
-
-
-PENDING_RESPONSE: ContextVar[PendingResponse | None] = ContextVar("geppetto_pending_response", default=None)
-"""A response to pick up instead of sending the next background request in this context (used once)."""
-
-
-def take_pending(turn: Turn) -> PendingResponse | None:
-    """The pending response for this request, once: None when there is none or it belongs to another Turn."""
-    pending = PENDING_RESPONSE.get()
-    if pending is None:
-        return None
-    PENDING_RESPONSE.set(None)
-    if pending.blocks != len(turn.blocks):
-        log.warning(
-            "responses: background response %s was created for a Turn of %d blocks, this one has %d; "
-            "sending a new request instead of picking it up",
-            pending.response_id,
-            pending.blocks,
-            len(turn.blocks),
-        )
-        return None
-    return pending
 
 
 @dataclass

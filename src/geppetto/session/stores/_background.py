@@ -1,4 +1,5 @@
-"""The background responses a server's inferences are reading (schema version 6, ``background_responses``):
+"""The background responses a server's inferences are reading (schema versions 6 and 7, ``background_responses``;
+a background interaction of the Interactions engine is recorded the same way):
 what another worker needs to pick an inference up when the worker running it dies (docs/responses.md,
 "Background responses")."""
 
@@ -25,13 +26,15 @@ __all__ = [
 @dataclass(frozen=True)
 class BackgroundRecord:
     """A background response an inference was reading: its id, the Turn the engine sent it for, and the
-    last ``sequence_number`` whose events were published (-1: none yet)."""
+    last ``sequence_number`` whose events were published (-1: none yet), with what a resume after it
+    names when the number does not say it (``resume_after``: an Interactions ``event_id``)."""
 
     session_id: str
     inference_id: str
     response_id: str
     cursor: int
     turn: Turn
+    resume_after: str | None = None
 
 
 async def save_background_response(
@@ -58,14 +61,19 @@ async def save_background_response(
 
 
 async def save_background_cursor(
-    store: SQLTurnStore, session_id: str, inference_id: str, response_id: str, cursor: int
+    store: SQLTurnStore,
+    session_id: str,
+    inference_id: str,
+    response_id: str,
+    cursor: int,
+    resume_after: str | None = None,
 ) -> None:
-    """The events of ``response_id`` up to ``cursor`` are published."""
+    """The events of ``response_id`` up to ``cursor`` (``resume_after``: the last one's id) are published."""
     await store._run(
         store._exec,
-        "UPDATE background_responses SET sequence_number = ?, updated_at = ? "
+        "UPDATE background_responses SET sequence_number = ?, resume_after = ?, updated_at = ? "
         "WHERE session_id = ? AND inference_id = ? AND response_id = ? AND sequence_number < ?",
-        (cursor, time.time(), session_id, inference_id, response_id, cursor),
+        (cursor, resume_after, time.time(), session_id, inference_id, response_id, cursor),
     )
 
 
@@ -73,14 +81,16 @@ async def background_response(store: SQLTurnStore, session_id: str, inference_id
     """The background response ``inference_id`` was reading, None when it read none."""
     rows = await store._run(
         store._rows,
-        "SELECT response_id, sequence_number, turn FROM background_responses WHERE session_id = ? AND inference_id = ?",
+        "SELECT response_id, sequence_number, turn, resume_after FROM background_responses "
+        "WHERE session_id = ? AND inference_id = ?",
         (session_id, inference_id),
     )
     if not rows:
         return None
-    response_id, cursor, document = rows[0]
+    response_id, cursor, document, resume_after = rows[0]
     turn = turn_from_dict(json.loads(document), source=f"background response {response_id}")
-    return BackgroundRecord(session_id, inference_id, str(response_id), int(cursor), turn)
+    after = None if resume_after is None else str(resume_after)
+    return BackgroundRecord(session_id, inference_id, str(response_id), int(cursor), turn, after)
 
 
 async def forget_background_response(store: SQLTurnStore, session_id: str, inference_id: str) -> None:

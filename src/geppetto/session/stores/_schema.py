@@ -43,6 +43,11 @@ _V6 = [
         PRIMARY KEY (session_id, inference_id))""",
 ]
 
+# Version 7: a background request's ``resume_after``, what the provider needs to resume its events after
+# the cursor when the number alone does not say it (the Interactions API's ``event_id``; NULL for a
+# Responses API response, resumed after its ``sequence_number``).
+_V7 = ["ALTER TABLE background_responses ADD COLUMN resume_after TEXT"]
+
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
 # holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
@@ -142,6 +147,7 @@ SQLITE: list[list[str]] = [
     ],
     _V5,
     _V6,
+    _V7,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -231,6 +237,7 @@ POSTGRES: list[list[str]] = [
     ],
     _V5,
     _V6,
+    _V7,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}

@@ -45,8 +45,9 @@ function historyEdit(h) {
 
 function requestSummary(q) {
   if (!q) return el("p", { class: "muted" }, "No request recorded for this session yet.");
+  // the field that named the anchor on the engine's API (previous_interaction_id on Gemini's Interactions API)
   const anchorText = q.previous_response_id
-    ? ["previous_response_id ", el("code", { class: "anchor-id" }, q.previous_response_id)]
+    ? [`${q.anchor_field || "previous_response_id"} `, el("code", { class: "anchor-id" }, q.previous_response_id)]
     : q.conversation
       ? ["conversation ", el("code", { class: "anchor-id" }, q.conversation)]
       : ["no anchor: the whole Turn was sent"];
@@ -182,13 +183,14 @@ function changesSection(report) {
 function nextSection(report) {
   const next = (report.chained || {}).next || report.chained || {};
   const blocksWord = (n) => `${n} block${n === 1 ? "" : "s"}`;
+  const field = next.anchor_field || "previous_response_id";
   const nextText = next.error
     ? `no request can be sent: ${next.reason}`
     : next.full
-      ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : "without previous_response_id"}: ${next.reason || "no response yet"}`
+      ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : `without ${field}`}: ${next.reason || "no response yet"}`
       : next.conversation
         ? ["conversation ", el("code", {}, next.conversation), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`]
-        : ["previous_response_id ", el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
+        : [`${field} `, el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
   return el(
     "section",
     { "aria-labelledby": "next-heading" },
