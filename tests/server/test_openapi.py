@@ -112,6 +112,7 @@ def test_parameters_and_bodies_are_refused_with_the_message_their_model_names(se
         assert answer.json()["error"]["message"].startswith(says), answer.text
     for body, says in [
         ({"id": 5}, "'id' must be a string of 1 to 200 characters"),
+        ({"id": None}, "'id' must be a string of 1 to 200 characters"),
         ({"model": 5}, "'model' must be a string"),
         ({"b": 1, "a": 2, "mode": "x"}, "unknown field(s) a, b; a session takes model, mode, system"),
     ]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
@@ -72,6 +72,13 @@ class CreateSession(RequestModel):
         "system": "'system' must be a string",
     }
     takes: ClassVar[str] = "a session takes model, mode, system"
+
+    @field_validator("id", "model", "mode", "system", mode="before")
+    @classmethod
+    def _given(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:  # left out is fine; null is not a setting
+            raise ValueError(cls.invalid[str(info.field_name)])
+        return value
 
     def settings(self) -> dict[str, Any]:
         """The settings given (empty strings dropped), without the id."""
