@@ -93,6 +93,11 @@ class Worker:
                 time.sleep(0.1)
         raise RuntimeError("worker did not start in 30 s")
 
+    def cpu_seconds(self) -> float:
+        """The CPU time (user + system) the server process has used so far (Linux)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -306,7 +311,9 @@ def run_agui(sim_url: str, sessions: int, prompts: int) -> list[list[Any]]:
         try:
             for name, server, path in servers:
                 server.wait_ready() if path == "/ag-ui" else _wait_listening(server)
+                cpu = server.cpu_seconds()
                 stats = asyncio.run(_agui_load(server.url + path, sessions, prompts))
+                cpu = server.cpu_seconds() - cpu
                 ms = 1000.0
                 rows.append(
                     [
@@ -316,6 +323,7 @@ def run_agui(sim_url: str, sessions: int, prompts: int) -> list[list[Any]]:
                         percentile(stats["first"], 0.99) * ms,
                         percentile(stats["done"], 0.5) * ms,
                         percentile(stats["done"], 0.99) * ms,
+                        cpu * ms / max(len(stats["done"]), 1),
                         len(stats["errors"]),
                         stats["errors"][:3],
                     ]
@@ -344,7 +352,8 @@ def main_agui(sessions: int, prompts: int) -> None:
     with simulator_process(1) as sim_url:
         rows = run_agui(sim_url, sessions, prompts)
     print(f"AG-UI: {sessions} concurrent clients x {prompts} runs, a new thread each; {machine()}")
-    headers = ["server", "runs", "first event p50 ms", "p99 ms", "RUN_FINISHED p50 ms", "p99 ms", "errors"]
+    headers = ["server", "runs", "first event p50 ms", "p99 ms", "RUN_FINISHED p50 ms", "p99 ms"]
+    headers += ["server CPU ms per run", "errors"]
     print(table([*headers, "first errors"], rows))
 
 

@@ -1,7 +1,7 @@
 """``geppetto serve``: sessions over HTTP for web front-ends, on one worker or many.
 
-``create_app(...)`` builds the Starlette app (mount it in your own, or let ``geppetto serve`` run it under
-uvicorn). The store is the truth (SQLite for one process, PostgreSQL for many), the bus carries the events
+``create_app(...)`` builds the app (FastAPI, over Starlette; mount it in your own, or let ``geppetto serve``
+run it under uvicorn). The store is the truth (SQLite for one process, PostgreSQL for many), the bus carries the events
 (in-process, Redis Streams or NATS JetStream), and the store's per-session lease lets one inference run per
 session across all workers. See ``docs/server.md``.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 try:
     import ag_ui.core  # noqa: F401
+    import fastapi  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(f"geppetto.server needs {exc.name}: pip install 'geppetto[server]'") from None
@@ -66,33 +67,46 @@ def create_app(
     if limits is None and engine_for is None and isinstance(profile, Profile):
         limits = profile.usage_limits()
     runner = Runner(the_store, the_bus, engine_for or _unavailable, tools, sweep_interval=sweep_interval, limits=limits)
+    profiled = None if engine_for is not None else (profile, tools, mcp)
+    app = build_app(
+        runner,
+        api_key=api_key,
+        max_body=max_body,
+        lifespan=_lifespan(runner, profiled, owns_store=not isinstance(store, SQLTurnStore)),
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+    app.state.runner = runner
+    return app
+
+
+def _lifespan(
+    runner: Runner,
+    profiled: tuple[Profile | str | None, ToolRegistry | None, Sequence[Any]] | None,
+    *,
+    owns_store: bool,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the profile's engines opened (``profiled``: the profile, tools and MCP servers;
+    None when the caller gave the engines), the worker listening; then everything closed, the store too
+    when the app opened it (``owns_store``)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            if engine_for is None:
+            if profiled is not None:
                 runner.engine_for, runner.tools, runner.profile_name = await stack.enter_async_context(
-                    _profile_engines(profile, tools, mcp)
+                    _profile_engines(*profiled)
                 )
             await runner.start_listening()
             try:
                 yield
             finally:
                 await runner.close()
-                await the_bus.close()
-                if not isinstance(store, SQLTurnStore):
-                    the_store.close()
+                await runner.bus.close()
+                if owns_store:
+                    runner.store.close()
 
-    app = build_app(
-        runner,
-        api_key=api_key,
-        max_body=max_body,
-        lifespan=lifespan,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-    )
-    app.state.runner = runner
-    return app
+    return lifespan
 
 
 def _unavailable(settings: dict[str, Any]) -> Engine:

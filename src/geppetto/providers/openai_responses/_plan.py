@@ -16,7 +16,7 @@ from geppetto._exceptions import UsageError
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import PAYLOAD_ID, Block, Turn
 
-from .._chain import timed_scan
+from .._chain import REASON_TEXT, timed_scan
 from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed
 from ._metrics import ResponsesMetrics

@@ -1,0 +1,111 @@
+"""A server worker's sweep: inferences whose worker died are settled (or, when they were reading a background
+response, picked up), the ends the store refused are recorded again, inferences whose lease this worker lost
+are stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..session.stores import InferenceRecord, SessionLease
+from ._background import record_of
+from ._inference import RUN_FINISHED, InferenceRunner, _Running
+
+__all__ = ["SweepingRunner"]
+
+log = logging.getLogger("geppetto.server")
+
+
+class SweepingRunner(InferenceRunner):
+    """Every ``sweep_interval`` seconds (0: never) a worker runs :meth:`sweep`: it cancels its inferences whose
+    lease it lost and settles inferences left ``running`` by a worker that is gone."""
+
+    async def _settle_stale(self, session_id: str, lease: SessionLease) -> str | None:
+        """Inferences recorded as running while nobody holds the session's lease: their worker died. One that
+        was reading a background response is picked up (holding ``lease``; its id is returned), the others
+        are settled."""
+        picked = None
+        for record in await self.store.inferences(session_id, status="running"):
+            if picked is None and await self._pick_up(record, lease):
+                picked = record.inference_id
+            else:
+                await self._settle(record.session_id, record.inference_id, record.worker)
+        return picked
+
+    async def _settle(self, session_id: str, inference_id: str, worker: str | None) -> None:
+        reason = f"the worker running it ({worker}) stopped before it ended"
+        await self.store.end_inference(session_id, inference_id, "failed", reason)
+        await self.publisher.publish(
+            session_id,
+            {
+                "type": RUN_FINISHED,
+                "session_id": session_id,
+                "inference_id": inference_id,
+                "status": "failed",
+                "error": reason,
+            },
+        )
+
+    async def _sweep_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("the sweep of inferences failed; sweeping again in %g s", self.sweep_interval)
+
+    async def sweep(self) -> None:
+        """One sweep: record the ends the store refused earlier, cancel the inferences of this worker
+        whose lease is gone, and settle inferences recorded ``running`` whose session nobody holds.
+
+        A session found so on two sweeps in a row is settled (marked ``failed``, its ``run_finished``
+        published): the first could be the moment between a database restart and the running worker
+        taking its lease again."""
+        for (session_id, inference_id), (status, error) in list(self._unrecorded.items()):
+            await self.store.end_inference(session_id, inference_id, status, error)
+            del self._unrecorded[session_id, inference_id]
+        mine = {r.lease.key: r for r in self._running.values() if r.lease is not None}
+        for lost in await self.store.lost_leases([r.lease for r in mine.values() if r.lease is not None]):
+            self._cancel_here(
+                lost.session_id,
+                mine[lost.key].inference_id,
+                reason="this worker lost the session's lease (its connection to the database dropped and "
+                "another worker took the session), so it stopped the inference",
+            )
+        seen, self._stale_seen = self._stale_seen, {}
+        for record in await self.store.running_inferences():
+            if record.session_id in self._running:
+                continue
+            probe: SessionLease | None = await self.store.try_lock(record.session_id)
+            if probe is None:  # its worker runs it
+                continue
+            try:
+                if seen.get(record.session_id) != record.inference_id:
+                    self._stale_seen[record.session_id] = record.inference_id
+                elif await self._pick_up(record, probe):
+                    probe = None  # the picked-up inference holds the session now
+                else:
+                    await self._settle(record.session_id, record.inference_id, record.worker)
+            finally:
+                if probe is not None:
+                    await probe.release()
+
+    async def _pick_up(self, record: InferenceRecord, lease: SessionLease) -> bool:
+        """Go on with an inference whose worker died while it read a background response: from the Turn
+        and the cursor that worker recorded (see ``_background``). False when it read none."""
+        found = await record_of(self.store, record.session_id, record.inference_id)
+        if found is None:
+            return False
+        settings = await self.settings(record.session_id)
+        log.warning(
+            "inference %s of session %s: its worker (%s) stopped while it read background response %s; "
+            "picking it up after sequence number %d",
+            record.inference_id,
+            record.session_id,
+            record.worker,
+            found.response_id,
+            found.cursor,
+        )
+        running = self._running[record.session_id] = _Running(record.inference_id, lease=lease, resume=found)
+        self._spawn(self._run(record.session_id, record.prompt or "", settings, running, lease))
+        return True
