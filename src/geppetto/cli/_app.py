@@ -16,9 +16,10 @@ import yaml
 from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
+from ..runtime import EngineSettings, port_in_use
 from ..turns import load_turn
-from ._guard import fail, guarded, port_in_use, run_app
-from ._runtime import EngineSettings, stdout_console
+from ._console import stdout_console
+from ._guard import fail, guarded, run_app
 from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
@@ -95,7 +96,7 @@ def _root(
 def _verbose(on: bool) -> None:
     """``--verbose`` (before the command or after it): geppetto's log on stderr, set up once."""
     if on:
-        from ._runtime import verbose_log
+        from ._console import verbose_log
 
         verbose_log()
 

@@ -18,9 +18,9 @@ from ..session import TURN_META_SESSION_USAGE
 from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
 from ..web._report import plural
+from ._console import stdout_console
 from ._guard import fail, guarded
 from ._inspect import render_turn
-from ._runtime import stdout_console
 from ._usage import format_cost, usage_line
 
 __all__ = ["StoreOpt", "sessions_app"]
