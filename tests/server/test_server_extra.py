@@ -48,22 +48,12 @@ def test_the_servers_own_entry_reads_the_serve_flags_without_typer(without: With
 
 def test_the_flags_make_the_options_geppetto_serve_makes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEPPETTO_SERVER_ALLOWED_HOSTS", "a.example b.example")
-    args = parser().parse_args(
-        ["-p", "sim", "--mode", "chained", "--workers", "2", "--bus", "redis://h:6379/0", "--with-tools"]
-        + [
-            "--mcp",
-            "uvx x",
-            "--allowed-origin",
-            "https://app.example",
-            "--log-level",
-            "INFO",
-            "--limits",
-            "max_requests=3",
-        ]
-    )
+    flags = "-p sim --mode chained --workers 2 --bus redis://h:6379/0 --with-tools --mcp uvx"
+    more = "--allowed-origin https://app.example --log-level INFO --limits max_requests=3"
+    args = parser().parse_args([*flags.split(), *more.split()])
     options = options_from(args)
     assert options.engine == EngineSettings(profile="sim", mode="chained")
-    assert (options.workers, options.bus, options.with_tools, options.mcp) == (2, "redis://h:6379/0", True, ["uvx x"])
+    assert (options.workers, options.bus, options.with_tools, options.mcp) == (2, "redis://h:6379/0", True, ["uvx"])
     assert (options.allowed_hosts, options.allowed_origins) == (["a.example", "b.example"], ["https://app.example"])
     assert (options.log_level, options.limits, options.host, options.port) == (
         "info",
