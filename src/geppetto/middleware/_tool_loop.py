@@ -83,22 +83,18 @@ def tool_loop(
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
-    execute = functools.partial(
+    execute = _executor(timeout_s, max_parallel, on_error, max_result_chars)
+    return _Steps(registry, max_iterations, execute, approval_policy(approval)).middleware
+
+
+def _executor(timeout_s: float, max_parallel: int, on_error: OnError, max_result_chars: int | None) -> Execute:
+    return functools.partial(
         execute_tool_calls,
         timeout_s=timeout_s,
         max_parallel=max_parallel,
         on_error=on_error,
         max_result_chars=max_result_chars,
     )
-    steps = _Steps(registry, max_iterations, execute, approval_policy(approval))
-
-    def middleware(next_handler: Handler) -> Handler:
-        async def handler(turn: Turn) -> Turn:
-            return await steps.run(turn, next_handler)
-
-        return handler
-
-    return middleware
 
 
 @dataclass(frozen=True)
@@ -109,6 +105,12 @@ class _Steps:
     max_iterations: int
     execute: Execute
     policy: ApprovalPolicy
+
+    def middleware(self, next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            return await self.run(turn, next_handler)
+
+        return handler
 
     async def run(self, turn: Turn, next_handler: Handler) -> Turn:
         """Model steps and tool calls until nothing is pending, a call waits for a person, or the limit."""
