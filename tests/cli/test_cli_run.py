@@ -13,7 +13,7 @@ import pytest
 from _cli_helpers import clean_env, command, geppetto
 
 from geppetto import BlockKind, load_turn
-from geppetto.cli._demo_tools import get_weather
+from geppetto.runtime import get_weather
 from geppetto.simulator import Simulator
 from geppetto.tools import serialize_result
 

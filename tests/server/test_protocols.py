@@ -14,7 +14,7 @@ import httpx
 import pytest
 from server_support import NODE_DIR, node_modules, running_app, sim_profile, sse_events
 
-from geppetto.cli._demo_tools import demo_registry
+from geppetto.runtime import demo_registry
 from geppetto.server import create_app
 from geppetto.session.stores import open_store
 from geppetto.simulator import Simulator

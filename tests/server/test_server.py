@@ -12,7 +12,7 @@ import httpx
 import pytest
 from server_support import running_app, sim_profile, sse_events
 
-from geppetto.cli._demo_tools import demo_registry
+from geppetto.runtime import demo_registry
 from geppetto.server import create_app
 from geppetto.simulator import Simulator
 

@@ -8,7 +8,7 @@ import httpx
 from server_support import running_app, sim_profile, sse_events
 
 from geppetto import UsageLimits
-from geppetto.cli._demo_tools import demo_registry
+from geppetto.runtime import demo_registry
 from geppetto.server import create_app
 from geppetto.simulator import Simulator
 

@@ -27,7 +27,7 @@ from server_support import (
 )
 
 import geppetto as gp
-from geppetto.cli._demo_tools import demo_registry
+from geppetto.runtime import demo_registry
 from geppetto.server import create_app
 from geppetto.simulator import Reply, Simulator
 

@@ -12,7 +12,7 @@ from server_support import running_app, sim_profile
 from test_web import Page, new_session, send
 
 import geppetto as gp
-from geppetto.cli._demo_tools import demo_registry
+from geppetto.runtime import demo_registry
 from geppetto.server import create_app
 from geppetto.simulator import Simulator
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from geppetto import UsageError
-from geppetto.cli._runtime import CHAT_ENGINE
+from geppetto.runtime import CHAT_ENGINE
 from geppetto.session.stores import open_store
 from geppetto.turns import Block, Turn
 

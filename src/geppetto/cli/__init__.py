@@ -14,6 +14,18 @@ def main() -> None:
     except ImportError as exc:
         if exc.name not in ("typer", "rich", "click", "uvicorn", "starlette", "jsonschema"):
             raise
+        if sys.argv[1:2] == ["serve"] and exc.name in ("typer", "rich", "click"):
+            _serve_without_cli()
         print(f"error: the geppetto command needs {exc.name}: pip install 'geppetto[cli]'", file=sys.stderr)
         raise SystemExit(2) from None
     run()
+
+
+def _serve_without_cli() -> None:
+    """``geppetto serve`` on an install with the ``server`` extra only: the server's own entry reads the flags."""
+    try:
+        from ..server._main import main as serve_main
+    except ImportError:
+        return  # the server extra is missing too: say how to install the command
+    serve_main(sys.argv[2:])
+    raise SystemExit(0)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,9 +13,23 @@ import yaml
 from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
+from ..runtime import EngineSettings
 from ..turns import load_turn
-from ._guard import fail, guarded, port_in_use, run_app
-from ._runtime import EngineSettings, stdout_console
+from ._console import stdout_console
+from ._guard import fail, guarded, run_app
+from ._options import (
+    AttachOpt,
+    BaseUrlOpt,
+    LimitsOpt,
+    McpOpt,
+    ModelOpt,
+    ModeOpt,
+    ProfileOpt,
+    ProviderOpt,
+    UsageOpt,
+    VerboseOpt,
+)
+from ._serve import serve, simulate
 from ._sessions import StoreOpt, sessions_app
 
 app = typer.Typer(
@@ -33,43 +44,6 @@ profiles_app = typer.Typer(
 )
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(sessions_app, name="sessions")
-
-ProfileOpt = Annotated[str | None, typer.Option("--profile", "-p", help="Profile name (`sim` runs offline).")]
-ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PROVIDERS)}.")]
-ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
-ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
-AttachOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--attach",
-        "-a",
-        metavar="FILE",
-        help="Attach a file (image, PDF, text, audio) to the (first) prompt; repeatable.",
-    ),
-]
-UsageOpt = Annotated[
-    bool, typer.Option("--usage", help="Print tokens (cached, written, reasoning) and cost after each answer.")
-]
-LimitsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--limits",
-        metavar="LIMITS",
-        help="Usage limits, e.g. max_requests=20,max_cost=1.5 (also max_tool_calls, max_input_tokens, "
-        "max_output_tokens, max_total_tokens, allow_unpriced=true); default: the profile's `limits`.",
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Log what geppetto decides (requests, anchors, fallbacks) to stderr.")
-]
-McpOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--mcp",
-        help="Offer the tools of an MCP server: a command line (run over stdio) or an http(s) URL; repeatable.",
-    ),
-]
 
 
 def _print_version(value: bool) -> None:
@@ -95,7 +69,7 @@ def _root(
 def _verbose(on: bool) -> None:
     """``--verbose`` (before the command or after it): geppetto's log on stderr, set up once."""
     if on:
-        from ._runtime import verbose_log
+        from ._console import verbose_log
 
         verbose_log()
 
@@ -230,122 +204,8 @@ def inspect(
     render_turn(turn, stdout_console(), title=f"{file} · turn {turn.id}")
 
 
-@app.command()
-def simulate(
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0 picks a free one).")] = 8765,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-) -> None:
-    """Run the provider simulator in the foreground until Ctrl-C."""
-    from ..simulator import serve
-
-    def stop(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM ends it as cleanly as Ctrl-C
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        with serve(host, port) as sim:
-            print(f"geppetto simulator on {sim.url}", flush=True)
-            print(f"  OpenAI base URL:            {sim.openai_url}", flush=True)
-            print(f"  Anthropic/Gemini base URL:  {sim.url}", flush=True)
-            print("  any API key works; Ctrl-C stops it", flush=True)
-            while True:
-                time.sleep(3600)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            fail(port_in_use(host, port))
-        fail(f"cannot listen on {host}:{port}: {exc.strerror}")
-    except KeyboardInterrupt:
-        print("simulator stopped", file=sys.stderr)
-
-
-@app.command()
-def serve(
-    profile: ProfileOpt = None,
-    provider: ProviderOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    mode: ModeOpt = None,
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback unless --api-key is set).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8000,
-    store: StoreOpt = None,
-    bus: Annotated[
-        str | None, typer.Option("--bus", help="Event bus: memory:// (default), redis://HOST:6379/0, nats://HOST:4222.")
-    ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes (more than 1 needs --bus redis or nats).")] = 1,
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", envvar="GEPPETTO_SERVER_KEY", help="Bearer token clients must send."),
-    ] = None,
-    with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
-    mcp: McpOpt = None,
-    sweep_interval: Annotated[
-        float,
-        typer.Option(
-            min=0,
-            help="Seconds between sweeps that settle inferences of a worker that is gone and stop those whose "
-            "lease this worker lost (0: never).",
-        ),
-    ] = 10.0,
-    log_level: Annotated[
-        str, typer.Option("--log-level", help="Least severe log records shown: debug, info, warning, error.")
-    ] = "warning",
-    log_format: Annotated[
-        str, typer.Option("--log-format", help="Log records on stderr as text, or json (one object a line).")
-    ] = "text",
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            metavar="NAME",
-            envvar="GEPPETTO_SERVER_ALLOWED_HOSTS",
-            help="A name clients reach the server by (Host header), besides --host and the loopback names; "
-            "repeatable, '*' for any.",
-        ),
-    ] = None,
-    max_body: Annotated[
-        int | None,
-        typer.Option(
-            "--max-body",
-            min=1,
-            metavar="BYTES",
-            help="The largest request body taken (1 MiB by default); attached files count, base64-encoded.",
-        ),
-    ] = None,
-    limits: LimitsOpt = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-origin",
-            metavar="ORIGIN",
-            envvar="GEPPETTO_SERVER_ALLOWED_ORIGINS",
-            help="Another site whose pages may call the server (https://app.example; CORS for it); repeatable.",
-        ),
-    ] = None,
-) -> None:
-    """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
-    try:
-        from ..server._serve import ServeOptions
-        from ..server._serve import serve as run_server
-    except ImportError as exc:
-        fail(str(exc))
-    settings = EngineSettings(profile, provider, model, base_url, mode)
-    options = ServeOptions(
-        settings,
-        host,
-        port,
-        store,
-        bus,
-        workers,
-        with_tools,
-        list(mcp or ()),
-        max_body=max_body,
-        sweep_interval=sweep_interval,
-        log_level=log_level.lower(),
-        log_format=log_format.lower(),
-    )
-    options.allowed_hosts, options.allowed_origins = list(allowed_host or ()), list(allowed_origin or ())
-    options.limits = limits
-    guarded(lambda: run_server(options, api_key))
+app.command()(simulate)
+app.command()(serve)
 
 
 @app.command()

@@ -17,25 +17,24 @@ from rich.console import Console
 from .._exceptions import GeppettoError, InferenceCancelled, StoreError, UsageError
 from ..engine import Handler
 from ..middleware import Middleware
+from ..runtime import (
+    CHAT_ENGINE,
+    EngineSettings,
+    McpHold,
+    Opened,
+    choose_profile,
+    demo_registry,
+    engine_record,
+    open_engine,
+)
 from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import Turn, file_attachment, load_turn, new_id, save_turn
 from ..web._report import plural
 from ._approve import ask_approvals
 from ._chat_commands import HELP, ChatCommands
-from ._demo_tools import demo_registry
+from ._console import cli_middlewares, text_printer
 from ._guard import EXIT_INTERRUPTED
-from ._runtime import (
-    CHAT_ENGINE,
-    EngineSettings,
-    McpHold,
-    Opened,
-    choose_profile,
-    cli_middlewares,
-    engine_record,
-    open_engine,
-    text_printer,
-)
 from ._terminal import START_ONE, Spinner, read_line, spinning
 from ._usage import format_cost, usage_line
 

@@ -15,10 +15,9 @@ from .._exceptions import ProviderError
 from ..events import TextPrinter
 from ..middleware import system_prompt
 from ..profiles import Profile, build_engine
+from ..runtime import SIM_API_KEY, demo_registry
 from ..session import Session
 from ..simulator import serve
-from ._demo_tools import demo_registry
-from ._runtime import SIM_API_KEY
 
 __all__ = ["PROMPTS", "DemoRun", "RequestRow", "run_demo", "run_script"]
 

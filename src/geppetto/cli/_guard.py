@@ -11,7 +11,7 @@ import typer
 
 from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError, UsageError
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text", "port_in_use", "run_app"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text", "run_app"]
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -37,11 +37,6 @@ def guarded(action: Callable[[], T]) -> T:
         fail(str(exc), 1)
     except OSError as exc:  # a file or folder the command was pointed at
         fail(os_error_text(exc), 1)
-
-
-def port_in_use(host: str, port: int) -> str:
-    """The one line for a port another program listens on (``simulate`` and ``serve`` say the same)."""
-    return f"port {port} on {host} is already in use; pick another with --port (0 picks a free one)"
 
 
 def os_error_text(exc: OSError) -> str:

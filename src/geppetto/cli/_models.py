@@ -10,7 +10,7 @@ import httpx
 
 from .._exceptions import ConfigurationError, ProviderError
 from ..profiles import Profile, load_profiles
-from ._runtime import EngineSettings, choose_profile, open_engine
+from ..runtime import EngineSettings, choose_profile, open_engine
 
 __all__ = ["ModelList", "list_models", "profile_models"]
 
@@ -137,7 +137,7 @@ def render_models(rows: list[ModelList], *, json_out: bool) -> None:
 
     from rich.table import Table
 
-    from ._runtime import stdout_console
+    from ._console import stdout_console
 
     if json_out:
         print(json.dumps([r.to_dict() for r in rows], indent=2))

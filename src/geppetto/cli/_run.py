@@ -11,18 +11,10 @@ from rich.console import Console
 
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
+from ..runtime import EngineSettings, choose_profile, demo_registry, mcp_tools, open_engine
 from ..session import Session, UsageLimits
 from ..turns import BlockKind, Turn, file_attachment, save_turn
-from ._demo_tools import demo_registry
-from ._runtime import (
-    EngineSettings,
-    check_turn_target,
-    choose_profile,
-    cli_middlewares,
-    mcp_tools,
-    open_engine,
-    text_printer,
-)
+from ._console import check_turn_target, cli_middlewares, text_printer
 from ._terminal import Spinner, spinning
 from ._usage import usage_line
 

@@ -18,9 +18,9 @@ from ..session import TURN_META_SESSION_USAGE
 from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
 from ..web._report import plural
+from ._console import stdout_console
 from ._guard import fail, guarded
 from ._inspect import render_turn
-from ._runtime import stdout_console
 from ._usage import format_cost, usage_line
 
 __all__ = ["StoreOpt", "sessions_app"]
@@ -157,26 +157,40 @@ def sessions_show(
 
     session_id, latest, snaps, count, logged = with_store(store, action)
     if json_out:
-        out: dict[str, Any] = {
-            "session_id": session_id,
-            "snapshot_count": count,
-            "snapshots": [
-                {
-                    "seq": n.seq,
-                    "turn_id": n.turn_id,
-                    "inference_id": n.inference_id,
-                    "saved_at": n.saved_at,
-                    "blocks": n.blocks,
-                }
-                for n in snaps
-            ],
-            "usage": TURN_META_SESSION_USAGE.get(latest.metadata),
-            "latest": json.loads(dumps_json(latest)),
-        }
-        if events:
-            out["events"] = [{"inference_id": e.inference_id, "seq": e.seq, "at": e.at, **e.event} for e in logged]
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                _show_json(session_id, latest, snaps, count, logged if events else None), indent=2, ensure_ascii=False
+            )
+        )
         return
+    _show_table(session_id, latest, snaps, count, logged if events else None)
+
+
+def _show_json(session_id: str, latest: Turn, snaps: list[Any], count: int, logged: list[Any] | None) -> dict[str, Any]:
+    """``sessions show --json``: the snapshots shown, the usage and the latest Turn (and the events)."""
+    out: dict[str, Any] = {
+        "session_id": session_id,
+        "snapshot_count": count,
+        "snapshots": [
+            {
+                "seq": n.seq,
+                "turn_id": n.turn_id,
+                "inference_id": n.inference_id,
+                "saved_at": n.saved_at,
+                "blocks": n.blocks,
+            }
+            for n in snaps
+        ],
+        "usage": TURN_META_SESSION_USAGE.get(latest.metadata),
+        "latest": json.loads(dumps_json(latest)),
+    }
+    if logged is not None:
+        out["events"] = [{"inference_id": e.inference_id, "seq": e.seq, "at": e.at, **e.event} for e in logged]
+    return out
+
+
+def _show_table(session_id: str, latest: Turn, snaps: list[Any], count: int, logged: list[Any] | None) -> None:
+    """``sessions show``: the snapshots shown as a table, the latest Turn's blocks, the usage (and the events)."""
     console = stdout_console()
     table = Table(title=f"session {session_id}")
     for column in ("seq", "turn_id", "inference_id", "blocks", "saved"):
@@ -190,10 +204,9 @@ def sessions_show(
     totals = TURN_META_SESSION_USAGE.get(latest.metadata)
     if totals is not None:
         console.print(f"usage: {usage_line(totals)}")
-    if events:
-        for e in logged:
-            detail = {k: v for k, v in e.event.items() if k not in ("type", "metadata")}
-            console.print(f"{_when(e.at)} {e.inference_id[:8]} {e.type} {json.dumps(detail, ensure_ascii=False)}")
+    for e in logged or ():
+        detail = {k: v for k, v in e.event.items() if k not in ("type", "metadata")}
+        console.print(f"{_when(e.at)} {e.inference_id[:8]} {e.type} {json.dumps(detail, ensure_ascii=False)}")
 
 
 @sessions_app.command("export")

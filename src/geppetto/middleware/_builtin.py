@@ -109,73 +109,90 @@ def logging_middleware(logger: logging.Logger | None = None, level: int = loggin
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
-            ids = {
-                "session_id": TURN_META_SESSION_ID.get(turn.metadata) or "",
-                "inference_id": TURN_META_INFERENCE_ID.get(turn.metadata) or "",
-                "turn_id": turn.id,
-            }
-            who = " ".join(
-                f"{name}={ids[key] or '-'}"
-                for name, key in (("session", "session_id"), ("inference", "inference_id"), ("turn", "turn_id"))
-            )
-            before = len(turn.blocks)
-            known = [b.id for b in turn.blocks]
-            log.log(
-                level,
-                "inference start %s blocks=%d",
-                who,
-                before,
-                extra={"geppetto": {**ids, "blocks": before, "block_ids": known}},
-            )
-            started = time.perf_counter()
+            entry = _LogEntry(log, level, turn)
             try:
                 out = await next_handler(turn)
             except asyncio.CancelledError:
-                now = len(turn.blocks)
-                log.log(
-                    level,
-                    "inference cancelled %s blocks=%d after %.3fs",
-                    who,
-                    now,
-                    time.perf_counter() - started,
-                    extra={"geppetto": {**ids, "blocks": now, "cancelled": True}},
-                )
+                entry.cancelled(turn)
                 raise
             except Exception as exc:
-                now = len(turn.blocks)
-                log.log(
-                    logging.ERROR,
-                    "inference failed %s blocks=%d: %s: %s",
-                    who,
-                    now,
-                    type(exc).__name__,
-                    exc,
-                    extra={"geppetto": {**ids, "blocks": now}},
-                )
+                entry.failed(turn, exc)
                 raise
-            after = len(out.blocks)
-            seen = set(known)
-            new_ids = [b.id for b in out.blocks if b.id not in seen]
-            log.log(
-                level,
-                "inference done %s blocks=%d added=%d new=[%s] in %.3fs",
-                who,
-                after,
-                after - before,
-                " ".join(new_ids),
-                time.perf_counter() - started,
-                extra={
-                    "geppetto": {
-                        **ids,
-                        "blocks": after,
-                        "added": after - before,
-                        "block_ids": [b.id for b in out.blocks],
-                        "new_block_ids": new_ids,
-                    }
-                },
-            )
+            entry.done(out)
             return out
 
         return handler
 
     return middleware
+
+
+class _LogEntry:
+    """The log lines of one inference: its start (logged when made), then its end, failure or cancellation."""
+
+    def __init__(self, log: logging.Logger, level: int, turn: Turn) -> None:
+        self.log, self.level = log, level
+        self.ids = {
+            "session_id": TURN_META_SESSION_ID.get(turn.metadata) or "",
+            "inference_id": TURN_META_INFERENCE_ID.get(turn.metadata) or "",
+            "turn_id": turn.id,
+        }
+        self.who = " ".join(
+            f"{name}={self.ids[key] or '-'}"
+            for name, key in (("session", "session_id"), ("inference", "inference_id"), ("turn", "turn_id"))
+        )
+        self.before = len(turn.blocks)
+        self.known = [b.id for b in turn.blocks]
+        log.log(
+            level,
+            "inference start %s blocks=%d",
+            self.who,
+            self.before,
+            extra={"geppetto": {**self.ids, "blocks": self.before, "block_ids": self.known}},
+        )
+        self.started = time.perf_counter()
+
+    def cancelled(self, turn: Turn) -> None:
+        now = len(turn.blocks)
+        self.log.log(
+            self.level,
+            "inference cancelled %s blocks=%d after %.3fs",
+            self.who,
+            now,
+            time.perf_counter() - self.started,
+            extra={"geppetto": {**self.ids, "blocks": now, "cancelled": True}},
+        )
+
+    def failed(self, turn: Turn, exc: Exception) -> None:
+        now = len(turn.blocks)
+        self.log.log(
+            logging.ERROR,
+            "inference failed %s blocks=%d: %s: %s",
+            self.who,
+            now,
+            type(exc).__name__,
+            exc,
+            extra={"geppetto": {**self.ids, "blocks": now}},
+        )
+
+    def done(self, out: Turn) -> None:
+        after = len(out.blocks)
+        seen = set(self.known)
+        new_ids = [b.id for b in out.blocks if b.id not in seen]
+        self.log.log(
+            self.level,
+            "inference done %s blocks=%d added=%d new=[%s] in %.3fs",
+            self.who,
+            after,
+            after - self.before,
+            " ".join(new_ids),
+            time.perf_counter() - self.started,
+            extra={
+                "geppetto": {
+                    **self.ids,
+                    "blocks": after,
+                    "added": after - self.before,
+                    "block_ids": [b.id for b in out.blocks],
+                    "new_block_ids": new_ids,
+                }
+            },
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .._exceptions import MaxIterationsError, ProviderError
 from ..engine import Handler
@@ -23,7 +24,7 @@ from ..tools import (
 )
 from ..tools._approval import Require, approval_policy
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from ._approvals import answer_decided, hold_for_people, still_waiting
+from ._approvals import Execute, answer_decided, hold_for_people, still_waiting
 from ._chain import Middleware
 
 __all__ = ["tool_loop"]
@@ -82,8 +83,12 @@ def tool_loop(
     """
     if max_iterations < 1:
         raise ValueError("max_iterations must be at least 1")
+    execute = _executor(timeout_s, max_parallel, on_error, max_result_chars)
+    return _Steps(registry, max_iterations, execute, approval_policy(approval)).middleware
 
-    execute = functools.partial(
+
+def _executor(timeout_s: float, max_parallel: int, on_error: OnError, max_result_chars: int | None) -> Execute:
+    return functools.partial(
         execute_tool_calls,
         timeout_s=timeout_s,
         max_parallel=max_parallel,
@@ -91,51 +96,68 @@ def tool_loop(
         max_result_chars=max_result_chars,
     )
 
-    policy = approval_policy(approval)
 
-    def middleware(next_handler: Handler) -> Handler:
+@dataclass(frozen=True)
+class _Steps:
+    """One tool loop's settings: the registry, the step limit, how calls are executed and who approves them."""
+
+    registry: ToolRegistry
+    max_iterations: int
+    execute: Execute
+    policy: ApprovalPolicy
+
+    def middleware(self, next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
-            config = TOOL_CONFIG.get(turn.data) or ToolConfig()
-            limit = config.max_iterations or max_iterations
-            active = registry.subset(config.enabled)
-            disabled = config.tool_choice == "none"
-            offered = [] if disabled else active.list()
-            resumed = await answer_decided(turn, active, execute)
-            if still_waiting(turn):
-                return turn  # some calls still wait for a decision: the model cannot go on yet
-            for step in range(1, limit + 1):
-                with offering_tools(offered, follow_up=step > 1 or resumed):
-                    try:
-                        turn = await next_handler(turn)
-                    except ProviderError as exc:
-                        if step > 1 and exc.turn is None:
-                            exc.turn = turn  # the tool results this loop added are kept
-                        raise
-                pending = pending_tool_calls(turn)
-                if not pending:
-                    return turn
-                if step == limit:
-                    break
-                _give_unique_ids(turn, pending)
-                if disabled:
-                    turn.extend(refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn)))
-                else:
-                    run_now, held = hold_for_people(turn, active, pending, policy)
-                    if run_now:
-                        turn.extend(await execute(active, run_now, metadata=metadata_for(turn)))
-                    if held:
-                        return turn
-            names = ", ".join(sorted({str(b.payload.get(PAYLOAD_NAME, "")) for b in pending}))
-            raise MaxIterationsError(
-                f"the tool loop ran the model {limit} times and it still asks for tools ({names}); the "
-                "pending calls were not executed. Raise max_iterations in tool_loop(...) or set "
-                "ToolConfig(max_iterations=...) under TOOL_CONFIG in turn.data",
-                turn=turn,
-            )
+            return await self.run(turn, next_handler)
 
         return handler
 
-    return middleware
+    async def run(self, turn: Turn, next_handler: Handler) -> Turn:
+        """Model steps and tool calls until nothing is pending, a call waits for a person, or the limit."""
+        config = TOOL_CONFIG.get(turn.data) or ToolConfig()
+        limit = config.max_iterations or self.max_iterations
+        active = self.registry.subset(config.enabled)
+        disabled = config.tool_choice == "none"
+        offered = [] if disabled else active.list()
+        resumed = await answer_decided(turn, active, self.execute)
+        if still_waiting(turn):
+            return turn  # some calls still wait for a decision: the model cannot go on yet
+        for step in range(1, limit + 1):
+            with offering_tools(offered, follow_up=step > 1 or resumed):
+                turn = await _model_step(turn, next_handler, step)
+            pending = pending_tool_calls(turn)
+            if not pending:
+                return turn
+            if step == limit:
+                break
+            _give_unique_ids(turn, pending)
+            if disabled:
+                turn.extend(refuse_tool_calls(pending, _DISABLED, metadata=metadata_for(turn)))
+            elif await self._run_calls(turn, active, pending):
+                return turn
+        names = ", ".join(sorted({str(b.payload.get(PAYLOAD_NAME, "")) for b in pending}))
+        raise MaxIterationsError(
+            f"the tool loop ran the model {limit} times and it still asks for tools ({names}); the "
+            "pending calls were not executed. Raise max_iterations in tool_loop(...) or set "
+            "ToolConfig(max_iterations=...) under TOOL_CONFIG in turn.data",
+            turn=turn,
+        )
+
+    async def _run_calls(self, turn: Turn, active: ToolRegistry, pending: list[Block]) -> bool:
+        """Run the calls that need no person; True when some wait for one (the loop then ends)."""
+        run_now, held = hold_for_people(turn, active, pending, self.policy)
+        if run_now:
+            turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn)))
+        return bool(held)
+
+
+async def _model_step(turn: Turn, next_handler: Handler, step: int) -> Turn:
+    try:
+        return await next_handler(turn)
+    except ProviderError as exc:
+        if step > 1 and exc.turn is None:
+            exc.turn = turn  # the tool results this loop added are kept
+        raise
 
 
 def _give_unique_ids(turn: Turn, pending: Sequence[Block]) -> None:

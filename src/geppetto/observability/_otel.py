@@ -16,18 +16,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import threading
 import time
-import weakref
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
-from opentelemetry.metrics import Observation
 from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -43,7 +38,9 @@ from ..events import (
 )
 from ..providers import _http
 from ..session import _session
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, BlockKind, Turn
+from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
+from ._otel_metrics import responses_exporter
+from ._otel_spans import Call, RunSpan, messages_attribute, server_attributes
 
 __all__ = ["PROVIDER_NAMES", "Instrumentation"]
 
@@ -94,7 +91,7 @@ class Instrumentation:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
         )
-        self._calls: dict[tuple[str, str], _Call] = {}  # open provider calls by (inference, provider)
+        self._calls: dict[tuple[str, str], Call] = {}  # open provider calls by (inference, provider)
         self._tools: dict[str, Any] = {}  # open tool spans by call id
         # Attribute dicts that repeat from call to call, made once (the SDK copies what it keeps).
         self._call_attributes: dict[tuple[str, str], dict[str, Any]] = {}
@@ -104,7 +101,7 @@ class Instrumentation:
         from ..providers.openai_responses._metrics import metrics as responses_metrics
 
         self._responses_metrics = responses_metrics
-        self._exporter = responses_metrics.add_exporter(_responses_exporter(meter))
+        self._exporter = responses_metrics.add_exporter(responses_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
         _session.RUN_HOOKS.append(self._run_span)
         _session.INCOMING_HOOKS.append(self._incoming)
@@ -122,7 +119,7 @@ class Instrumentation:
         self._responses_metrics.remove_exporter(self._exporter)
 
     # -- Session.run ------------------------------------------------------------------------------
-    def _run_span(self, turn: Turn, provider: str = "") -> _RunSpan:
+    def _run_span(self, turn: Turn, provider: str = "") -> RunSpan:
         provider = provider or TURN_META_PROVIDER.get(turn.metadata) or ""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -134,12 +131,12 @@ class Instrumentation:
             "geppetto.inference.id": TURN_META_INFERENCE_ID.get(turn.metadata) or "",
         }
         if self.capture_content:
-            attributes["gen_ai.input.messages"] = _messages(turn)
+            attributes["gen_ai.input.messages"] = messages_attribute(turn)
         context = otel_context.get_current()
         span = self.tracer.start_span(
             "invoke_agent geppetto", context=context, kind=SpanKind.INTERNAL, attributes=attributes
         )
-        return _RunSpan(span, trace.set_span_in_context(span, context))
+        return RunSpan(span, trace.set_span_in_context(span, context))
 
     # -- requests to geppetto serve ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -162,7 +159,7 @@ class Instrumentation:
             origin = url.split("/", 3)[2]  # by host, not URL: paths hold response and conversation ids
             server = self._server_attributes.get(origin)
             if server is None:
-                server = self._server_attributes[origin] = _server(url)
+                server = self._server_attributes[origin] = server_attributes(url)
             call.request = {**server, "http.request.body.size": size}
         if self.propagate:
             inject(headers)
@@ -210,7 +207,7 @@ class Instrumentation:
         span = self.tracer.start_span(
             f"chat {meta.model}", context=context, kind=SpanKind.CLIENT, attributes=self._attributes(meta)
         )
-        call = _Call(span, time.monotonic())
+        call = Call(span, time.monotonic())
         # Current while the request runs, so the transport's hook, and spans other instrumentation makes
         # for the request, see it (body size, traceparent).
         call.token = otel_context.attach(trace.set_span_in_context(span, context))
@@ -221,7 +218,7 @@ class Instrumentation:
             old.span.end()
         self._calls[key] = call
 
-    def _close(self, event: Event) -> _Call | None:
+    def _close(self, event: Event) -> Call | None:
         meta = event.metadata
         call = self._calls.pop((meta.inference_id or meta.turn_id, meta.provider), None)
         if call is not None:
@@ -344,126 +341,5 @@ class Instrumentation:
         span.end()
 
 
-class _RunSpan:
-    """The ``invoke_agent`` span of one session inference, current while it runs (a plain context manager:
-    a generator-based one costs several more calls a run)."""
-
-    __slots__ = ("context", "span", "token")
-
-    def __init__(self, span: Any, context: Any) -> None:
-        self.span = span
-        self.context = context
-        self.token: Any = None
-
-    def __enter__(self) -> None:
-        self.token = otel_context.attach(self.context)
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        span = self.span
-        if exc is not None:
-            span.set_attributes({"error.type": type(exc).__name__})
-            span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
-        otel_context.detach(self.token)  # logs, never raises, if the run ended in another context
-        span.end()
-
-
-class _Call:
-    """A provider call in flight: its span, when it started, what its request said, and the context
-    tokens that made the span current."""
-
-    __slots__ = ("mine", "request", "span", "started", "token")
-
-    def __init__(self, span: Any, started: float) -> None:
-        self.span = span
-        self.started = started
-        self.request: dict[str, Any] | None = None
-        self.token: Any = None
-        self.mine: Any = None
-
-
-_CURRENT_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("geppetto_otel_call", default=None)
+_CURRENT_CALL: contextvars.ContextVar[Call | None] = contextvars.ContextVar("geppetto_otel_call", default=None)
 _UNSEEN = object()
-
-
-def _server(url: str) -> dict[str, Any]:
-    """``server.address`` and ``server.port`` of a request URL."""
-    parts = urlsplit(url)
-    out: dict[str, Any] = {"server.address": parts.hostname or ""}
-    if parts.port:
-        out["server.port"] = parts.port
-    return out
-
-
-def _messages(turn: Turn) -> str:
-    """The turn's messages in the conventions' shape (role and text parts), as JSON."""
-    out = []
-    for block in turn.blocks:
-        if block.kind in (BlockKind.SYSTEM, BlockKind.USER, BlockKind.LLM_TEXT) and block.text:
-            out.append({"role": block.role, "parts": [{"type": "text", "content": block.text}]})
-    return json.dumps(out)
-
-
-def _responses_exporter(meter: Any) -> _OtelResponsesExporter:
-    """The exporter of ``meter``: one per meter for the life of the process, since a meter keeps the first
-    callback of an observable counter, so instrumenting again must count on in the same totals."""
-    found = _RESPONSES_EXPORTERS.get(meter)
-    if found is None:
-        found = _RESPONSES_EXPORTERS[meter] = _OtelResponsesExporter(meter)
-    return found
-
-
-class _OtelResponsesExporter:
-    """The Responses engine's metrics (defined once in ``_metrics.METRICS``) as OpenTelemetry instruments.
-
-    Counters are observable counters: a request adds one to a count kept here, and the SDK reads the
-    totals when it collects, so a request costs no SDK call for them. Histograms are recorded as they come.
-    """
-
-    def __init__(self, meter: Any) -> None:
-        from ..providers.openai_responses._metrics import METRICS
-
-        self.histograms: dict[str, Any] = {}
-        self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
-        self._lock = threading.Lock()
-        for key, (name, description, kind, _label) in METRICS.items():
-            if key == "anchor":  # a timing of geppetto's own, for its benchmarks: Prometheus only
-                continue
-            otel_name = name.replace("geppetto_responses_", "geppetto.responses.")
-            if kind == "counter":
-                self._counts[key] = Counter()
-                meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)
-            elif kind == "gauge":
-                meter.create_observable_gauge(otel_name, callbacks=[_gauge_reader(key)], description=description)
-            else:
-                self.histograms[key] = meter.create_histogram(otel_name, description=description)
-
-    def _reader(self, key: str) -> Callable[[Any], Iterable[Observation]]:
-        def read(options: Any) -> Iterable[Observation]:
-            with self._lock:
-                totals = list(self._counts[key].items())
-            return [Observation(value, dict(labels)) for labels, value in totals]
-
-        return read
-
-    def count(self, key: str, labels: dict[str, str]) -> None:
-        with self._lock:
-            self._counts[key][tuple(labels.items())] += 1
-
-    def observe(self, key: str, value: float) -> None:
-        instrument = self.histograms.get(key)
-        if instrument is not None:
-            instrument.record(value)
-
-
-def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
-    from ..providers.openai_responses._metrics import GAUGES
-
-    read_value = GAUGES[key]
-
-    def read(options: Any) -> Iterable[Observation]:
-        return [Observation(read_value())]
-
-    return read
-
-
-_RESPONSES_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelResponsesExporter] = weakref.WeakKeyDictionary()

@@ -11,19 +11,17 @@ A transport makes its ``httpx.AsyncClient`` lazily, on first use, and keeps it f
 the same event loop (a client per request costs most of the client-side CPU of a request). A client is
 bound to the loop it was made on, so a request from another loop (``run_sync`` twice) gets a fresh one;
 the old one is closed when its loop shuts down (``asyncio.run`` closes open async generators first).
+
+The retry policy (``_retry``), SSE decoding (``_sse``), error bodies (``_http_errors``) and the words for a
+failed request (``_http_failures``) live beside it; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
-import email.utils
-import random
-import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -41,6 +39,9 @@ from ._http_errors import (
     openai_error_info,
     request_id,
 )
+from ._http_failures import broken_off, error_body, not_a_stream, unanswered
+from ._retry import RetryPolicy, retry_delay_from_headers, should_retry
+from ._sse import DEFAULT_MAX_EVENT_SIZE, EventTooLarge, SSEDecoder, SSEEvent, iter_sse, malformed
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -68,272 +69,9 @@ REQUEST_HOOKS: list[Callable[[str, dict[str, str], int], None]] = []
 """Called before each provider request is sent, with its URL, its headers (which a hook may add to, e.g. a
 W3C ``traceparent``) and its body size in bytes. Empty unless instrumentation is installed."""
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429, 529})
+
 DEFAULT_MAX_IN_FLIGHT = 100
 """Requests a transport lets through at once unless told otherwise: httpx's default pool size."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry: ``delay = initial * 2**attempt`` capped at ``max_delay``, plus jitter."""
-
-    max_retries: int = 2
-    initial_delay: float = 0.5
-    max_delay: float = 8.0
-    jitter: float = 0.25
-    max_server_delay: float = 60.0
-
-    def backoff(self, attempt: int) -> float:
-        """The delay before retry number ``attempt`` (0-based) when the server gave no hint."""
-        base = min(self.max_delay, self.initial_delay * (2**attempt))
-        return float(base * (1 - self.jitter * random.random()))
-
-
-def should_retry(status: int, headers: Mapping[str, str]) -> bool:
-    """True for 408, 409, 429, 5xx and 529, unless the server says ``x-should-retry: false`` (and vice versa)."""
-    hint = (headers.get("x-should-retry") or "").strip().lower()
-    if hint == "true":
-        return True
-    if hint == "false":
-        return False
-    return status in RETRYABLE_STATUSES or status >= 500
-
-
-def retry_delay_from_headers(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """The server's requested wait in seconds from ``retry-after-ms`` or ``retry-after``, or None."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def malformed(what: str, data: str, exc: ValueError) -> str:
-    """The message of a stream error for ``data`` that did not parse: too deep says so and how deep; other
-    malformed data is quoted (its first 200 characters) so the provider's mistake can be seen."""
-    if isinstance(exc, JSONTooDeep):
-        return f"{what} refused: {exc}"
-    return f"malformed {what} {data[:200]!r}"
-
-
-@dataclass(frozen=True)
-class SSEEvent:
-    """One server-sent event: its ``event`` name ("" when absent), joined ``data`` and optional ``id``."""
-
-    event: str
-    data: str
-    id: str | None = None
-
-    def json(self) -> Any:
-        """The data parsed as JSON; raises ValueError when it is not JSON."""
-        return parse_json(self.data)
-
-
-_LINE_END = re.compile(r"\r\n|\r|\n")
-
-
-DEFAULT_MAX_EVENT_SIZE = 64 << 20
-"""The largest one SSE event may be, in characters of its text (64 Mi: 64 MiB of ASCII)."""
-
-
-class EventTooLarge(ValueError):
-    """One SSE event grew past the decoder's ``max_event_size``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        super().__init__(f"one event grew past {limit:,} characters (max_event_size)")
-
-
-class SSEDecoder:
-    """An incremental SSE parser: ``feed`` it a stream's bytes as they arrive and it returns the events
-    completed so far; ``flush`` at the end of the stream.
-
-    Fields are ``event:``, ``data:`` and ``id:``; multi-line data is joined by ``\\n``; a blank line ends
-    an event, ``:`` lines are comments, events without data are dropped (the SSE spec), and so is a
-    leading byte-order mark. Lines end in CRLF, LF or CR only, as the spec says: httpx's ``aiter_lines``
-    splits like ``str.splitlines``, which also breaks at U+2028, U+2029, U+0085 and a few control
-    characters, all valid unescaped inside a JSON string, so a model's text holding one would cut an
-    event's data in two. At the end of the stream an unterminated event is still delivered.
-
-    A line that arrives in many chunks is kept as a list of pieces and joined once when it ends, so one
-    long event costs time linear in its size. An event whose text (its unfinished line and its data lines)
-    grows past ``max_event_size`` characters raises :class:`EventTooLarge` instead of holding more.
-    """
-
-    def __init__(self, max_event_size: int = DEFAULT_MAX_EVENT_SIZE) -> None:
-        self.max_event_size = max_event_size
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        self._partial: list[str] = []  # the pieces of a line whose end has not arrived
-        self._partial_size = 0
-        self._after_cr = False  # the last chunk ended in CR: an LF first in the next one ends no line
-        self._started = False
-        self._event = ""
-        self._id: str | None = None
-        self._data: list[str] = []
-        self._data_size = 0
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events that ``chunk`` completes."""
-        return self._text(self._utf8.decode(chunk))
-
-    def flush(self) -> list[SSEEvent]:
-        """The end of the stream: what the last bytes complete, then the last event if it lacked its blank line."""
-        out = self._text(self._utf8.decode(b"", final=True))
-        if self._partial:
-            event = self.line("".join(self._partial))
-            self._partial, self._partial_size = [], 0
-            if event is not None:
-                out.append(event)
-        if self._data:
-            out.append(SSEEvent(self._event, "\n".join(self._data), self._id))
-        self._event, self._data, self._id, self._data_size = "", [], None, 0
-        return out
-
-    def _text(self, text: str) -> list[SSEEvent]:
-        if not text:
-            return []
-        if not self._started:
-            self._started = True
-            text = text.removeprefix("\ufeff")
-        if self._after_cr:
-            self._after_cr = False
-            text = text.removeprefix("\n")
-            if not text:
-                return []
-        if "\r" in text:
-            self._after_cr = text.endswith("\r")
-            lines = _LINE_END.split(text)
-        else:
-            lines = text.split("\n")
-        tail = lines.pop()
-        if lines and self._partial:
-            self._partial.append(lines[0])
-            lines[0] = "".join(self._partial)
-            self._partial, self._partial_size = [], 0
-        out = []
-        for line in lines:
-            event = self.line(line)
-            if event is not None:
-                out.append(event)
-        if tail:
-            self._partial.append(tail)
-            self._partial_size += len(tail)
-            self._check()
-        return out
-
-    def _check(self) -> None:
-        if self._partial_size + self._data_size > self.max_event_size:
-            self._partial, self._data = [], []  # let go of what was held
-            raise EventTooLarge(self.max_event_size)
-
-    def line(self, line: str) -> SSEEvent | None:
-        """Take one line (without its line end); the finished event when it is the blank line that ends one."""
-        if not line:
-            event = SSEEvent(self._event, "\n".join(self._data), self._id) if self._data else None
-            self._event, self._data, self._id, self._data_size = "", [], None, 0
-            return event
-        if line[0] == ":":
-            return None
-        name, _, value = line.partition(":")
-        if value[:1] == " ":
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-            self._data_size += len(value)
-            self._check()
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            self._id = value
-        return None
-
-
-async def _error_body(response: httpx.Response) -> str:
-    """An error answer's body as text; "" when it broke off (the status still says what happened)."""
-    try:
-        return (await response.aread()).decode("utf-8", errors="replace")
-    except httpx.TransportError:
-        return ""
-    finally:
-        await response.aclose()
-
-
-def _not_a_stream(response: httpx.Response, head: bytes) -> str:
-    """Why a 2xx answer with no event in it is not the stream asked for, quoting how it began."""
-    kind = response.headers.get("content-type") or "no content type"
-    shown = head.decode("utf-8", errors="replace")
-    body = f"it began {shown!r}" if shown else "its body was empty"
-    return f"{response.request.url} answered with {kind} and no event where an event stream was asked for ({body})"
-
-
-def _broken(exc: httpx.HTTPError) -> str:
-    """Why a stream broke off, in words: a read timeout says how long nothing came and how to wait longer."""
-    if isinstance(exc, httpx.ReadTimeout):
-        read = _timeout_of(exc, "read")
-        waited = f"no data for {read:g} s" if read is not None else "no data in time"
-        return f"{waited} (read timeout); {_WAIT_LONGER}"
-    return str(exc) or type(exc).__name__
-
-
-_WAIT_LONGER = "to wait longer pass the engine timeout=<seconds> (or httpx.Timeout(..., read=...))"
-
-
-def _unanswered(exc: httpx.TransportError, url: str, attempts: int) -> str:
-    """Why a request got no answer: refused, unreachable, or timed out (which timeout, after how long)."""
-    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-    if isinstance(exc, httpx.ReadTimeout):
-        read = _timeout_of(exc, "read")
-        within = f"within {read:g} s " if read is not None else ""
-        return f"{url} sent no answer {within}(read timeout, {tries}); {_WAIT_LONGER}"
-    if isinstance(exc, httpx.TimeoutException):
-        kind = {httpx.ConnectTimeout: "connect", httpx.WriteTimeout: "write", httpx.PoolTimeout: "pool"}.get(
-            type(exc), "a"
-        )
-        seconds = _timeout_of(exc, kind)
-        within = f" within {seconds:g} s" if seconds is not None else ""
-        return f"could not reach {url}{within} ({kind} timeout, {tries}); check the base URL and the network"
-    reason = str(exc) or type(exc).__name__
-    return f"could not reach {url} ({reason}, {tries}); check the base URL and the network"
-
-
-def _timeout_of(exc: httpx.HTTPError, kind: str) -> float | None:
-    """The ``kind`` timeout the failed request ran under, when httpx recorded it."""
-    if not _has_request(exc):
-        return None
-    value = exc.request.extensions.get("timeout", {}).get(kind)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _has_request(exc: httpx.HTTPError) -> bool:
-    try:
-        exc.request  # noqa: B018 - raises RuntimeError when httpx set none
-    except RuntimeError:
-        return False
-    return True
-
-
-async def iter_sse(lines: AsyncIterator[str]) -> AsyncGenerator[SSEEvent, None]:
-    """The events of a stream given as lines (their line ends are stripped), parsed by :class:`SSEDecoder`."""
-    decoder = SSEDecoder()
-    async for raw in lines:
-        event = decoder.line(raw.rstrip("\r\n"))
-        if event is not None:
-            yield event
-    for event in decoder.flush():
-        yield event
 
 
 class HttpTransport:
@@ -504,7 +242,7 @@ class HttpTransport:
                     events += 1
                     yield event
                 if not events:
-                    raise self._error(StreamError, _not_a_stream(response, head), response)
+                    raise self._error(StreamError, not_a_stream(response, head), response)
             except GeneratorExit:
                 await _drain(chunks)
                 raise
@@ -516,7 +254,7 @@ class HttpTransport:
                 raise self._error(StreamError, message, response) from None
             except httpx.HTTPError as exc:
                 message = f"the stream from {response.request.url} broke off after {time.monotonic() - started:.1f} s: "
-                raise self._error(StreamError, message + _broken(exc), response) from exc
+                raise self._error(StreamError, message + broken_off(exc), response) from exc
             finally:
                 await _aclose(chunks)
 
@@ -567,14 +305,14 @@ class HttpTransport:
                         finally:
                             await response.aclose()
                         return
-                    text = await _error_body(response)
+                    text = await error_body(response)
             if broken is not None:
                 if attempt < self.retry.max_retries:
                     await self._sleep(self.retry.backoff(attempt))
                     attempt += 1
                     continue
                 raise ProviderConnectionError(
-                    _unanswered(broken, self.url(path), attempt + 1), provider=self.provider
+                    unanswered(broken, self.url(path), attempt + 1), provider=self.provider
                 ) from broken
             if attempt < self.retry.max_retries and should_retry(response.status_code, response.headers):
                 hinted = retry_delay_from_headers(response.headers)

@@ -1,60 +1,38 @@
 """What the Chat Completions, Claude and Gemini engines share: keys, tool specs, images and the stream loop.
 
 Each engine is a dialect (blocks -> request body, SSE events -> blocks, in its own package) plus an
-endpoint (URL, key, headers). The loop here runs one streamed request through a dialect's reducer,
-publishes events as the stream arrives and appends the finished blocks to the turn.
+endpoint (URL, key, headers). The loop that runs one streamed request through a dialect's reducer is in
+``_stream_loop``, the hints added to provider errors in ``_hints``; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Self, cast
+from typing import Any, Self, cast
 
 import httpx
 
-from .._exceptions import AuthenticationError, ConfigurationError, NotFoundError, ProviderError, UsageError
+from .._exceptions import ConfigurationError, UsageError
 from .._json import dumps
-from ..events import (
-    STOP_END,
-    STOP_TOOL_CALLS,
-    EventBuiltinTool,
-    EventError,
-    EventFinal,
-    EventMetadata,
-    EventReasoningDelta,
-    EventStart,
-    EventTextDelta,
-    EventToolCallRequested,
-    Usage,
-    metadata_for,
-    publish,
-)
-from ..output import READ_FROM_TURN, settle_output
-from ..pricing import record_usage
 from ..tools import TOOL_CONFIG, current_tools
 from ..turns import (
-    BLOCK_META_PROVIDER,
-    BLOCK_META_RESPONSE_ID,
-    PAYLOAD_ARGS,
     PAYLOAD_ERROR,
     PAYLOAD_ID,
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
-    TURN_META_MODEL,
-    TURN_META_PROVIDER,
-    TURN_META_STOP_REASON,
     Block,
     BlockKind,
     Turn,
-    builtin_of,
     result_text,
 )
+from ._hints import TOO_LARGE as TOO_LARGE
+from ._hints import key_hint, too_large_hint, with_hint
 from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
+from ._stream_loop import Delta, StreamReducer, StreamResult, publish_builtin, run_stream
 
 __all__ = [
     "Delta",
@@ -83,9 +61,6 @@ __all__ = [
     "tool_result_text",
     "with_hint",
 ]
-
-Delta = tuple[Literal["text", "reasoning"], str]
-"""A piece of streamed output: ("text", "Hel") or ("reasoning", "Let me think")."""
 
 
 @dataclass(frozen=True)
@@ -316,185 +291,3 @@ def image_parts(block: Block) -> list[tuple[str, str, str]]:
         else:
             raise UsageError(f"image {image!r} has neither 'url' nor 'data'")
     return out
-
-
-@dataclass
-class StreamResult:
-    """A finished stream: the blocks in output order, usage, the normalized stop reason, the response id."""
-
-    blocks: list[Block]
-    usage: Usage | None
-    """None when the stream reported none (the request is then unpriced)."""
-    stop_reason: str
-    response_id: str = ""
-
-
-class StreamReducer(Protocol):
-    """Turns one provider's SSE events into deltas and, at the end, blocks."""
-
-    finished: bool
-    """True once the terminal event arrived (the loop stops reading)."""
-    response_id: str
-
-    def feed(self, event: SSEEvent) -> list[Delta]:
-        """Take one event; return the text and reasoning deltas it carried. Raises ProviderError for an
-        error event and StreamError for a malformed one."""
-        ...
-
-    def result(self) -> StreamResult:
-        """The finished output; raises StreamError when the stream ended early."""
-        ...
-
-    def completed_blocks(self) -> list[Block]:
-        """Blocks complete so far (never tool calls): what a broken stream leaves in the turn."""
-        ...
-
-
-def key_hint(env_names: tuple[str, ...], *, sent: bool) -> str:
-    """What to do about a refused key: which argument or environment variable to set."""
-    names = " or ".join(env_names)
-    if not sent:
-        return f"no API key was sent: pass api_key=... or set the {names} environment variable"
-    return f"check the key passed as api_key= or set in {names}"
-
-
-def _with_hint(exc: ProviderError, model: str, key: str) -> ProviderError:
-    """Name the fix: a 404 on a generation call almost always means a wrong model name (or base URL); a refused
-    key means the key to set."""
-    if isinstance(exc, NotFoundError):
-        return with_hint(exc, f"check the model name {model!r} and the base URL")
-    if isinstance(exc, AuthenticationError) and key:
-        return with_hint(exc, key)
-    return too_large_hint(exc)
-
-
-TOO_LARGE = (
-    "the request is larger than the server takes: shorten the Turn, or bound tool results with "
-    "tool_loop(max_result_chars=...) (Session(..., tool_loop_options={'max_result_chars': ...}))"
-)
-
-
-def too_large_hint(exc: ProviderError) -> ProviderError:
-    """A 413 (request too large) with the fix named; any other error as it is."""
-    return with_hint(exc, TOO_LARGE) if exc.status == 413 else exc
-
-
-def with_hint(exc: ProviderError, hint: str) -> ProviderError:
-    """``exc`` with ``hint`` (the fix, e.g. from :func:`key_hint`) after its message."""
-    return type(exc)(
-        f"{exc.message} ({hint})",
-        status=exc.status,
-        provider=exc.provider,
-        code=exc.code,
-        error_type=exc.error_type,
-        param=exc.param,
-        request_id=exc.request_id,
-        body=exc.body,
-    )
-
-
-def _stamp(blocks: list[Block], provider: str, response_id: str) -> list[Block]:
-    for block in blocks:
-        BLOCK_META_PROVIDER.set(block.metadata, provider)
-        if response_id:
-            BLOCK_META_RESPONSE_ID.set(block.metadata, response_id)
-    return blocks
-
-
-def publish_builtin(meta: EventMetadata, blocks: list[Block]) -> None:
-    """An :class:`~geppetto.events.EventBuiltinTool` for each built-in tool call or result among ``blocks``."""
-    for block in blocks:
-        info = builtin_of(block)
-        if info is None:
-            continue
-        publish(
-            EventBuiltinTool(
-                meta,
-                call_id=str(info.get("call_id") or ""),
-                tool=str(info.get("tool") or ""),
-                phase=str(info.get("phase") or "call"),
-                name=str(info.get("name") or ""),
-                input=info.get("input"),
-                output=info.get("output"),
-                error=bool(info.get("error")),
-                sources=list(info.get("sources") or []),
-            )
-        )
-
-
-def _calls(block: Block, name: str) -> bool:
-    return block.kind is BlockKind.TOOL_CALL and block.payload.get(PAYLOAD_NAME) == name
-
-
-def _as_answer(call: Block) -> Block:
-    args = call.payload.get(PAYLOAD_ARGS)
-    return Block.llm_text(args if isinstance(args, str) else dumps(args))
-
-
-async def run_stream(
-    turn: Turn,
-    *,
-    provider: str,
-    model: str,
-    open_stream: Callable[[], AsyncGenerator[SSEEvent, None]],
-    reducer: StreamReducer,
-    key: str = "",
-    answer_tool: str | None = None,
-    output: Any = READ_FROM_TURN,
-    on_result: Callable[[StreamResult, EventMetadata], None] | None = None,
-) -> Turn:
-    """Run one streamed request into ``turn``: publish start, deltas, tool calls and final (or error);
-    append the finished blocks; record usage and stop reason. A failed stream appends only the blocks
-    that completed (never a tool call) and re-raises; ``key`` (see :func:`key_hint`) is added to an
-    authentication error's message. A call of ``answer_tool`` is the structured answer given as a tool
-    call (Claude's tool mode): it becomes a text block holding its arguments as JSON. ``on_result`` is
-    called with the result and the final event's metadata once the blocks are in the Turn, before the final
-    event goes out (a stateful engine tags its answer's blocks there and adds what the request did)."""
-    meta = metadata_for(turn, provider, model)
-    publish(EventStart(meta))
-    started = time.monotonic()
-    try:
-        async with aclosing(open_stream()) as events:
-            async for event in events:
-                for kind, text in reducer.feed(event):
-                    publish(EventTextDelta(meta, text) if kind == "text" else EventReasoningDelta(meta, text))
-                if reducer.finished:
-                    break
-        result = reducer.result()
-    except ProviderError as exc:
-        turn.extend(_stamp(reducer.completed_blocks(), provider, reducer.response_id))
-        failed = metadata_for(turn, provider, model)
-        failed.duration_s = time.monotonic() - started
-        error = _with_hint(exc, model, key)
-        publish(EventError(failed, str(error), error_type=type(error).__name__))
-        if error is exc:
-            raise
-        raise error from exc
-    if answer_tool is not None:
-        result.blocks = [_as_answer(b) if _calls(b, answer_tool) else b for b in result.blocks]
-        if result.stop_reason == STOP_TOOL_CALLS and not any(b.kind is BlockKind.TOOL_CALL for b in result.blocks):
-            result.stop_reason = STOP_END
-    turn.extend(_stamp(result.blocks, provider, result.response_id))
-    settle_output(turn, result.blocks, output)
-    TURN_META_PROVIDER.set(turn.metadata, provider)
-    TURN_META_MODEL.set(turn.metadata, model)
-    TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
-    publish_builtin(meta, result.blocks)
-    for block in result.blocks:
-        if block.kind is BlockKind.TOOL_CALL:
-            publish(
-                EventToolCallRequested(
-                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload[PAYLOAD_ARGS]
-                )
-            )
-    final = metadata_for(turn, provider, model)
-    record_usage(turn, result.blocks, final, provider=provider, model=model, usage=result.usage)
-    final.stop_reason = result.stop_reason
-    final.duration_s = time.monotonic() - started
-    if result.response_id:
-        final.extra["response_id"] = result.response_id
-    if on_result is not None:
-        on_result(result, final)
-    text = "".join(b.text for b in result.blocks if b.kind is BlockKind.LLM_TEXT)
-    publish(EventFinal(final, text))
-    return turn

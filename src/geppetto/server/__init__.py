@@ -118,7 +118,7 @@ async def _profile_engines(
     profile: Profile | str | None, tools: ToolRegistry | None, mcp: Sequence[Any]
 ) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None, str]]:
     """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile), its tools and name."""
-    from ..cli._runtime import EngineSettings, choose_profile, mcp_tools, open_engine
+    from ..runtime import EngineSettings, choose_profile, mcp_tools, open_engine
 
     chosen = profile if isinstance(profile, Profile) else choose_profile(EngineSettings(profile=profile))
     async with mcp_tools([*(chosen.mcp_servers or []), *mcp], tools) as registry:

@@ -15,8 +15,7 @@ from typing import Any
 
 from .._exceptions import UsageError
 from .._redact import redact_url
-from ..cli._guard import port_in_use
-from ..cli._runtime import EngineSettings, choose_profile
+from ..runtime import EngineSettings, choose_profile, port_in_use
 from ..session import UsageLimits
 from ._logging import LOG_FORMATS, LOG_LEVELS, configure_logging
 from ._runner import SWEEP_INTERVAL
@@ -88,7 +87,7 @@ def check(options: ServeOptions, api_key: str | None) -> None:
 
 def app_from_env() -> Any:
     """The app of one worker, from the settings ``geppetto serve`` put in :data:`CONFIG_VARIABLE`."""
-    from ..cli._demo_tools import demo_registry
+    from ..runtime import demo_registry
     from . import DEFAULT_MAX_BODY, create_app
     from ._runner import worker_name
 

@@ -266,14 +266,7 @@ def fill_value(
             for _ in range(count)
         ]
     if kind in ("integer", "number"):
-        found = re.search(r"-?\d+(?:\.\d+)?", text)
-        number = float(found.group(0)) if found else 1.0
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if isinstance(low, int | float) and number < low:
-            number = float(low)
-        if isinstance(high, int | float) and number > high:
-            number = float(high)
-        return int(number) if kind == "integer" else number
+        return _number_for(schema, text, integer=kind == "integer")
     if kind == "boolean":
         return True
     if kind == "null":
@@ -282,6 +275,18 @@ def fill_value(
     if isinstance(fmt, str) and fmt in _FORMATS:
         return _FORMATS[fmt]
     return _string_for(name, schema, text, prose)
+
+
+def _number_for(schema: dict[str, Any], text: str, *, integer: bool) -> int | float:
+    """The first number in ``text`` (else 1), within the schema's ``minimum`` and ``maximum``."""
+    found = re.search(r"-?\d+(?:\.\d+)?", text)
+    number = float(found.group(0)) if found else 1.0
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if isinstance(low, int | float) and number < low:
+        number = float(low)
+    if isinstance(high, int | float) and number > high:
+        number = float(high)
+    return int(number) if integer else number
 
 
 def _answer_from_results(msgs: list[Msg]) -> str:

@@ -61,16 +61,14 @@ from ._model import (
 )
 from ._serde import (
     FORMAT,
-    MAX_TURN_FILE_BYTES,
     dumps_json,
     dumps_yaml,
-    load_turn,
     loads_json,
     loads_yaml,
-    save_turn,
     turn_from_dict,
     turn_to_dict,
 )
+from ._serde_files import MAX_TURN_FILE_BYTES, load_turn, save_turn
 
 __all__ = [
     "BLOCK_META_INFERENCE_ID",

@@ -230,37 +230,43 @@ class Background:
                     async for event in self._polled():
                         yield event
                     return
-                if not cursor.response_id:
-                    raise StreamError(
-                        f"{reason}; no response id had arrived, so the background response cannot be resumed",
-                        provider="openai",
-                    )
                 idle = 0 if progressed else idle + 1
-                if idle and await self._has_ended():  # the events ran out because the response is over
+                if await self._stop_resuming(reason, idle):
                     async for event in self._polled():
                         yield event
                     return
-                if idle > self.max_resumes:
-                    log.warning(
-                        "responses: %d resumes of background response %s brought nothing new; polling it",
-                        idle - 1,
-                        cursor.response_id,
-                    )
-                    async for event in self._polled():
-                        yield event
-                    return
-                log.warning(
-                    "responses: the stream of background response %s broke after sequence number %d (%s); resuming",
-                    cursor.response_id,
-                    cursor.last,
-                    reason,
-                )
                 await self.sleep(_RESUME_DELAYS[min(idle, len(_RESUME_DELAYS) - 1)])
                 source = self._resume()
         except asyncio.CancelledError:
             if cursor.response_id and not cursor.ended and (observer is None or observer.cancels_response()):
                 await asyncio.shield(self._cancel())
             raise
+
+    async def _stop_resuming(self, reason: str, idle: int) -> bool:
+        """After a broken stream (``idle`` resumes in a row brought nothing): True when the response is to be
+        polled instead (it is over, or resuming brings nothing); raises when it cannot be resumed at all."""
+        cursor = self.cursor
+        if not cursor.response_id:
+            raise StreamError(
+                f"{reason}; no response id had arrived, so the background response cannot be resumed",
+                provider="openai",
+            )
+        if idle and await self._has_ended():  # the events ran out because the response is over
+            return True
+        if idle > self.max_resumes:
+            log.warning(
+                "responses: %d resumes of background response %s brought nothing new; polling it",
+                idle - 1,
+                cursor.response_id,
+            )
+            return True
+        log.warning(
+            "responses: the stream of background response %s broke after sequence number %d (%s); resuming",
+            cursor.response_id,
+            cursor.last,
+            reason,
+        )
+        return False
 
     async def _has_ended(self) -> bool:
         """One look at the response (a resume brought nothing: the cursor may stand at its last event)."""

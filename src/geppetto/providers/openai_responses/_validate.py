@@ -121,24 +121,7 @@ async def validate_server_context(
         if base:  # the conversation holds context from before the Turn: compare the Turn's part
             theirs = theirs[len(theirs) - len(mine) :] if len(theirs) >= len(mine) else theirs
     else:
-        links_walked: list[list[dict[str, Any]]] = []
-        known = 0
-        rid: str | None = anchor
-        while rid and rid != base:
-            count = None if reread else links.get(_link_key(rid, cut))
-            if count is not None:
-                known = count
-                break
-            response = await api.get(f"/responses/{rid}")
-            own, n = await list_items(api, f"/responses/{rid}/input_items")
-            reads += 1 + n
-            link = own + [o for o in response.get("output") or [] if isinstance(o, dict)]
-            links_walked.append(link)
-            if cut and any(i.get("type") == "compaction" and i.get("id") == cut for i in link):
-                break  # what the server holds starts at this compaction item: the links before it do not count
-            prev = response.get("previous_response_id")
-            rid = str(prev) if prev else None
-        theirs = _from_compaction([visible(i) for link in reversed(links_walked) for i in link], cut)
+        theirs, known, reads = await _walk_chain(api, anchor, base, cut, links, reread)
         mine = mine[known:]
     result = Validation(anchor, theirs == mine, requests=reads, server=theirs, turn=mine)
     if result.matches:
@@ -146,6 +129,38 @@ async def validate_server_context(
             links.add(_link_key(anchor, cut), known + len(mine))
         metrics.validation("match")
         return result
+    _report_mismatch(turn, result, anchor, metrics)
+    return result
+
+
+async def _walk_chain(
+    api: Api, anchor: str, base: str | None, cut: str | None, links: ValidatedLinks, reread: bool
+) -> tuple[list[tuple[Any, ...]], int, int]:
+    """The items the server holds from ``anchor`` back to ``base`` (or to the compaction item ``cut``), the
+    number of Turn items a validated link already covers (the walk stops there), and the reads it took."""
+    links_walked: list[list[dict[str, Any]]] = []
+    known = reads = 0
+    rid: str | None = anchor
+    while rid and rid != base:
+        count = None if reread else links.get(_link_key(rid, cut))
+        if count is not None:
+            known = count
+            break
+        response = await api.get(f"/responses/{rid}")
+        own, n = await list_items(api, f"/responses/{rid}/input_items")
+        reads += 1 + n
+        link = own + [o for o in response.get("output") or [] if isinstance(o, dict)]
+        links_walked.append(link)
+        if cut and any(i.get("type") == "compaction" and i.get("id") == cut for i in link):
+            break  # what the server holds starts at this compaction item: the links before it do not count
+        prev = response.get("previous_response_id")
+        rid = str(prev) if prev else None
+    return _from_compaction([visible(i) for link in reversed(links_walked) for i in link], cut), known, reads
+
+
+def _report_mismatch(turn: Turn, result: Validation, anchor: str, metrics: ResponsesMetrics) -> None:
+    """Say where the server's context and the Turn part, and trust no response of this chain again."""
+    theirs, mine = result.server, result.turn
     diverge = next(
         (i for i, (a, b) in enumerate(zip(theirs, mine, strict=False)) if a != b), min(len(theirs), len(mine))
     )
@@ -159,4 +174,3 @@ async def validate_server_context(
     for block in turn.blocks:  # no response of this chain is trusted again: the next request starts a new one
         if block.metadata.get(_RID):
             ANCHOR_REFUSED.set(block.metadata, MISMATCH)
-    return result

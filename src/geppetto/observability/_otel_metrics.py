@@ -1,0 +1,80 @@
+"""The Responses engine's metrics (defined once in ``providers.openai_responses._metrics``) as OpenTelemetry
+instruments, one exporter per meter."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry.metrics import Observation
+
+__all__ = ["responses_exporter"]
+
+
+def responses_exporter(meter: Any) -> _OtelResponsesExporter:
+    """The exporter of ``meter``: one per meter for the life of the process, since a meter keeps the first
+    callback of an observable counter, so instrumenting again must count on in the same totals."""
+    found = _RESPONSES_EXPORTERS.get(meter)
+    if found is None:
+        found = _RESPONSES_EXPORTERS[meter] = _OtelResponsesExporter(meter)
+    return found
+
+
+class _OtelResponsesExporter:
+    """The Responses engine's metrics (defined once in ``_metrics.METRICS``) as OpenTelemetry instruments.
+
+    Counters are observable counters: a request adds one to a count kept here, and the SDK reads the
+    totals when it collects, so a request costs no SDK call for them. Histograms are recorded as they come.
+    """
+
+    def __init__(self, meter: Any) -> None:
+        from ..providers.openai_responses._metrics import METRICS
+
+        self.histograms: dict[str, Any] = {}
+        self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
+        self._lock = threading.Lock()
+        for key, (name, description, kind, _label) in METRICS.items():
+            if key == "anchor":  # a timing of geppetto's own, for its benchmarks: Prometheus only
+                continue
+            otel_name = name.replace("geppetto_responses_", "geppetto.responses.")
+            if kind == "counter":
+                self._counts[key] = Counter()
+                meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)
+            elif kind == "gauge":
+                meter.create_observable_gauge(otel_name, callbacks=[_gauge_reader(key)], description=description)
+            else:
+                self.histograms[key] = meter.create_histogram(otel_name, description=description)
+
+    def _reader(self, key: str) -> Callable[[Any], Iterable[Observation]]:
+        def read(options: Any) -> Iterable[Observation]:
+            with self._lock:
+                totals = list(self._counts[key].items())
+            return [Observation(value, dict(labels)) for labels, value in totals]
+
+        return read
+
+    def count(self, key: str, labels: dict[str, str]) -> None:
+        with self._lock:
+            self._counts[key][tuple(labels.items())] += 1
+
+    def observe(self, key: str, value: float) -> None:
+        instrument = self.histograms.get(key)
+        if instrument is not None:
+            instrument.record(value)
+
+
+def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
+    from ..providers.openai_responses._metrics import GAUGES
+
+    read_value = GAUGES[key]
+
+    def read(options: Any) -> Iterable[Observation]:
+        return [Observation(read_value())]
+
+    return read
+
+
+_RESPONSES_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelResponsesExporter] = weakref.WeakKeyDictionary()
