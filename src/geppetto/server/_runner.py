@@ -66,7 +66,7 @@ class Runner(SweepingRunner):
     ``engine_for(settings)`` gives the engine for a session's settings (model, mode); ``tools`` are offered
     to every session; a session's ``system`` setting becomes a system prompt middleware.
 
-    Every ``sweep_interval`` seconds (0: never) a worker runs :meth:`sweep`: it cancels its inferences whose
+    Every ``sweep_interval`` seconds (0: never) a worker runs ``sweep()``: it cancels its inferences whose
     lease it lost and settles inferences left ``running`` by a worker that is gone."""
 
     # -- life ---------------------------------------------------------------------------------
