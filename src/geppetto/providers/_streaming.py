@@ -54,6 +54,7 @@ from ..turns import (
     builtin_of,
     result_text,
 )
+from ._citations import publish_citations
 from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
 
 __all__ = [
@@ -479,6 +480,7 @@ async def run_stream(
     TURN_META_PROVIDER.set(turn.metadata, provider)
     TURN_META_MODEL.set(turn.metadata, model)
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
+    publish_citations(meta, result.blocks)
     publish_builtin(meta, result.blocks)
     for block in result.blocks:
         if block.kind is BlockKind.TOOL_CALL:
