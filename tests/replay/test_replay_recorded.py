@@ -20,13 +20,22 @@ import httpx
 import pytest
 
 from geppetto import ProviderError
-from geppetto.events import Event, EventBuiltinTool, with_sinks
+from geppetto.events import Event, EventBuiltinTool, EventCitations, with_sinks
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._items import REPLAYABLE_ITEM_TYPES, blocks_to_items
-from geppetto.turns import PAYLOAD_CITATIONS, Block, BlockKind, Turn, builtin_of, turn_from_dict, turn_to_dict
+from geppetto.turns import (
+    PAYLOAD_CITATIONS,
+    Block,
+    BlockKind,
+    Turn,
+    builtin_of,
+    citation_sources,
+    turn_from_dict,
+    turn_to_dict,
+)
 from recorded import MISSING, ROOT, Exchange, exchanges
 
 pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
@@ -62,10 +71,18 @@ def _stored(turn: Turn) -> Turn:
 
 
 def _check_builtin(turn: Turn, events: list[Event]) -> None:
-    """Each built-in tool block of the Turn was announced by one event, in order."""
+    """Each built-in tool block of the Turn was announced by one event, in order, and what its text cites by
+    one ``citations`` event (none when it cites nothing)."""
     announced = [(e.call_id, e.tool, e.phase) for e in events if isinstance(e, EventBuiltinTool)]
     typed = [builtin_of(b) for b in turn.blocks]
     assert announced == [(t["call_id"], t["tool"], t["phase"]) for t in typed if t is not None]
+    cited = [
+        c
+        for b in turn.blocks
+        if b.kind is BlockKind.LLM_TEXT
+        for c in citation_sources(b.payload.get(PAYLOAD_CITATIONS))
+    ]
+    assert [e.citations for e in events if isinstance(e, EventCitations)] == ([cited] if cited else [])
 
 
 # -- Claude ------------------------------------------------------------------------------------------

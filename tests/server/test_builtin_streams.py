@@ -1,6 +1,7 @@
 """Built-in tool events through the protocol streams, event by event: calls paired with their results (by id,
 else the earliest open call of the tool), results without a call, errors, calls the provider answered
-without a separate result, and sources (a web page, a provider's file) given once per message."""
+without a separate result, and sources (a web page, a provider's file) given once per message, whether a
+built-in result found them or the answer's text cites them (``citations`` events)."""
 
 from __future__ import annotations
 
@@ -107,3 +108,45 @@ def test_ag_ui_builtin_calls_results_and_sources() -> None:
     args = [e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS"]
     assert args == ['{"query": "x"}', "{}", '"print(3)"']
     assert types[-1] == "RUN_FINISHED"
+
+
+def cited(*citations: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "citations", "citations": list(citations)}
+
+
+def test_vercel_sources_of_the_answers_citations_each_once_per_message() -> None:
+    a = {"url": "https://example.com/a", "title": "A", "start": 0, "end": 2}
+    chunks = vercel(
+        {"type": "text_delta", "delta": "Hi"},
+        cited(a, {**a, "start": 3, "end": 5}, {"document": "Report", "title": "Report", "cited_text": "x"}),
+        builtin("result", "web_search", "ws1", sources=[{"url": a["url"], "title": "A"}]),  # already a source
+        {"type": "final"},
+        {"type": "start"},
+        {"type": "text_delta", "delta": "More"},
+        cited({"url": "https://example.com/b"}, {"document": "file-1"}, {"title": "no source"}),
+    )
+    sources = [c for c in chunks if c["type"].startswith("source-")]
+    assert [{k: v for k, v in s.items() if k != "sourceId"} for s in sources] == [
+        {"type": "source-url", "url": "https://example.com/a", "title": "A"},
+        {"type": "source-document", "mediaType": "application/octet-stream", "title": "Report"},
+        {"type": "source-url", "url": "https://example.com/b"},
+        {"type": "source-document", "mediaType": "application/octet-stream", "title": "file-1"},
+    ]
+    assert len({s["sourceId"] for s in sources}) == 4
+    types = [c["type"] for c in chunks]
+    assert types.index("source-url") > types.index("text-delta")  # the text part stays open
+    first = types.index("source-url")
+    assert types[first + 2 : first + 4] == ["text-end", "tool-input-available"]
+
+
+def test_ag_ui_citations_end_the_text_message_or_follow_it() -> None:
+    a = {"url": "https://example.com/a", "title": "A", "start": 0, "end": 2}
+    events = agui(cited(a), {"type": "reasoning_delta", "delta": "hm"}, cited({"document": "file-1"}), cited())
+    ends = [e for e in events if e["type"] == "TEXT_MESSAGE_END"]
+    assert len(ends) == 1 and ends[0]["metadata"] == {"citations": [a]}
+    [start] = [e for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    # a model call's text already closed: a CUSTOM event naming it
+    [custom] = [e for e in events if e["type"] == "CUSTOM"]
+    assert custom["name"] == "citations"
+    assert custom["value"] == {"messageId": start["messageId"], "citations": [{"document": "file-1"}]}
+    assert [e["type"] for e in events].count("REASONING_START") == 1

@@ -1,7 +1,9 @@
 """Provider built-in tools (web search, code execution) in the front-end protocols, scripted by the simulator
 and read by tools nobody here wrote: AG-UI streams by ``ag-ui-validate`` and the ``@ag-ui/client`` package,
 the Vercel AI SDK stream by the ``ai`` package's own reader (tool parts marked ``providerExecuted``, the
-search's sources as ``source-url`` parts)."""
+search's sources as ``source-url`` parts). What the answer's text cites (the simulator's scripted citations:
+Responses annotations, Claude citations, Gemini grounding) comes as sources too: ``source-url`` parts, and
+the AG-UI text message's end's ``metadata.citations``."""
 
 from __future__ import annotations
 
@@ -54,6 +56,14 @@ async def test_ag_ui_builtin_tools_pass_the_validator(url: str, geppetto_sim: Si
     searched = provider(url) != "gemini"  # Gemini's search is only its grounding (the answer's citations)
     assert [e["toolCallName"] for e in starts] == ["web_search", "code_execution"][0 if searched else 1 :]
     assert all(e["metadata"]["provider_executed"] is True for e in starts)
+    # what the answer cites (the search's hits), normalized, on the end of the answer's text message
+    [cited] = [e for e in events if e["type"] == "TEXT_MESSAGE_END" and e.get("metadata")]
+    citations = cited["metadata"]["citations"]
+    assert [(c["url"], c["title"]) for c in citations] == [(h["url"], h["title"]) for h in HITS]
+    if provider(url) == "anthropic":  # Claude quotes what it cites
+        assert [c["cited_text"] for c in citations] == [h["text"] for h in HITS]
+    else:  # the span of the answer each cites: here the whole answer
+        assert {(c["start"], c["end"]) for c in citations} == {(0, len(search_and_run().text))}
     results = {e["toolCallId"]: e for e in events if e["type"] == "TOOL_CALL_RESULT"}
     assert set(results) == {e["toolCallId"] for e in starts}  # every call answered
     if provider(url) == "gemini":  # a code run without ids: its result answers the open call of its tool
@@ -78,20 +88,22 @@ def test_the_ai_package_reads_builtin_tools_and_sources(url: str, geppetto_sim: 
     assert code["providerExecuted"] is True and code["state"] == "output-available"
     text = "".join(p["text"] for p in parts if p["type"] == "text")
     assert text == "Sunny in Paris, and 2."
+    # the answer cites the search's hits (Responses annotations, Claude citations, Gemini grounding): each
+    # source once, though the search's result found them too
+    sources = [(p["url"], p.get("title")) for p in parts if p["type"] == "source-url"]
+    assert sources == [(h["url"], h["title"]) for h in HITS]
     if provider(url) == "gemini":  # no search call (its grounding is the answer's citations); a code run
-        assert [p for p in parts if p["type"] in ("tool-web_search", "source-url")] == []
+        assert [p for p in parts if p["type"] == "tool-web_search"] == []
         assert code["output"] == "2\n"
         return
     [search] = [p for p in parts if p["type"] == "tool-web_search"]
     assert search["providerExecuted"] is True and search["state"] == "output-available"
     assert "paris weather" in str(search["input"])
-    sources = [(p["url"], p.get("title")) for p in parts if p["type"] == "source-url"]
     if provider(url) == "anthropic":
-        assert sources == [(h["url"], h["title"]) for h in HITS]
         assert search["output"] == [{"url": h["url"], "title": h["title"]} for h in HITS]
         assert code["output"] == "2\n"
     else:
-        assert sources == [] and search["output"] is None
+        assert search["output"] is None
 
 
 def test_the_ag_ui_client_package_reads_builtin_tools(url: str, geppetto_sim: Simulator) -> None:

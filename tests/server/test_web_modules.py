@@ -88,3 +88,4 @@ def test_the_report_names_built_in_blocks_and_keeps_citations() -> None:
     rows = turn_report(Turn(blocks=blocks))["blocks"]
     assert [r.get("builtin") for r in rows] == [None, call, found, ran, failed, None]
     assert [r.get("citations") for r in rows] == [None] * 5 + [cited]
+    assert rows[-1]["sources"] == [{"url": "https://example.com/a", "title": "A"}]  # what the page lists

@@ -17,6 +17,8 @@ __all__ = [
     "STOP_TOOL_CALLS",
     "Event",
     "EventApprovalRequested",
+    "EventBuiltinTool",
+    "EventCitations",
     "EventError",
     "EventFinal",
     "EventInterrupt",
@@ -170,6 +172,20 @@ class EventBuiltinTool(Event):
     output: Any = None
     error: bool = False
     sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class EventCitations(Event):
+    """What the text of one provider call cites, published when the call ends (after its text deltas).
+
+    ``citations`` are normalized from every provider's form (Responses and Chat annotations, Claude
+    citations, Gemini grounding and citation metadata) by :func:`geppetto.turns.citation_sources`: each a
+    dict with ``url`` (a web page) or ``document`` (a provider's file id, a document's title or index),
+    ``title``, and when the provider gives them ``cited_text`` (the quoted text) and ``start`` / ``end``
+    (the span of the answer's text that cites it). The text blocks keep the provider's own form."""
+
+    type: ClassVar[str] = "citations"
+    citations: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

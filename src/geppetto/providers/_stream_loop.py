@@ -42,6 +42,7 @@ from ..turns import (
     Turn,
     builtin_of,
 )
+from ._citations import publish_citations
 from ._hints import with_fix
 from ._http import SSEEvent
 
@@ -180,6 +181,7 @@ async def run_stream(
     if answer_tool is not None:
         _answer_from_tool(result, answer_tool)
     _append(turn, result, provider=provider, model=model, output=output)
+    publish_citations(meta, result.blocks)
     publish_builtin(meta, result.blocks)
     for block in result.blocks:
         if block.kind is BlockKind.TOOL_CALL:

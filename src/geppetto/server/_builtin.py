@@ -11,7 +11,7 @@ from typing import Any
 
 from ..turns import new_id
 
-__all__ = ["BuiltinCalls", "is_url", "sources"]
+__all__ = ["BuiltinCalls", "as_citations", "is_url", "sources"]
 
 
 def sources(event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -23,6 +23,15 @@ def sources(event: dict[str, Any]) -> list[dict[str, Any]]:
 def is_url(value: Any) -> bool:
     """Whether a source's ``url`` is a web address (else a provider's file id, a document)."""
     return isinstance(value, str) and value.startswith(("http://", "https://"))
+
+
+def as_citations(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A result's sources in the form of the answer's citations (``citations`` events): ``url`` for a web
+    address, ``document`` for a provider's file id."""
+    return [
+        {"url" if is_url(s["url"]) else "document": str(s["url"]), **({"title": s["title"]} if s.get("title") else {})}
+        for s in found
+    ]
 
 
 class BuiltinCalls:

@@ -156,6 +156,8 @@ class AGUIStream:
         self.client_calls: list[str] = []
         self.encoder = EventEncoder(accept=accept or "text/event-stream")
         self._text: str | None = None
+        self._last_text: str | None = None
+        """The latest text message, which a model call's ``citations`` are about."""
         self._reasoning: str | None = None
         self._started = False
         self._builtin_calls = BuiltinCalls()
@@ -219,7 +221,7 @@ class AGUIStream:
             return []
         out = self._close() if self._reasoning is not None else []
         if self._text is None:
-            self._text = new_id()
+            self._text = self._last_text = new_id()
             out.append(TextMessageStartEvent(message_id=self._text, role="assistant"))
         return [*out, TextMessageContentEvent(message_id=self._text, delta=str(event["delta"]))]
 
@@ -299,6 +301,19 @@ class AGUIStream:
             ),
         ]
 
+    def _citations(self, event: dict[str, Any]) -> list[BaseEvent]:
+        """What the answer's text cites (normalized, see :func:`geppetto.turns.citation_sources`): under
+        ``metadata["citations"]`` of the text's ``TEXT_MESSAGE_END`` (the model call's text is still open
+        when its citations come), else, the text being closed, a ``CUSTOM`` event ``citations`` naming it."""
+        found = [c for c in event.get("citations") or [] if isinstance(c, dict)]
+        if not found:
+            return []
+        if self._text is not None:
+            out = self._close()  # the reasoning ends first, so the text's end is last
+            out[-1].metadata = {"citations": found}
+            return out
+        return [CustomEvent(name="citations", value={"messageId": self._last_text, "citations": found})]
+
     def _answer_open(self) -> list[BaseEvent]:
         """Built-in calls the provider answered without a separate result (the call item holds it all)."""
         return [
@@ -327,6 +342,7 @@ class AGUIStream:
         "approval_requested": _approval,
         "tool_result": _tool_result,
         "builtin_tool": _builtin,
+        "citations": _citations,
         RUN_FINISHED: _finished,
     }
 

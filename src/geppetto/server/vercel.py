@@ -8,8 +8,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
 from ..tools import PendingCall, ToolReportedError
-from ..turns import Turn, new_id
-from ._builtin import BuiltinCalls, is_url, sources
+from ..turns import Turn, new_id, source_key
+from ._builtin import BuiltinCalls, as_citations, sources
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
 from ._runner import RUN_FINISHED, RUN_STARTED
@@ -118,7 +118,8 @@ class VercelStream:
     provider call, text and reasoning parts opened before their deltas and closed before a tool call, tool
     input and output, ``finish`` (or ``error``). A built-in tool the provider ran (web search, code
     execution...) is a tool part marked ``providerExecuted``, and the sources its result found are
-    ``source-url`` / ``source-document`` parts.
+    ``source-url`` / ``source-document`` parts, as are the sources the answer's text cites (``citations``
+    events), each source once per message.
 
     As the ``ai`` package's ``streamText`` does, a step that called tools ends only once their outputs
     are in (``start-step``, ``tool-input-available``, ``tool-output-available``, ``finish-step``): the
@@ -250,24 +251,31 @@ class VercelStream:
             found = sources(event)
             output = event.get("output") if event.get("output") is not None else found or None
             out.append({"type": "tool-output-available", "toolCallId": call_id, "output": output, **_PROVIDER})
-        return [*out, *self._sources(call_id, sources(event))]
+        return [*out, *self._sources(call_id, as_citations(sources(event)))]
 
-    def _sources(self, call_id: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _sources(self, prefix: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``source-url`` / ``source-document`` parts for normalized citations (see
+        :func:`geppetto.turns.citation_sources`), each source once per message."""
         out: list[dict[str, Any]] = []
         for n, source in enumerate(found):
-            url, title = str(source["url"]), source.get("title")
-            if url in self._sourced:
+            key, title = source_key(source), source.get("title")
+            if not key or key in self._sourced:
                 continue  # each source once per message
-            self._sourced.add(url)
-            part: dict[str, Any] = {"sourceId": f"{call_id}-{n}"}
-            if is_url(url):
-                part.update({"type": "source-url", "url": url, **({"title": str(title)} if title else {})})
-            else:  # a provider's file (file search): the ai package requires its title and media type
+            self._sourced.add(key)
+            part: dict[str, Any] = {"sourceId": f"{prefix}-{n}"}
+            if source.get("url"):
+                part.update({"type": "source-url", "url": key, **({"title": str(title)} if title else {})})
+            else:  # a provider's file, a document: the ai package requires its title and media type
                 part.update(
-                    {"type": "source-document", "mediaType": "application/octet-stream", "title": str(title or url)}
+                    {"type": "source-document", "mediaType": "application/octet-stream", "title": str(title or key)}
                 )
             out.append(part)
         return out
+
+    def _citations(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the answer's text cites, as source parts (the text part stays open)."""
+        found = [c for c in event.get("citations") or [] if isinstance(c, dict)]
+        return self._sources(f"cite-{new_id()}", found)
 
     def _final(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         # built-in calls the provider answered without a separate result (the call item holds it all)
@@ -297,6 +305,7 @@ class VercelStream:
         "approval_requested": _approval,
         "tool_result": _tool_result,
         "builtin_tool": _builtin,
+        "citations": _citations,
         "final": _final,
         EVENTS_MISSING: _missing,
         RUN_FINISHED: _finished,

@@ -12,6 +12,7 @@ from ._builtin import (
     raw_block,
     with_extra,
 )
+from ._citations import citation_sources, source_key
 from ._files import PAYLOAD_FILES, attach_files, file_attachment
 from ._keys import (
     BlockMetadata,
@@ -118,6 +119,7 @@ __all__ = [
     "blocks_from_messages",
     "builtin_of",
     "check_json_value",
+    "citation_sources",
     "copy_json",
     "dumps_json",
     "dumps_yaml",
@@ -131,6 +133,7 @@ __all__ = [
     "raw_block",
     "result_text",
     "save_turn",
+    "source_key",
     "turn_data_key",
     "turn_from_dict",
     "turn_from_messages",

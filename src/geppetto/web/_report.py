@@ -29,6 +29,7 @@ from ..turns import (
     BlockKind,
     Turn,
     builtin_of,
+    citation_sources,
     result_text,
 )
 from ..turns._known import TURN_META_HISTORY_EDIT
@@ -113,8 +114,9 @@ def _block_row(i: int, b: Block, mark: str = "") -> dict[str, Any]:
     builtin = builtin_of(b)
     if builtin is not None:  # a provider built-in tool's call or result, as the engine typed it
         row["builtin"] = dict(builtin)
-    if p.get(PAYLOAD_CITATIONS):  # as the provider sent them; the page lists their sources
+    if p.get(PAYLOAD_CITATIONS):  # as the provider sent them, and normalized: the page lists the latter
         row["citations"] = p[PAYLOAD_CITATIONS]
+        row["sources"] = citation_sources(p[PAYLOAD_CITATIONS])
     return row
 
 

@@ -14,6 +14,7 @@ from geppetto.events import EventError, EventFinal, EventStart, EventToolCallReq
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig, settle_output, wire_schema_encoded
 from geppetto.pricing import record_usage
 from geppetto.providers._chain import chain_extra
+from geppetto.providers._citations import publish_citations
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
 from geppetto.providers._streaming import (
     TransportOwner,
@@ -491,6 +492,7 @@ class ResponsesEngine(TransportOwner):
         TURN_META_STOP_REASON.set(turn.metadata, stop)
         meta = metadata_for(turn, self.provider, self.model)
         record_usage(turn, blocks, meta, provider=self.provider, model=model, usage=usage)
+        publish_citations(meta, blocks)
         publish_builtin(meta, blocks)
         for block in blocks:
             if block.kind is BlockKind.TOOL_CALL:

@@ -29,7 +29,6 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
   state.stream = controller;
   setRunning(inferenceId);
   let failed = false;
-  let completed = false;
   const path = `/api/sessions/${enc(sessionId)}/events?after=${enc(after)}&until=finished&inference_id=${enc(inferenceId)}`;
   try {
     for await (const event of events(path, controller.signal)) {
@@ -60,6 +59,9 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
         case "builtin_tool":
           view.builtinTool(d);
           break;
+        case "citations": // what the model call's text cites, normalized by the server
+          view.citations(d.citations || []);
+          break;
         case "final":
           view.end();
           break;
@@ -68,7 +70,6 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
           view.error(d.message || "the inference failed");
           break;
         case "run_finished":
-          completed = d.status === "completed";
           if (d.status === "cancelled") view.note("Cancelled: the answer so far was not saved.");
           else if (d.status === "failed" && !failed) view.error(d.error || "the inference failed");
           break;
@@ -76,7 +77,6 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
           break;
       }
     }
-    if (completed) await showCitations(sessionId, view, inferenceId);
   } catch (e) {
     if (e.name !== "AbortError") view.error(`the event stream broke off (${e.message}); reload the page to see what was saved`);
   } finally {
@@ -86,22 +86,6 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
       setRunning(null);
       refreshSessions(sessionId);
     }
-  }
-}
-
-// The events carry no citations: once an inference has finished, the sources its answers cite are read
-// from the blocks it saved (those of this inference that cite something), and shown under the answer.
-const INFERENCE_KEY = "geppetto.inference_id@v1"; // the block metadata key naming the inference
-async function showCitations(sessionId, view, inferenceId) {
-  let session;
-  try {
-    session = await api(`/api/sessions/${enc(sessionId)}`);
-  } catch (e) {
-    return; // the answer stands without its sources; reloading the page shows them
-  }
-  for (const block of (session.latest && session.latest.blocks) || []) {
-    const cited = block.kind === "llm_text" && block.payload && block.payload.citations;
-    if (cited && (block.metadata || {})[INFERENCE_KEY] === inferenceId) view.citations(block.payload.citations);
   }
 }
 

@@ -150,7 +150,7 @@ function blockRow(b) {
     el("td", {}, idCell(b.inference_id)),
     el("td", {}, idCell(b.response_id, 14)),
     el("td", { class: "mark" }, ""),
-    el("td", { class: "content" }, b.text.length > 400 ? `${b.text.slice(0, 399)}…` : b.text, b.citations ? citationsBox(b.citations) : null),
+    el("td", { class: "content" }, b.text.length > 400 ? `${b.text.slice(0, 399)}…` : b.text, b.sources ? citationsBox(b.sources) : null),
   );
 }
 

@@ -1,6 +1,7 @@
-// geppetto web: what a provider cites. A text block keeps its citations as the provider sent them (Responses
-// and Chat annotations, Claude citations, Gemini grounding and citation metadata); a built-in search result
-// keeps its sources as {url, title}. Both are shown here as one list of sources.
+// geppetto web: what a provider cites. The `citations` event carries a model call's citations normalized by the
+// server ({url | document, title, cited_text}); a saved text block keeps them as the provider sent them
+// (Responses and Chat annotations, Claude citations, Gemini grounding and citation metadata), read here for
+// the history; a built-in search result keeps its sources as {url, title}. All are shown as one list.
 import { el } from "./dom.js";
 
 const WEB_URL = /^https?:\/\//i;
@@ -13,7 +14,7 @@ export function citationSources(raw) {
   };
   if (Array.isArray(raw)) {
     for (const c of raw) {
-      if (c && typeof c === "object") add(c.url || c.source, c.title || c.document_title || c.filename || c.file_id, c.cited_text);
+      if (c && typeof c === "object") add(c.url || c.source, c.title || c.document_title || c.filename || c.file_id || c.document, c.cited_text);
     }
   } else if (raw && typeof raw === "object") {
     for (const chunk of (raw.groundingMetadata || {}).groundingChunks || []) {
