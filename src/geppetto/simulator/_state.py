@@ -71,6 +71,10 @@ class SimState:
         self.secret = secrets.token_bytes(16)
         self.compat_mode = False
         self.reject_empty_input = False
+        self.claude_prefix_mismatch = "error"
+        """What Claude does with a thinking block replayed after a changed prefix when the request does not
+        say (``thinking.block_binding``): ``"error"`` (a 400, the default for accounts created from
+        2026-08-31) or ``"drop_block"``."""
         self.closing = False
         self.background_pace = DEFAULT_BACKGROUND_PACE
         self.background_resume_window: float | None = None
@@ -92,6 +96,10 @@ class SimState:
         self.compactions: set[str] = set()
         # Any response id (all APIs, stored or not) -> the effective context the model saw.
         self.contexts: dict[str, list[Any]] = {}
+        # Thinking signature (or redacted data) -> digest of the prefix it was produced after (Claude).
+        self.thinking_bound: dict[str, str] = {}
+        # Reasoning item id -> digest of the context before it when produced (OpenAI).
+        self.reasoning_bound: dict[str, str] = {}
         self.prompt_cache: set[str] = set()
         """Digests of the prompt prefixes cached (Anthropic's breakpoints, Gemini's implicit cache)."""
 
@@ -104,6 +112,7 @@ class SimState:
         with self.lock:
             self.compat_mode = False
             self.reject_empty_input = False
+            self.claude_prefix_mismatch = "error"
             self.background_pace = DEFAULT_BACKGROUND_PACE
             self.background_resume_window = None
             for run in self.background_runs.values():

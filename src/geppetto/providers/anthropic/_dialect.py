@@ -41,6 +41,7 @@ from ...turns import (
 )
 from .._files import claude_file_blocks
 from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
+from ._binding import guard_request
 from ._blocks import PROVIDER, replay_content
 
 __all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
@@ -133,8 +134,9 @@ def _append(messages: list[Message], role: str, content: Content | list[Content]
         messages.append({"role": role, "content": list(items)})
 
 
-def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
-    """``(system, messages)`` for ``turn`` (see the module docstring for the mapping)."""
+def build_messages(turn: Turn, origin: dict[int, Block] | None = None) -> tuple[list[Content], list[Message]]:
+    """``(system, messages)`` for ``turn`` (see the module docstring for the mapping). ``origin``, when
+    given, maps each content object (by ``id``) to the block it came from (the prefix guard reads it)."""
     system: list[Content] = []
     messages: list[Message] = []
     for block in turn.blocks:
@@ -150,6 +152,9 @@ def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
         ):
             content = {**content, **block.payload[PAYLOAD_EXTRA]}
         if role and content is not None:
+            if origin is not None:
+                for part in content if isinstance(content, list) else [content]:
+                    origin[id(part)] = block
             _append(messages, role, content)
     for msg in messages:
         if msg["role"] == "user":
@@ -191,8 +196,12 @@ def build_request(
     output: Any = READ_FROM_TURN,
     builtin_tools: list[dict[str, Any]] | None = None,
     stream: bool = True,
+    prefix_policy: str | None = None,
 ) -> dict[str, Any]:
     """The streaming (``stream=False``: whole) ``POST /v1/messages`` body for ``turn``.
+
+    ``prefix_policy`` (``drop``/``rewrite``/``error``) runs the prefix guard on replayed thinking
+    (:mod:`._binding`); None sends the Turn's thinking as it is.
 
     ``max_tokens`` is required by the API: the default is 4096, plus ``thinking_budget`` when thinking is
     on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
@@ -203,8 +212,9 @@ def build_request(
             f"Claude cannot think while tool_choice forces a tool ({tool_choice!r}); "
             "use tool_choice='auto' or drop thinking_budget"
         )
-    system, messages = build_messages(turn)
-    thinking = thinking_budget is not None and thinking_replay_ok(messages)
+    origin: dict[int, Block] = {}
+    system, messages = build_messages(turn, origin)
+    thinking = thinking_budget is not None
     limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)
     body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": stream}
     if system:
@@ -226,7 +236,13 @@ def build_request(
     if output is READ_FROM_TURN:
         output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
-        _ask_output(body, output, model, thinking=thinking, tool_choice=tool_choice)
+        _ask_output(body, output, model, thinking=thinking and thinking_replay_ok(messages), tool_choice=tool_choice)
+    if prefix_policy is not None:  # on the final system, tools and messages: what Claude binds
+        guard_request(turn, body, origin, policy=prefix_policy, model=model)
+    if thinking and not thinking_replay_ok(body["messages"]):
+        del body["thinking"]  # the continued tool loop's assistant message has no thinking to start with
+        if temperature is not None:
+            body["temperature"] = temperature
     return body
 
 
