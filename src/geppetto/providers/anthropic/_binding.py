@@ -126,9 +126,17 @@ def _rewrite(turn: Turn, body: dict[str, Any]) -> bool:
         body.pop("system", None)
     messages = body["messages"]
     for note in sorted(notes, key=lambda n: n["at"], reverse=True):
-        if note["at"] <= len(messages) and note["text"]:
-            messages.insert(note["at"], {"role": "system", "content": [{"type": "text", "text": note["text"]}]})
+        at = min(note["at"], len(messages))
+        while 0 < at < len(messages) and _calls(messages[at - 1]):  # never between a call and its result
+            at += 1
+        if note["text"]:
+            messages.insert(at, {"role": "system", "content": [{"type": "text", "text": note["text"]}]})
     return True
+
+
+def _calls(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "tool_use" for c in content)
 
 
 def guard_request(
