@@ -45,6 +45,7 @@ from ..turns import BLOCK_META_MIDDLEWARE, Block, Turn, block_meta_key, turn_met
 __all__ = [
     "PREFIX_POLICIES",
     "REASONING_PREFIX",
+    "REASONING_STALE",
     "TURN_META_PREFIX_GUARD",
     "GuardMetrics",
     "Stale",
@@ -55,6 +56,7 @@ __all__ = [
     "guard_metrics",
     "header_digest",
     "stamp",
+    "start_digest",
 ]
 
 log = logging.getLogger("geppetto.providers.prefix_guard")
@@ -66,6 +68,11 @@ REASONING_PREFIX = block_meta_key("geppetto", "reasoning_prefix", 1, dict)
 """``geppetto.reasoning_prefix@v1`` on a reasoning block: ``{"head": digest of the header (Claude: system
 and tools), "prefix": digest of the header and every unit before the block}`` as they were when the
 provider produced it."""
+
+REASONING_STALE = block_meta_key("geppetto", "reasoning_stale", 1, bool)
+"""``geppetto.reasoning_stale@v1``: set by an engine that left the block out because its prefix changed; a
+stale block stays out of every later request (its prefix cannot come back) and out of the wire form the
+Responses anchor proof fingerprints, since the server never received it."""
 
 TURN_META_PREFIX_GUARD = turn_meta_key("geppetto", "prefix_guard", 1, dict)
 """What the guard did on the Turn's last request: ``{"policy", "dropped", "dropped_bytes", "rewritten",
@@ -102,18 +109,22 @@ def header_digest(*parts: Any) -> str:
     return h.hexdigest()
 
 
-def _start(head: str) -> Any:
+def start_digest(head: str) -> Any:
+    """The running sha256 a prefix starts from: the header, then a newline (nothing for an empty header,
+    so an engine may start from a hasher it already keeps over its blocks' wire forms)."""
     h = hashlib.sha256()
-    h.update(head.encode())
-    h.update(b"\n")
+    if head:
+        h.update(head.encode())
+        h.update(b"\n")
     return h
 
 
-def stamp(units: Sequence[Unit], head: str, new: Iterable[Block]) -> int:
+def stamp(units: Sequence[Unit], head: str, new: Iterable[Block], *, start: Any = None) -> int:
     """Record on each reasoning block of ``new`` (the blocks a response just produced) the digest of the
-    header and every unit before it; returns how many were stamped."""
+    header and every unit before it; returns how many were stamped. ``start``: a running digest over
+    the units before ``units`` (from :func:`start_digest`), when the caller passes only the last ones."""
     wanted = {id(b) for b in new}
-    h = _start(head)
+    h = start.copy() if start is not None else start_digest(head)
     stamped = 0
     for unit in units:
         if unit.reasoning and unit.block is not None and id(unit.block) in wanted:
@@ -126,7 +137,7 @@ def stamp(units: Sequence[Unit], head: str, new: Iterable[Block]) -> int:
 def check(units: Sequence[Unit], head: str) -> list[Stale]:
     """The replayed reasoning units whose recorded prefix is not what now precedes them (stale ones are
     left out of the running digest: they are not sent, and what follows is judged without them)."""
-    h = _start(head)
+    h = start_digest(head)
     stale: list[Stale] = []
     for index, unit in enumerate(units):
         if unit.reasoning and unit.block is not None:

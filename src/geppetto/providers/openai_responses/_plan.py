@@ -52,6 +52,7 @@ class Plan:
     says why, for the log). ``base`` is the ``ConversationState.base`` to record afterwards.
     ``created`` is set once sending made a new conversation for the request; ``replaced`` then names the
     conversation it took the place of (one that still exists on the server, holding other context).
+    ``stale`` names the reasoning blocks the prefix guard left out of ``items``.
     """
 
     mode: str
@@ -68,6 +69,8 @@ class Plan:
     prefix: Any = None
     created: bool = False
     replaced: str | None = None
+    stale: frozenset[str] = frozenset()
+    """Ids of the reasoning blocks the prefix guard left out (their prefix changed since they were made)."""
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""
