@@ -20,7 +20,10 @@ from ._model import Reply
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the simulator received: parsed JSON body (None when absent or not JSON) and byte size."""
+    """One request the simulator received: parsed JSON body (None when absent or not JSON) and byte size.
+
+    ``effects``: what the service did to the request that its answer does not say, e.g.
+    ``{"dropped_reasoning": ["rs_..."]}`` (OpenAI's silent drop of reasoning after a changed prefix)."""
 
     method: str
     path: str
@@ -28,6 +31,7 @@ class RecordedRequest:
     size: int
     headers: dict[str, str]
     query: dict[str, str] = field(default_factory=dict)
+    effects: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
