@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.middleware import system_prompt, with_middleware
-from geppetto.providers._prefix_guard import TURN_META_PREFIX_GUARD, guard_metrics
+from geppetto.providers._prefix_guard import REASONING_STALE, TURN_META_PREFIX_GUARD, guard_metrics
 from geppetto.providers._streaming import normalize_tools
 from geppetto.providers.anthropic import ClaudeEngine, build_request
 from geppetto.providers.anthropic._binding import INPUT_TRANSFORMATIONS, SYSTEM_NOTES
@@ -103,6 +103,7 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
         reply = Reply(reasoning=f"thinking {step}", tool_calls=[ToolCall("get_weather", {"city": "x"})])
         sim.queue(reply if tool else Reply(reasoning=f"thinking {step}", text=f"answer {step}"))
         sent = len(sim.requests)
+        left_out = sum(1 for b in turn.blocks if REASONING_STALE.get(b.metadata))  # stale before, out for good
         if policy == "error" and stale:
             with pytest.raises(PrefixChangedError):
                 await engine.run_inference(turn)
@@ -113,13 +114,13 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
         body = sim.requests[-1].body
         assert INPUT_TRANSFORMATIONS.get(turn.metadata) in (None, [])  # Claude had nothing to drop
         report = TURN_META_PREFIX_GUARD.get(turn.metadata)
-        if policy == "drop":
+        if policy == "drop":  # dropped now exactly when the request as the Turn stands would be refused
             assert bool(report and report["dropped"]) == stale
         if report:
             assert report["policy"] == policy
         thinking = [b for b in turn.blocks[:-2] if b.kind is BlockKind.REASONING]
         dropped = report["dropped"] if report else 0
-        assert _thinking_sent(body) + dropped == len(thinking)
+        assert _thinking_sent(body) + dropped + left_out == len(thinking)
         for call in pending_tool_calls(turn):
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 

@@ -17,7 +17,7 @@ block is left out of the running digest, so the reasoning after it is judged on 
 
 What happens to stale reasoning is the engine's ``prefix_policy`` (:data:`PREFIX_POLICIES`):
 
-- ``"drop"`` (default): leave it out, warn naming the middleware that changed the prefix (block
+- ``"drop"`` (default): leave it out (for good: :data:`REASONING_STALE`), warn naming the middleware that changed the prefix (block
   provenance, ``geppetto.middleware@v1``), count it (:data:`guard_metrics`, an ``EventLog`` and the
   turn's ``geppetto.prefix_guard@v1`` metadata). Never a provider 400.
 - ``"rewrite"``: keep the prefix append-only where the provider allows it (Claude: the old system prompt
@@ -243,6 +243,8 @@ def apply_policy(
     if policy == "error" and stale:
         guard_metrics.add("errors", provider)
         raise PrefixChangedError(error_text(provider, stale[0]))
+    for s in stale:  # for good: its prefix cannot come back, and later reasoning is bound without it
+        REASONING_STALE.set(s.block.metadata, True)
     cost = sum(len(units[s.index].wire) for s in stale)
     guard_metrics.add("dropped", provider, len(stale))
     guard_metrics.add("dropped_bytes", provider, cost)

@@ -5,7 +5,8 @@
   requires) -> ``user`` messages; llm_text, tool calls (``tool_use``) and accepted reasoning ->
   ``assistant`` messages. Consecutive blocks of one side merge into one message, so the turns alternate.
 - Reasoning is sent only when Claude can take it back: a thinking block with its ``signature``
-  (unmodified), or a ``redacted_thinking`` block Claude produced. Anything else (OpenAI encrypted
+  (unmodified), or a ``redacted_thinking`` block Claude produced, and not after the prefix guard found
+  its prefix changed (:mod:`._binding`). Anything else (OpenAI encrypted
   reasoning, Gemini thoughts, thinking without a signature) stays in the Turn but is left out.
 - ``other`` blocks Claude produced (server tools, MCP, compaction: see :mod:`._blocks`) go back as they
   came, and so do a text block's ``citations`` and the fields kept under ``payload["extra"]``; other
@@ -40,6 +41,7 @@ from ...turns import (
     Turn,
 )
 from .._files import claude_file_blocks
+from .._prefix_guard import REASONING_STALE
 from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
 from ._binding import guard_request
 from ._blocks import PROVIDER, replay_content
@@ -61,6 +63,8 @@ def wire_tool_id(call_id: str) -> str:
 
 
 def _reasoning_content(block: Block) -> Content | None:
+    if REASONING_STALE.get(block.metadata):  # the prefix guard left it out for good
+        return None
     signature = block.payload.get(PAYLOAD_SIGNATURE)
     if signature and isinstance(signature, str):
         return {"type": "thinking", "thinking": block.text, "signature": signature}

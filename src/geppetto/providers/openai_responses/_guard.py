@@ -52,9 +52,7 @@ def guard_plan(turn: Turn, plan: Plan, *, include_system: bool, policy: str, mod
     if not stale:
         return
     plan.stale = frozenset(s.block.id for s in stale)
-    for s in stale:
-        # for good: the server never gets it, so the anchor proof's wire form leaves it out from now on
-        REASONING_STALE.set(s.block.metadata, True)
+    # apply_policy marked them stale for good: the anchor proof's wire form leaves them out from now on
     plan.prefix = None  # the plan's digest counted the blocks as they were; the response is tagged afresh
     items = blocks_to_items(plan.blocks, include_system=include_system, stale=plan.stale)
     if plan.seed_items is not None:
