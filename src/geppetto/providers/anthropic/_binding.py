@@ -176,18 +176,24 @@ def _ask_binding(body: dict[str, Any], policy: str) -> None:
         thinking["block_binding"] = {"prefix_mismatch_behavior": behavior}
 
 
-def record_response(turn: Turn, body: dict[str, Any], new: list[Block], *, policy: str) -> None:
-    """Stamp the thinking blocks a response produced with the prefix they were made after (the request as
-    sent, and the response's content before them); under ``rewrite``, pin the system prompt they were
-    made under (the first time)."""
-    from ._dialect import build_messages  # the dialect imports this module
-
+def record_response(
+    turn: Turn,
+    body: dict[str, Any],
+    new: list[Block],
+    built: tuple[list[Any], list[dict[str, Any]]],
+    origin: dict[int, Block],
+    *,
+    policy: str,
+) -> None:
+    """Stamp the thinking blocks a response produced with the prefix they were made after: the request as
+    sent (``body``'s system and tools) and the Turn's messages now (``built``, from ``build_messages`` with
+    ``origin``), which hold the response's content after the request's; under ``rewrite``, pin the system
+    prompt they were made under (the first time)."""
     if not any(b.kind.value == "reasoning" for b in new):
         return
     if policy == "rewrite" and not SYSTEM_NOTES.get(turn.data):
         SYSTEM_NOTES.set(turn.data, {"system": _bare(_system_list(body.get("system"))), "notes": []})
-    origin: dict[int, Block] = {}
-    system, messages = build_messages(turn, origin)
+    system, messages = built
     sent = {**body, "system": system, "messages": messages}
     if policy == "rewrite":
         _rewrite(turn, sent)

@@ -18,7 +18,7 @@ from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
+from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
@@ -145,7 +145,9 @@ class ClaudeEngine(StreamingEngine):
         return headers
 
     def after_response(self, turn: Turn, body: dict[str, Any], new: list[Block], reducer: StreamReducer) -> None:
-        record_response(turn, body, new, policy=self.prefix_policy)
+        origin: dict[int, Block] = {}
+        built = build_messages(turn, origin)
+        record_response(turn, body, new, built, origin, policy=self.prefix_policy)
         if isinstance(reducer, ClaudeStreamReducer):
             report_transformations(turn, reducer.input_transformations, self.model)
 

@@ -68,13 +68,13 @@ def guard_contents(turn: Turn, body: dict[str, Any], origin: dict[int, Block], *
     body["contents"] = [c for c in body["contents"] if c["parts"]]
 
 
-def record_response(turn: Turn, body: dict[str, Any], new: list[Block]) -> None:
-    """Stamp the signed blocks of a response with the prefix they were made after."""
-    from ._dialect import build_contents  # the dialect imports this module
-
+def record_response(
+    turn: Turn, body: dict[str, Any], new: list[Block], contents: list[dict[str, Any]], origin: dict[int, Block]
+) -> None:
+    """Stamp the signed blocks of a response with the prefix they were made after: the request's system
+    instruction and tools (``body``) and the Turn's contents now (``contents``, from ``build_contents``
+    with ``origin``), which hold the response's parts after the request's."""
     if not any(b.payload.get(PAYLOAD_THOUGHT_SIGNATURE) for b in new):
         return
-    origin: dict[int, Block] = {}
-    _, contents = build_contents(turn, origin=origin)
     units, _ = _units(contents, origin)
     stamp(units, _head(body), new)

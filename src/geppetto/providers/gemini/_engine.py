@@ -15,7 +15,7 @@ from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
 from .._prefix_guard import check_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._binding import record_response
-from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
+from ._dialect import PROVIDER, build_contents, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "GeminiEngine"]
@@ -136,4 +136,6 @@ class GeminiEngine(StreamingEngine):
         return GeminiStreamReducer()
 
     def after_response(self, turn: Turn, body: dict[str, Any], new: list[Block], reducer: StreamReducer) -> None:
-        record_response(turn, body, new)
+        origin: dict[int, Block] = {}
+        _, contents = build_contents(turn, origin=origin)
+        record_response(turn, body, new, contents, origin)

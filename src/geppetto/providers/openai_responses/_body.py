@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from geppetto.output import wire_schema_encoded
 from geppetto.turns import BlockKind, Turn
@@ -10,14 +10,11 @@ from geppetto.turns import BlockKind, Turn
 from ._cache import prompt_cache_key_for
 from ._plan import Plan
 
-if TYPE_CHECKING:
-    from ._engine import ResponsesEngine
-
 __all__ = ["build_body"]
 
 
-def build_body(engine: ResponsesEngine, turn: Turn, plan: Plan) -> dict[str, Any]:
-    """The JSON body ``engine`` sends for ``plan`` (see :meth:`ResponsesEngine.build_body`)."""
+def build_body(engine: Any, turn: Turn, plan: Plan) -> dict[str, Any]:
+    """The JSON body ``engine`` (a ``ResponsesEngine``: its settings) sends for ``plan`` (see its ``build_body``)."""
     body: dict[str, Any] = {"model": engine.model}
     if engine.instructions_mode:
         system = [b.text for b in turn.blocks if b.kind is BlockKind.SYSTEM and b.text]
@@ -57,7 +54,7 @@ def build_body(engine: ResponsesEngine, turn: Turn, plan: Plan) -> dict[str, Any
     return body
 
 
-def _text(engine: ResponsesEngine, turn: Turn) -> dict[str, Any] | None:
+def _text(engine: Any, turn: Turn) -> dict[str, Any] | None:
     """``text.format``: the Turn's structured-output config, else the engine's ``text_format``."""
     output = engine._output_of(turn)
     if output is None:

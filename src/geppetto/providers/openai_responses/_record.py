@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from geppetto.events import EventFinal, EventToolCallRequested, metadata_for, publish
 from geppetto.output import settle_output
@@ -29,16 +29,13 @@ from ._send import turn_ids
 from ._state import ConversationState, set_state
 from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
 
-if TYPE_CHECKING:
-    from ._engine import ResponsesEngine
-
 __all__ = ["record"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
 
 def record(
-    self: ResponsesEngine,
+    self: Any,
     turn: Turn,
     start: int,
     plan: Plan,
@@ -106,7 +103,7 @@ def record(
     _finish(self, turn, response, blocks, plan)
 
 
-def _finish(self: ResponsesEngine, turn: Turn, response: dict[str, Any], blocks: list[Any], plan: Plan) -> None:
+def _finish(self: Any, turn: Turn, response: dict[str, Any], blocks: list[Any], plan: Plan) -> None:
     usage = usage_of(response)
     stop = stop_reason_of(response, blocks)
     TURN_META_PROVIDER.set(turn.metadata, self.provider)
