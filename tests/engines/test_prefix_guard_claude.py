@@ -273,3 +273,26 @@ def test_claude_input_transformations_are_read_back_and_counted(sim: Simulator) 
         {"type": "thinking_dropped", "path": "messages.1.content.0", "reason": "prefix_binding_mismatch"}
     ]
     assert guard_metrics.snapshot()["transformations"] == {"anthropic": 1}
+
+
+def test_an_older_account_reads_stale_thinking_and_says_so(sim: Simulator) -> None:
+    """``claude_prefix_mismatch="allow"``: the service does not enforce the check but reports each block."""
+    sim.reset()
+    sim.queue(Reply(reasoning="first", text="one"), Reply(text="two"))
+    turn = Turn()
+    turn.append(Block.system("a"))
+    turn.append(Block.user("q1"))
+    asyncio.run(_engine(sim, "drop").run_inference(turn))
+    turn.blocks[0].payload["text"] = "b"
+    turn.append(Block.user("q2"))
+    body = build_request(turn, model="sim-1", tools=[], thinking_budget=1024, stream=False)
+    sim.claude_prefix_mismatch = "allow"
+    try:
+        answer = httpx.post(f"{sim.url}/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "1"})
+    finally:
+        sim.claude_prefix_mismatch = "error"
+    assert answer.json()["input_transformations"] == [
+        {"type": "thinking_mismatch_allowed", "path": "messages.1.content.0", "reason": "prefix_binding_mismatch"}
+    ]
+    with pytest.raises(ValueError, match="use 'error', 'drop_block' or 'allow'"):
+        sim.claude_prefix_mismatch = "sometimes"

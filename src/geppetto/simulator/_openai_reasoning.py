@@ -15,7 +15,7 @@ import hashlib
 import json
 from typing import Any
 
-from ._openai_items import arguments_json
+from ._openai_items import _text_of, arguments_json
 from ._state import SimState
 from ._tokens import count_text
 
@@ -25,23 +25,15 @@ REASONING_OVERHEAD_DROPPED = 16
 """Reasoning tokens the model spends again for each reasoning item it could not use (besides its text)."""
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text") or p.get("refusal") or "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def _read(item: dict[str, Any]) -> Any:
     """An item as the model reads it (see the module docstring)."""
     kind = item.get("type") or "message"
     if kind == "message":
-        return ["message", item.get("role"), _text(item.get("content"))]
+        return ["message", item.get("role"), _text_of(item.get("content"))]
     if kind == "function_call":
         return ["function_call", item.get("call_id"), item.get("name"), _args(item.get("arguments"))]
     if kind == "function_call_output":
-        return ["function_call_output", item.get("call_id"), _text(item.get("output"))]
+        return ["function_call_output", item.get("call_id"), _text_of(item.get("output"))]
     return [kind, item.get("id")]
 
 

@@ -131,6 +131,8 @@ class ClaudeEngine(StreamingEngine):
         """The input tokens of the request for ``turn``, counted by ``POST /v1/messages/count_tokens``."""
         body = self.build_request(turn, STRUCTURED_OUTPUT.get(turn.data))
         counted = {k: v for k, v in body.items() if k in _COUNT_FIELDS}
+        if isinstance(counted.get("thinking"), dict):  # a beta field a count does not need (nor its header)
+            counted["thinking"] = {k: v for k, v in counted["thinking"].items() if k != "block_binding"}
         answer = await self.count_request("v1/messages/count_tokens", counted)
         return int(answer["input_tokens"])
 
