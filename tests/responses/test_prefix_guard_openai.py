@@ -20,6 +20,7 @@ from responses_support import assert_valid_requests, engine, normalize, wire_bef
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.providers._prefix_guard import REASONING_PREFIX, REASONING_STALE, TURN_META_PREFIX_GUARD, guard_metrics
+from geppetto.providers.openai_responses import ResponsesMetrics
 from geppetto.providers.openai_responses._tools import EngineTools
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
@@ -122,7 +123,14 @@ def test_no_stale_reasoning_reaches_the_server(
 
 
 def _first_turn(sim: Simulator, mode: str, policy: str = "drop") -> tuple[object, Turn]:
-    eng = engine(sim, mode=mode, store=mode != "stateless", prefix_policy=policy, reasoning_effort="low")
+    eng = engine(
+        sim,
+        mode=mode,
+        store=mode != "stateless",
+        prefix_policy=policy,
+        reasoning_effort="low",
+        metrics=ResponsesMetrics(),
+    )
     sim.queue(Reply(reasoning="weigh it", text="One."))
     turn = Turn()
     turn.append(Block.system("be brief"))
@@ -155,6 +163,7 @@ def test_a_stateless_resend_leaves_stale_reasoning_out_and_names_the_middleware(
     report = TURN_META_PREFIX_GUARD.require(turn.metadata)
     assert (report["dropped"], report["changed_by"], report["blocks"]) == (1, "rephraser", [reasoning.id])
     assert guard_metrics.snapshot()["dropped"] == {"openai": 1}
+    assert eng.metrics.snapshot()["counters"]["reasoning_dropped"] == 1  # type: ignore[attr-defined]
     assert "middleware 'rephraser' changed user block" in caplog.text
 
 

@@ -246,6 +246,8 @@ class ResponsesEngine(TransportOwner):
     def guard_plan(self, turn: Turn, plan: Plan) -> None:
         """The prefix guard (``prefix_policy``): leave reasoning whose prefix changed out of ``plan``."""
         guard_plan(turn, plan, include_system=not self.instructions_mode, policy=self.prefix_policy, model=self.model)
+        if plan.stale:
+            self.metrics.reasoning_dropped(len(plan.stale), self.prefix_policy)
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
