@@ -41,8 +41,10 @@ def sim() -> Iterator[Simulator]:
         yield s
 
 
-def _engine(sim: Simulator, policy: str) -> ClaudeEngine:
-    return ClaudeEngine("sim-1", "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy=policy, tools=TOOLS[:1])
+def _engine(sim: Simulator, policy: str, **kw: Any) -> ClaudeEngine:
+    return ClaudeEngine(
+        "sim-1", "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy=policy, tools=TOOLS[:1], **kw
+    )
 
 
 def _edit(turn: Turn, engine: ClaudeEngine, action: str, pick: int, step: int) -> None:
@@ -296,3 +298,11 @@ def test_an_older_account_reads_stale_thinking_and_says_so(sim: Simulator) -> No
     ]
     with pytest.raises(ValueError, match="use 'error', 'drop_block' or 'allow'"):
         sim.claude_prefix_mismatch = "sometimes"
+
+
+def test_rewrite_keeps_cache_marks_out_of_the_pinned_system_prompt(sim: Simulator) -> None:
+    sim.reset()
+    turn = _two_calls(sim, _engine(sim, "rewrite", prompt_cache=True), "You are verbose.")
+    assert sim.requests[-1].body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert SYSTEM_NOTES.require(turn.data)["system"] == [{"type": "text", "text": "You are terse."}]
+    assert _thinking_sent(sim.requests[-1].body) == 1

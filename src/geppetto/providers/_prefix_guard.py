@@ -269,7 +269,8 @@ def apply_policy(
         )
         if note:
             message += f" ({note})"
-    else:
+    else:  # nothing lost: worth a line, not a warning
         message = f"{provider}: kept {rewritten} reasoning block(s) by sending the changed prefix append-only"
-    log.warning("%s", message)
-    publish(EventLog(metadata_for(turn, provider, model), "warning", message, {"prefix_guard": report}))
+    level = "warning" if first is not None else "info"
+    log.log(logging.WARNING if first is not None else logging.INFO, "%s", message)
+    publish(EventLog(metadata_for(turn, provider, model), level, message, {"prefix_guard": report}))

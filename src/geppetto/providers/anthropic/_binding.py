@@ -17,6 +17,7 @@ response's ``input_transformations`` are read back, logged and counted.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from typing import Any
@@ -121,7 +122,7 @@ def _rewrite(turn: Turn, body: dict[str, Any]) -> bool:
         notes.append({"at": len(body["messages"]), "text": _text(current)})
         SYSTEM_NOTES.set(turn.data, {**pinned, "notes": notes})
     if pinned["system"]:
-        body["system"] = pinned["system"]
+        body["system"] = copy.deepcopy(pinned["system"])  # cache marks go on the request's copy, not the Turn's
     else:
         body.pop("system", None)
     messages = body["messages"]
