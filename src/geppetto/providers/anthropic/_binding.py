@@ -146,6 +146,7 @@ def guard_request(
     """Apply the prefix guard to ``body`` (changed in place and returned)."""
     units, parts = units_of(body["messages"], origin)
     if not any(u.reasoning for u in units):
+        apply_policy(turn, "anthropic", model, policy, [], units)  # nothing replayed: no report from before stays
         return body
     stale = check(units, head_of(body))
     rewritten, note = 0, ""

@@ -48,6 +48,7 @@ def guard_contents(turn: Turn, body: dict[str, Any], origin: dict[int, Block], *
     """Leave stale thought signatures out of ``body["contents"]`` (in place), as ``policy`` says."""
     units, parts = _units(body["contents"], origin)
     if not any(u.reasoning for u in units):
+        apply_policy(turn, "gemini", model, policy, [], units)  # nothing replayed: no report from before stays
         return
     stale = check(units, _head(body))
     apply_policy(turn, "gemini", model, policy, stale, units, note=_NO_REWRITE if policy == "rewrite" else "")
