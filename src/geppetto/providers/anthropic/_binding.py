@@ -51,14 +51,18 @@ INPUT_TRANSFORMATIONS = turn_meta_key("anthropic", "input_transformations", 1, l
 _THINKING = ("thinking", "redacted_thinking")
 
 
+_CANON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+
+
 def _canon(value: Any) -> bytes:
-    return json.dumps(_bare(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANON(value).encode()
 
 
 def _bare(value: Any) -> Any:
-    """``value`` without ``cache_control`` marks (they move from request to request)."""
+    """``value`` (a content block, a tool, or a list of them) without ``cache_control`` marks: they move from
+    request to request, and the engine puts them only on top-level blocks (``_cache``)."""
     if isinstance(value, dict):
-        return {k: _bare(v) for k, v in value.items() if k != "cache_control"}
+        return {k: v for k, v in value.items() if k != "cache_control"} if "cache_control" in value else value
     if isinstance(value, list):
         return [_bare(v) for v in value]
     return value
@@ -72,7 +76,8 @@ def _system_list(system: Any) -> list[Any]:
 
 def head_of(body: dict[str, Any]) -> str:
     """The header digest of a request: ``<system digest>:<tools digest>``."""
-    return f"{header_digest(_canon(_system_list(body.get('system'))))}:{header_digest(_canon(body.get('tools') or []))}"
+    system, tools = _bare(_system_list(body.get("system"))), _bare(body.get("tools") or [])
+    return f"{header_digest(_canon(system))}:{header_digest(_canon(tools))}"
 
 
 def units_of(messages: list[dict[str, Any]], origin: dict[int, Block]) -> tuple[list[Unit], list[Any]]:
@@ -85,7 +90,7 @@ def units_of(messages: list[dict[str, Any]], origin: dict[int, Block]) -> tuple[
         content = message["content"]
         for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
             block = origin.get(id(part))
-            wire = _canon([role, part]) + b"\n"
+            wire = _canon([role, _bare(part)]) + b"\n"
             units.append(Unit(wire, block, isinstance(part, dict) and part.get("type") in _THINKING))
             parts.append(part)
     return units, parts
