@@ -148,24 +148,25 @@ def _calls(message: dict[str, Any]) -> bool:
 def guard_request(
     turn: Turn, body: dict[str, Any], origin: dict[int, Block], *, policy: str, model: str
 ) -> dict[str, Any]:
-    """Apply the prefix guard to ``body`` (changed in place and returned)."""
+    """Apply the prefix guard to ``body`` (changed in place and returned). Under ``rewrite`` a pinned
+    system prompt and its notes go into every request, replaying thinking or not: thinking made in answer
+    to this one is bound to what it carries."""
     units, parts = units_of(body["messages"], origin)
-    if not any(u.reasoning for u in units):
-        apply_policy(turn, "anthropic", model, policy, [], units)  # nothing replayed: no report from before stays
-        return body
-    stale = check(units, head_of(body))
+    replays = any(u.reasoning for u in units)
+    stale = check(units, head_of(body)) if replays else []
     rewritten, note = 0, ""
     if policy == "rewrite" and _rewrite(turn, body):
         units, parts = units_of(body["messages"], origin)
         before = len(stale)
-        stale = check(units, head_of(body))
+        stale = check(units, head_of(body)) if replays else []
         rewritten = max(0, before - len(stale))
     if stale and policy == "rewrite":
         note = "a changed tool list or an edited message cannot be sent append-only: dropped instead"
     apply_policy(turn, "anthropic", model, policy, stale, units, rewritten=rewritten, note=note)
     if stale:
         body["messages"] = _without(body["messages"], {id(parts[s.index]) for s in stale})
-    _ask_binding(body, policy)
+    if replays:
+        _ask_binding(body, policy)
     return body
 
 
