@@ -227,7 +227,8 @@ def test_rewrite_falls_back_to_drop_for_a_changed_tool_list(sim: Simulator, capl
     assert "cannot be sent append-only: dropped instead" in caplog.text
 
 
-def test_the_simulator_refuses_or_drops_stale_thinking_as_the_service_does(sim: Simulator) -> None:
+def _stale_request(sim: Simulator) -> dict[str, Any]:
+    """An unguarded whole request replaying thinking made under system prompt "a", now "b"."""
     sim.reset()
     sim.queue(Reply(reasoning="first", text="one"))
     turn = Turn()
@@ -236,7 +237,11 @@ def test_the_simulator_refuses_or_drops_stale_thinking_as_the_service_does(sim: 
     asyncio.run(_engine(sim, "drop").run_inference(turn))
     turn.blocks[0].payload["text"] = "b"
     turn.append(Block.user("q2"))
-    body = build_request(turn, model="sim-1", tools=[], thinking_budget=1024, stream=False)
+    return build_request(turn, model="sim-1", tools=[], thinking_budget=1024, stream=False)
+
+
+def test_the_simulator_refuses_or_drops_stale_thinking_as_the_service_does(sim: Simulator) -> None:
+    body = _stale_request(sim)
     headers = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
     refused = httpx.post(f"{sim.url}/v1/messages", json=body, headers=headers)
     assert refused.status_code == 400
@@ -279,15 +284,8 @@ def test_claude_input_transformations_are_read_back_and_counted(sim: Simulator) 
 
 def test_an_older_account_reads_stale_thinking_and_says_so(sim: Simulator) -> None:
     """``claude_prefix_mismatch="allow"``: the service does not enforce the check but reports each block."""
-    sim.reset()
-    sim.queue(Reply(reasoning="first", text="one"), Reply(text="two"))
-    turn = Turn()
-    turn.append(Block.system("a"))
-    turn.append(Block.user("q1"))
-    asyncio.run(_engine(sim, "drop").run_inference(turn))
-    turn.blocks[0].payload["text"] = "b"
-    turn.append(Block.user("q2"))
-    body = build_request(turn, model="sim-1", tools=[], thinking_budget=1024, stream=False)
+    body = _stale_request(sim)
+    sim.queue(Reply(text="two"))
     sim.claude_prefix_mismatch = "allow"
     try:
         answer = httpx.post(f"{sim.url}/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "1"})
