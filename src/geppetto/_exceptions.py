@@ -5,6 +5,7 @@ GeppettoError
 ├── UsageError                 the caller asked for something that cannot work; the message names the fix
 │   ├── ConfigurationError     an engine, profile or session set up inconsistently (e.g. store=False + chained)
 │   ├── KeyFormatError         a typed-key string that is not ``namespace.name@vN``
+│   ├── PrefixChangedError     replayed reasoning after a changed prefix, under ``prefix_policy="error"``
 │   └── SessionBusyError       a second inference started while one is running
 ├── TurnFormatError            a turn file or mapping that cannot be read (names the file and field)
 ├── MetadataTypeError          a typed key read a value of the wrong type, or set one that is not JSON
@@ -39,6 +40,7 @@ __all__ = [
     "MaxIterationsError",
     "MetadataTypeError",
     "NotFoundError",
+    "PrefixChangedError",
     "PreviousResponseNotFoundError",
     "ProviderConnectionError",
     "ProviderError",
@@ -68,6 +70,12 @@ class ConfigurationError(UsageError):
 
 class KeyFormatError(UsageError):
     """A typed-key string that is not of the form ``namespace.name@vN``."""
+
+
+class PrefixChangedError(UsageError):
+    """A request would replay reasoning produced after a prefix that has changed since (``prefix_policy="error"``).
+
+    The message names the middleware that changed the prefix and the block it changed."""
 
 
 class SessionBusyError(UsageError):

@@ -14,6 +14,7 @@ import typing
 from typing import Any, get_args, get_origin
 
 import typing_extensions
+from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming as BetaMessageCreateParamsStreaming
 from anthropic.types.message_create_params import MessageCreateParamsStreaming
 from engines_support import consume
 from google.genai import types as genai
@@ -26,6 +27,7 @@ from typing_extensions import get_type_hints, is_typeddict
 
 CHAT = TypeAdapter(CompletionCreateParamsStreaming)
 CLAUDE = TypeAdapter(MessageCreateParamsStreaming)
+CLAUDE_BETA = TypeAdapter(BetaMessageCreateParamsStreaming)
 RESPONSES = TypeAdapter(ResponseCreateParamsStreaming)
 COMPACT = TypeAdapter(ResponseCompactParams)
 INPUT_TOKENS = TypeAdapter(InputTokenCountParams)
@@ -148,6 +150,10 @@ def check_chat(body: dict[str, Any], *, extensions: bool = True) -> dict[str, An
 
 
 def check_claude(body: dict[str, Any]) -> dict[str, Any]:
+    """A Messages body; one that sends ``thinking.block_binding`` (a beta field) is checked against the beta type."""
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and "block_binding" in thinking:
+        return check_typed(CLAUDE_BETA, BetaMessageCreateParamsStreaming, body)
     return check_typed(CLAUDE, MessageCreateParamsStreaming, body)
 
 

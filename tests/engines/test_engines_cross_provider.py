@@ -129,7 +129,11 @@ async def test_a_session_moves_across_four_providers_with_claude_and_gemini_thin
         "tool_call", "llm_text",  # Chat
     ]  # fmt: skip
     claude_second = bodies(sim, "/v1/messages")[1]
-    assert claude_second["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert claude_second["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 1024,
+        "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+    }
     assert claude_second["messages"][-2]["content"][0]["type"] == "thinking"  # its own signed thinking leads
     first, second = bodies(sim, ":streamGenerateContent")
     calls = [p for c in first["contents"] for p in c["parts"] if "functionCall" in p]

@@ -155,7 +155,13 @@ async def test_claude_thinking_is_replayed_with_its_signature(geppetto_sim: Simu
         "".join(e.delta for e in events if isinstance(e, EventReasoningDelta)) == "I need the weather tool.Now answer."
     )
     second = geppetto_sim.requests[1].body
-    assert second["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    # a request that replays thinking asks Claude to drop (not refuse) a block whose prefix changed
+    assert second["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 1024,
+        "block_binding": {"prefix_mismatch_behavior": "drop_block"},
+    }
+    assert "thinking-binding-controls-2026-08-01" in geppetto_sim.requests[1].headers["anthropic-beta"]
     assert second["messages"][1]["content"][0] == {
         "type": "thinking",
         "thinking": "I need the weather tool.",

@@ -78,20 +78,17 @@ async def test_whole_turn_resend_references_reasoning_that_has_no_encrypted_cont
     reasoning = turn.blocks[2]
     assert reasoning.kind is BlockKind.REASONING and RESPONSE_BLOCKS.get(reasoning.metadata) == 2
     del reasoning.payload[PAYLOAD_ENCRYPTED_CONTENT]  # e.g. a server that returns it only on request
-    turn.blocks[1].payload["text"] = "hello"  # middleware edit: the whole Turn goes again
+    # middleware edit after the reasoning (an edit before it would make the reasoning stale: the prefix
+    # guard would leave it out): the response is no anchor any more, the whole Turn goes again
+    turn.blocks[3].payload["text"] = "One!"
     turn.append(Block.user("more"))
     turn = await eng.run_inference(turn)
     sent = _responses(sim)[1]["input"]
     assert sent[2:4] == [
         {"type": "item_reference", "id": reasoning.payload["item_id"]},
-        {
-            "type": "message",
-            "id": turn.blocks[3].payload["item_id"],
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "One.", "annotations": [], "logprobs": []}],
-        },
-    ]
+        {"type": "message", "id": turn.blocks[3].payload["item_id"], "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "One!", "annotations": [], "logprobs": []}]},
+    ]  # fmt: skip
     rid, wire = wire_before_last_response(turn)
     assert ("reasoning", reasoning.payload["item_id"]) in normalize(sim.context_items(rid)) == wire
     assert_valid_requests(sim)
@@ -150,13 +147,14 @@ async def test_a_conversation_that_no_longer_exists_is_replaced(
     assert_valid_requests(sim)
 
 
-@pytest.mark.parametrize("middleware", ["edit_before", "split_pair"])
+@pytest.mark.parametrize("middleware", ["edit_answer", "split_pair"])
 async def test_a_whole_turn_resend_replays_encrypted_reasoning_only_next_to_its_item(
     geppetto_sim: Simulator, middleware: str
 ) -> None:
     """Upstream lessons §4.2 on a fallback: reasoning goes with its encrypted_content right before the item
     it produced, which keeps its id; once middleware separates the two, the reasoning is left out and the
-    message goes without its id (the API rejects either half of a pair alone)."""
+    message goes without its id (the API rejects either half of a pair alone). The edit is to the answer, after
+    the reasoning: one before it would leave the reasoning stale (the prefix guard's test_prefix_guard_openai)."""
     sim = geppetto_sim
     sim.queue(Reply(text="One.", reasoning="let me think"), Reply(text="Two."))
     m = ResponsesMetrics()
@@ -164,15 +162,15 @@ async def test_a_whole_turn_resend_replays_encrypted_reasoning_only_next_to_its_
     turn = await eng.run_inference(_start())
     reasoning, message = turn.blocks[2], turn.blocks[3]
     assert reasoning.kind is BlockKind.REASONING and reasoning.payload[PAYLOAD_ENCRYPTED_CONTENT]
-    if middleware == "edit_before":
-        turn.blocks[1].payload["text"] = "hello"
+    if middleware == "edit_answer":
+        message.payload["text"] = "One!"
     else:
         turn.insert(3, Block.user("a note between the reasoning and its answer"))
     turn.append(Block.user("more"))
     turn = await eng.run_inference(turn)
     body = _responses(sim)[1]
     assert "previous_response_id" not in body and m.snapshot()["counters"]["fallback"] == 1
-    if middleware == "edit_before":
+    if middleware == "edit_answer":
         assert body["input"][2:4] == [
             {
                 "type": "reasoning",
@@ -185,7 +183,7 @@ async def test_a_whole_turn_resend_replays_encrypted_reasoning_only_next_to_its_
                 "id": message.payload["item_id"],
                 "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": "One.", "annotations": [], "logprobs": []}],
+                "content": [{"type": "output_text", "text": "One!", "annotations": [], "logprobs": []}],
             },
         ]
     else:

@@ -35,6 +35,7 @@ __all__ = [
     "REASON_TEXT",
     "AnchorScan",
     "Wire",
+    "block_wire",
     "blocks_after_response",
     "chain_extra",
     "log_candidates",
@@ -91,6 +92,12 @@ def _wire(block: Block, wire: Wire) -> bytes | None:
         held.key = wire
         return made
     return wire.fresh(block)
+
+
+def block_wire(block: Block, wire: Wire) -> bytes | None:
+    """The wire form of ``block`` under ``wire``, as the fingerprints read it (remembered in a sealed block's
+    seal): what the prefix guard digests."""
+    return _wire(block, wire)
 
 
 def _frozen_wire(block: FrozenBlock, wire: Wire) -> bytes | None:

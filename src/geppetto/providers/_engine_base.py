@@ -17,7 +17,7 @@ import httpx
 
 from .._json import dumps
 from ..output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
-from ..turns import Turn
+from ..turns import Block, Turn
 from ._http import ErrorInfo, HttpTransport, RetryPolicy, SSEEvent
 from ._streaming import (
     StreamReducer,
@@ -168,7 +168,9 @@ class StreamingEngine(TransportOwner):
         body = self.build_request(turn, output)
         path, params = self.endpoint()
         headers = {**self.headers, **self.auth_headers(), **self.body_headers(body)}
-        return await run_stream(
+        start = len(turn.blocks)
+        reducer = self.reducer()
+        await run_stream(
             turn,
             provider=self.provider,
             model=self.model,
@@ -177,8 +179,14 @@ class StreamingEngine(TransportOwner):
                 if self.stream
                 else self._whole(path, body, params, headers)
             ),
-            reducer=self.reducer(),
+            reducer=reducer,
             key=key_hint(self.key_env, sent=bool(self.api_key)),
             answer_tool=self.answer_tool(output) if output is not None else None,
             output=output,
         )
+        self.after_response(turn, body, turn.blocks[start:], reducer)
+        return turn
+
+    def after_response(self, turn: Turn, body: dict[str, Any], new: list[Block], reducer: StreamReducer) -> None:
+        """Called once a response's blocks ``new`` are in ``turn`` (``body`` is what was sent): a dialect
+        that records something about them (the prefix its reasoning was made after) overrides this."""

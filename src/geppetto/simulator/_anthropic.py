@@ -10,6 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
+from ._anthropic_binding import bind_content, check_binding, take_binding
 from ._anthropic_rules import check_request
 from ._attachments import check_claude_files, claude_files
 from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
@@ -138,8 +139,12 @@ async def create_message(call: Call) -> ASGIApp:
     """POST /v1/messages."""
     body = call.obj()
     state = call.state
+    betas = call.request.headers.get("anthropic-beta", "")
+    behavior = take_binding(body, betas)
     check_request(state, body)
-    check_claude_files(body["messages"], call.request.headers.get("anthropic-beta", ""))
+    check_claude_files(body["messages"], betas)
+    sent = copy.deepcopy(body)  # what the client replays next time: thinking binds to it
+    changes = check_binding(state, body, behavior)
     schema = check_anthropic_format(body)
     msgs = to_msgs(body)
     reply = (
@@ -148,6 +153,7 @@ async def create_message(call: Call) -> ASGIApp:
         or decide(msgs, _tools(body), _choice(body), schema)
     )
     content = _content(state, body, reply)
+    bind_content(state, sent, content)
     stop = "tool_use" if reply.tool_calls else reply.stop if reply.stop in ("max_tokens", "pause_turn") else "end_turn"
     input_tokens = _input_tokens(body)
     cached = cache_use(state, str(body.get("model")), _segments(body))
@@ -181,6 +187,8 @@ async def create_message(call: Call) -> ASGIApp:
         "stop_details": None,
         "usage": usage,
     }
+    if behavior is not None or changes:
+        message["input_transformations"] = changes
     if any(c.kind == "code_execution" for c in reply.builtin):
         message["container"] = {"id": new_id("container_"), "expires_at": _expiry(state.now())}
     if not body.get("stream"):

@@ -144,7 +144,8 @@ def endpoint(
 
     async def run(request: Request) -> Any:
         raw, size = await _read_body(request, max_body)
-        state.record(_record(request, _loads(raw)[0] if raw else None, size))
+        recorded = _record(request, _loads(raw)[0] if raw else None, size)
+        state.record(recorded)
         try:
             if size > max_body:
                 raise SimError(
@@ -159,7 +160,7 @@ def endpoint(
                 err = fault.error(api)
                 if err is not None:
                     raise err
-            app = await handler(Call(request, body, state, fault, api))
+            app = await handler(Call(request, body, state, fault, api, recorded.effects))
             return _with_fault(app, fault, state)
         except SimError as err:
             return error_response(api, err)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -24,6 +24,8 @@ class Call:
     state: SimState
     fault: Fault | None
     api: str
+    effects: dict[str, Any] = field(default_factory=dict)
+    """The request log entry's ``effects`` (see :class:`~geppetto.simulator.RecordedRequest`)."""
 
     def obj(self) -> dict[str, Any]:
         """The body as a JSON object (the wrapper guarantees it for POST requests)."""

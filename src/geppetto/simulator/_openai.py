@@ -20,6 +20,7 @@ from ._model import decide, is_reasoning_model, reasoning_summary
 from ._openai_compaction import compact_in_request, compaction_threshold, prune
 from ._openai_items import check_context, normalize_input, to_msgs, tool_choice, tool_specs
 from ._openai_out import input_tokens, output_items, response_object, stream_frames, usage, with_phases
+from ._openai_reasoning import bind_reasoning, drop_stale_reasoning, redo_cost
 from ._output_rules import check_openai_format
 from ._prompt_cache import Segment, cache_use
 from ._state import Conversation, SimState, StoredResponse, new_id, stored_or_404
@@ -161,10 +162,14 @@ def _respond(
     body: dict[str, Any],
     context: list[dict[str, Any]],
     selectors: tuple[str | None, bool, str | None],
+    effects: dict[str, Any],
 ) -> dict[str, Any]:
     """The response object the scripted model produces for `context` (recording the context it saw)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
+    context, dropped = drop_stale_reasoning(state, context, instructions)
+    if dropped:
+        effects["dropped_reasoning"] = [str(i.get("id")) for i in dropped]
     rendered = input_tokens(context, instructions)
     seen, compacted = compact_in_request(state, context, compaction_threshold(body), instructions)
     msgs = to_msgs(seen, instructions)
@@ -182,13 +187,20 @@ def _respond(
     with_phases(str(body.get("model") or ""), output)
     if compacted is not None:  # the compaction comes first: the model answers from it
         output.insert(0, compacted)
+    bind_reasoning(state, context, output, instructions)
+    spent = usage(rendered, output, cached=_cached(state, body, context, instructions))
+    if dropped:  # the model reasons again over what it could not use
+        again = redo_cost(dropped)
+        spent["output_tokens"] += again
+        spent["output_tokens_details"]["reasoning_tokens"] += again
+        spent["total_tokens"] += again
     response_id = new_id("resp_")
     obj = response_object(
         body,
         response_id=response_id,
         created_at=state.now(),
         output=output,
-        usage_=usage(rendered, output, cached=_cached(state, body, context, instructions)),
+        usage_=spent,
         previous_response_id=prev,
         conversation=conv_id,
         store=store,
@@ -233,7 +245,7 @@ async def create_response(call: Call) -> ASGIApp:
             state.busy_conversations.discard(conv_id or "")
 
     try:
-        obj = _respond(state, body, context, selectors)
+        obj = _respond(state, body, context, selectors, call.effects)
         if body.get("background"):
             return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
         if body.get("stream"):

@@ -76,6 +76,20 @@ class Simulator:
         self.state.reject_empty_input = value
 
     @property
+    def claude_prefix_mismatch(self) -> str:
+        """What Claude does with thinking replayed after a changed prefix when a request does not say
+        (``thinking.block_binding``): ``"error"`` (default: a 400), ``"drop_block"`` (silently dropped,
+        listed in the response's ``input_transformations``) or ``"allow"`` (an older account: shown to the
+        model all the same, listed as ``thinking_mismatch_allowed``)."""
+        return self.state.claude_prefix_mismatch
+
+    @claude_prefix_mismatch.setter
+    def claude_prefix_mismatch(self, value: str) -> None:
+        if value not in ("error", "drop_block", "allow"):
+            raise ValueError(f"claude_prefix_mismatch={value!r}: use 'error', 'drop_block' or 'allow'")
+        self.state.claude_prefix_mismatch = value
+
+    @property
     def background_pace(self) -> float:
         """Seconds between two events of a background response (``background: true``); the run goes on
         server-side at this pace whatever its streams do. Raises ValueError for a negative value."""

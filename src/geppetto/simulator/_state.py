@@ -20,7 +20,10 @@ from ._model import Reply
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the simulator received: parsed JSON body (None when absent or not JSON) and byte size."""
+    """One request the simulator received: parsed JSON body (None when absent or not JSON) and byte size.
+
+    ``effects``: what the service did to the request that its answer does not say, e.g.
+    ``{"dropped_reasoning": ["rs_..."]}`` (OpenAI's silent drop of reasoning after a changed prefix)."""
 
     method: str
     path: str
@@ -28,6 +31,7 @@ class RecordedRequest:
     size: int
     headers: dict[str, str]
     query: dict[str, str] = field(default_factory=dict)
+    effects: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +91,10 @@ class SimState:
         self.secret = secrets.token_bytes(16)
         self.compat_mode = False
         self.reject_empty_input = False
+        self.claude_prefix_mismatch = "error"
+        """What Claude does with a thinking block replayed after a changed prefix when the request does not
+        say (``thinking.block_binding``): ``"error"`` (a 400, the default for accounts created from
+        2026-08-31) or ``"drop_block"``."""
         self.closing = False
         self.background_pace = DEFAULT_BACKGROUND_PACE
         self.background_resume_window: float | None = None
@@ -109,6 +117,10 @@ class SimState:
         self.compactions: set[str] = set()
         # Any response id (all APIs, stored or not) -> the effective context the model saw.
         self.contexts: dict[str, list[Any]] = {}
+        # Thinking signature (or redacted data) -> digest of the prefix it was produced after (Claude).
+        self.thinking_bound: dict[str, str] = {}
+        # Reasoning item id -> digest of the context before it when produced (OpenAI).
+        self.reasoning_bound: dict[str, str] = {}
         self.prompt_cache: set[str] = set()
         """Digests of the prompt prefixes cached (Anthropic's breakpoints, Gemini's implicit cache)."""
 
@@ -121,6 +133,7 @@ class SimState:
         with self.lock:
             self.compat_mode = False
             self.reject_empty_input = False
+            self.claude_prefix_mismatch = "error"
             self.background_pace = DEFAULT_BACKGROUND_PACE
             self.background_resume_window = None
             for run in self.background_runs.values():

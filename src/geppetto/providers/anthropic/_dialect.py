@@ -5,7 +5,8 @@
   requires) -> ``user`` messages; llm_text, tool calls (``tool_use``) and accepted reasoning ->
   ``assistant`` messages. Consecutive blocks of one side merge into one message, so the turns alternate.
 - Reasoning is sent only when Claude can take it back: a thinking block with its ``signature``
-  (unmodified), or a ``redacted_thinking`` block Claude produced. Anything else (OpenAI encrypted
+  (unmodified), or a ``redacted_thinking`` block Claude produced, and not after the prefix guard found
+  its prefix changed (:mod:`._binding`). Anything else (OpenAI encrypted
   reasoning, Gemini thoughts, thinking without a signature) stays in the Turn but is left out.
 - ``other`` blocks Claude produced (server tools, MCP, compaction: see :mod:`._blocks`) go back as they
   came, and so do a text block's ``citations`` and the fields kept under ``payload["extra"]``; other
@@ -40,7 +41,9 @@ from ...turns import (
     Turn,
 )
 from .._files import claude_file_blocks
+from .._prefix_guard import REASONING_STALE
 from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
+from ._binding import guard_request
 from ._blocks import PROVIDER, replay_content
 
 __all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
@@ -60,6 +63,8 @@ def wire_tool_id(call_id: str) -> str:
 
 
 def _reasoning_content(block: Block) -> Content | None:
+    if REASONING_STALE.get(block.metadata):  # the prefix guard left it out for good
+        return None
     signature = block.payload.get(PAYLOAD_SIGNATURE)
     if signature and isinstance(signature, str):
         return {"type": "thinking", "thinking": block.text, "signature": signature}
@@ -133,8 +138,9 @@ def _append(messages: list[Message], role: str, content: Content | list[Content]
         messages.append({"role": role, "content": list(items)})
 
 
-def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
-    """``(system, messages)`` for ``turn`` (see the module docstring for the mapping)."""
+def build_messages(turn: Turn, origin: dict[int, Block] | None = None) -> tuple[list[Content], list[Message]]:
+    """``(system, messages)`` for ``turn`` (see the module docstring for the mapping). ``origin``, when
+    given, maps each content object (by ``id``) to the block it came from (the prefix guard reads it)."""
     system: list[Content] = []
     messages: list[Message] = []
     for block in turn.blocks:
@@ -150,6 +156,9 @@ def build_messages(turn: Turn) -> tuple[list[Content], list[Message]]:
         ):
             content = {**content, **block.payload[PAYLOAD_EXTRA]}
         if role and content is not None:
+            if origin is not None:
+                for part in content if isinstance(content, list) else [content]:
+                    origin[id(part)] = block
             _append(messages, role, content)
     for msg in messages:
         if msg["role"] == "user":
@@ -191,8 +200,12 @@ def build_request(
     output: Any = READ_FROM_TURN,
     builtin_tools: list[dict[str, Any]] | None = None,
     stream: bool = True,
+    prefix_policy: str | None = None,
 ) -> dict[str, Any]:
     """The streaming (``stream=False``: whole) ``POST /v1/messages`` body for ``turn``.
+
+    ``prefix_policy`` (``drop``/``rewrite``/``error``) runs the prefix guard on replayed thinking
+    (:mod:`._binding`); None sends the Turn's thinking as it is.
 
     ``max_tokens`` is required by the API: the default is 4096, plus ``thinking_budget`` when thinking is
     on (the budget must be smaller than ``max_tokens``). With thinking on, ``temperature`` is not sent
@@ -203,8 +216,9 @@ def build_request(
             f"Claude cannot think while tool_choice forces a tool ({tool_choice!r}); "
             "use tool_choice='auto' or drop thinking_budget"
         )
-    system, messages = build_messages(turn)
-    thinking = thinking_budget is not None and thinking_replay_ok(messages)
+    origin: dict[int, Block] = {}
+    system, messages = build_messages(turn, origin)
+    thinking = thinking_budget is not None
     limit = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS + (thinking_budget or 0)
     body: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": messages, "stream": stream}
     if system:
@@ -226,7 +240,13 @@ def build_request(
     if output is READ_FROM_TURN:
         output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:
-        _ask_output(body, output, model, thinking=thinking, tool_choice=tool_choice)
+        _ask_output(body, output, model, thinking=thinking and thinking_replay_ok(messages), tool_choice=tool_choice)
+    if prefix_policy is not None:  # on the final system, tools and messages: what Claude binds
+        guard_request(turn, body, origin, policy=prefix_policy, model=model)
+    if thinking and not thinking_replay_ok(body["messages"]):
+        del body["thinking"]  # the continued tool loop's assistant message has no thinking to start with
+        if temperature is not None:
+            body["temperature"] = temperature
     return body
 
 

@@ -9,14 +9,16 @@ import httpx
 
 from ..._exceptions import ConfigurationError
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
-from ...turns import Turn
+from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
 from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
+from .._prefix_guard import check_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_request
+from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]
@@ -44,6 +46,10 @@ class ClaudeEngine(StreamingEngine):
     ``web_fetch_20250910``...); their calls and results come back as ``other`` blocks typed under
     ``payload["builtin"]`` and are sent back as they came. ``stream=False`` asks for the whole Message in
     one JSON answer instead of an event stream (the same blocks and events come of it).
+    ``prefix_policy`` (``"drop"``, default; ``"rewrite"``; ``"error"``) is what happens to replayed thinking
+    whose prefix (system, tools, earlier messages) changed since Claude made it (see
+    :mod:`geppetto.providers._prefix_guard`): left out with a warning, kept by sending the change
+    append-only where it can be, or a :class:`~geppetto.PrefixChangedError`.
     """
 
     provider = PROVIDER
@@ -72,6 +78,7 @@ class ClaudeEngine(StreamingEngine):
         timeout: float | httpx.Timeout | None = None,
         stream: bool = True,
         builtin_tools: Iterable[dict[str, Any]] | None = None,
+        prefix_policy: str = "drop",
     ) -> None:
         super().__init__(
             model,
@@ -88,6 +95,7 @@ class ClaudeEngine(StreamingEngine):
             stream=stream,
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
+        self.prefix_policy = check_policy(prefix_policy)
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if prompt_cache not in (True, False, "auto"):
             raise ConfigurationError(f"prompt_cache={prompt_cache!r}: use 'auto' (default), True or False")
@@ -110,6 +118,7 @@ class ClaudeEngine(StreamingEngine):
             thinking_budget=self.thinking_budget,
             builtin_tools=self.builtin_tools,
             stream=self.stream,
+            prefix_policy=self.prefix_policy,
         )
         return add_cache_breakpoints(body, self.prompt_cache)
 
@@ -122,6 +131,8 @@ class ClaudeEngine(StreamingEngine):
         """The input tokens of the request for ``turn``, counted by ``POST /v1/messages/count_tokens``."""
         body = self.build_request(turn, STRUCTURED_OUTPUT.get(turn.data))
         counted = {k: v for k, v in body.items() if k in _COUNT_FIELDS}
+        if isinstance(counted.get("thinking"), dict):  # a beta field a count does not need (nor its header)
+            counted["thinking"] = {k: v for k, v in counted["thinking"].items() if k != "block_binding"}
         answer = await self.count_request("v1/messages/count_tokens", counted)
         return int(answer["input_tokens"])
 
@@ -129,7 +140,18 @@ class ClaudeEngine(StreamingEngine):
         return {"x-api-key": str(self.api_key), "anthropic-version": ANTHROPIC_VERSION}
 
     def body_headers(self, body: dict[str, Any]) -> dict[str, str]:
-        return claude_files_beta(body, self.headers)
+        headers = claude_files_beta(body, self.headers)
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict) and "block_binding" in thinking:
+            headers = with_beta(headers or self.headers, BINDING_BETA)
+        return headers
+
+    def after_response(self, turn: Turn, body: dict[str, Any], new: list[Block], reducer: StreamReducer) -> None:
+        origin: dict[int, Block] = {}
+        built = build_messages(turn, origin)
+        record_response(turn, body, new, built, origin, policy=self.prefix_policy)
+        if isinstance(reducer, ClaudeStreamReducer):
+            report_transformations(turn, reducer.input_transformations, self.model)
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()

@@ -134,6 +134,8 @@ class ClaudeStreamReducer:
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
         self._events = 0
+        self.input_transformations: list[Any] | None = None
+        """What Claude changed in the request's input (``message_start``'s ``input_transformations``), if it said."""
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
@@ -153,6 +155,9 @@ class ClaudeStreamReducer:
             self.response_id = str(message.get("id") or "")
             self.model = str(message.get("model") or "")
             self._usage.update(message.get("usage") or {})
+            changed = message.get("input_transformations")
+            if isinstance(changed, list):
+                self.input_transformations = changed
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
             self._open[int(data.get("index", 0))] = _Open(str(block.get("type") or ""), block)

@@ -39,7 +39,9 @@ from ...turns import (
     Turn,
 )
 from .._files import gemini_file_parts
+from .._prefix_guard import REASONING_STALE
 from .._streaming import ToolSpec, builtin_specs, call_names, image_parts
+from ._binding import guard_contents
 from ._parts import PROVIDER, replay_part
 
 __all__ = [
@@ -66,7 +68,7 @@ def model_path(model: str) -> str:
 
 def _signed(part: Part, block: Block) -> Part:
     signature = block.payload.get(PAYLOAD_THOUGHT_SIGNATURE)
-    if signature:
+    if signature and not REASONING_STALE.get(block.metadata):  # the prefix guard may have left it out
         part["thoughtSignature"] = signature
     return part
 
@@ -128,7 +130,7 @@ def _bare_parts(block: Block, names: dict[str, str]) -> tuple[str, list[Part]]:
             }
         }
         return "model", [_signed(call, block)]
-    if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE):
+    if kind is BlockKind.REASONING and p.get(PAYLOAD_THOUGHT_SIGNATURE) and not REASONING_STALE.get(block.metadata):
         return "model", [_signed({"text": block.text, "thought": True}, block)]
     if kind is BlockKind.OTHER:
         part = replay_part(block)
@@ -149,8 +151,11 @@ def sign_current_turn(contents: list[Content]) -> None:
             calls[0]["thoughtSignature"] = FOREIGN_CALL_SIGNATURE
 
 
-def build_contents(turn: Turn, *, sign_calls: bool = False) -> tuple[list[Part], list[Content]]:
-    """``(system parts, contents)`` for ``turn`` (see the module docstring for the mapping)."""
+def build_contents(
+    turn: Turn, *, sign_calls: bool = False, origin: dict[int, Block] | None = None
+) -> tuple[list[Part], list[Content]]:
+    """``(system parts, contents)`` for ``turn`` (see the module docstring for the mapping). ``origin``,
+    when given, maps each part (by ``id``) to the block it came from (the prefix guard reads it)."""
     names = call_names(turn)
     system: list[Part] = []
     contents: list[Content] = []
@@ -162,6 +167,8 @@ def build_contents(turn: Turn, *, sign_calls: bool = False) -> tuple[list[Part],
         role, parts = _parts(block, names)
         if not role or not parts:
             continue
+        if origin is not None:
+            origin.update((id(part), block) for part in parts)
         if contents and contents[-1]["role"] == role:
             contents[-1]["parts"].extend(parts)
         else:
@@ -196,6 +203,7 @@ def build_request(
     model: str = "",
     output: Any = READ_FROM_TURN,
     builtin_tools: list[dict[str, Any]] | None = None,
+    prefix_policy: str | None = None,
 ) -> dict[str, Any]:
     """The ``streamGenerateContent`` (or ``generateContent``) body for ``turn`` (the model is in the URL).
 
@@ -203,8 +211,10 @@ def build_request(
     ``thinking_budget`` (-1 lets the model decide) and ``include_thoughts`` fill ``thinkingConfig``;
     thoughts are included by default when a budget is given. ``sign_calls`` puts the placeholder signature
     where the current turn needs one (see :func:`sign_current_turn` and :func:`needs_signed_calls`).
+    ``prefix_policy`` runs the prefix guard on replayed thought signatures (:mod:`._binding`).
     """
-    system, contents = build_contents(turn, sign_calls=sign_calls)
+    origin: dict[int, Block] = {}
+    system, contents = build_contents(turn, origin=origin)
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}
@@ -240,6 +250,10 @@ def build_request(
         _ask_output(body, generation, output, model)
     if generation:
         body["generationConfig"] = generation
+    if prefix_policy is not None:  # before the placeholder: a call left unsigned gets it like any other
+        guard_contents(turn, body, origin, policy=prefix_policy, model=model)
+    if sign_calls:
+        sign_current_turn(body["contents"])
     return body
 
 

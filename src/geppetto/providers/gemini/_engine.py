@@ -9,11 +9,13 @@ import httpx
 
 from ..._json import dumps
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
-from ...turns import Turn
+from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._prefix_guard import check_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
-from ._dialect import PROVIDER, build_request, model_path, needs_signed_calls
+from ._binding import record_response
+from ._dialect import PROVIDER, build_contents, build_request, model_path, needs_signed_calls
 from ._stream import GeminiStreamReducer
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "GeminiEngine"]
@@ -36,7 +38,10 @@ class GeminiEngine(StreamingEngine):
     Gemini's own tools, each as Gemini's tool entry (``{"googleSearch": {}}``, ``{"codeExecution": {}}``,
     ``{"urlContext": {}}``); their calls and results come back as ``other`` blocks typed under
     ``payload["builtin"]`` and go back as they came. ``stream=False`` posts to ``:generateContent`` and
-    reads the whole answer (the same blocks and events come of it).
+    reads the whole answer (the same blocks and events come of it). ``prefix_policy`` (``"drop"``,
+    default; ``"rewrite"``; ``"error"``) is what happens to a thought signature replayed after a prefix
+    (system instruction, tools, earlier parts) that changed since Gemini made it (see
+    :mod:`geppetto.providers._prefix_guard`; ``rewrite`` drops too, and says so).
     """
 
     provider = PROVIDER
@@ -65,6 +70,7 @@ class GeminiEngine(StreamingEngine):
         timeout: float | httpx.Timeout | None = None,
         stream: bool = True,
         builtin_tools: Iterable[dict[str, Any]] | None = None,
+        prefix_policy: str = "drop",
     ) -> None:
         super().__init__(
             model,
@@ -83,6 +89,7 @@ class GeminiEngine(StreamingEngine):
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
+        self.prefix_policy = check_policy(prefix_policy)
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
@@ -99,6 +106,7 @@ class GeminiEngine(StreamingEngine):
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
             builtin_tools=self.builtin_tools,
+            prefix_policy=self.prefix_policy,
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
@@ -126,3 +134,8 @@ class GeminiEngine(StreamingEngine):
 
     def reducer(self) -> StreamReducer:
         return GeminiStreamReducer()
+
+    def after_response(self, turn: Turn, body: dict[str, Any], new: list[Block], reducer: StreamReducer) -> None:
+        origin: dict[int, Block] = {}
+        _, contents = build_contents(turn, origin=origin)
+        record_response(turn, body, new, contents, origin)

@@ -38,6 +38,8 @@ class ContextEngine(Protocol):
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
+    def guard_plan(self, turn: Turn, plan: Plan) -> None: ...
+
 
 __all__ = ["ContextEngine", "compact_blocks", "count_turn_tokens", "reference_for"]
 
@@ -142,6 +144,7 @@ async def count_turn_tokens(engine: ContextEngine, turn: Turn) -> int:
     api = engine._api()
 
     async def count(plan: Plan) -> int:
+        engine.guard_plan(turn, plan)  # count what would be sent: without reasoning whose prefix changed
         body = {k: v for k, v in engine.build_body(turn, plan).items() if k in COUNT_FIELDS}
         result = await api.post("/responses/input_tokens", body)
         tokens = result.get("input_tokens") if isinstance(result, dict) else None

@@ -10,45 +10,37 @@ from typing import Any
 import httpx
 
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
-from geppetto.events import EventError, EventFinal, EventStart, EventToolCallRequested, metadata_for, publish
-from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig, settle_output, wire_schema_encoded
-from geppetto.pricing import record_usage
-from geppetto.providers._chain import chain_extra
-from geppetto.providers._citations import publish_citations
+from geppetto.events import EventError, EventStart, metadata_for, publish
+from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
+from geppetto.providers._prefix_guard import check_policy
 from geppetto.providers._streaming import (
     TransportOwner,
     engine_transport,
     is_openai_reasoning_model,
     key_hint,
-    publish_builtin,
     resolve_api_key,
     too_large_hint,
     with_hint,
 )
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
-    PAYLOAD_ARGS,
-    PAYLOAD_ID,
-    PAYLOAD_NAME,
-    TURN_META_MODEL,
-    TURN_META_PROVIDER,
-    TURN_META_STOP_REASON,
     Block,
-    BlockKind,
     Turn,
 )
 
-from ._anchors import tag_blocks
-from ._background import check_background, not_an_anchor
-from ._cache import PromptCacheKey, check_cache_settings, prompt_cache_key_for
+from ._background import check_background
+from ._body import build_body
+from ._cache import PromptCacheKey, check_cache_settings
 from ._context import compact_blocks, count_turn_tokens
+from ._guard import guard_plan
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_request
+from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
-from ._state import MODES, ConversationState, get_state, set_state
-from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of
+from ._state import MODES, ConversationState, get_state
+from ._stream import StreamState
 from ._switch import CHAINING_ENV, chaining_enabled
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 from ._validate import ValidatedLinks, Validation, validate_server_context
@@ -95,6 +87,12 @@ class ResponsesEngine(TransportOwner):
     the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
     a response that did not finish never anchors a later request.
 
+    ``prefix_policy`` is what happens to a replayed reasoning item whose prefix changed since the model made
+    it (OpenAI would drop it silently; see :mod:`geppetto.providers._prefix_guard`): ``"drop"`` (default)
+    leaves it out with a warning naming the middleware and counts it, ``"error"`` raises
+    :class:`~geppetto.PrefixChangedError`, ``"rewrite"`` drops too (this API has no append-only form of a
+    changed prefix) and says so.
+
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
     :class:`~geppetto.providers._http.HttpTransport` (which other engines may share: the key goes with
@@ -138,6 +136,7 @@ class ResponsesEngine(TransportOwner):
         poll_interval: float = 1.0,
         max_resumes: int = 5,
         stream: bool = True,
+        prefix_policy: str = "drop",
     ) -> None:
         check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
         if background and not stream:
@@ -192,6 +191,7 @@ class ResponsesEngine(TransportOwner):
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self.stream = stream
+        self.prefix_policy = check_policy(prefix_policy)
         self._since_validation = 0
         self._validated = ValidatedLinks()
 
@@ -232,42 +232,7 @@ class ResponsesEngine(TransportOwner):
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]:
         """The JSON body for ``plan`` (public so tests and benchmarks can inspect it)."""
-        body: dict[str, Any] = {"model": self.model}
-        if self.instructions_mode:
-            system = [b.text for b in turn.blocks if b.kind is BlockKind.SYSTEM and b.text]
-            if system:
-                body["instructions"] = "\n\n".join(system)
-        body["input"] = plan.items
-        if plan.previous_response_id:
-            body["previous_response_id"] = plan.previous_response_id
-        if plan.conversation_id:
-            body["conversation"] = plan.conversation_id
-        body.update(self._tools.fields(turn, self.tool_choice))
-        optional: dict[str, Any] = {
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "text": self._text(turn),
-            "max_output_tokens": self.max_output_tokens,
-            "prompt_cache_key": prompt_cache_key_for(self.prompt_cache_key, turn),
-            "prompt_cache_retention": self.prompt_cache_retention,
-        }
-        if not self.is_reasoning_model():
-            optional.update(temperature=self.temperature, top_p=self.top_p)
-        reasoning = {k: v for k, v in (("effort", self.reasoning_effort), ("summary", self.reasoning_summary)) if v}
-        optional["reasoning"] = reasoning or None
-        body.update({k: v for k, v in optional.items() if v is not None})
-        if self.compact_threshold is not None:
-            body["context_management"] = [{"type": "compaction", "compact_threshold": self.compact_threshold}]
-        include = list(self.include)
-        if self.background:
-            body["background"] = body["store"] = True  # background responses must be stored
-        if not self.store:
-            body["store"] = False
-            if "reasoning.encrypted_content" not in include:
-                include.append("reasoning.encrypted_content")
-        if include:
-            body["include"] = include
-        body["stream"] = self.stream
-        return body
+        return build_body(self, turn, plan)
 
     def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:
         """The turn's structured-output config, read once per request (a fallback builds the body again)."""
@@ -278,16 +243,11 @@ class ResponsesEngine(TransportOwner):
         self._output = (turn, output)
         return output
 
-    def _text(self, turn: Turn) -> dict[str, Any] | None:
-        """``text.format``: the Turn's structured-output config, else the engine's ``text_format``."""
-        output = self._output_of(turn)
-        if output is None:
-            return {"format": self.text_format} if self.text_format else None
-        fmt: dict[str, Any] = {"type": "json_schema", "name": output.name}
-        if output.description:
-            fmt["description"] = output.description
-        fmt.update(schema=wire_schema_encoded(output, "openai"), strict=output.strict)
-        return {"format": fmt}
+    def guard_plan(self, turn: Turn, plan: Plan) -> None:
+        """The prefix guard (``prefix_policy``): leave reasoning whose prefix changed out of ``plan``."""
+        guard_plan(turn, plan, include_system=not self.instructions_mode, policy=self.prefix_policy, model=self.model)
+        if plan.stale:
+            self.metrics.reasoning_dropped(len(plan.stale), self.prefix_policy)
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
@@ -372,7 +332,7 @@ class ResponsesEngine(TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
-        self._record(turn, start, plan, streams[-1], requested, state)
+        record(self, turn, start, plan, streams[-1], requested, state)
         if plan.replaced and self.delete_replaced_conversations:
             await self._delete_replaced(turn, plan)
         if self.validate_every and mode != "stateless":
@@ -418,105 +378,3 @@ class ResponsesEngine(TransportOwner):
             links=self._validated,
             reread=reread,
         )
-
-    def _record(
-        self,
-        turn: Turn,
-        start: int,
-        plan: Plan,
-        stream: StreamState,
-        mode: str,
-        prior: ConversationState | None,
-    ) -> None:
-        response = stream.response
-        blocks = stream.blocks()
-        others = len(turn.blocks) - start  # blocks another run appended to this Turn while this one ran
-        start = len(turn.blocks)
-        for block in blocks:
-            BLOCK_META_PROVIDER.set(block.metadata, self.provider)
-            turn.append(block)
-        settle_output(turn, blocks, self._output_of(turn))
-        response_id = str(response.get("id") or "")
-        refused = unreplayed_items(stream.output_items())
-        unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
-        if not response_id:
-            log.warning(
-                "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
-            )
-        elif others:
-            # One inference per Turn at a time (seed 000, edge case 5): this answer was asked for on a Turn
-            # that no longer ends where the request ended, so the server's context behind it is not the
-            # Turn's. Its blocks keep their response id but never anchor; the state is left as it was.
-            log.warning(
-                "responses: %d block(s) were added to the Turn while response %s was running (two inferences "
-                "at once on one Turn?); its %d block(s) will not anchor a later request, which sends them "
-                "as new input instead (%s). Run one inference per Turn at a time: await each run, or give "
-                "each concurrent run its own turn.clone()",
-                others,
-                response_id,
-                len(blocks),
-                turn_ids(turn),
-            )
-            tag_blocks(turn, start, response_id, refused="concurrent inference on the same Turn", stored=self.store)
-        elif unfinished:
-            log.warning("responses: response %s cannot anchor a later request: %s", response_id, unfinished)
-        else:
-            if refused and self.store:
-                log.warning("responses: response %s cannot anchor a later request: %s", response_id, refused)
-            tag_blocks(
-                turn,
-                start,
-                response_id,
-                include_system=not self.instructions_mode,
-                seed=plan.seed(),
-                prefix=plan.prefix,
-                refused=refused,
-                stored=self.store,
-            )
-            if self.store:
-                # the mode asked for is kept (the kill switch may have sent this request stateless); so is
-                # the conversation a stateless request left alone
-                if plan.mode == "conversation":
-                    cid = plan.conversation_id
-                else:
-                    cid = prior.conversation_id if prior is not None and mode == "conversation" else None
-                set_state(turn, ConversationState(mode, cid, response_id, plan.base))
-        self._finish(turn, response, blocks, plan)
-
-    def _finish(self, turn: Turn, response: dict[str, Any], blocks: list[Any], plan: Plan) -> None:
-        usage = usage_of(response)
-        stop = stop_reason_of(response, blocks)
-        TURN_META_PROVIDER.set(turn.metadata, self.provider)
-        model = str(response.get("model") or self.model)
-        TURN_META_MODEL.set(turn.metadata, model)
-        TURN_META_STOP_REASON.set(turn.metadata, stop)
-        meta = metadata_for(turn, self.provider, self.model)
-        record_usage(turn, blocks, meta, provider=self.provider, model=model, usage=usage)
-        publish_citations(meta, blocks)
-        publish_builtin(meta, blocks)
-        for block in blocks:
-            if block.kind is BlockKind.TOOL_CALL:
-                p = block.payload
-                publish(EventToolCallRequested(meta, p[PAYLOAD_ID], p[PAYLOAD_NAME], p.get(PAYLOAD_ARGS)))
-        meta.stop_reason = stop
-        meta.extra["response_id"] = str(response.get("id") or "")
-        meta.extra.update(
-            chain_extra(
-                mode=plan.mode,
-                anchor=plan.previous_response_id or plan.conversation_id or "",
-                items=len(plan.items),
-                full=plan.full,
-                fallback=plan.fallback,
-                detail=plan.detail,
-                sent=plan.blocks,
-                why=plan.why,
-            )
-        )
-        if plan.repair:  # a conversation repaired in place: the anchor it was cut back to, the items deleted
-            meta.extra["responses.repair"] = {"after": plan.repair, "deleted": plan.deleted}
-        if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
-            meta.extra["responses.conversation_created"] = plan.conversation_id
-            if plan.replaced:
-                meta.extra["responses.conversation_replaced"] = plan.replaced
-        text = "".join(b.text for b in blocks if b.kind is BlockKind.LLM_TEXT)
-        publish(EventFinal(meta, text))

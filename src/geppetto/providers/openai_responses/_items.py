@@ -51,6 +51,7 @@ __all__ = [
     "blocks_to_items",
     "items_bytes",
     "replayed",
+    "replayed_reasoning",
     "server_compaction",
     "tool_output_text",
 ]
@@ -68,6 +69,9 @@ REPLAYABLE_ITEM_TYPES = frozenset(
     }
 )
 """Unmodelled output items the server completes itself; they are replayed as they came."""
+
+_STALE = "geppetto.reasoning_stale@v1"
+"""The prefix guard's mark on reasoning it left out for good (``providers._prefix_guard.REASONING_STALE``)."""
 
 RESPONSE_BLOCKS = block_meta_key("openai", "response_blocks", 1, int)
 """``openai.response_blocks@v1``: how many blocks the stored response produced (on each of them).
@@ -204,8 +208,10 @@ def _reasoning_item(block: Block) -> dict[str, Any]:
     return item
 
 
-def _replayable_reasoning(block: Block, follower: Block | None, references: bool) -> bool:
-    if not block.payload.get(PAYLOAD_ITEM_ID) or follower is None:
+def _replayable_reasoning(block: Block, follower: Block | None, references: bool, stale: frozenset[str]) -> bool:
+    if not block.payload.get(PAYLOAD_ITEM_ID) or follower is None or block.id in stale:
+        return False
+    if block.metadata.get(_STALE):  # the prefix guard left it out for good
         return False
     if BLOCK_META_RESPONSE_ID.get(block.metadata) != BLOCK_META_RESPONSE_ID.get(follower.metadata):
         return False  # another response's item: the server pairs each item with its own reasoning
@@ -284,33 +290,45 @@ def _item(block: Block, *, with_id: bool, include_system: bool) -> dict[str, Any
 
 
 def blocks_to_items(
-    blocks: Sequence[Block], *, include_system: bool = True, references: bool = True
+    blocks: Sequence[Block],
+    *,
+    include_system: bool = True,
+    references: bool = True,
+    stale: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """The input items for ``blocks``, in order, following the pairing rules above.
 
     ``references=False`` never sends an ``item_reference``: reasoning without ``encrypted_content`` is
-    then dropped (its follower goes without its id).
+    then dropped (its follower goes without its id). The reasoning blocks whose ids are in ``stale``
+    (the prefix guard's) are left out the same way.
     """
     items: list[dict[str, Any]] = []
-    for block, reasoning, with_id in _planned(blocks, references):
+    for block, reasoning, with_id in _planned(blocks, references, stale):
         item = _reasoning_item(block) if reasoning else _item(block, with_id=with_id, include_system=include_system)
         if item is not None:
             items.append(item)
     return items
 
 
-def _planned(blocks: Sequence[Block], references: bool) -> Iterator[tuple[Block, bool, bool]]:
+def _planned(
+    blocks: Sequence[Block], references: bool, stale: frozenset[str] = frozenset()
+) -> Iterator[tuple[Block, bool, bool]]:
     """The blocks that may become items, each with whether it goes as a reasoning item and whether it
     carries its id (it follows the reasoning it pairs with, or is a standalone message, see ``_parts``)."""
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:
             follower = blocks[i + 1] if i + 1 < len(blocks) else None
-            if _replayable_reasoning(block, follower, references):
+            if _replayable_reasoning(block, follower, references, stale):
                 yield block, True, False
                 paired_follower = i + 1
             continue
         yield block, False, i == paired_follower or (references and _standalone(block))
+
+
+def replayed_reasoning(blocks: Sequence[Block]) -> list[Block]:
+    """The reasoning blocks of ``blocks`` that go out as reasoning items (or references to them)."""
+    return [block for block, reasoning, _ in _planned(blocks, True) if reasoning]
 
 
 def _standalone(block: Block) -> bool:
@@ -359,7 +377,7 @@ def block_identity(block: Block, *, include_system: bool = True) -> Any:
     encrypted or by reference); other kinds count by their stand-alone wire item.
     """
     if block.kind is BlockKind.REASONING:
-        if not block.payload.get(PAYLOAD_ITEM_ID):
-            return None
+        if not block.payload.get(PAYLOAD_ITEM_ID) or block.metadata.get(_STALE):
+            return None  # never sent, or left out by the prefix guard: not part of the server's context
         return {"type": "reasoning", "id": block.payload[PAYLOAD_ITEM_ID]}
     return _item(block, with_id=False, include_system=include_system)

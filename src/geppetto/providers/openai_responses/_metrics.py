@@ -82,6 +82,12 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
         "counter",
         "result",
     ),
+    "reasoning_dropped": (
+        "geppetto_responses_reasoning_dropped",
+        "Replayed reasoning items the prefix guard left out because their prefix changed, by policy",
+        "counter",
+        "policy",
+    ),
     "delta": ("geppetto_responses_delta_items", "Input items of delta requests", "histogram", ""),
     "full": ("geppetto_responses_full_items", "Input items of whole-Turn requests", "histogram", ""),
     "anchor": ("geppetto_responses_anchor_seconds", "Anchor selection time", "histogram", ""),
@@ -186,6 +192,14 @@ class ResponsesMetrics:
             self.counters[f"fallback:{code}"] += 1
         for exporter in self._exporters:
             exporter.count("fallbacks", {"reason": code})
+
+    def reasoning_dropped(self, count: int, policy: str) -> None:
+        """Count ``count`` replayed reasoning items the prefix guard left out (``policy``: drop or rewrite)."""
+        with self._lock:
+            self.counters["reasoning_dropped"] += count
+        for exporter in self._exporters:
+            for _ in range(count):  # one count per item: every exporter counts one at a time
+                exporter.count("reasoning_dropped", {"policy": policy})
 
     def validation(self, result: str) -> None:
         """Count one validation with the server: ``match``, ``mismatch`` or ``error``."""

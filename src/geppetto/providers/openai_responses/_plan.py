@@ -55,6 +55,7 @@ class Plan:
     ``repair`` names the response a conversation is repaired back to before sending (its items after that
     response's are deleted; ``_repair``); ``deleted`` counts the items that took. ``why`` says why this
     anchor, repair or whole Turn was chosen (the inspector shows it).
+    ``stale`` names the reasoning blocks the prefix guard left out of ``items``.
     """
 
     mode: str
@@ -74,6 +75,8 @@ class Plan:
     repair: str | None = None
     deleted: int = 0
     why: str = ""
+    stale: frozenset[str] = frozenset()
+    """Ids of the reasoning blocks the prefix guard left out (their prefix changed since they were made)."""
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""

@@ -93,6 +93,8 @@ class Sender(Protocol):
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
+    def guard_plan(self, turn: Turn, plan: Plan) -> None: ...
+
 
 class StateIgnored(GeppettoError):
     """The server answered without echoing previous_response_id / conversation: it ignores server state."""
@@ -166,6 +168,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
 
 async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
     await repair_conversation(http, turn, plan, include_system=not engine.instructions_mode)
+    engine.guard_plan(turn, plan)  # before a conversation is seeded with the plan's items
     await _prepare_conversation(http, plan)
     if not plan.items:
         raise UsageError(
@@ -235,7 +238,7 @@ async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: l
 
 def _without_references(plan: Plan, include_system: bool) -> Plan:
     retry = copy.copy(plan)
-    items = blocks_to_items(plan.blocks, include_system=include_system, references=False)
+    items = blocks_to_items(plan.blocks, include_system=include_system, references=False, stale=plan.stale)
     if plan.seed_items is not None:
         retry.seed_items, retry.items = seed_split(items)
         retry.conversation_id = retry.reuse_conversation = None

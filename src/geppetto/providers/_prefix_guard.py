@@ -1,0 +1,276 @@
+"""The pre-send prefix guard: replayed reasoning goes out only after the prefix it was produced after.
+
+Claude binds each ``thinking`` / ``redacted_thinking`` block's signature to the ``system`` prompt, the
+``tools`` and every message content before the block; OpenAI silently drops a ``reasoning`` item whose
+earlier items changed; Gemini's thought signatures belong to the turn that made them. Middleware that
+rewrites a system prompt, swaps tools or edits an old block therefore turns replayed reasoning stale: a
+400 from Claude, a silent loss (and a bigger bill) from OpenAI.
+
+Each engine that replays reasoning describes its request as a list of :class:`Unit` (the canonical wire
+bytes of each piece the provider binds, in wire order, with the block it came from) under a header (what
+else the provider binds: Claude's system and tools). When a response's reasoning blocks arrive the
+engine stamps each with the digest of everything before it (:func:`stamp`, block metadata
+:data:`REASONING_PREFIX`); before the next request leaves :func:`check` walks the units once, and a
+reasoning unit whose recorded digest differs from the digest of what now precedes it is stale. A stale
+block is left out of the running digest, so the reasoning after it is judged on what is really sent
+(Claude: "that block and every later thinking block are invalid").
+
+What happens to stale reasoning is the engine's ``prefix_policy`` (:data:`PREFIX_POLICIES`):
+
+- ``"drop"`` (default): leave it out (for good: :data:`REASONING_STALE`), warn naming the middleware that changed the prefix (block
+  provenance, ``geppetto.middleware@v1``), count it (:data:`guard_metrics`, an ``EventLog`` and the
+  turn's ``geppetto.prefix_guard@v1`` metadata). Never a provider 400.
+- ``"rewrite"``: keep the prefix append-only where the provider allows it (Claude: the old system prompt
+  stays and the new one goes as an appended system message); what cannot be rewritten is dropped, and the
+  warning says so.
+- ``"error"``: raise :class:`~geppetto.PrefixChangedError` naming the middleware and the block.
+
+A reasoning block with no recorded digest (made before this guard, or by a stateless path that records
+none) cannot be proven either way and is replayed as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._exceptions import ConfigurationError, PrefixChangedError
+from ..events import EventLog, metadata_for, publish
+from ..turns import BLOCK_META_MIDDLEWARE, Block, Turn, block_meta_key, turn_meta_key
+
+__all__ = [
+    "PREFIX_POLICIES",
+    "REASONING_PREFIX",
+    "REASONING_STALE",
+    "TURN_META_PREFIX_GUARD",
+    "GuardMetrics",
+    "Stale",
+    "Unit",
+    "apply_policy",
+    "check",
+    "check_policy",
+    "guard_metrics",
+    "header_digest",
+    "stamp",
+    "start_digest",
+]
+
+log = logging.getLogger("geppetto.providers.prefix_guard")
+
+PREFIX_POLICIES = ("drop", "rewrite", "error")
+"""What an engine does with reasoning whose prefix changed (``prefix_policy=``)."""
+
+REASONING_PREFIX = block_meta_key("geppetto", "reasoning_prefix", 1, dict)
+"""``geppetto.reasoning_prefix@v1`` on a reasoning block: ``{"head": digest of the header (Claude: system
+and tools), "prefix": digest of the header and every unit before the block}`` as they were when the
+provider produced it."""
+
+REASONING_STALE = block_meta_key("geppetto", "reasoning_stale", 1, bool)
+"""``geppetto.reasoning_stale@v1``: set by an engine that left the block out because its prefix changed; a
+stale block stays out of every later request (its prefix cannot come back) and out of the wire form the
+Responses anchor proof fingerprints, since the server never received it."""
+
+TURN_META_PREFIX_GUARD = turn_meta_key("geppetto", "prefix_guard", 1, dict)
+"""What the guard did on the Turn's last request: ``{"policy", "dropped", "dropped_bytes", "rewritten",
+"changed_by", "blocks"}`` (absent when nothing was stale)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One piece of a request as the provider binds it: its canonical bytes, the block it came from, and
+    whether it is replayed reasoning whose prefix must be proven."""
+
+    wire: bytes
+    block: Block | None = None
+    reasoning: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """A replayed reasoning block whose prefix changed: the unit's index, the block, what changed."""
+
+    index: int
+    block: Block
+    header_changed: bool
+    changed_by: str
+    changed_block: str
+
+
+def header_digest(*parts: Any) -> str:
+    """The digest of the header parts (each already canonical bytes or text)."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def start_digest(head: str) -> Any:
+    """The running sha256 a prefix starts from: the header, then a newline (nothing for an empty header,
+    so an engine may start from a hasher it already keeps over its blocks' wire forms)."""
+    h = hashlib.sha256()
+    if head:
+        h.update(head.encode())
+        h.update(b"\n")
+    return h
+
+
+def stamp(units: Sequence[Unit], head: str, new: Iterable[Block], *, start: Any = None) -> int:
+    """Record on each reasoning block of ``new`` (the blocks a response just produced) the digest of the
+    header and every unit before it; returns how many were stamped. ``start``: a running digest over
+    the units before ``units`` (from :func:`start_digest`), when the caller passes only the last ones."""
+    wanted = {id(b) for b in new}
+    h = start.copy() if start is not None else start_digest(head)
+    stamped = 0
+    for unit in units:
+        if unit.reasoning and unit.block is not None and id(unit.block) in wanted:
+            REASONING_PREFIX.set(unit.block.metadata, {"head": head, "prefix": h.hexdigest()})
+            stamped += 1
+        h.update(unit.wire)
+    return stamped
+
+
+def check(units: Sequence[Unit], head: str) -> list[Stale]:
+    """The replayed reasoning units whose recorded prefix is not what now precedes them (stale ones are
+    left out of the running digest: they are not sent, and what follows is judged without them)."""
+    h = start_digest(head)
+    stale: list[Stale] = []
+    for index, unit in enumerate(units):
+        if unit.reasoning and unit.block is not None:
+            recorded = REASONING_PREFIX.get(unit.block.metadata)
+            if isinstance(recorded, dict) and recorded.get("prefix") != h.hexdigest():
+                header_changed = recorded.get("head") != head
+                changed_by, changed_block = _culprit(units[:index], header_changed, stale)
+                stale.append(Stale(index, unit.block, header_changed, changed_by, changed_block))
+                continue
+        h.update(unit.wire)
+    return stale
+
+
+def _culprit(before: Sequence[Unit], header_changed: bool, stale: list[Stale]) -> tuple[str, str]:
+    """(middleware, block) that most likely changed the prefix: the header, else the latest block before
+    the stale one that a middleware says it created or edited."""
+    if stale:
+        return stale[0].changed_by, stale[0].changed_block
+    if header_changed:
+        return "", "the system prompt or the tool list"
+    for unit in reversed(before):
+        block = unit.block
+        if block is not None:
+            name = BLOCK_META_MIDDLEWARE.get(block.metadata)
+            if name:
+                return name, f"{block.kind.value} block {block.id}"
+    return "", "a block before it (edited, inserted, removed or moved)"
+
+
+@dataclass
+class GuardMetrics:
+    """Process-wide counts of what the guard did, by provider (thread-safe)."""
+
+    dropped: dict[str, int] = field(default_factory=dict)
+    dropped_bytes: dict[str, int] = field(default_factory=dict)
+    rewritten: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    transformations: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, counter: str, provider: str, n: int = 1) -> None:
+        with self._lock:
+            table: dict[str, int] = getattr(self, counter)
+            table[provider] = table.get(provider, 0) + n
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """The counts as plain dicts: ``{"dropped": {"anthropic": 2}, ...}``."""
+        with self._lock:
+            names = ("dropped", "dropped_bytes", "rewritten", "errors", "transformations")
+            return {name: dict(getattr(self, name)) for name in names}
+
+    def reset(self) -> None:
+        with self._lock:
+            for name in ("dropped", "dropped_bytes", "rewritten", "errors", "transformations"):
+                getattr(self, name).clear()
+
+
+guard_metrics = GuardMetrics()
+"""What every engine's guard did in this process."""
+
+
+def check_policy(policy: str) -> str:
+    """``policy`` when it is one of :data:`PREFIX_POLICIES`, else a ConfigurationError naming them."""
+    if policy not in PREFIX_POLICIES:
+        raise ConfigurationError(f"prefix_policy={policy!r}: use one of {', '.join(map(repr, PREFIX_POLICIES))}")
+    return policy
+
+
+def _who(stale: Stale) -> str:
+    if stale.changed_by:
+        return f"middleware {stale.changed_by!r}"
+    return "a change with no middleware named on it (geppetto.middleware@v1 unset)"
+
+
+def error_text(provider: str, stale: Stale) -> str:
+    """The message of :class:`PrefixChangedError` for ``stale``."""
+    return (
+        f"{provider}: reasoning block {stale.block.id} was produced after a prefix that has changed since: "
+        f"{_who(stale)} changed {stale.changed_block}. The provider would reject or silently drop it. "
+        "Keep the change append-only (add a new block at the end instead of editing an earlier one), or pass "
+        "prefix_policy='drop' (leave the stale reasoning out) or 'rewrite' to the engine"
+    )
+
+
+def apply_policy(
+    turn: Turn,
+    provider: str,
+    model: str,
+    policy: str,
+    stale: list[Stale],
+    units: Sequence[Unit],
+    *,
+    rewritten: int = 0,
+    note: str = "",
+) -> None:
+    """Report what ``policy`` does with ``stale`` (the engine leaves them out; ``error`` raises here).
+
+    ``rewritten`` counts blocks the engine kept by rewriting the request append-only; ``note`` says what
+    could not be rewritten."""
+    if not stale and not rewritten:
+        TURN_META_PREFIX_GUARD.delete(turn.metadata)
+        return
+    if policy == "error" and stale:
+        guard_metrics.add("errors", provider)
+        raise PrefixChangedError(error_text(provider, stale[0]))
+    for s in stale:  # for good: its prefix cannot come back, and later reasoning is bound without it
+        REASONING_STALE.set(s.block.metadata, True)
+    cost = sum(len(units[s.index].wire) for s in stale)
+    guard_metrics.add("dropped", provider, len(stale))
+    guard_metrics.add("dropped_bytes", provider, cost)
+    if rewritten:
+        guard_metrics.add("rewritten", provider, rewritten)
+    first = stale[0] if stale else None
+    changed_by = first.changed_by if first else ""
+    report = {
+        "policy": policy,
+        "dropped": len(stale),
+        "dropped_bytes": cost,
+        "rewritten": rewritten,
+        "changed_by": changed_by,
+        "changed": first.changed_block if first else "",
+        "blocks": [s.block.id for s in stale],
+    }
+    TURN_META_PREFIX_GUARD.set(turn.metadata, report)
+    if first is not None:
+        message = (
+            f"{provider}: left out {len(stale)} replayed reasoning block(s) ({cost} bytes of reasoning the model "
+            f"will not see) whose prefix changed: {_who(first)} changed {first.changed_block}"
+        )
+        if note:
+            message += f" ({note})"
+    else:  # nothing lost: worth a line, not a warning
+        message = f"{provider}: kept {rewritten} reasoning block(s) by sending the changed prefix append-only"
+    level = "warning" if first is not None else "info"
+    log.log(logging.WARNING if first is not None else logging.INFO, "%s", message)
+    publish(EventLog(metadata_for(turn, provider, model), level, message, {"prefix_guard": report}))
