@@ -33,6 +33,7 @@ __all__ = [
     "Snapshot",
     "SnapshotPage",
     "SnapshotSummary",
+    "Source",
     "Started",
 ]
 
@@ -257,9 +258,23 @@ class SnapshotSummary(BaseModel):
     blocks: int
 
 
+class Source(BaseModel):
+    """One citation of an answer's text, normalized from the provider's form (see
+    :func:`geppetto.turns.citation_sources`): ``url`` for a web page, else ``document`` (a provider's file
+    id, a document's title or index)."""
+
+    url: str | None = Field(None, description="the cited web page (http or https)")
+    document: str | None = Field(None, description="the cited file id or document, when it is no web page")
+    title: str | None = None
+    cited_text: str | None = Field(None, description="the quoted source text, when the provider gives it")
+    start: int | None = Field(None, description="where the citing span of the answer's text starts")
+    end: int | None = Field(None, description="where the citing span of the answer's text ends")
+
+
 class SessionView(BaseModel):
     """A session: settings, status, its latest Turn (blocks with provenance), the count and last page of its
-    snapshots (older pages at ``older_snapshots``), its last inferences, the tool calls waiting for a decision."""
+    snapshots (older pages at ``older_snapshots``), its last inferences, the tool calls waiting for a decision,
+    and what each cited text block of the latest Turn cites, normalized (``sources``)."""
 
     id: str
     settings: dict[str, Any]
@@ -272,6 +287,10 @@ class SessionView(BaseModel):
     snapshots: list[SnapshotSummary]
     older_snapshots: str | None = Field(description="the route of the page before, None at the first")
     inferences: list[dict[str, Any]]
+    sources: dict[str, list[Source]] = Field(
+        description="per id of a text block of `latest` that cites something, its citations normalized (the "
+        "block's payload keeps the provider's own form), in the provider's order, a source cited twice twice"
+    )
 
 
 class SnapshotPage(BaseModel):

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from ..._exceptions import ConfigurationError
 from ...session.stores import SnapshotInfo
 from ...tools import awaiting
-from ...turns import new_id, turn_to_dict
+from ...turns import PAYLOAD_CITATIONS, BlockKind, Turn, citation_sources, new_id, turn_to_dict
 from .._api import ERRORS, ApiError, GuardedRoute, api, json_body
 from .._history import fork_session, rewind_session
 from .._models import (
@@ -33,7 +33,7 @@ from .._models import (
 )
 from .._runner import Busy
 
-__all__ = ["MAX_SNAPSHOT_PAGE", "SNAPSHOT_PAGE", "PageNumber", "router", "snapshot_info"]
+__all__ = ["MAX_SNAPSHOT_PAGE", "SNAPSHOT_PAGE", "PageNumber", "cited_sources", "router", "snapshot_info"]
 
 SNAPSHOT_PAGE = 50
 """Snapshot summaries (and inferences) a session's GET returns; older pages come from its ``older_snapshots``."""
@@ -53,6 +53,15 @@ def snapshot_info(info: SnapshotInfo) -> dict[str, Any]:
         "saved_at": info.saved_at,
         "blocks": info.blocks,
     }
+
+
+def cited_sources(turn: Turn | None) -> dict[str, list[dict[str, Any]]]:
+    """Per id of a text block of ``turn`` that cites something, its citations normalized."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for block in turn.blocks if turn is not None else ():
+        if block.kind is BlockKind.LLM_TEXT and (found := citation_sources(block.payload.get(PAYLOAD_CITATIONS))):
+            out[block.id] = found
+    return out
 
 
 def _older(session_id: str, page: list[SnapshotInfo]) -> str | None:
@@ -106,6 +115,7 @@ async def get_session(request: Request, session_id: SessionPath) -> Response:
             "snapshots": [snapshot_info(i) for i in page],
             "older_snapshots": _older(session_id, page),
             "inferences": [r.to_dict() for r in inferences],
+            "sources": cited_sources(latest),
         }
     )
 
