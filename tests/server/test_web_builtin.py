@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from test_openapi import _conforms
 from test_protocols_builtin import HITS, provider, search_and_run, url  # noqa: F401  (url: a server per API)
 from test_web import Page, browser, expect, page, send  # noqa: F401  (the browser fixtures)
 
 from geppetto.simulator import Simulator
-from geppetto.turns import turn_from_dict
+from geppetto.turns import PAYLOAD_CITATIONS, BlockKind, citation_sources, turn_from_dict
 
 ANSWER = "Sunny in Paris, and 2."
 
@@ -45,6 +46,22 @@ def check_chat(p: Any, searched: bool) -> None:
     assert cited.first.get_attribute("rel") == "noopener noreferrer nofollow"
 
 
+def check_session_sources(base: str, session: str) -> None:
+    """The session's answer carries each cited text block's citations normalized, as its API document says."""
+    view = httpx.get(f"{base}/api/sessions/{session}").json()
+    cited = [
+        b
+        for b in turn_from_dict(view["latest"]).blocks
+        if b.kind is BlockKind.LLM_TEXT and b.payload.get(PAYLOAD_CITATIONS)
+    ]
+    assert cited
+    assert view["sources"] == {b.id: citation_sources(b.payload[PAYLOAD_CITATIONS]) for b in cited}
+    assert view["sources"][cited[-1].id][0]["url"] == HITS[0]["url"]
+    document = httpx.get(f"{base}/openapi.json").json()
+    schema = document["paths"]["/api/sessions/{session_id}"]["get"]["responses"]["200"]["content"]
+    assert _conforms(document, schema["application/json"]["schema"], view) == []
+
+
 def test_builtin_tools_and_citations_in_the_chat_and_the_inspector(
     url: str,  # noqa: F811
     page: Page,  # noqa: F811
@@ -71,9 +88,12 @@ def test_builtin_tools_and_citations_in_the_chat_and_the_inspector(
         assert [links.nth(i).get_attribute("href") for i in range(2)] == [h["url"] for h in HITS]
     page.shot(f"{name}-chat")
 
-    p.reload()  # the saved blocks show the same
+    live = p.locator("#messages .msg.assistant .citations ol.sources li").all_inner_texts()
+    p.reload()  # the saved blocks show the same, with the sources the session's answer normalized
     p.locator("#messages .msg.assistant").first.wait_for()
     check_chat(p, searched)
+    assert p.locator("#messages .msg.assistant .citations ol.sources li").all_inner_texts() == live
+    check_session_sources(url, session)
 
     p.click("#open-inspector")
     rows = p.locator("#blocks tbody tr[data-builtin='code_execution']")

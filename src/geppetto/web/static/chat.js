@@ -216,7 +216,7 @@ export async function showChat(sessionId) {
   state.view = view;
   state.session = sessionId;
   const last = session.latest;
-  if (last) view.history(last.blocks);
+  if (last) view.history(last.blocks, session.sources || {}); // what each cited text block cites, normalized
   for (const call of session.pending_approvals || []) view.waiting(call, (callId, value) => decideCall(sessionId, view, callId, value));
   if (session.status === "running" && session.running_inference) {
     follow(sessionId, view, "0", session.running_inference, false);

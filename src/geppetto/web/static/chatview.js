@@ -176,9 +176,9 @@ export class ChatView {
     return { id: d.call_id || "", tool: d.tool, card, label, result, status, done: false };
   }
 
-  // The sources the latest answer cites (its citations as the provider sent them), under that answer.
-  citations(raw) {
-    const box = citationsBox(raw);
+  // The sources the latest answer cites (normalized by the server), under that answer.
+  citations(cited) {
+    const box = citationsBox(cited);
     if (!box) return;
     if (this.answer) this.answer.append(box);
     else this.add(box);
@@ -200,13 +200,14 @@ export class ChatView {
     this.add(el("p", { class: "note" }, message));
   }
 
-  history(blocks) {
+  // The saved blocks; `sources` maps each cited text block's id to its citations, normalized by the server.
+  history(blocks, sources) {
     for (const block of blocks) {
       const p = block.payload || {};
       if (block.kind === "user") this.user(blockText(block), [...(p.files || []), ...(p.images || [])]);
       else if (block.kind === "llm_text") {
         this.textDelta(blockText(block));
-        if (p.citations) this.citations(p.citations);
+        if (sources[block.id]) this.citations(sources[block.id]);
       } else if (block.kind === "reasoning") {
         const text = blockText(block) || (Array.isArray(p.summary) ? p.summary.join(" ") : String(p.summary || ""));
         if (text) this.reasoningDelta(text);
