@@ -6,20 +6,21 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 
 from .._exceptions import UsageError
 from ..engine import Handler
-from ..events import Event, EventError, EventFinal, EventSink, EventTextDelta, TextPrinter
+from ..events import Event, EventCitations, EventError, EventFinal, EventSink, EventTextDelta, TextPrinter
 from ..middleware import Middleware, logging_middleware, new_blocks_not_in, snapshot_block_ids, system_prompt
-from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn
+from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_TEXT, BlockKind, Turn, source_key
 
 __all__ = [
     "FileNotWritable",
     "check_turn_target",
     "cli_middlewares",
+    "sources_text",
     "stdout_console",
     "text_printer",
     "uppercase_middleware",
@@ -94,13 +95,32 @@ class FileNotWritable(OSError):
     """A file the command was asked to write cannot be written (exit 1, like any failed write)."""
 
 
+def sources_text(citations: list[dict[str, Any]]) -> str:
+    """Normalized citations (see :func:`geppetto.turns.citation_sources`) as a numbered "Sources" list, each
+    source once: its title and its URL (or document); ``""`` when nothing is cited."""
+    seen: dict[str, str] = {}
+    for c in citations:
+        where = source_key(c)
+        if where and where not in seen:
+            title = str(c.get("title") or "")
+            seen[where] = f"{title} — {where}" if title and title != where else where
+    lines = [f"  [{n}] {shown}" for n, shown in enumerate(seen.values(), 1)]
+    return "\n".join(["Sources:", *lines]) + "\n" if lines else ""
+
+
 def text_printer(stream: IO[str], *, text: bool = True) -> EventSink:
-    """Streamed text and tool lines for a person; errors are left to the command, which prints them once
-    on stderr. ``text=False`` leaves the answer's text out too (a middleware will change it, and the
-    command prints the changed answer instead)."""
+    """Streamed text and tool lines for a person, and after a model call's text the sources it cites (from
+    its ``citations`` event); errors are left to the command, which prints them once on stderr.
+    ``text=False`` leaves the answer's text and sources out too (a middleware will change the text, and the
+    command prints the changed answer and its sources instead)."""
     printer = TextPrinter(stream)
 
     def sink(event: Event) -> None:
+        if isinstance(event, EventCitations):
+            if text and (shown := sources_text(event.citations)):
+                stream.write(f"\n\n{shown}")
+                stream.flush()
+            return
         if isinstance(event, EventError) or (not text and isinstance(event, EventTextDelta | EventFinal)):
             return
         printer(event)

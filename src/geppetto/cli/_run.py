@@ -13,8 +13,8 @@ from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
 from ..runtime import EngineSettings, choose_profile, demo_registry, mcp_tools, open_engine
 from ..session import Session, UsageLimits
-from ..turns import BlockKind, Turn, file_attachment, save_turn
-from ._console import check_turn_target, cli_middlewares, text_printer
+from ..turns import PAYLOAD_CITATIONS, BlockKind, Turn, citation_sources, file_attachment, save_turn
+from ._console import check_turn_target, cli_middlewares, sources_text, text_printer
 from ._terminal import Spinner, spinning
 from ._usage import usage_line
 
@@ -112,9 +112,11 @@ def run_command(options: RunOptions, prompt: str) -> Turn:
     turn = asyncio.run(_infer(options, prompt, [sink]))
     if changed:
         # Not streamed: stdout gets the answer once, as the middleware left it.
-        answer = [b.text for b in turn.blocks if b.kind is BlockKind.LLM_TEXT][-1:]
+        answer = [b for b in turn.blocks if b.kind is BlockKind.LLM_TEXT][-1:]
         if answer:
-            print(answer[0])
+            print(answer[0].text)
+            if cited := sources_text(citation_sources(answer[0].payload.get(PAYLOAD_CITATIONS))):
+                print(f"\n{cited}", end="")
     if options.save_turn is not None:
         save_turn(options.save_turn, turn)
         Console(stderr=True).print(f"[dim]saved turn to {options.save_turn}[/dim]")
