@@ -22,14 +22,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
 from geppetto.turns._cow import FrozenBlock, LazyBlockList
-from geppetto.turns._model import seal_block, seal_of
-from geppetto.turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
+from geppetto.turns._model import seal_block
+from geppetto.turns._watch import NO_EDIT, BlockList, Watch
+
+from ._chain_wire import Wire, block_wire, prefix_hasher, seal
+from ._chain_wire import frozen_wire as _frozen_wire
+from ._chain_wire import wire_form as _wire
 
 __all__ = [
     "REASON_TEXT",
@@ -57,67 +61,6 @@ REASON_TEXT = {
 """Why a stored answer is not an anchor, by reason code."""
 
 _RID, _FP = str(BLOCK_META_RESPONSE_ID), str(BLOCK_META_PREFIX_FINGERPRINT)
-
-
-class Wire:
-    """How one engine writes a block into its fingerprints.
-
-    ``count_key`` / ``refused_key`` are the block metadata keys (``str`` of a ``block_meta_key``) under which
-    that engine records how many blocks an answer produced and why an answer can never anchor; an answer
-    tagged by another engine has no count under this engine's key, so it never anchors here. A block's
-    wire form is remembered in its seal under the ``Wire`` object itself: keep one instance per encoding."""
-
-    def __init__(self, count_key: str, refused_key: str) -> None:
-        self.count_key, self.refused_key = count_key, refused_key
-        watch_metadata_keys(_RID, _FP, count_key, refused_key)  # what a sealed block's proof depends on
-
-    def fresh(self, block: Block) -> bytes | None:
-        """The canonical wire form of ``block`` (None when the block is never sent)."""
-        raise NotImplementedError
-
-
-def seal(seed: str, digest: str) -> str:
-    """The fingerprint recorded for a Turn prefix whose wire digest is ``digest``, under ``seed``."""
-    return hashlib.sha256(f"{seed}\n{digest}".encode()).hexdigest() if seed else digest
-
-
-def _wire(block: Block, wire: Wire) -> bytes | None:
-    """The wire form of ``block``: a sealed block remembers it (until a change of the block forgets it)."""
-    held = seal_of(block)
-    if held is not None and not held.loose:
-        if held.key is wire:
-            kept: bytes | None = held.wire
-            return kept
-        held.wire = made = wire.fresh(block)
-        held.key = wire
-        return made
-    return wire.fresh(block)
-
-
-def block_wire(block: Block, wire: Wire) -> bytes | None:
-    """The wire form of ``block`` under ``wire``, as the fingerprints read it (remembered in a sealed block's
-    seal): what the prefix guard digests."""
-    return _wire(block, wire)
-
-
-def _frozen_wire(block: FrozenBlock, wire: Wire) -> bytes | None:
-    d = block.__dict__
-    if d.get("key") is wire:
-        kept: bytes | None = d["wire"]
-        return kept
-    d["wire"] = made = wire.fresh(block)
-    d["key"] = wire
-    return made
-
-
-def prefix_hasher(blocks: Iterable[Block], wire: Wire) -> Any:
-    """A running sha256 over the wire form of ``blocks`` (copy it before adding more)."""
-    h = hashlib.sha256()
-    for block in blocks:
-        data = _wire(block, wire)
-        if data is not None:
-            h.update(data)
-    return h
 
 
 @dataclass(slots=True)

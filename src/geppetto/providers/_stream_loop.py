@@ -139,6 +139,19 @@ def _append(turn: Turn, result: StreamResult, *, provider: str, model: str, outp
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
 
 
+def _publish_parts(meta: EventMetadata, blocks: list[Block]) -> None:
+    """The answer's citations, built-in tool results and tool calls, as events."""
+    publish_citations(meta, blocks)
+    publish_builtin(meta, blocks)
+    for block in blocks:
+        if block.kind is BlockKind.TOOL_CALL:
+            publish(
+                EventToolCallRequested(
+                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload[PAYLOAD_ARGS]
+                )
+            )
+
+
 async def run_stream(
     turn: Turn,
     *,
@@ -181,15 +194,7 @@ async def run_stream(
     if answer_tool is not None:
         _answer_from_tool(result, answer_tool)
     _append(turn, result, provider=provider, model=model, output=output)
-    publish_citations(meta, result.blocks)
-    publish_builtin(meta, result.blocks)
-    for block in result.blocks:
-        if block.kind is BlockKind.TOOL_CALL:
-            publish(
-                EventToolCallRequested(
-                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload[PAYLOAD_ARGS]
-                )
-            )
+    _publish_parts(meta, result.blocks)
     final = metadata_for(turn, provider, model)
     record_usage(turn, result.blocks, final, provider=provider, model=model, usage=result.usage)
     final.stop_reason = result.stop_reason

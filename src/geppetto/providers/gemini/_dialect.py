@@ -190,6 +190,45 @@ def _one_tool(tool: dict[str, Any]) -> bool:
 _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 
+def _add_tools(
+    body: dict[str, Any], tools: list[ToolSpec], tool_choice: str | None, builtin_tools: list[dict[str, Any]] | None
+) -> None:
+    """The function declarations (first), the built-in tools and the tool choice into ``body``."""
+    if builtin_tools:
+        body["tools"] = builtin_specs(
+            builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}', _one_tool
+        )
+    if tools:
+        declarations = [
+            {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools
+        ]
+        body["tools"] = [{"functionDeclarations": declarations}, *body.get("tools", [])]
+        if tool_choice is not None:
+            config: dict[str, Any] = {"mode": _MODES.get(tool_choice, "ANY")}
+            if tool_choice not in _MODES:
+                config["allowedFunctionNames"] = [tool_choice]
+            body["toolConfig"] = {"functionCallingConfig": config}
+
+
+def _generation(
+    temperature: float | None, max_tokens: int | None, thinking_budget: int | None, include_thoughts: bool | None
+) -> dict[str, Any]:
+    """``generationConfig`` without the output part: sampling, length and ``thinkingConfig``."""
+    generation: dict[str, Any] = {}
+    if temperature is not None:
+        generation["temperature"] = temperature
+    if max_tokens is not None:
+        generation["maxOutputTokens"] = max_tokens
+    thinking: dict[str, Any] = {}
+    if thinking_budget is not None:
+        thinking["thinkingBudget"] = thinking_budget
+    if include_thoughts is not None or thinking_budget is not None:
+        thinking["includeThoughts"] = include_thoughts if include_thoughts is not None else thinking_budget != 0
+    if thinking:
+        generation["thinkingConfig"] = thinking
+    return generation
+
+
 def build_request(
     turn: Turn,
     *,
@@ -218,32 +257,8 @@ def build_request(
     body: dict[str, Any] = {"contents": contents}
     if system:
         body["systemInstruction"] = {"parts": system}
-    if builtin_tools:
-        body["tools"] = builtin_specs(
-            builtin_tools, "Gemini", '{"googleSearch": {}} or {"codeExecution": {}}', _one_tool
-        )
-    if tools:
-        declarations = [
-            {"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters} for t in tools
-        ]
-        body["tools"] = [{"functionDeclarations": declarations}, *body.get("tools", [])]
-        if tool_choice is not None:
-            config: dict[str, Any] = {"mode": _MODES.get(tool_choice, "ANY")}
-            if tool_choice not in _MODES:
-                config["allowedFunctionNames"] = [tool_choice]
-            body["toolConfig"] = {"functionCallingConfig": config}
-    generation: dict[str, Any] = {}
-    if temperature is not None:
-        generation["temperature"] = temperature
-    if max_tokens is not None:
-        generation["maxOutputTokens"] = max_tokens
-    thinking: dict[str, Any] = {}
-    if thinking_budget is not None:
-        thinking["thinkingBudget"] = thinking_budget
-    if include_thoughts is not None or thinking_budget is not None:
-        thinking["includeThoughts"] = include_thoughts if include_thoughts is not None else thinking_budget != 0
-    if thinking:
-        generation["thinkingConfig"] = thinking
+    _add_tools(body, tools, tool_choice, builtin_tools)
+    generation = _generation(temperature, max_tokens, thinking_budget, include_thoughts)
     if output is READ_FROM_TURN:
         output = STRUCTURED_OUTPUT.get(turn.data)
     if output is not None:

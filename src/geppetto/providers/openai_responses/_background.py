@@ -62,7 +62,9 @@ _RESUME_DELAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
 """Seconds before each resume that follows a resume which brought nothing new (the first is at once)."""
 
 
-def check_background(background: bool, *, store: bool, poll_interval: float, max_resumes: int) -> None:
+def check_background(
+    background: bool, *, store: bool, poll_interval: float, max_resumes: int, stream: bool = True
+) -> None:
     """Raise ConfigurationError for settings background mode cannot work with."""
     if background and not store:
         raise ConfigurationError(
@@ -73,6 +75,10 @@ def check_background(background: bool, *, store: bool, poll_interval: float, max
         raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
     if max_resumes < 0:
         raise ConfigurationError(f"max_resumes must be 0 or more, got {max_resumes!r}")
+    if background and not stream:
+        raise ConfigurationError(
+            "background=True streams the response (so a broken stream can be resumed); leave stream=False out"
+        )
 
 
 @dataclass

@@ -39,7 +39,8 @@ from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_request
 from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
-from ._state import MODES, ConversationState, get_state
+from ._settings import check_counts, check_mode
+from ._state import ConversationState, get_state
 from ._stream import StreamState
 from ._switch import CHAINING_ENV, chaining_enabled
 from ._tools import EngineTools, check_reasoning, check_tool_choice
@@ -102,6 +103,10 @@ class ResponsesEngine(TransportOwner):
     """
 
     provider = "openai"
+    server_ignores_state: bool = False
+    """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
+    _output: tuple[Turn, StructuredOutputConfig | None] | None = None
+    _since_validation: int = 0
 
     def __init__(
         self,
@@ -138,37 +143,14 @@ class ResponsesEngine(TransportOwner):
         stream: bool = True,
         prefix_policy: str = "drop",
     ) -> None:
-        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes)
-        if background and not stream:
-            raise ConfigurationError(
-                "background=True streams the response (so a broken stream can be resumed); leave stream=False out"
-            )
-        if compact_threshold is not None and (
-            not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
-        ):
-            raise ConfigurationError(
-                f"compact_threshold={compact_threshold!r}: pass a number of tokens of at least 1000 (the API's "
-                "minimum), or None for no in-request compaction"
-            )
-        if validate_every is not None and validate_every < 1:
-            raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
-        if mode is not None and mode not in MODES:
-            raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        if not store and mode in ("chained", "conversation"):
-            raise ConfigurationError(
-                f"mode={mode!r} needs the server to store responses; pass store=True or use mode='stateless'"
-            )
-        if on_previous_not_found not in ("resend", "raise"):
-            raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
+        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes, stream=stream)
+        check_counts(compact_threshold=compact_threshold, validate_every=validate_every)
+        check_mode(mode, store=store, on_previous_not_found=on_previous_not_found)
         check_reasoning(reasoning_effort, reasoning_summary)
         check_cache_settings(prompt_cache_key, prompt_cache_retention)
         check_tool_choice(tool_choice)
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key and self.base_url == DEFAULT_BASE_URL and not isinstance(http, HttpTransport):
-            # OpenAI itself needs a key; compatible servers and a given transport may not
-            key = resolve_api_key(api_key, ("OPENAI_API_KEY",), "OpenAI")
+        self._connect(api_key, base_url, http, retry, timeout)
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
         self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
@@ -177,14 +159,6 @@ class ResponsesEngine(TransportOwner):
         self.max_output_tokens, self.include = max_output_tokens, list(include or [])
         self.on_previous_not_found = on_previous_not_found
         self.metrics = metrics if metrics is not None else shared_metrics
-        self._headers = {"authorization": f"Bearer {key}"} if key else {}
-        self._transport = engine_transport(
-            http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry, timeout=timeout
-        )
-        self._owns_transport = not isinstance(http, HttpTransport)
-        self._output: tuple[Turn, StructuredOutputConfig | None] | None = None
-        self.server_ignores_state = False
-        """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
         self.validate_every = validate_every
         self.delete_replaced_conversations = delete_replaced_conversations
         self.compact_threshold = compact_threshold
@@ -192,8 +166,28 @@ class ResponsesEngine(TransportOwner):
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self.stream = stream
         self.prefix_policy = check_policy(prefix_policy)
-        self._since_validation = 0
         self._validated = ValidatedLinks()
+
+    def _connect(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        http: HttpTransport | httpx.AsyncClient | None,
+        retry: RetryPolicy | None,
+        timeout: float | httpx.Timeout | None,
+    ) -> None:
+        """The base URL, the key's header and the one transport of every request (made here unless ``http`` is
+        a transport)."""
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key and self.base_url == DEFAULT_BASE_URL and not isinstance(http, HttpTransport):
+            # OpenAI itself needs a key; compatible servers and a given transport may not
+            key = resolve_api_key(api_key, ("OPENAI_API_KEY",), "OpenAI")
+        self._headers = {"authorization": f"Bearer {key}"} if key else {}
+        self._transport = engine_transport(
+            http, self.base_url, provider=self.provider, error_parser=openai_error_info, retry=retry, timeout=timeout
+        )
+        self._owns_transport = not isinstance(http, HttpTransport)
 
     @property
     def tools(self) -> list[dict[str, Any]]:

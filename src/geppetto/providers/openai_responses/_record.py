@@ -58,8 +58,26 @@ def record(
     # the reasoning's prefix for the guard: the plan's digest covers the Turn unless another run added blocks
     stamp_response(turn, start, None if others else plan.prefix, include_system=not self.instructions_mode)
     response_id = str(response.get("id") or "")
+    _anchor(self, turn, start, stream, plan, response_id=response_id, others=others, mode=mode, prior=prior)
+    _finish(self, turn, response, blocks, plan)
+
+
+def _anchor(
+    self: Any,
+    turn: Turn,
+    start: int,
+    stream: StreamState,
+    plan: Plan,
+    *,
+    response_id: str,
+    others: int,
+    mode: str,
+    prior: ConversationState | None,
+) -> None:
+    """Tag the response's blocks (from ``start``) for anchoring a later request and keep the Turn's state,
+    unless the response cannot anchor: no id, blocks added meanwhile by another run, or not finished."""
     refused = unreplayed_items(stream.output_items())
-    unfinished = not_an_anchor(response, plan.previous_response_id, plan.conversation_id)
+    unfinished = not_an_anchor(stream.response, plan.previous_response_id, plan.conversation_id)
     if not response_id:
         log.warning(
             "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
@@ -75,7 +93,7 @@ def record(
             "each concurrent run its own turn.clone()",
             others,
             response_id,
-            len(blocks),
+            len(turn.blocks) - start,
             turn_ids(turn),
         )
         tag_blocks(turn, start, response_id, refused="concurrent inference on the same Turn", stored=self.store)
@@ -102,7 +120,6 @@ def record(
             else:
                 cid = prior.conversation_id if prior is not None and mode == "conversation" else None
             set_state(turn, ConversationState(mode, cid, response_id, plan.base))
-    _finish(self, turn, response, blocks, plan)
 
 
 def _finish(self: Any, turn: Turn, response: dict[str, Any], blocks: list[Any], plan: Plan) -> None:
