@@ -155,6 +155,18 @@ async def recorded(store: SQLTurnStore, inference_id: str, at_least: int) -> Bac
     return found
 
 
+async def picked_up(runner: Runner, store: SQLTurnStore, answer: str) -> None:
+    """``runner``'s sweeps pick up the inference of session s1 another worker left and finish it with ``answer``."""
+    await runner.sweep()
+    await runner.sweep()
+    async with asyncio.timeout(20):
+        await runner._running["s1"].done.wait()
+    [record] = await store.inferences("s1")
+    assert record.status == "completed"
+    latest = await store.load_latest("s1")
+    assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", answer]
+
+
 async def handed_over(
     first: Runner, second: Runner, store: SQLTurnStore, sim: Simulator, inference_id: str, answer: str
 ) -> tuple[list[RecordedEvent], BackgroundRecord | None]:
@@ -166,14 +178,7 @@ async def handed_over(
     assert record.status == "running", "left running for another worker"
     assert not [r for r in sim.requests if r.path.endswith("/cancel")], "the background run goes on"
     left = await background_response(store, "s1", inference_id)
-    await second.sweep()
-    await second.sweep()
-    async with asyncio.timeout(20):
-        await second._running["s1"].done.wait()
-    [record] = await store.inferences("s1")
-    assert record.status == "completed"
-    latest = await store.load_latest("s1")
-    assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", answer]
+    await picked_up(second, store, answer)
     logged = await store.load_events("s1", inference_id)
     kinds = [e.type for e in logged]
     assert kinds[0] == "start" and kinds.count("start") == 2 and kinds[-1] == "final"
@@ -205,14 +210,7 @@ async def test_a_worker_that_stops_leaves_its_background_inference_to_another(
 async def test_a_dead_workers_response_is_picked_up_from_its_cursor(runner: Runner, geppetto_sim: Simulator) -> None:
     store = _store(runner)
     await _dead_worker(runner, geppetto_sim)
-    await runner.sweep()
-    await runner.sweep()
-    async with asyncio.timeout(20):
-        await runner._running["s1"].done.wait()
-    [record] = await store.inferences("s1")
-    assert record.status == "completed"
-    latest = await store.load_latest("s1")
-    assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", LONG]
+    await picked_up(runner, store, LONG)
     events = await _events(runner)
     assert [e["type"] for e in events if e["type"] in ("start", "run_started")] == [], "the dead worker sent those"
     assert "".join(e.get("delta", "") for e in events if e["type"] == "text_delta") == LONG.removeprefix("word0 ")

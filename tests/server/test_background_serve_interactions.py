@@ -5,10 +5,7 @@ reading ``/events`` with ``Last-Event-ID`` sees every event once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from server_support import Worker, bus_url, two_script_workers
+from server_support import bus_url, two_script_workers
 from test_background_serve import SCRIPT, assert_finished_and_chained, killed_mid_answer
 
 from geppetto.simulator import Simulator
@@ -16,21 +13,15 @@ from geppetto.simulator import Simulator
 PATH = "/v1beta/interactions"
 
 
-@pytest.fixture
-def two_workers(postgres_target: str, geppetto_sim: Simulator) -> Iterator[tuple[Worker, Worker]]:
-    args = [SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.url, "interactions"]
-    with two_script_workers(*args) as workers:
-        yield workers
-
-
 def test_a_killed_workers_background_interaction_is_finished_by_another(
-    two_workers: tuple[Worker, Worker], geppetto_sim: Simulator
+    postgres_target: str, geppetto_sim: Simulator
 ) -> None:
-    a, b = two_workers
-    sid, _, events = killed_mid_answer(a, b, geppetto_sim)
-    assert (events[-1]["event"], events[-1]["data"]["status"]) == ("run_finished", "completed")
-    posts = [r for r in geppetto_sim.requests if r.method == "POST" and r.path == PATH]
-    resumes = [r for r in geppetto_sim.requests if r.method == "GET" and r.query.get("stream") == "true"]
-    assert len(posts) == 1 and resumes and all(r.query.get("last_event_id") for r in resumes)
-    iid = resumes[0].path.rsplit("/", 1)[-1]
-    assert_finished_and_chained(b.url, sid, geppetto_sim, iid, "previous_interaction_id")
+    args = (SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.url, "interactions")
+    with two_script_workers(*args) as (a, b):
+        sid, _, events = killed_mid_answer(a, b, geppetto_sim)
+        assert (events[-1]["event"], events[-1]["data"]["status"]) == ("run_finished", "completed")
+        posts = [r for r in geppetto_sim.requests if r.method == "POST" and r.path == PATH]
+        resumes = [r for r in geppetto_sim.requests if r.method == "GET" and r.query.get("stream") == "true"]
+        assert len(posts) == 1 and resumes and all(r.query.get("last_event_id") for r in resumes)
+        iid = resumes[0].path.rsplit("/", 1)[-1]
+        assert_finished_and_chained(b.url, sid, geppetto_sim, iid, "previous_interaction_id")
