@@ -15,8 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from prefix_guard_support import TOOLS, under_every_policy
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.middleware import system_prompt, with_middleware
@@ -27,12 +26,7 @@ from geppetto.providers.anthropic._binding import INPUT_TRANSFORMATIONS, SYSTEM_
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID
-
-ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
-TOOLS = [
-    {"name": "get_weather", "description": "Weather of a city.", "parameters": {"type": "object"}},
-    {"name": "get_time", "description": "Time in a city.", "parameters": {"type": "object"}},
-]
+from turn_edits import remove_or_reorder
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +54,8 @@ def _edit(turn: Turn, engine: ClaudeEngine, action: str, pick: int, step: int) -
         block = Block.user(f"reminder {step}")
         BLOCK_META_MIDDLEWARE.set(block.metadata, "reminders")
         turn.insert(spots[pick % len(spots)], block)
-    elif action == "remove" and len(editable) > 2:
-        del turn.blocks[editable[pick % len(editable)]]
-    elif action == "reorder" and len(editable) > 1:
-        i, j = editable[pick % len(editable)], editable[(pick + 1) % len(editable)]
-        turn.blocks[i], turn.blocks[j] = turn.blocks[j], turn.blocks[i]
+    elif action in ("remove", "reorder"):
+        remove_or_reorder(turn, action, editable, pick)
     elif action == "edit" and editable:
         block = turn.blocks[editable[pick % len(editable)]]
         block.payload["text"] = f"edited {step}"
@@ -127,12 +118,7 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 
 
-STEPS = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.booleans()), min_size=2, max_size=5)
-
-
-@pytest.mark.parametrize("policy", ["drop", "rewrite", "error"])
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=STEPS)
+@under_every_policy
 def test_no_stale_thinking_is_ever_sent(sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]) -> None:
     sim.reset()
     asyncio.run(_scenario(sim, policy, steps))

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from prefix_guard_support import TOOLS, under_every_policy
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.providers._prefix_guard import REASONING_STALE, TURN_META_PREFIX_GUARD
@@ -24,11 +23,6 @@ from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
 
-ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
-TOOLS = [
-    {"name": "get_weather", "description": "Weather of a city.", "parameters": {"type": "object"}},
-    {"name": "get_time", "description": "Time in a city.", "parameters": {"type": "object"}},
-]
 PLACEHOLDERS = {"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"}
 
 
@@ -117,12 +111,7 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 
 
-STEPS = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.booleans()), min_size=2, max_size=5)
-
-
-@pytest.mark.parametrize("policy", ["drop", "rewrite", "error"])
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=STEPS)
+@under_every_policy
 def test_no_stale_signature_is_sent(sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]) -> None:
     sim.reset()
     asyncio.run(_scenario(sim, policy, steps))

@@ -158,20 +158,28 @@ async def test_a_rejected_request_is_an_error_on_both_spans(geppetto_sim: Simula
     assert duration.attributes["error.type"] == "BadRequestError"
 
 
-async def test_responses_spans_say_how_the_context_travelled_and_why_it_fell_back(
-    geppetto_sim: Simulator, otel: Otel
+@pytest.mark.parametrize(
+    ("name", "options", "model", "anchor"),
+    [
+        ("openai-responses", {"mode": "chained"}, "sim-1", "resp_"),
+        ("gemini-interactions", {"model": "gemini-2.5-flash"}, "gemini-2.5-flash", "v1_"),
+    ],
+)
+async def test_stateful_spans_say_how_the_context_travelled_and_why_it_fell_back(
+    geppetto_sim: Simulator, otel: Otel, name: str, options: dict[str, str], model: str, anchor: str
 ) -> None:
-    async with geppetto_sim.engine("openai-responses", mode="chained", retry=FAST) as engine:
+    """Both stateful engines (Responses, Interactions) report through the same attributes and instruments."""
+    async with geppetto_sim.engine(name, retry=FAST, **options) as engine:
         session = Session(engine)
         await session.run("first")
         await session.run("second")
         assert session.latest is not None
         session.latest.blocks[0].payload["text"] = "first, edited"  # the server's copy no longer matches
         await session.run("third")
-    chats = [s for s in otel.finished() if s.name == "chat sim-1"]
+    chats = [s for s in otel.finished() if s.name == f"chat {model}"]
     modes = [(s.attributes["geppetto.responses.mode"], s.attributes["geppetto.responses.full_turn"]) for s in chats]
     assert modes == [("stateless", True), ("chained", False), ("stateless", True)]
-    assert chats[1].attributes["geppetto.responses.anchor"].startswith("resp_")
+    assert chats[1].attributes["geppetto.responses.anchor"].startswith(anchor)
     assert chats[1].attributes["geppetto.responses.items"] == 1
     assert chats[2].attributes["geppetto.responses.fallback_reason"] == "fingerprint_mismatch"
     requests = {p.attributes["mode"]: p.value for p in otel.points("geppetto.responses.requests")}

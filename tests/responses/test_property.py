@@ -12,19 +12,18 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 from responses_support import assert_valid_requests, engine, normalize, wire_before_last_response
 
 from geppetto.middleware.compaction import compact, summarize_with
-from geppetto.simulator import Reply, Simulator, ToolCall, serve
+from geppetto.simulator import Simulator, serve
 from geppetto.testing import ScriptedEngine
 from geppetto.tools import pending_tool_calls
-from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
+from geppetto.turns import PAYLOAD_ID, Block, BlockKind, Turn
+from turn_edits import apply_edit, edit_steps, reply
 
 ACTIONS = ("append", "insert", "remove", "reorder", "edit", "system", "drop_last", "compact", "summarize")
 REPLIES = ("text", "tool", "reasoning_text", "text_and_tool", "parallel_tools")
 EDITABLE = (BlockKind.USER, BlockKind.LLM_TEXT, BlockKind.SYSTEM)
-RID = str(BLOCK_META_RESPONSE_ID)
 
 
 @pytest.fixture(scope="module")
@@ -33,67 +32,13 @@ def sim() -> Iterator[Simulator]:
         yield s
 
 
-def _reply(kind: str, step: int) -> Reply:
-    weather = ToolCall("get_weather", {"city": f"c{step}"})
-    return {
-        "text": Reply(text=f"a{step}"),
-        "tool": Reply(tool_calls=[weather]),
-        "reasoning_text": Reply(text=f"a{step}", reasoning=f"thinking {step}"),
-        "text_and_tool": Reply(text=f"checking {step}", tool_calls=[weather]),
-        "parallel_tools": Reply(tool_calls=[weather, ToolCall("get_weather", {"city": f"d{step}"})]),
-    }[kind]
-
-
-def _safe_positions(turn: Turn) -> list[int]:
-    """Insert positions that never split a tool call from its result."""
-    return [i for i in range(len(turn.blocks) + 1) if i == 0 or turn.blocks[i - 1].kind is not BlockKind.TOOL_CALL]
-
-
-def _drop_last_block_of_a_response(turn: Turn, pick: int) -> None:
-    """Middleware drops the last block of one response; a dropped tool call takes its result with it."""
-    ends = [i for i, b in enumerate(turn.blocks) if b.metadata.get(RID)]
-    ends = [
-        i
-        for i in ends
-        if i + 1 == len(turn.blocks) or turn.blocks[i + 1].metadata.get(RID) != turn.blocks[i].metadata.get(RID)
-    ]
-    if not ends:
-        return
-    dropped = turn.blocks.pop(ends[pick % len(ends)])
-    if dropped.kind is BlockKind.TOOL_CALL:
-        call_id = dropped.payload[PAYLOAD_ID]
-        turn.blocks[:] = [
-            b for b in turn.blocks if not (b.kind is BlockKind.TOOL_USE and b.payload[PAYLOAD_ID] == call_id)
-        ]
-
-
-def _apply(turn: Turn, action: str, pick: int, step: int) -> None:
-    editable = [i for i, b in enumerate(turn.blocks) if b.kind in EDITABLE]
-    if action == "insert":
-        positions = _safe_positions(turn)
-        turn.insert(positions[pick % len(positions)], Block.user(f"inserted {step}"))
-    elif action == "remove" and len(editable) > 2:
-        del turn.blocks[editable[pick % len(editable)]]
-    elif action == "reorder" and len(editable) > 1:
-        i = editable[pick % len(editable)]
-        j = editable[(pick + 1) % len(editable)]
-        turn.blocks[i], turn.blocks[j] = turn.blocks[j], turn.blocks[i]
-    elif action == "edit" and editable:
-        turn.blocks[editable[pick % len(editable)]].payload["text"] = f"edited {step}"
-    elif action == "system":
-        turn.blocks[0].payload["text"] = f"system v{step}"
-    elif action == "drop_last":
-        _drop_last_block_of_a_response(turn, pick)
-    turn.append(Block.user(f"question {step}"))
-
-
 async def _scenario(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]) -> None:
     eng = engine(sim, mode=mode)
     turn = Turn()
     turn.append(Block.system("system v0"))
     turn.append(Block.user("question 0"))
-    for step, (action, pick, reply) in enumerate(steps, start=1):
-        sim.queue(_reply(reply, step))
+    for step, (action, pick, kind) in enumerate(steps, start=1):
+        sim.queue(reply(kind, step))
         sent = len(sim.requests)
         turn = await eng.run_inference(turn)
         # No request was rejected: exactly one POST /v1/responses (a rejection would show as a retry).
@@ -108,13 +53,11 @@ async def _scenario(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]
             await compact(
                 turn, summarize_with(ScriptedEngine([Block.llm_text(f"summary {step}")])), keep_last=1 + pick % 3
             )
-        _apply(turn, action, pick, step)
+        apply_edit(turn, action, pick, step, editable=EDITABLE)
     assert_valid_requests(sim)
 
 
-STEPS = st.lists(
-    st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.sampled_from(REPLIES)), min_size=1, max_size=6
-)
+STEPS = edit_steps(ACTIONS, REPLIES)
 
 
 @pytest.mark.parametrize("mode", ["chained", "conversation"])

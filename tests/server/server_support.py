@@ -142,6 +142,20 @@ class Worker:
         return self.proc.stdout.read() if self.proc.stdout else ""
 
 
+@contextlib.contextmanager
+def two_script_workers(*args: str) -> Iterator[tuple[Worker, Worker]]:
+    """Two server processes running the same script (``Worker(*args, script=True)``), both stopped after."""
+    first = Worker(*args, script=True)
+    try:
+        second = Worker(*args, script=True)
+        try:
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
 def write_sim_profile(sim: Any, name: str = "simtest") -> None:
     """A profiles file (in the test's config folder) with ``name`` pointing at ``sim``'s Responses API."""
     folder = Path(os.environ["GEPPETTO_CONFIG_DIR"])

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_background_runner import handed_over, recorded
 
 from geppetto.events.bus import MemoryBus
 from geppetto.server._runner import Runner
 from geppetto.session.stores import SQLTurnStore, open_store
-from geppetto.session.stores._background import BackgroundRecord, background_response
+from geppetto.session.stores._background import background_response
 from geppetto.simulator import Reply, Simulator
 
 LONG = " ".join(f"word{i}" for i in range(60))
@@ -39,15 +40,6 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLTurnStore]:
         the_store.close()
 
 
-async def _recorded(store: SQLTurnStore, inference_id: str, at_least: int) -> BackgroundRecord:
-    found = None
-    async with asyncio.timeout(20):
-        while found is None or found.cursor < at_least:
-            await asyncio.sleep(0.02)
-            found = await background_response(store, "s1", inference_id)
-    return found
-
-
 async def test_a_worker_that_stops_leaves_its_background_interaction_to_another(
     store: SQLTurnStore, geppetto_sim: Simulator
 ) -> None:
@@ -57,28 +49,12 @@ async def test_a_worker_that_stops_leaves_its_background_interaction_to_another(
         sim.background_pace = 0.02
         sim.queue(Reply(text=LONG))
         started = await first.start("s1", "Tell me a story")
-        found = await _recorded(store, started.inference_id, 8)
+        found = await recorded(store, started.inference_id, 8)
         assert found.response_id == next(iter(sim.state.background_runs)), "the interaction's id"
         assert found.resume_after, "the event id a resume names"
         assert [b.text for b in found.turn.blocks] == ["Tell me a story"], "the Turn the engine sent"
-        await first.close(grace=0)  # shutting down: its inference is cancelled in this worker only
-        [record] = await store.inferences("s1")
-        assert record.status == "running", "left running for another worker"
-        assert not [r for r in sim.requests if r.path.endswith("/cancel")], "the interaction goes on"
-        left = await background_response(store, "s1", started.inference_id)
+        _, left = await handed_over(first, second, store, sim, started.inference_id, LONG)
         assert left is not None and left.resume_after
-        await second.sweep()
-        await second.sweep()
-        async with asyncio.timeout(20):
-            await second._running["s1"].done.wait()
-        [record] = await store.inferences("s1")
-        assert record.status == "completed"
-        latest = await store.load_latest("s1")
-        assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", LONG]
-        logged = await store.load_events("s1", started.inference_id)
-        kinds = [e.type for e in logged]  # each worker's own record, the stopped one's set before
-        assert kinds[0] == "start" and kinds.count("start") == 2 and kinds[-1] == "final"
-        assert "".join(e.event.get("delta", "") for e in logged) == LONG, "every delta once"
         posts = [r for r in sim.requests if r.method == "POST" and r.path == PATH]
         gets = [r for r in sim.requests if r.method == "GET"]
         assert len(posts) == 1, "one interaction: the other worker read the same one on"
@@ -106,7 +82,7 @@ async def test_a_stop_cancels_the_interaction_and_publishes_its_usage(
         sim.background_pace = 0.03
         sim.queue(Reply(text=LONG))
         started = await runner.start("s1", "Tell me a story")
-        await _recorded(store, started.inference_id, 6)
+        await recorded(store, started.inference_id, 6)
         await runner.cancel("s1")
         async with asyncio.timeout(20):
             await runner._running["s1"].done.wait()

@@ -17,8 +17,8 @@ import pytest
 from geppetto.events.bus import MemoryBus
 from geppetto.server import _background
 from geppetto.server._runner import Busy, Runner
-from geppetto.session.stores import SQLTurnStore, open_store
-from geppetto.session.stores._background import background_response, save_background_response
+from geppetto.session.stores import RecordedEvent, SQLTurnStore, open_store
+from geppetto.session.stores._background import BackgroundRecord, background_response, save_background_response
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import Block, Turn, turn_to_dict
 
@@ -145,6 +145,47 @@ async def test_a_prompt_to_the_session_picks_the_dead_workers_inference_up(
     assert statuses == [("dead-1", "completed"), (again.inference_id, "completed")]
 
 
+async def recorded(store: SQLTurnStore, inference_id: str, at_least: int) -> BackgroundRecord:
+    """The background record of ``inference_id`` once its cursor has reached ``at_least``."""
+    found = None
+    async with asyncio.timeout(20):
+        while found is None or found.cursor < at_least:
+            await asyncio.sleep(0.02)
+            found = await background_response(store, "s1", inference_id)
+    return found
+
+
+async def picked_up(runner: Runner, store: SQLTurnStore, answer: str) -> None:
+    """``runner``'s sweeps pick up the inference of session s1 another worker left and finish it with ``answer``."""
+    await runner.sweep()
+    await runner.sweep()
+    async with asyncio.timeout(20):
+        await runner._running["s1"].done.wait()
+    [record] = await store.inferences("s1")
+    assert record.status == "completed"
+    latest = await store.load_latest("s1")
+    assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", answer]
+
+
+async def handed_over(
+    first: Runner, second: Runner, store: SQLTurnStore, sim: Simulator, inference_id: str, answer: str
+) -> tuple[list[RecordedEvent], BackgroundRecord | None]:
+    """``first`` shuts down (its inference cancelled in that worker only, left running on the server) and
+    ``second``'s sweeps pick the inference up and finish it with ``answer``: the events both workers logged
+    (each worker's own record, checked to hold every delta once) and the background record ``first`` left."""
+    await first.close(grace=0)
+    [record] = await store.inferences("s1")
+    assert record.status == "running", "left running for another worker"
+    assert not [r for r in sim.requests if r.path.endswith("/cancel")], "the background run goes on"
+    left = await background_response(store, "s1", inference_id)
+    await picked_up(second, store, answer)
+    logged = await store.load_events("s1", inference_id)
+    kinds = [e.type for e in logged]
+    assert kinds[0] == "start" and kinds.count("start") == 2 and kinds[-1] == "final"
+    assert "".join(e.event.get("delta", "") for e in logged) == answer, "every delta once"
+    return logged, left
+
+
 async def test_a_worker_that_stops_leaves_its_background_inference_to_another(
     tmp_path: Path, geppetto_sim: Simulator
 ) -> None:
@@ -156,28 +197,10 @@ async def test_a_worker_that_stops_leaves_its_background_inference_to_another(
         geppetto_sim.background_pace = 0.02
         geppetto_sim.queue(Reply(text=LONG))
         started = await first.start("s1", "Tell me a story")
-        found = None
-        async with asyncio.timeout(20):
-            while found is None or found.cursor < 6:
-                await asyncio.sleep(0.02)
-                found = await background_response(store, "s1", started.inference_id)
-        await first.close(grace=0)  # shutting down: its inference is cancelled in this worker only
-        [record] = await store.inferences("s1")
-        assert record.status == "running", "left running for another worker"
-        assert not [r for r in geppetto_sim.requests if r.path.endswith("/cancel")], "the response goes on"
-        await second.sweep()
-        await second.sweep()
-        async with asyncio.timeout(20):
-            await second._running["s1"].done.wait()
-        [record] = await store.inferences("s1")
-        assert record.status == "completed"
-        latest = await store.load_latest("s1")
-        assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", LONG]
-        logged = await store.load_events("s1", started.inference_id)
-        kinds = [e.type for e in logged]  # each worker's own record, the stopped one's set before
-        assert kinds[0] == "start" and kinds.count("start") == 2 and kinds[-1] == "final"
+        await recorded(store, started.inference_id, 6)
+        logged, _ = await handed_over(first, second, store, geppetto_sim, started.inference_id, LONG)
+        kinds = [e.type for e in logged]
         assert kinds[kinds.index("interrupt") + 1] == "start", "the stopped worker's part, then the other's"
-        assert "".join(e.event.get("delta", "") for e in logged) == LONG, "every delta once"
         assert [e.seq for e in logged] == sorted(e.seq for e in logged)
     finally:
         await second.close()
@@ -187,14 +210,7 @@ async def test_a_worker_that_stops_leaves_its_background_inference_to_another(
 async def test_a_dead_workers_response_is_picked_up_from_its_cursor(runner: Runner, geppetto_sim: Simulator) -> None:
     store = _store(runner)
     await _dead_worker(runner, geppetto_sim)
-    await runner.sweep()
-    await runner.sweep()
-    async with asyncio.timeout(20):
-        await runner._running["s1"].done.wait()
-    [record] = await store.inferences("s1")
-    assert record.status == "completed"
-    latest = await store.load_latest("s1")
-    assert latest is not None and [b.text for b in latest.blocks] == ["Tell me a story", LONG]
+    await picked_up(runner, store, LONG)
     events = await _events(runner)
     assert [e["type"] for e in events if e["type"] in ("start", "run_started")] == [], "the dead worker sent those"
     assert "".join(e.get("delta", "") for e in events if e["type"] == "text_delta") == LONG.removeprefix("word0 ")

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import Worker, bus_url, sse_events
+from server_support import Worker, bus_url, sse_events, two_script_workers
 
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID
@@ -24,15 +24,8 @@ SCRIPT = str(Path(__file__).with_name("background_worker.py"))
 @pytest.fixture
 def two_workers(postgres_target: str, geppetto_sim: Simulator) -> Iterator[tuple[Worker, Worker]]:
     args = [SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.openai_url]
-    first = Worker(*args, script=True)
-    try:
-        second = Worker(*args, script=True)
-        try:
-            yield first, second
-        finally:
-            second.stop()
-    finally:
-        first.stop()
+    with two_script_workers(*args) as workers:
+        yield workers
 
 
 def _read(url: str, sid: str, last_id: str, *, stop_after_deltas: int | None = None) -> list[dict[str, Any]]:
@@ -59,12 +52,12 @@ def _deltas(events: list[dict[str, Any]]) -> str:
     return "".join(e["data"].get("delta", "") for e in events if e["event"] == "text_delta")
 
 
-def test_a_killed_workers_background_run_is_finished_by_another(
-    two_workers: tuple[Worker, Worker], geppetto_sim: Simulator
-) -> None:
-    a, b = two_workers
-    geppetto_sim.background_pace = 0.02  # about 3 s for the whole answer
-    geppetto_sim.queue(Reply(text=ANSWER))
+def killed_mid_answer(a: Worker, b: Worker, sim: Simulator) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    """Worker ``a`` starts a long background answer, a client reads ten deltas through ``b``, then ``a`` is
+    killed (SIGKILL) and the client reads on from ``b`` after the last event it had: the session id, the
+    started run and every event the client saw, checked to hold each event and delta once."""
+    sim.background_pace = 0.02  # about 3 s for the whole answer
+    sim.queue(Reply(text=ANSWER))
     sid = httpx.post(f"{b.url}/api/sessions", json={}).json()["id"]
     started = httpx.post(f"{a.url}/api/sessions/{sid}/messages", json={"text": "Tell me a long story"}).json()
     before = _read(b.url, sid, started["after"], stop_after_deltas=10)  # the client reads, then loses its worker
@@ -74,9 +67,34 @@ def test_a_killed_workers_background_run_is_finished_by_another(
     events = before + after
     ids = [e["id"] for e in events]
     assert len(ids) == len(set(ids)), "no event twice"
-    assert [e["event"] for e in events].count("run_started") == 1
     assert [e["event"] for e in events].count("start") == 1, "the engine's start once: the pickup adds none"
     assert _deltas(events) == ANSWER, "every delta once, in order, none lost"
+    return sid, started, events
+
+
+def assert_finished_and_chained(url: str, sid: str, sim: Simulator, anchor: str, field: str) -> None:
+    """The session holds the whole answer, stamped with the server's id ``anchor``, and its next message is
+    chained on it (``field`` of the next request body)."""
+    session = httpx.get(f"{url}/api/sessions/{sid}").json()
+    assert [i["status"] for i in session["inferences"]] == ["completed"]
+    blocks = session["latest"]["blocks"]
+    assert [(blk["kind"], blk["payload"]["text"]) for blk in blocks] == [
+        ("user", "Tell me a long story"),
+        ("llm_text", ANSWER),
+    ]
+    assert blocks[-1]["metadata"][str(BLOCK_META_RESPONSE_ID)] == anchor
+    sim.queue(Reply(text="The end."))
+    again = httpx.post(f"{url}/api/sessions/{sid}/messages", json={"text": "And then?"}).json()
+    assert _read(url, sid, again["after"])[-1]["data"]["status"] == "completed"
+    assert sim.requests[-1].body[field] == anchor
+
+
+def test_a_killed_workers_background_run_is_finished_by_another(
+    two_workers: tuple[Worker, Worker], geppetto_sim: Simulator
+) -> None:
+    a, b = two_workers
+    sid, started, events = killed_mid_answer(a, b, geppetto_sim)
+    assert [e["event"] for e in events].count("run_started") == 1
     finished = events[-1]
     assert finished["event"] == "run_finished"
     assert (finished["data"]["inference_id"], finished["data"]["status"]) == (started["inference_id"], "completed")
@@ -88,18 +106,8 @@ def test_a_killed_workers_background_run_is_finished_by_another(
     assert int(resumes[0].query["starting_after"]) >= 13, "picked up after what had been published, not from 0"
     session = httpx.get(f"{b.url}/api/sessions/{sid}").json()
     assert session["snapshot_count"] == 1 and session["status"] == "idle"
-    assert [i["status"] for i in session["inferences"]] == ["completed"]
-    blocks = session["latest"]["blocks"]
-    assert [(blk["kind"], blk["payload"]["text"]) for blk in blocks] == [
-        ("user", "Tell me a long story"),
-        ("llm_text", ANSWER),
-    ]
-    assert blocks[-1]["metadata"][str(BLOCK_META_RESPONSE_ID)] == rid
     # the session goes on chained on that response
-    geppetto_sim.queue(Reply(text="The end."))
-    again = httpx.post(f"{b.url}/api/sessions/{sid}/messages", json={"text": "And then?"}).json()
-    assert _read(b.url, sid, again["after"])[-1]["data"]["status"] == "completed"
-    assert geppetto_sim.requests[-1].body["previous_response_id"] == rid
+    assert_finished_and_chained(b.url, sid, geppetto_sim, rid, "previous_response_id")
 
 
 def test_a_stop_cancels_the_background_response_and_a_disconnect_does_not(

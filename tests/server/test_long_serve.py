@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import Worker, bus_url, running_app, sim_profile, sse_events
+from server_support import Worker, bus_url, running_app, sim_profile, sse_events, two_script_workers
 
 from geppetto.server import create_app
 from geppetto.session.stores import SQLTurnStore, open_store
@@ -89,15 +89,8 @@ def two_workers(postgres_target: str) -> Iterator[tuple[Worker, Worker]]:
     """Two server processes on one PostgreSQL store and one Redis bus, with an engine that answers at once
     (the subject is the server and the store; the simulator's own cost grows with the context)."""
     args = [str(Path(__file__).with_name("answering_worker.py")), postgres_target, bus_url("redis")]
-    first = Worker(*args, script=True)
-    try:
-        second = Worker(*args, script=True)
-        try:
-            yield first, second
-        finally:
-            second.stop()
-    finally:
-        first.stop()
+    with two_script_workers(*args) as workers:
+        yield workers
 
 
 def test_a_long_session_alternating_between_two_workers_keeps_every_snapshot_and_event(

@@ -17,3 +17,10 @@ def oai(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
         base_url=geppetto_sim.openai_url, headers={"authorization": "Bearer sk-test"}, timeout=10
     ) as client:
         yield client
+
+
+@pytest.fixture
+def gem(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
+    """A Gemini-style client (API key header, the simulator's base URL)."""
+    with httpx.Client(base_url=geppetto_sim.url, headers={"x-goog-api-key": "test-key"}, timeout=10) as client:
+        yield client

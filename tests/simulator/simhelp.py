@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-WEATHER_TOOL = {
+WEATHER_FUNCTION = {
     "type": "function",
     "name": "get_weather",
     "description": "Get the current weather for a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    "strict": None,
 }
+"""The weather function as the Interactions API declares a tool."""
+WEATHER_TOOL = {**WEATHER_FUNCTION, "strict": None}
+"""The weather function as the Responses API declares a tool."""
 
 
 def sse_events(text: str) -> list[tuple[str | None, Any]]:

@@ -5,11 +5,11 @@ answer is checked against the google-genai types, strictly."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from simhelp import WEATHER_FUNCTION as WEATHER
 
 from geppetto.simulator import Reply, Simulator, ToolCall
 from interactions_types import (
@@ -21,18 +21,6 @@ from interactions_types import (
 
 MODEL = "gemini-2.5-flash"
 THINKING = "gemini-3-flash-preview"
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Get the current weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-
-
-@pytest.fixture
-def gem(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=geppetto_sim.url, headers={"x-goog-api-key": "test-key"}, timeout=10) as client:
-        yield client
 
 
 def create(client: httpx.Client, body: dict[str, Any], status: int = 200) -> dict[str, Any]:

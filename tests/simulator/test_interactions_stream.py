@@ -5,29 +5,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from simhelp import WEATHER_FUNCTION as WEATHER
 from simhelp import sse_events
 
 from geppetto.simulator import Simulator
 from interactions_types import validate_error, validate_event, validate_interaction, validate_request
 
 MODEL = "gemini-3-flash-preview"
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Get the current weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-
-
-@pytest.fixture
-def gem(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=geppetto_sim.url, headers={"x-goog-api-key": "test-key"}, timeout=10) as client:
-        yield client
 
 
 def events_of(text: str) -> list[dict[str, Any]]:

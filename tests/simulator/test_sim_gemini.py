@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,12 +23,6 @@ TOOLS = [
     }
 ]
 USER = {"role": "user", "parts": [{"text": "What is the weather in Lima?"}]}
-
-
-@pytest.fixture
-def gem(geppetto_sim: Simulator) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=geppetto_sim.url, headers={"x-goog-api-key": "k"}, timeout=10) as client:
-        yield client
 
 
 def _gen(client: httpx.Client, model: str, contents: list[Any]) -> httpx.Response:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._exceptions import UsageError
 from ..session import Session
 from ..turns import new_id
-from ._runner import Busy
 
 if TYPE_CHECKING:
     from ._runner import Runner
@@ -25,12 +24,9 @@ T = TypeVar("T")
 
 async def _edit(runner: Runner, session_id: str, change: Callable[[Session, dict[str, Any]], Awaitable[T]]) -> T:
     settings = await runner.settings(session_id)
-    lease = await runner.store.try_lock(session_id)
-    if lease is None:
-        raise Busy(
-            f"session {session_id} is running an inference; wait for it to finish or "
-            f"POST /api/sessions/{session_id}/cancel, then edit its history"
-        )
+    lease = await runner._try_lock(
+        session_id, f"wait for it to finish or POST /api/sessions/{session_id}/cancel, then edit its history"
+    )
     try:
         session = await runner._session(session_id, settings, lambda event: None)
         if session.latest is None:

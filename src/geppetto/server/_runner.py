@@ -180,15 +180,19 @@ class Runner(SweepingRunner):
         self._spawn(self._run(session_id, text, settings, running, lease, session))
         return Started(session_id, inference_id, after)
 
+    async def _try_lock(self, session_id: str, advice: str) -> SessionLease:
+        """The session's lease; :class:`Busy`, with ``advice``, while an inference holds it."""
+        lease = await self.store.try_lock(session_id)
+        if lease is None:
+            raise Busy(f"session {session_id} is running an inference; {advice}")
+        return lease
+
     async def _lease(self, session_id: str) -> SessionLease:
         """The session's lease, after settling the inferences a dead worker left; :class:`Busy` when another
         request holds it, or when it went with an inference this worker picked up."""
-        lease = await self.store.try_lock(session_id)
-        if lease is None:
-            raise Busy(
-                f"session {session_id} is running an inference; wait for its {RUN_FINISHED} event or "
-                f"POST /api/sessions/{session_id}/cancel"
-            )
+        lease = await self._try_lock(
+            session_id, f"wait for its {RUN_FINISHED} event or POST /api/sessions/{session_id}/cancel"
+        )
         try:
             picked = await self._settle_stale(session_id, lease)
         except BaseException:

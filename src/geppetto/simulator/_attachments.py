@@ -177,15 +177,23 @@ def framed_file(part: dict[str, Any]) -> re.Match[str] | None:
     return _FRAMED.match(text) if isinstance(text, str) and text.startswith("-----BEGIN FILE") else None
 
 
+def described_framed_file(part: dict[str, Any]) -> str | None:
+    """The description of the framed text file a part holds (:func:`framed_file`), None for any other part."""
+    framed = framed_file(part)
+    if framed is None:
+        return None
+    encoded = base64.b64encode(framed.group(3).encode()).decode()
+    return _describe(framed.group(1) or "file", framed.group(2), encoded)
+
+
 def chat_files(content: Any) -> list[Msg]:
     """The attachments of a Chat message's content, described."""
     out: list[str] = []
     for part in content if isinstance(content, list) else []:
         kind = part.get("type") if isinstance(part, dict) else None
-        framed = framed_file(part) if kind == "text" else None
+        framed = described_framed_file(part) if kind == "text" else None
         if framed is not None:
-            encoded = base64.b64encode(framed.group(3).encode()).decode()
-            out.append(_describe(framed.group(1) or "file", framed.group(2), encoded))
+            out.append(framed)
         elif kind == "image_url":
             out.append(_url_or_data("image", str((part.get("image_url") or {}).get("url", ""))))
         elif kind == "file":

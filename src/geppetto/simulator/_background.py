@@ -20,7 +20,7 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -302,11 +302,29 @@ async def cancel_response(call: Call) -> ASGIApp:
     """POST /v1/responses/{id}/cancel: stop a background run (idempotent once it has ended)."""
     state = call.state
     response_id = call.request.path_params["response_id"]
-    run = _run_or_none(state, response_id)
+    return cancel_run(
+        state,
+        _run_or_none(state, response_id),
+        response_id,
+        state.responses,
+        foreground=SimError(400, "Cannot cancel a synchronous response.", param="response_id"),  # unverified text
+        unknown=SimError(404, f"Response with id '{response_id}' not found.", param="response_id"),
+    )
+
+
+def cancel_run(
+    state: SimState,
+    run: BackgroundRun | None,
+    run_id: str,
+    stored: Container[str],
+    *,
+    foreground: SimError,
+    unknown: SimError,
+) -> ASGIApp:
+    """Cancel the background ``run`` of ``run_id`` (idempotent once it has ended); without one,
+    ``foreground`` when ``stored`` holds ``run_id`` (it ran in the foreground), else ``unknown``."""
     if run is None:
         with state.lock:
-            known = response_id in state.responses
-        if known:
-            raise SimError(400, "Cannot cancel a synchronous response.", param="response_id")  # unverified text
-        raise SimError(404, f"Response with id '{response_id}' not found.", param="response_id")
+            known = run_id in stored
+        raise foreground if known else unknown
     return JSONResponse(run.cancel())

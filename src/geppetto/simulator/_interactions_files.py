@@ -7,11 +7,10 @@ service's wording for these refusals is not recorded: the texts are the simulato
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from ..providers._files import INTERACTIONS_AUDIO, INTERACTIONS_DOCUMENTS, INTERACTIONS_VIDEO
-from ._attachments import _decoded, _describe, _file_msgs, framed_file
+from ._attachments import _decoded, _describe, _file_msgs, described_framed_file
 from ._errors import SimError
 from ._model import Msg
 
@@ -50,10 +49,9 @@ def interactions_files(contents: Any) -> list[Msg]:
     out: list[str] = []
     for content in contents if isinstance(contents, list) else []:
         kind = content.get("type") if isinstance(content, dict) else None
-        framed = framed_file(content) if kind == "text" else None
+        framed = described_framed_file(content) if kind == "text" else None
         if framed is not None:
-            encoded = base64.b64encode(framed.group(3).encode()).decode()
-            out.append(_describe(framed.group(1) or "file", framed.group(2), encoded))
+            out.append(framed)
         elif kind in _MEDIA_TYPES and content.get("data"):
             out.append(_describe(str(kind), str(content.get("mime_type") or ""), str(content["data"])))
         elif kind in _MEDIA_TYPES:

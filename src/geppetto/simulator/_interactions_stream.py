@@ -25,7 +25,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
-from ._background import BackgroundRun, RunStream
+from ._background import BackgroundRun, RunStream, cancel_run
 from ._call import Call
 from ._errors import SimError
 from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, sse
@@ -236,14 +236,15 @@ async def cancel_interaction(call: Call) -> ASGIApp:
     """POST /v1beta/interactions/{id}/cancel: stop a background interaction (idempotent once it has ended)."""
     state = call.state
     interaction_id = call.request.path_params["interaction_id"]
-    run = _run_or_none(state, interaction_id)
-    if run is None:
-        with state.lock:
-            known = interaction_id in state.interactions
-        if known:  # unverified text
-            raise SimError(400, "Only background interactions can be cancelled.", code="invalid_request")
-        raise not_found(interaction_id)
-    return JSONResponse(run.cancel())
+    return cancel_run(
+        state,
+        _run_or_none(state, interaction_id),
+        interaction_id,
+        state.interactions,
+        # unverified text
+        foreground=SimError(400, "Only background interactions can be cancelled.", code="invalid_request"),
+        unknown=not_found(interaction_id),
+    )
 
 
 async def create_interaction(call: Call) -> ASGIApp:

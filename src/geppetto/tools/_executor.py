@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from .._exceptions import GeppettoError
+from .._exceptions import GeppettoError, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
@@ -41,6 +41,7 @@ __all__ = [
     "execute_tool_calls",
     "pending_tool_calls",
     "refuse_tool_calls",
+    "require_tool_results",
 ]
 
 OnError = Literal["continue", "retry", "raise"]
@@ -115,6 +116,18 @@ def pending_tool_calls(turn: Turn) -> list[Block]:
             if waiting:
                 waiting.pop(0)
     return [turn.blocks[i] for i in sorted(i for calls in open_calls.values() for i in calls)]
+
+
+def require_tool_results(turn: Turn) -> None:
+    """:class:`UsageError` when ``turn`` ends with tool calls that have no result (a stateful engine has
+    nothing new to send after its last answer then)."""
+    pending = pending_tool_calls(turn)
+    if pending:
+        ids = ", ".join(str(b.payload.get(PAYLOAD_ID)) for b in pending)
+        raise UsageError(
+            f"the Turn ends with tool calls that have no result ({ids}): append Block.tool_use(call_id, "
+            "result) for each, or run the engine under tool_loop(...) / Session(engine, tools=[...])"
+        )
 
 
 async def execute_tool_calls(

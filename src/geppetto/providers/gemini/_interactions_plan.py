@@ -10,9 +10,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto._exceptions import ConfigurationError, UsageError
-from geppetto.tools import pending_tool_calls
-from geppetto.turns import PAYLOAD_ID, Block, Turn
+from geppetto._exceptions import ConfigurationError
+from geppetto.tools._executor import require_tool_results
+from geppetto.turns import Block, Turn
 
 from .._chain import AnchorScan, blocks_after_response, scan_chain, timed_scan
 from .._streaming import call_names
@@ -58,16 +58,6 @@ def _scan(turn: Turn, state: InteractionsState | None, metrics: Any) -> AnchorSc
     return timed_scan(run, metrics, log=log, label="interactions")
 
 
-def _check_pending(turn: Turn) -> None:
-    pending = pending_tool_calls(turn)
-    if pending:
-        ids = ", ".join(str(b.payload.get(PAYLOAD_ID)) for b in pending)
-        raise UsageError(
-            f"the Turn ends with tool calls that have no result ({ids}): append Block.tool_use(call_id, "
-            "result) for each, or run the engine under tool_loop(...) / Session(engine, tools=[...])"
-        )
-
-
 def plan_interaction(
     turn: Turn, mode: str, state: InteractionsState | None, *, store: bool, metrics: Any
 ) -> InteractionPlan:
@@ -76,13 +66,13 @@ def plan_interaction(
     base = state.base if state is not None else None
     empty = InteractionPlan(mode, [], base=base if store else None)
     if not store:
-        _check_pending(turn)
+        require_tool_results(turn)
         code = "store_off" if mode == "chained" else ""
         return empty.whole(turn, code, "store=False: the server keeps no interaction to chain on" if code else "")
     scan = _scan(turn, state, metrics)
     empty.prefix = scan.hasher
     if mode != "chained":
-        _check_pending(turn)
+        require_tool_results(turn)
         return InteractionPlan(
             "stateless", blocks_to_steps(list(turn.blocks)), list(turn.blocks), True, prefix=scan.hasher
         )
@@ -93,7 +83,7 @@ def plan_interaction(
         if steps:
             log.debug("interactions: anchor %s, %d delta blocks, %d steps", anchor, len(delta), len(steps))
             return InteractionPlan("chained", steps, delta, False, anchor, base=base, prefix=scan.hasher)
-        _check_pending(turn)
+        require_tool_results(turn)
         return empty.whole(turn, "empty_delta", f"nothing after interaction {anchor} to send")
     if not scan.spans:
         return empty.whole(turn, "", "")

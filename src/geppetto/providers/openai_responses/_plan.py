@@ -12,9 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto._exceptions import UsageError
-from geppetto.tools import pending_tool_calls
-from geppetto.turns import PAYLOAD_ID, Block, Turn
+from geppetto.tools._executor import require_tool_results
+from geppetto.turns import Block, Turn
 
 from .._chain import REASON_TEXT, timed_scan
 from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
@@ -110,13 +109,7 @@ def _delta(turn: Turn, anchor: str, include_system: bool) -> tuple[list[Block], 
     delta = blocks_after_response(turn, anchor)
     items = blocks_to_items(delta, include_system=include_system)
     if not items:
-        pending = pending_tool_calls(turn)
-        if pending:
-            ids = ", ".join(str(b.payload.get(PAYLOAD_ID)) for b in pending)
-            raise UsageError(
-                f"the Turn ends with tool calls that have no result ({ids}): append Block.tool_use(call_id, "
-                "result) for each, or run the engine under tool_loop(...) / Session(engine, tools=[...])"
-            )
+        require_tool_results(turn)
     return delta, items
 
 

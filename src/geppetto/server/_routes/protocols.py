@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter
@@ -28,6 +28,8 @@ __all__ = ["router"]
 log = logging.getLogger("geppetto.server")
 
 router = APIRouter(route_class=GuardedRoute, responses=ERRORS, tags=["protocols"])
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _session_id(value: Any, field: str) -> str:
@@ -79,13 +81,19 @@ async def _waiting(the_api: Api, session_id: str) -> dict[str, PendingCall]:
     return {c.call_id: c for c in awaiting(latest)}
 
 
-@router.post(
-    "/ag-ui",
-    responses=SSE,
-    response_class=StreamingResponse,
-    openapi_extra=documents_body(RunAgentInput),
-    summary="AG-UI: a RunAgentInput in, its event stream out (threadId is the session)",
-)
+def _streams(path: str, documented: type[Any], summary: str) -> Callable[[Handler], Handler]:
+    """A protocol's route: a JSON body ``documented`` by a model (read by the protocol's own module), an
+    event stream out."""
+    return router.post(
+        path,
+        responses=SSE,
+        response_class=StreamingResponse,
+        openapi_extra=documents_body(documented),
+        summary=summary,
+    )
+
+
+@_streams("/ag-ui", RunAgentInput, "AG-UI: a RunAgentInput in, its event stream out (threadId is the session)")
 async def ag_ui(request: Request) -> Response:
     the_api = api(request)
     body = await read_json(request, the_api.max_body, ("threadId", "runId"))
@@ -126,13 +134,7 @@ async def ag_ui(request: Request) -> Response:
     return StreamingResponse(out(), media_type=stream.media_type, headers={"cache-control": "no-cache"})
 
 
-@router.post(
-    "/api/chat",
-    responses=SSE,
-    response_class=StreamingResponse,
-    openapi_extra=documents_body(ChatRequest),
-    summary="Vercel AI SDK UI message stream: the request useChat sends (id is the session)",
-)
+@_streams("/api/chat", ChatRequest, "Vercel AI SDK UI message stream: the request useChat sends (id is the session)")
 async def vercel_chat(request: Request) -> Response:
     the_api = api(request)
     body = await read_json(request, the_api.max_body, ("id",))

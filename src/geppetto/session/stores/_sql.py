@@ -12,7 +12,7 @@ from typing import Any
 from ..._exceptions import StoreError, UsageError
 from ._records import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, lock_key
 from ._sql_migrate import SQLMigrations
-from ._sql_parts import _backoff, _engine_of, _payload, _usage_of
+from ._sql_parts import _backoff, _conditions, _engine_of, _payload, _usage_of
 
 __all__ = [
     "InferenceRecord",
@@ -190,20 +190,12 @@ class SQLTurnStore(SQLMigrations):
     ) -> list[InferenceRecord]:
         """The inferences recorded for ``session_id`` (only those with ``status`` when given), oldest first;
         with ``limit``, the last ``limit`` of them; with ``after``/``until``, those started in that window."""
+        where, bounds = _conditions(("status =", status), ("started_at >", after), ("started_at <=", until))
         statement = (
             "SELECT session_id, inference_id, status, worker, prompt, started_at, ended_at, error "
-            "FROM inferences WHERE session_id = ?"
+            f"FROM inferences WHERE session_id = ?{where}"
         )
-        params: list[Any] = [session_id]
-        if status is not None:
-            statement += " AND status = ?"
-            params.append(status)
-        if after is not None:
-            statement += " AND started_at > ?"
-            params.append(after)
-        if until is not None:
-            statement += " AND started_at <= ?"
-            params.append(until)
+        params: list[Any] = [session_id, *bounds]
         if limit is None:
             rows = await self._run(self._rows, statement + " ORDER BY started_at, inference_id", params)
             return [InferenceRecord(*row) for row in rows]

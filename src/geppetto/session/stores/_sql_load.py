@@ -11,7 +11,7 @@ from ...turns._cow import Frozen, FrozenBlock, frozen_from
 from ...turns._serde import blocks_from_json
 from .._store import RecordedEvent
 from ._sql_base import SQLBase
-from ._sql_parts import _SPANS, _payload, _Tip
+from ._sql_parts import _SPANS, _conditions, _payload, _Tip
 
 __all__ = ["SQLLoading"]
 
@@ -124,16 +124,11 @@ class SQLLoading(SQLBase):
     def _load_range(self, conn: Any, session_id: str, first: int | None = None, last: int | None = None) -> list[Turn]:
         """Snapshots ``first`` to ``last`` of ``session_id`` (None: from the first, to the latest), reading
         only the spans and block versions they hold."""
-        where = ""
-        params: list[Any] = [session_id]
-        if first is not None:
-            where += " AND seq >= ?"
-            params.append(first)
-        if last is not None:
-            where += " AND seq <= ?"
-            params.append(last)
+        where, bounds = _conditions(("seq >=", first), ("seq <=", last))
         snaps = self._rows(
-            conn, f"SELECT seq, document, length FROM snapshots WHERE session_id = ?{where} ORDER BY seq", params
+            conn,
+            f"SELECT seq, document, length FROM snapshots WHERE session_id = ?{where} ORDER BY seq",
+            [session_id, *bounds],
         )
         if not snaps:
             return []
@@ -188,13 +183,7 @@ class SQLLoading(SQLBase):
         after: float | None = None,
         until: float | None = None,
     ) -> list[RecordedEvent]:
-        window, bounds = "", []
-        if after is not None:
-            window += " AND at > ?"
-            bounds.append(after)
-        if until is not None:
-            window += " AND at <= ?"
-            bounds.append(until)
+        window, bounds = _conditions(("at >", after), ("at <=", until))
         # Inferences in the order they began, each one's events in the order published.
         statement = f"""SELECT e.inference_id, e.seq, e.at, e.type, e.event FROM events e
             JOIN (SELECT inference_id, min(at) AS began FROM events WHERE session_id = ?{window} GROUP BY inference_id) f

@@ -19,6 +19,7 @@ __all__ = [
     "_Tip",
     "_backoff",
     "_column_id",
+    "_conditions",
     "_engine_of",
     "_event_rows",
     "_first_prompt",
@@ -49,6 +50,13 @@ _TIPS = 256
 def _version_row(sk: int, vid: int, block: Block) -> tuple[Any, ...]:
     ids = (BLOCK_META_INFERENCE_ID.get(block.metadata), BLOCK_META_RESPONSE_ID.get(block.metadata))
     return (sk, vid, *(_column_id(v) for v in ids), block_to_json(block))
+
+
+def _conditions(*tests: tuple[str, Any]) -> tuple[str, list[Any]]:
+    """`` AND``-joined ``tests`` (a column and operator such as ``"seq >="``, and its value) for a WHERE
+    clause, leaving out those whose value is None, and their parameters: ``(" AND seq >= ?", [3])``."""
+    given = [(test, value) for test, value in tests if value is not None]
+    return "".join(f" AND {test} ?" for test, _ in given), [value for _, value in given]
 
 
 def _column_id(value: Any) -> str | None:
