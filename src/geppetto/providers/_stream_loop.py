@@ -46,7 +46,7 @@ from ._citations import publish_citations
 from ._hints import with_fix
 from ._http import SSEEvent
 
-__all__ = ["Delta", "StreamReducer", "StreamResult", "publish_builtin", "run_stream"]
+__all__ = ["Delta", "StreamReducer", "StreamResult", "publish_builtin", "publish_parts", "run_stream"]
 
 Delta = tuple[Literal["text", "reasoning"], str]
 """A piece of streamed output: ("text", "Hel") or ("reasoning", "Let me think")."""
@@ -139,15 +139,15 @@ def _append(turn: Turn, result: StreamResult, *, provider: str, model: str, outp
     TURN_META_STOP_REASON.set(turn.metadata, result.stop_reason)
 
 
-def _publish_parts(meta: EventMetadata, blocks: list[Block]) -> None:
-    """The answer's citations, built-in tool results and tool calls, as events."""
+def publish_parts(meta: EventMetadata, blocks: list[Block]) -> None:
+    """The answer's citations, built-in tool results and tool calls, as events (every engine's final step)."""
     publish_citations(meta, blocks)
     publish_builtin(meta, blocks)
     for block in blocks:
         if block.kind is BlockKind.TOOL_CALL:
             publish(
                 EventToolCallRequested(
-                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload[PAYLOAD_ARGS]
+                    meta, block.payload[PAYLOAD_ID], block.payload[PAYLOAD_NAME], block.payload.get(PAYLOAD_ARGS)
                 )
             )
 
@@ -194,7 +194,7 @@ async def run_stream(
     if answer_tool is not None:
         _answer_from_tool(result, answer_tool)
     _append(turn, result, provider=provider, model=model, output=output)
-    _publish_parts(meta, result.blocks)
+    publish_parts(meta, result.blocks)
     final = metadata_for(turn, provider, model)
     record_usage(turn, result.blocks, final, provider=provider, model=model, usage=result.usage)
     final.stop_reason = result.stop_reason

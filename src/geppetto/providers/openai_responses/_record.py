@@ -5,17 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from geppetto.events import EventFinal, EventToolCallRequested, metadata_for, publish
+from geppetto.events import EventFinal, metadata_for, publish
 from geppetto.output import settle_output
 from geppetto.pricing import record_usage
 from geppetto.providers._chain import chain_extra
-from geppetto.providers._citations import publish_citations
-from geppetto.providers._streaming import publish_builtin
+from geppetto.providers._stream_loop import publish_parts
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
-    PAYLOAD_ARGS,
-    PAYLOAD_ID,
-    PAYLOAD_NAME,
     TURN_META_MODEL,
     TURN_META_PROVIDER,
     TURN_META_STOP_REASON,
@@ -131,12 +127,7 @@ def _finish(self: Any, turn: Turn, response: dict[str, Any], blocks: list[Any], 
     TURN_META_STOP_REASON.set(turn.metadata, stop)
     meta = metadata_for(turn, self.provider, self.model)
     record_usage(turn, blocks, meta, provider=self.provider, model=model, usage=usage)
-    publish_citations(meta, blocks)
-    publish_builtin(meta, blocks)
-    for block in blocks:
-        if block.kind is BlockKind.TOOL_CALL:
-            p = block.payload
-            publish(EventToolCallRequested(meta, p[PAYLOAD_ID], p[PAYLOAD_NAME], p.get(PAYLOAD_ARGS)))
+    publish_parts(meta, blocks)
     meta.stop_reason = stop
     meta.extra["response_id"] = str(response.get("id") or "")
     meta.extra.update(
