@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import test_web
-from server_support import running_app, sim_profile
-from test_web import Page
+from server_support import node_modules, running_app, sim_profile
+from test_web import Page, axe_findings
 
 from geppetto.server import create_app
 from geppetto.simulator import Simulator
@@ -112,3 +113,18 @@ def test_docs_in_chromium_lists_the_routes_with_no_request_leaving_the_server(se
     assert p.locator(".operation:visible").count() == len(every)
     outside = [u for u in requested if not u.startswith(served + "/") and not u.startswith("data:")]
     assert outside == [] and served + "/openapi.json" in requested
+
+
+def test_docs_passes_axe(browser: Any, served: str) -> None:
+    axe = node_modules() / "axe-core" / "axe.min.js"
+    opened = Page(browser, "docs-axe", bypass_csp=True)  # to inject axe-core's script into the page
+    try:
+        p = opened.page
+        p.goto(served + "/docs")
+        create = p.locator(".operation[data-path='/api/sessions'][data-method='post']")
+        create.locator(".op-head").click()
+        create.locator(".body-fields").wait_for()
+        assert axe_findings(p, axe) == []
+        assert opened.errors == []
+    finally:
+        opened.close()
