@@ -1,4 +1,4 @@
-"""The web chat, Turn inspector and dashboard: static files inside the package (no build step, no CDN),
+"""The web chat, Turn inspector and dashboard, and the API document's reader (``/docs``): static files inside the package (no build step, no CDN),
 served by ``geppetto serve`` at ``/``, and the same inspector as one self-contained page
 (``geppetto inspect FILE --html out.html``).
 
@@ -43,11 +43,21 @@ MODULES = (
     "chat.js",
     "inspector.js",
     "dashboard.js",
+    "docs.js",
     "app.js",
 )
-"""The page's script as ES modules, each after those it imports (``app.js``, the entry the page loads, last)."""
+"""The pages' script as ES modules, each after those it imports (``app.js``, the entry the page loads, last;
+``docs.js``, the entry of ``/docs``, the API document to read, before it)."""
 
-ASSETS = {"index.html": "text/html", **dict.fromkeys(MODULES, "text/javascript"), "app.css": "text/css"}
+_OWN_PAGE = frozenset({"docs.js"})
+"""Modules of a page of their own, left out of :func:`page_script`."""
+
+ASSETS = {
+    "index.html": "text/html",
+    "docs.html": "text/html",
+    **dict.fromkeys(MODULES, "text/javascript"),
+    "app.css": "text/css",
+}
 """The files of the web front-end and their media types."""
 
 _IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w-]+\.js";\n', re.M)
@@ -73,7 +83,7 @@ def page_script() -> str:
     """:data:`MODULES` as one classic script, for a page that is one file (an inline module cannot import
     another): in their order, without their ``import`` lines and ``export`` keywords, in one function scope
     (their top-level names are distinct, a test checks it)."""
-    bodies = [_EXPORT.sub("", _IMPORT.sub("", asset(name).decode())) for name in MODULES]
+    bodies = [_EXPORT.sub("", _IMPORT.sub("", asset(name).decode())) for name in MODULES if name not in _OWN_PAGE]
     return '"use strict";\n(function () {\n' + "\n".join(bodies) + "})();\n"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
@@ -151,9 +150,9 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document(request.app, keyed=bool(api(request).api_key)))
 
 
-@router.get("/docs", openapi_extra=OPEN, response_class=HTMLResponse, summary="This document, to read and try")
+@router.get("/docs", openapi_extra=OPEN, response_class=HTMLResponse, summary="This document, to read")
 async def docs(request: Request) -> Response:
-    return get_swagger_ui_html(openapi_url="/openapi.json", title="geppetto serve")
+    return _asset("docs.html")
 
 
 @router.get("/healthz", openapi_extra=OPEN, response_model=Health, summary="Liveness")
