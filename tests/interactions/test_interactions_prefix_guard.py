@@ -15,17 +15,17 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from interactions_support import PATH, THINKING, creates, engine, last_interaction
+from interactions_support import PATH, THINKING, assert_server_holds_the_turn, creates, engine, last_interaction
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.providers._prefix_guard import REASONING_PREFIX, REASONING_STALE, TURN_META_PREFIX_GUARD
 from geppetto.providers._streaming import normalize_tools
 from geppetto.providers.gemini import InteractionsEngine
-from geppetto.providers.gemini._interactions_guard import PLACEHOLDER_SIGNATURE
-from geppetto.providers.gemini._interactions_steps import blocks_to_steps
+from geppetto.providers.gemini._interactions_steps import PLACEHOLDER_SIGNATURE, blocks_to_steps
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
@@ -87,10 +87,6 @@ def _sent_signatures(body: dict[str, Any]) -> set[str]:
     return {str(s["signature"]) for s in steps if s.get("signature") and s["signature"] != PLACEHOLDER_SIGNATURE}
 
 
-def _without_placeholders(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [s for s in steps if s != {"type": "thought", "signature": PLACEHOLDER_SIGNATURE}]
-
-
 async def _scenario(sim: Simulator, mode: str, policy: str, steps: list[tuple[str, int, bool]]) -> None:
     eng = engine(sim, model=THINKING, mode=mode, prefix_policy=policy, tools=TOOLS[:1])
     turn = Turn(blocks=[Block.system("system v0"), Block.user("question 0")])
@@ -117,6 +113,7 @@ async def _scenario(sim: Simulator, mode: str, policy: str, steps: list[tuple[st
             return
         await eng.run_inference(turn)
         assert [r.path for r in sim.requests[sent:]] == [PATH], "one create, none refused"
+        assert "stale_signatures" not in sim.requests[-1].effects  # the simulator's own account agrees
         body = creates(sim)[-1]
         validate_request(body)
         assert _sent_signatures(body) == expected  # no stale thought replayed, every fresh one kept
@@ -124,9 +121,8 @@ async def _scenario(sim: Simulator, mode: str, policy: str, steps: list[tuple[st
         assert (report["dropped"] if report else 0) == len(fresh)  # each stale one counted once, when it goes
         if report:
             assert report["policy"] == policy
-        if mode == "chained":  # the server's history is the Turn's (but for the placeholders sent)
-            held = _without_placeholders(sim.held_steps(last_interaction(turn)))
-            assert held == blocks_to_steps(list(turn.blocks))
+        if mode == "chained":  # the server's history is the Turn's, stand-ins included
+            assert sim.held_steps(last_interaction(turn)) == blocks_to_steps(list(turn.blocks))
         for call in pending_tool_calls(turn):
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 
@@ -174,6 +170,30 @@ def test_a_stale_thought_before_a_current_call_gives_way_to_the_placeholder(sim:
     report = TURN_META_PREFIX_GUARD.require(turn.metadata)
     assert (report["dropped"], report["changed_by"], report["blocks"]) == (1, "redactor", [thought.id])
     assert REASONING_STALE.get(thought.metadata) is True
+    assert "stale_signatures" not in sim.requests[-1].effects
+    # the stand-in is the block's form from now on: the server's history stays the Turn's
+    turn.append(Block.user("and tomorrow?"))
+    sim.queue(Reply(text="19C."))
+    asyncio.run(eng.run_inference(turn))
+    if mode == "chained":
+        assert_server_holds_the_turn(sim, turn)
+    else:
+        assert {"type": "thought", "signature": PLACEHOLDER_SIGNATURE} in creates(sim)[-1]["input"]
+
+
+def test_the_simulator_logs_a_signature_replayed_after_a_changed_prefix(sim: Simulator) -> None:
+    """Google documents no binding of a signature to the steps before it: the request is served, and the
+    simulator's request log says which thoughts a binding service would have refused."""
+    sim.reset()
+    eng = engine(sim, model=THINKING, mode="stateless", tools=TOOLS[:1], prefix_policy="drop")
+    turn = _tool_turn(sim, eng)
+    body = eng.build_body(turn, eng.plan(turn))
+    body["input"][1]["content"][0]["text"] = "hi there"  # what a client without the guard would send
+    sim.queue(Reply(text="18C in Paris."))
+    answer = httpx.post(f"{sim.url}{PATH}", json={**body, "stream": False}, headers={"x-goog-api-key": "k"})
+    assert answer.status_code == 200
+    thought = next(i for i, s in enumerate(body["input"]) if s["type"] == "thought")
+    assert sim.requests[-1].effects["stale_signatures"] == [thought]
 
 
 def test_an_unchanged_prefix_replays_every_thought_and_reports_nothing(sim: Simulator) -> None:

@@ -14,8 +14,9 @@ delta after an earlier anchor (an edit made the later interactions unusable) and
 (stateless, or a chained fallback) are. ``drop`` and ``rewrite`` (nothing to rewrite: the API takes no
 append-only form of a changed prefix) leave a stale thought out, for good; a server-side tool step keeps
 its content without the signature. When the thought left out was the one a function call of the current
-turn (after the last ``user_input`` step sent) came after, Google's placeholder signature stands in for
-it, as a thinking model refuses such a call without one. ``error`` raises before anything is sent.
+turn (after the last ``user_input`` step sent) came after, a thought with Google's placeholder signature
+stands in for it, as a thinking model refuses such a call without one; the block keeps that form in every
+later request (``gemini.thought_stand_in@v1``), so the server's history stays the Turn's. ``error`` raises before anything is sent.
 """
 
 from __future__ import annotations
@@ -30,17 +31,13 @@ from .._chain import block_wire, prefix_hasher
 from .._prefix_guard import REASONING_STALE, Unit, apply_policy, check, stamp
 from .._streaming import call_names
 from ._interactions_plan import InteractionPlan
-from ._interactions_steps import PROVIDER, WIRE, blocks_to_steps, ours
+from ._interactions_steps import PROVIDER, THOUGHT_STAND_IN, WIRE, blocks_to_steps, ours
 
-__all__ = ["PLACEHOLDER_SIGNATURE", "guard_plan", "signed", "stamp_interaction"]
+__all__ = ["guard_plan", "signed", "stamp_interaction"]
 
-watch_metadata_keys(REASONING_STALE)  # marking a sealed block changes its wire form: the proof sees it
-
-PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
-"""Google's documented stand-in for a signature the client does not have."""
+watch_metadata_keys(REASONING_STALE, THOUGHT_STAND_IN)  # they change a sealed block's wire: the proof sees it
 
 _NO_REWRITE = "the Interactions API cannot take a changed prefix append-only: dropped instead"
-_DROPPED: dict[str, Any] = {"type": "__dropped_thought__"}
 
 
 def signed(block: Block) -> bool:
@@ -71,33 +68,31 @@ def guard_plan(turn: Turn, plan: InteractionPlan, *, policy: str, model: str) ->
     # apply_policy marked them stale for good: their steps and the anchor proof's wire form leave them out
     plan.prefix = None  # the plan's digest counted the blocks as they were; the answer is tagged afresh
     gone = {id(s.block) for s in stale if s.block.kind is BlockKind.REASONING}
-    names = call_names(turn)
-    steps: list[dict[str, Any]] = []
-    for block in plan.blocks:
-        steps.extend([_DROPPED] if id(block) in gone else blocks_to_steps([block], names))
-    plan.steps = _stand_ins(steps)
+    for block in _needing_stand_ins(plan.blocks, gone, call_names(turn)):
+        THOUGHT_STAND_IN.set(block.metadata, True)
+    plan.steps = blocks_to_steps(plan.blocks, call_names(turn))
 
 
-def _stand_ins(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``steps`` without the dropped thoughts' markers; a marker in the current turn that a function call
-    follows (before the next result) becomes a thought with the placeholder signature."""
-    last_user = max((i for i, s in enumerate(steps) if s.get("type") == "user_input"), default=-1)
-    out: list[dict[str, Any]] = []
-    for index, step in enumerate(steps):
-        if step is not _DROPPED:
-            out.append(step)
+def _needing_stand_ins(blocks: list[Block], gone: set[int], names: dict[str, str]) -> list[Block]:
+    """The thoughts of ``gone`` (left out) that a function call of the current turn (after the last
+    ``user_input`` step sent) follows before the next result: each gets the placeholder in its place."""
+    steps: list[tuple[dict[str, Any], Block | None]] = []
+    for block in blocks:
+        if id(block) in gone:
+            steps.append(({"type": "thought"}, block))
+        else:
+            steps.extend((step, None) for step in blocks_to_steps([block], names))
+    last_user = max((i for i, (s, _) in enumerate(steps) if s["type"] == "user_input"), default=-1)
+    needing: list[Block] = []
+    for index, (_, dropped) in enumerate(steps):
+        if dropped is None or index < last_user:
             continue
-        if index < last_user:
-            continue
-        for later in steps[index + 1 :]:
-            kind = later.get("type")
-            if kind == "function_call":
-                if not (out and out[-1].get("type") == "thought" and out[-1].get("signature")):
-                    out.append({"type": "thought", "signature": PLACEHOLDER_SIGNATURE})
+        for later, other in steps[index + 1 :]:
+            if later["type"] == "function_call":
+                needing.append(dropped)
+            if later["type"] in ("function_call", "function_result", "user_input") or other is not None:
                 break
-            if kind in ("function_result", "user_input") or later is _DROPPED:
-                break
-    return out
+    return needing
 
 
 def stamp_interaction(turn: Turn, start: int, prefix: Any) -> None:

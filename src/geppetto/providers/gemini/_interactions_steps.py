@@ -42,7 +42,9 @@ __all__ = [
     "INTERACTIONS_STATE",
     "INTERACTION_STEPS",
     "MODES",
+    "PLACEHOLDER_SIGNATURE",
     "PROVIDER",
+    "THOUGHT_STAND_IN",
     "WIRE",
     "InteractionsState",
     "block_of_step",
@@ -63,6 +65,12 @@ INTERACTION_STEPS = block_meta_key("gemini", "interaction_steps", 1, int)
 """``gemini.interaction_steps@v1``: how many blocks the interaction that produced a block gave."""
 INTERACTION_REFUSED = block_meta_key("gemini", "not_anchorable", 1, str)
 """``gemini.not_anchorable@v1``: why an interaction can never be an anchor (it did not complete)."""
+THOUGHT_STAND_IN = block_meta_key("gemini", "thought_stand_in", 1, bool)
+"""``gemini.thought_stand_in@v1``: on a thought the prefix guard left out where a function call of the current
+turn needed one: from then on it goes as a thought with :data:`PLACEHOLDER_SIGNATURE` only (so the server's
+history stays the Turn's)."""
+PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
+"""Google's documented stand-in for a thought signature the client does not have."""
 
 
 @dataclass
@@ -164,7 +172,9 @@ def step_of(block: Block) -> dict[str, Any] | None:
         if payload.get(PAYLOAD_ERROR) is not None:
             step["is_error"] = True
         return step
-    if kind is BlockKind.REASONING and ours(block) and not REASONING_STALE.get(block.metadata):
+    if kind is BlockKind.REASONING and ours(block) and REASONING_STALE.get(block.metadata):
+        return {"type": "thought", "signature": PLACEHOLDER_SIGNATURE} if THOUGHT_STAND_IN.get(block.metadata) else None
+    if kind is BlockKind.REASONING and ours(block):
         thought: dict[str, Any] = {"type": "thought"}
         if payload.get(PAYLOAD_THOUGHT_SIGNATURE):
             thought["signature"] = payload[PAYLOAD_THOUGHT_SIGNATURE]
