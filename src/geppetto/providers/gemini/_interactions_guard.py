@@ -4,8 +4,7 @@ A ``thought`` step's ``signature`` (and the ``signature`` of a server-side tool'
 the model's reasoning, encrypted, made after every step before it. The prefix here is the Turn's blocks
 before the signed one, each in the wire form the anchor proof fingerprints (:data:`WIRE`), under no header:
 ``system_instruction`` and ``tools`` are interaction-scoped on this API (sent with every request, never
-part of the history a later interaction continues, which keeps its thoughts whatever they are), so they
-are not part of the prefix. The anchor proof's running digest over the blocks before an interaction is
+part of the history a later interaction continues), so they are not part of the prefix (docs/decisions.md). The anchor proof's running digest over the blocks before an interaction is
 reused to stamp its signed steps, so stamping costs O(new blocks).
 
 Only steps the request sends are judged: in chained mode the steps the server holds behind
@@ -16,7 +15,8 @@ append-only form of a changed prefix) leave a stale thought out, for good; a ser
 its content without the signature. When the thought left out was the one a function call of the current
 turn (after the last ``user_input`` step sent) came after, a thought with Google's placeholder signature
 stands in for it, as a thinking model refuses such a call without one; the block keeps that form in every
-later request (``gemini.thought_stand_in@v1``), so the server's history stays the Turn's. ``error`` raises before anything is sent.
+later request (``gemini.thought_stand_in@v1``), so the server's history stays the Turn's. ``error`` raises
+before anything is sent.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def signed(block: Block) -> bool:
 
 
 def _units(blocks: list[Block], judged: set[int]) -> list[Unit]:
-    return [Unit(block_wire(b, WIRE) or b"", b, id(b) in judged) for b in blocks]
+    """The blocks that are steps (a system block is not: naming its middleware would mislead)."""
+    wires = ((block_wire(b, WIRE), b) for b in blocks)
+    return [Unit(wire, b, id(b) in judged) for wire, b in wires if wire is not None]
 
 
 def guard_plan(turn: Turn, plan: InteractionPlan, *, policy: str, model: str) -> None:
