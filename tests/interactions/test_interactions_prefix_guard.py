@@ -28,7 +28,7 @@ from geppetto.providers.gemini import InteractionsEngine
 from geppetto.providers.gemini._interactions_steps import PLACEHOLDER_SIGNATURE, blocks_to_steps
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
-from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
+from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
 from interactions_types import validate_request
 
 ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
@@ -239,3 +239,26 @@ def test_a_stale_server_tool_step_keeps_its_content_without_the_signature() -> N
     guard_plan(turn, plan, policy="drop", model=THINKING)
     assert plan.steps[1] == {"type": "google_search_call", "id": "g1", "arguments": {"queries": ["x"]}}
     assert TURN_META_PREFIX_GUARD.require(turn.metadata)["dropped"] == 1
+
+
+def test_a_chained_delta_after_an_earlier_anchor_leaves_the_stale_thought_out(sim: Simulator) -> None:
+    """An edit between two interactions: the request anchors on the earlier one, and the later thought,
+    now in the delta after a changed step, is left out; the server's history is still the Turn's."""
+    sim.reset()
+    eng = engine(sim, model=THINKING, mode="chained")
+    turn = Turn(blocks=[Block.system("s"), Block.user("q1")])
+    for n in (1, 2):
+        sim.queue(Reply(text=f"a{n}", reasoning=f"thinking {n}"))
+        turn = asyncio.run(eng.run_inference(turn))
+        turn.append(Block.user(f"q{n + 1}"))
+    first, second = [b for b in turn.blocks if b.kind is BlockKind.REASONING]
+    anchor = str(first.metadata[str(BLOCK_META_RESPONSE_ID)])
+    turn.blocks[turn.blocks.index(second) - 1].payload["text"] = "q2, edited"  # after the first interaction
+    sim.queue(Reply(text="a3"))
+    asyncio.run(eng.run_inference(turn))
+    body = creates(sim)[-1]
+    assert body["previous_interaction_id"] == anchor
+    assert [s["type"] for s in body["input"]] == ["user_input", "model_output", "user_input"]
+    assert TURN_META_PREFIX_GUARD.require(turn.metadata)["blocks"] == [second.id]
+    assert REASONING_STALE.get(second.metadata) is True and not REASONING_STALE.get(first.metadata)
+    assert_server_holds_the_turn(sim, turn)
