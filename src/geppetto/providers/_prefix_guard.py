@@ -67,7 +67,8 @@ PREFIX_POLICIES = ("drop", "rewrite", "error")
 REASONING_PREFIX = block_meta_key("geppetto", "reasoning_prefix", 1, dict)
 """``geppetto.reasoning_prefix@v1`` on a reasoning block: ``{"head": digest of the header (Claude: system
 and tools), "prefix": digest of the header and every unit before the block}`` as they were when the
-provider produced it."""
+provider produced it; ``"scope"`` names the wire form the digests were made in when it is not the
+provider's block dialect (the Interactions API's steps): a block is judged only in its own scope."""
 
 REASONING_STALE = block_meta_key("geppetto", "reasoning_stale", 1, bool)
 """``geppetto.reasoning_stale@v1``: set by an engine that left the block out because its prefix changed; a
@@ -119,30 +120,37 @@ def start_digest(head: str) -> Any:
     return h
 
 
-def stamp(units: Sequence[Unit], head: str, new: Iterable[Block], *, start: Any = None) -> int:
+def stamp(units: Sequence[Unit], head: str, new: Iterable[Block], *, start: Any = None, scope: str = "") -> int:
     """Record on each reasoning block of ``new`` (the blocks a response just produced) the digest of the
     header and every unit before it; returns how many were stamped. ``start``: a running digest over
-    the units before ``units`` (from :func:`start_digest`), when the caller passes only the last ones."""
+    the units before ``units`` (from :func:`start_digest`), when the caller passes only the last ones.
+    ``scope``: the wire form's name when two engines could replay the same block in different forms."""
     wanted = {id(b) for b in new}
     h = start.copy() if start is not None else start_digest(head)
     stamped = 0
     for unit in units:
         if unit.reasoning and unit.block is not None and id(unit.block) in wanted:
-            REASONING_PREFIX.set(unit.block.metadata, {"head": head, "prefix": h.hexdigest()})
+            record = {"head": head, "prefix": h.hexdigest()}
+            if scope:
+                record["scope"] = scope
+            REASONING_PREFIX.set(unit.block.metadata, record)
             stamped += 1
         h.update(unit.wire)
     return stamped
 
 
-def check(units: Sequence[Unit], head: str) -> list[Stale]:
+def check(units: Sequence[Unit], head: str, *, scope: str = "") -> list[Stale]:
     """The replayed reasoning units whose recorded prefix is not what now precedes them (stale ones are
-    left out of the running digest: they are not sent, and what follows is judged without them)."""
+    left out of the running digest: they are not sent, and what follows is judged without them). A
+    digest recorded in another ``scope`` (see :func:`stamp`) proves nothing here: replayed as it is."""
     h = start_digest(head)
     stale: list[Stale] = []
     for index, unit in enumerate(units):
         if unit.reasoning and unit.block is not None:
             recorded = REASONING_PREFIX.get(unit.block.metadata)
-            if isinstance(recorded, dict) and recorded.get("prefix") != h.hexdigest():
+            if not isinstance(recorded, dict) or recorded.get("scope", "") != scope:
+                recorded = None
+            if recorded is not None and recorded.get("prefix") != h.hexdigest():
                 header_changed = recorded.get("head") != head
                 changed_by, changed_block = _culprit(units[:index], header_changed, stale)
                 stale.append(Stale(index, unit.block, header_changed, changed_by, changed_block))

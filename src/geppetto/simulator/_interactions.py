@@ -21,7 +21,7 @@ from starlette.types import ASGIApp
 
 from ._call import Call
 from ._errors import SimError
-from ._interactions_rules import check_request, check_results, check_signatures, input_steps
+from ._interactions_rules import check_request, check_results, check_signatures, input_steps, stale_signatures
 from ._interactions_steps import (
     interaction_usage,
     output_steps,
@@ -119,11 +119,14 @@ def answer(call: Call) -> Created:
         raise SimError(400, "Background interactions require 'store' to be true.", code="invalid_request")  # unverified
     reasoning = reasoning_on(model, body)
     check_signatures(state, own, reasoning)
+    stale = stale_signatures(state, history, own)
+    if stale:
+        call.effects["stale_signatures"] = stale
     context = history + own
     check_results(context)
     msgs = to_msgs(body, context)
     reply = state.next_reply() or decide(msgs, request_tools(body), request_choice(body), request_schema(body))
-    steps = output_steps(state, body, reply, reasoning, msgs)
+    steps = output_steps(state, body, reply, reasoning, msgs, context)
     if reply.stop == "max_tokens":
         status = "incomplete"
     else:

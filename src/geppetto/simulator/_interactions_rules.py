@@ -7,14 +7,16 @@ the simulator's (marked ``unverified``).
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from ._errors import SimError
 from ._gemini_rules import PLACEHOLDER_SIGNATURES
 from ._interactions_files import check_media_content
+from ._interactions_steps import context_digest
 from ._state import SimState
 
-__all__ = ["check_request", "check_results", "check_signatures", "input_steps", "invalid"]
+__all__ = ["check_request", "check_results", "check_signatures", "input_steps", "invalid", "stale_signatures"]
 
 _NUMBER = (int, float)
 _TOP: dict[str, Any] = {
@@ -190,6 +192,25 @@ def check_signatures(state: SimState, steps: list[dict[str, Any]], reasoning: bo
                 f"Function call `{step.get('name')}` is missing its thought signature: send back the thought "
                 "step (with its signature) that preceded it. See https://ai.google.dev/gemini-api/docs/thought-signatures."
             )
+
+
+def stale_signatures(state: SimState, history: list[dict[str, Any]], own: list[dict[str, Any]]) -> list[int]:
+    """The indexes in ``own`` of thoughts whose signature was made after other steps than now precede them.
+
+    Google documents no binding of a signature to the steps before it (only that it goes back exactly as
+    received, and that a current-turn call needs one), so the request is not refused; the request log's
+    ``effects["stale_signatures"]`` shows them, for tests to see what a binding service would refuse."""
+    stale: list[int] = []
+    for index, step in enumerate(own):
+        signature = step.get("signature") if step.get("type") == "thought" else None
+        payload = state.unseal("gemini", str(signature)) if signature else None
+        try:
+            after = json.loads(str(payload["t"])).get("after") if payload else None
+        except (ValueError, AttributeError):
+            after = None  # a generateContent signature: it records no steps
+        if isinstance(after, str) and after != context_digest(history + own[:index]):
+            stale.append(index)
+    return stale
 
 
 def check_results(context: list[dict[str, Any]]) -> None:

@@ -5,6 +5,7 @@ the model output, function calls) with its usage. The request's checks are in ``
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -17,6 +18,7 @@ from ._state import SimState
 from ._tokens import count_items, count_text, count_value
 
 __all__ = [
+    "context_digest",
     "interaction_usage",
     "output_steps",
     "reasoning_on",
@@ -100,11 +102,27 @@ def request_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def context_digest(context: list[dict[str, Any]]) -> str:
+    """The digest of the steps a thought was made after, without their signatures (and a result's optional
+    name): what a later replay of the thought is compared with (see ``_interactions_rules.stale_signatures``)."""
+    bare = [
+        {k: v for k, v in s.items() if k != "signature" and not (k == "name" and s.get("type") == "function_result")}
+        for s in context
+    ]
+    return hashlib.sha256(json.dumps(bare, sort_keys=True).encode()).hexdigest()
+
+
 def output_steps(
-    state: SimState, body: dict[str, Any], reply: Reply, reasoning: bool, msgs: list[Msg]
+    state: SimState,
+    body: dict[str, Any],
+    reply: Reply,
+    reasoning: bool,
+    msgs: list[Msg],
+    context: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The model's steps: a signed thought when it thinks (its summary when asked for or scripted), the
-    text as a model output, then each function call with an id."""
+    text as a model output, then each function call with an id. The signature seals the digest of
+    ``context`` (the steps before the thought) with the steps it goes with."""
     steps: list[dict[str, Any]] = []
     if reply.text is not None:
         steps.append({"type": "model_output", "content": [{"type": "text", "text": reply.text}]})
@@ -118,7 +136,8 @@ def output_steps(
             summary = reply.reasoning or reasoning_summary(msgs, reply) or DEFAULT_THOUGHT
             thought["summary"] = [{"type": "text", "text": summary}]
         if reasoning:
-            thought["signature"] = state.seal("gemini", "signature", json.dumps(steps, sort_keys=True))
+            sealed = {"after": context_digest(context or []), "steps": steps}
+            thought["signature"] = state.seal("gemini", "signature", json.dumps(sealed, sort_keys=True))
         steps.insert(0, thought)
     return steps
 

@@ -25,6 +25,7 @@ from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
 from .._chain import chain_extra, tag_chain
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._prefix_guard import check_policy
 from .._streaming import (
     StreamResult,
     TransportOwner,
@@ -37,6 +38,7 @@ from .._streaming import (
 )
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
+from ._interactions_guard import guard_plan, stamp_interaction
 from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
 from ._interactions_steps import (
     PROVIDER,
@@ -99,6 +101,10 @@ class InteractionsEngine(TransportOwner):
     read whole), cancelling the caller cancels the interaction (``POST
     /interactions/{id}/cancel``), and an interaction that did not complete never anchors a later request.
 
+    ``prefix_policy`` (``"drop"``, ``"rewrite"``, ``"error"``) says what a request does with a replayed
+    thought (or signed server-side tool step) whose prefix changed since the model made it (see
+    :mod:`._interactions_guard`; ``rewrite`` drops too, and says so).
+
     ``metrics`` defaults to the process-wide chain metrics the Responses engine records into
     (:data:`geppetto.providers.openai_responses.metrics`): one set of counters for every stateful engine.
     """
@@ -132,6 +138,7 @@ class InteractionsEngine(TransportOwner):
         retry: RetryPolicy | None = None,
         timeout: float | httpx.Timeout | None = None,
         metrics: Any = None,
+        prefix_policy: str = "drop",
     ) -> None:
         check_settings(mode, store, background, stream, on_previous_not_found, max_resumes, poll_interval)
         self.model = model
@@ -147,6 +154,7 @@ class InteractionsEngine(TransportOwner):
         self.on_previous_not_found = on_previous_not_found
         self.background, self.max_resumes, self.stream = background, max_resumes, stream
         self.poll_interval = poll_interval
+        self.prefix_policy = check_policy(prefix_policy)
         self.headers = dict(headers or {})
         if metrics is None:
             from ..openai_responses._metrics import metrics as shared
@@ -235,6 +243,7 @@ class InteractionsEngine(TransportOwner):
         state = get_interactions_state(turn)
         requested = self._mode_for(state)
         plan = plan_interaction(turn, self._sent_mode(requested), state, store=self.store, metrics=self.metrics)
+        guard_plan(turn, plan, policy=self.prefix_policy, model=self.model)
         call = _Call(plan, InteractionsReducer(), requested, len(turn.blocks))
         return await run_stream(
             turn,
@@ -274,6 +283,7 @@ class InteractionsEngine(TransportOwner):
         )
         call.plan.base = None  # what the Turn continued is gone with it
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
+        guard_plan(turn, call.plan, policy=self.prefix_policy, model=self.model)
         call.recovered = True
         self._count(call.plan)
         async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer, turn)) as events:
@@ -285,6 +295,7 @@ class InteractionsEngine(TransportOwner):
         final event how the request carried the context."""
         plan, iid, status = call.plan, result.response_id, call.reducer.status
         start = len(turn.blocks) - len(result.blocks)
+        stamp_interaction(turn, start, plan.prefix if start == call.start else None)
         if not iid:
             log.warning("interactions: the interaction carried no id; its blocks cannot anchor a later request")
         else:

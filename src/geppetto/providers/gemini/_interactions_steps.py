@@ -3,7 +3,7 @@ the shared anchor proof (:mod:`geppetto.providers._chain`).
 
 Every block the server holds is a step: ``user_input`` (a user block), ``model_output`` (assistant text),
 ``thought`` (a reasoning block with its ``signature``, replayed exactly and only for this engine's own
-thoughts), ``function_call`` / ``function_result`` (a tool call and its result), and any other step (a
+thoughts, never once the prefix guard left it out), ``function_call`` / ``function_result`` (a tool call and its result), and any other step (a
 server-side tool's call or result, non-text output) kept as it came in an ``other`` block and sent back
 unchanged. System blocks are not steps: they go as ``system_instruction`` on every request (the API keeps
 only the input and output steps behind ``previous_interaction_id``), so they are not in the fingerprint.
@@ -35,19 +35,23 @@ from geppetto.turns._builtin import PAYLOAD_ITEM, raw_block
 
 from .._chain import Wire
 from .._files import interactions_file_contents
+from .._prefix_guard import REASONING_STALE
 from .._streaming import image_parts, tool_result_text
 
 __all__ = [
     "INTERACTIONS_STATE",
     "INTERACTION_STEPS",
     "MODES",
+    "PLACEHOLDER_SIGNATURE",
     "PROVIDER",
+    "THOUGHT_STAND_IN",
     "WIRE",
     "InteractionsState",
     "block_of_step",
     "blocks_to_steps",
     "chain_seed",
     "get_interactions_state",
+    "ours",
     "set_interactions_state",
     "step_of",
 ]
@@ -61,6 +65,12 @@ INTERACTION_STEPS = block_meta_key("gemini", "interaction_steps", 1, int)
 """``gemini.interaction_steps@v1``: how many blocks the interaction that produced a block gave."""
 INTERACTION_REFUSED = block_meta_key("gemini", "not_anchorable", 1, str)
 """``gemini.not_anchorable@v1``: why an interaction can never be an anchor (it did not complete)."""
+THOUGHT_STAND_IN = block_meta_key("gemini", "thought_stand_in", 1, bool)
+"""``gemini.thought_stand_in@v1``: on a thought the prefix guard left out where a function call of the current
+turn needed one: from then on it goes as a thought with :data:`PLACEHOLDER_SIGNATURE` only (so the server's
+history stays the Turn's)."""
+PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
+"""Google's documented stand-in for a thought signature the client does not have."""
 
 
 @dataclass
@@ -110,7 +120,8 @@ def chain_seed(state: InteractionsState | None) -> str:
     return f"interactions:after:{state.base}" if state is not None and state.base else "interactions"
 
 
-def _ours(block: Block) -> bool:
+def ours(block: Block) -> bool:
+    """True for a block this engine made (only those are replayed as thoughts or server-side tool steps)."""
     return BLOCK_META_PROVIDER.get(block.metadata) == PROVIDER
 
 
@@ -161,15 +172,19 @@ def step_of(block: Block) -> dict[str, Any] | None:
         if payload.get(PAYLOAD_ERROR) is not None:
             step["is_error"] = True
         return step
-    if kind is BlockKind.REASONING and _ours(block):
+    if kind is BlockKind.REASONING and ours(block) and REASONING_STALE.get(block.metadata):
+        return {"type": "thought", "signature": PLACEHOLDER_SIGNATURE} if THOUGHT_STAND_IN.get(block.metadata) else None
+    if kind is BlockKind.REASONING and ours(block):
         thought: dict[str, Any] = {"type": "thought"}
         if payload.get(PAYLOAD_THOUGHT_SIGNATURE):
             thought["signature"] = payload[PAYLOAD_THOUGHT_SIGNATURE]
         if block.text:
             thought["summary"] = [_text(block.text)]
         return thought
-    if kind is BlockKind.OTHER and _ours(block) and isinstance(payload.get(PAYLOAD_ITEM), dict):
+    if kind is BlockKind.OTHER and ours(block) and isinstance(payload.get(PAYLOAD_ITEM), dict):
         item: dict[str, Any] = payload[PAYLOAD_ITEM]
+        if REASONING_STALE.get(block.metadata):  # the prefix guard left its signature out, for good
+            return {k: v for k, v in item.items() if k != "signature"}
         return item
     return None
 
