@@ -28,7 +28,8 @@ import pydantic
 from .._exceptions import GeppettoError, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
-from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
+from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
+from ._pending import pending_tool_calls
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolReportedError, serialize_result
 from ._workers import WORKERS
@@ -98,24 +99,6 @@ def bound_result(result: str, limit: int | None) -> str:
         f"{result[:limit]}\n[truncated: the tool returned {len(result):,} characters and only the first "
         f"{limit:,} are shown; ask for less, e.g. a narrower query or a page of the data]"
     )
-
-
-def pending_tool_calls(turn: Turn) -> list[Block]:
-    """The ``tool_call`` blocks not yet answered, in turn order.
-
-    Matching is positional: a call is answered by a later ``tool_use`` with its id, and each
-    ``tool_use`` answers one call (the earliest open one with that id). So a model that reuses an id
-    on a later step (some compatible servers send ``call_0`` every time) still gets its new call run.
-    """
-    open_calls: dict[str, list[int]] = {}
-    for i, b in enumerate(turn.blocks):
-        if b.kind is BlockKind.TOOL_CALL:
-            open_calls.setdefault(str(b.payload.get(PAYLOAD_ID, "")), []).append(i)
-        elif b.kind is BlockKind.TOOL_USE:
-            waiting = open_calls.get(str(b.payload.get(PAYLOAD_ID, "")))
-            if waiting:
-                waiting.pop(0)
-    return [turn.blocks[i] for i in sorted(i for calls in open_calls.values() for i in calls)]
 
 
 def require_tool_results(turn: Turn) -> None:

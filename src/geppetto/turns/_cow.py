@@ -31,7 +31,9 @@ __all__ = [
     "freeze",
     "freeze_block",
     "frozen_from",
+    "held",
     "new_blocks",
+    "origin_prefix",
     "thaw",
 ]
 
@@ -240,6 +242,10 @@ class Frozen:
         self.tail = blocks[self.keep :]
         self.memo: dict[str, Any] | None = None  # facts measured on these blocks, for whoever measured them
 
+    def size(self) -> int:
+        """How many blocks this snapshot holds (without rebuilding a dropped list)."""
+        return self.keep + len(self.tail)
+
     @property
     def delta(self) -> int:
         """How many entries this snapshot holds that its parent does not hold at the same place."""
@@ -277,6 +283,21 @@ class Frozen:
         out = LazyBlockList(self.blocks, self)
         out.watch = watch
         return out
+
+
+def held(blocks: list[Block]) -> Iterator[Block]:
+    """The entries of ``blocks`` as they are held (frozen versions or private copies), read without copying
+    any: for reading only, never for a change."""
+    return list.__iter__(blocks)
+
+
+def origin_prefix(blocks: list[Block]) -> Frozen | None:
+    """The snapshot ``blocks`` provably starts with (a :class:`LazyBlockList` made from it that nothing
+    read, moved or shortened since: its first ``len(origin)`` entries are the snapshot's own), else None."""
+    if type(blocks) is not LazyBlockList or blocks.origin is None or blocks.touched:
+        return None
+    n = blocks.origin.size()
+    return blocks.origin if blocks.moved >= n and len(blocks) >= n else None
 
 
 def block_ids(blocks: list[Block]) -> set[str]:
