@@ -4,12 +4,31 @@ response's last block dropped."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
+from geppetto.providers._streaming import normalize_tools
 from geppetto.simulator import Reply, ToolCall
-from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
+from geppetto.turns import (
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ID,
+    PAYLOAD_THOUGHT_SIGNATURE,
+    Block,
+    BlockKind,
+    Turn,
+)
 
 RID = str(BLOCK_META_RESPONSE_ID)
+
+GUARD_ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
+"""The middleware actions the prefix guard's property tests draw."""
+GUARD_TOOLS = [
+    {"name": "get_weather", "description": "Weather of a city.", "parameters": {"type": "object"}},
+    {"name": "get_time", "description": "Time in a city.", "parameters": {"type": "object"}},
+]
+"""The tools a middleware of those tests may swap (the first is offered at the start)."""
 
 
 def reply(kind: str, step: int) -> Reply:
@@ -84,3 +103,60 @@ def apply_edit(
     elif action == "drop_last":
         drop_last_of_a_response(turn, pick)
     turn.append(Block.user(f"question {step}"))
+
+
+def signed(turn: Turn) -> list[tuple[int, Block]]:
+    """The blocks of ``turn`` that carry a thought signature, with their positions."""
+    return [(i, b) for i, b in enumerate(turn.blocks) if b.payload.get(PAYLOAD_THOUGHT_SIGNATURE)]
+
+
+def edit_signed(
+    turn: Turn,
+    engine: Any,
+    action: str,
+    pick: int,
+    step: int,
+    stale: set[int],
+    *,
+    header_binds: bool,
+    reminder_by: str | None = None,
+) -> None:
+    """A middleware's change to ``turn`` (or to ``engine``'s tools); the signed blocks it puts a change in
+    front of join ``stale`` (by ``id``). ``header_binds``: a changed system prompt or tool list makes every
+    signature stale (generateContent), or none (the Interactions API, where both are per request).
+    ``reminder_by`` names the middleware on an inserted block."""
+    editable = [i for i, b in enumerate(turn.blocks) if b.kind in (BlockKind.USER, BlockKind.LLM_TEXT)]
+
+    def after(position: int, inclusive: bool = False) -> None:
+        stale.update(id(b) for i, b in signed(turn) if i > position or (inclusive and i == position))
+
+    if action == "system":
+        turn.blocks[0].payload["text"] = f"system v{step}"
+        BLOCK_META_MIDDLEWARE.set(turn.blocks[0].metadata, "system_prompt")
+        if header_binds:
+            after(-1)
+    elif action == "tools" and (not header_binds or len(engine.tools) != 1 + step % 2):
+        engine.tools = normalize_tools(GUARD_TOOLS[: 1 + step % 2])
+        if header_binds:
+            after(-1)
+    elif action == "insert":
+        spots = [i for i in range(1, len(turn.blocks) + 1) if turn.blocks[i - 1].kind is not BlockKind.TOOL_CALL]
+        at = spots[pick % len(spots)]
+        after(at, inclusive=True)
+        reminder = Block.user(f"reminder {step}")
+        if reminder_by is not None:
+            BLOCK_META_MIDDLEWARE.set(reminder.metadata, reminder_by)
+        turn.insert(at, reminder)
+    elif action == "remove" and len(editable) > 2:
+        at = editable[pick % len(editable)]
+        after(at)
+        del turn.blocks[at]
+    elif action == "reorder" and len(editable) > 1:
+        i, j = editable[pick % len(editable)], editable[(pick + 1) % len(editable)]
+        if i != j:
+            after(min(i, j), inclusive=True)
+            turn.blocks[i], turn.blocks[j] = turn.blocks[j], turn.blocks[i]
+    elif action == "edit" and editable:
+        at = editable[pick % len(editable)]
+        after(at)
+        turn.blocks[at].payload["text"] = f"edited {step}"

@@ -10,11 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
-TOOLS = [
-    {"name": "get_weather", "description": "Weather of a city.", "parameters": {"type": "object"}},
-    {"name": "get_time", "description": "Time in a city.", "parameters": {"type": "object"}},
-]
+from turn_edits import GUARD_ACTIONS, GUARD_TOOLS
+
+ACTIONS, TOOLS = GUARD_ACTIONS, GUARD_TOOLS
 STEPS = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.booleans()), min_size=2, max_size=5)
 """Two to five steps: an action, a pick (which block it touches) and whether the reply calls a tool."""
 

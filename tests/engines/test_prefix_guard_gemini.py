@@ -17,11 +17,11 @@ from prefix_guard_support import TOOLS, under_every_policy
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
 from geppetto.providers._prefix_guard import REASONING_STALE, TURN_META_PREFIX_GUARD
-from geppetto.providers._streaming import normalize_tools
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
-from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
+from geppetto.turns import PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
+from turn_edits import edit_signed, signed
 
 PLACEHOLDERS = {"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"}
 
@@ -30,44 +30,6 @@ PLACEHOLDERS = {"skip_thought_signature_validator", "context_engineering_is_the_
 def sim() -> Iterator[Simulator]:
     with serve() as s:
         yield s
-
-
-def _signed(turn: Turn) -> list[tuple[int, Block]]:
-    return [(i, b) for i, b in enumerate(turn.blocks) if b.payload.get(PAYLOAD_THOUGHT_SIGNATURE)]
-
-
-def _edit(turn: Turn, engine: GeminiEngine, action: str, pick: int, step: int, stale: set[int]) -> None:
-    """A middleware's change; the signed blocks it puts a change in front of join ``stale`` (by id)."""
-    editable = [i for i, b in enumerate(turn.blocks) if b.kind in (BlockKind.USER, BlockKind.LLM_TEXT)]
-
-    def after(position: int, inclusive: bool = False) -> None:
-        stale.update(id(b) for i, b in _signed(turn) if i > position or (inclusive and i == position))
-
-    if action == "system":
-        turn.blocks[0].payload["text"] = f"system v{step}"
-        BLOCK_META_MIDDLEWARE.set(turn.blocks[0].metadata, "system_prompt")
-        after(-1)
-    elif action == "tools" and len(engine.tools) != 1 + step % 2:
-        engine.tools = normalize_tools(TOOLS[: 1 + step % 2])
-        after(-1)
-    elif action == "insert":
-        spots = [i for i in range(1, len(turn.blocks) + 1) if turn.blocks[i - 1].kind is not BlockKind.TOOL_CALL]
-        at = spots[pick % len(spots)]
-        after(at, inclusive=True)
-        turn.insert(at, Block.user(f"reminder {step}"))
-    elif action == "remove" and len(editable) > 2:
-        at = editable[pick % len(editable)]
-        after(at)
-        del turn.blocks[at]
-    elif action == "reorder" and len(editable) > 1:
-        i, j = editable[pick % len(editable)], editable[(pick + 1) % len(editable)]
-        if i != j:
-            after(min(i, j), inclusive=True)
-            turn.blocks[i], turn.blocks[j] = turn.blocks[j], turn.blocks[i]
-    elif action == "edit" and editable:
-        at = editable[pick % len(editable)]
-        after(at)
-        turn.blocks[at].payload["text"] = f"edited {step}"
 
 
 def _sent_signatures(body: dict[str, Any]) -> set[str]:
@@ -89,15 +51,15 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
     stale: set[int] = set()
     for step, (action, pick, tool) in enumerate(steps, start=1):
         if step > 1:
-            _edit(turn, engine, action, pick, step, stale)
+            edit_signed(turn, engine, action, pick, step, stale, header_binds=True)
             if not pending_tool_calls(turn):
                 turn.append(Block.user(f"question {step}"))
         reply = Reply(tool_calls=[ToolCall("get_weather", {"city": f"c{step}"})]) if tool else Reply(text=f"a{step}")
         sim.queue(reply)
-        expected = {str(b.payload[PAYLOAD_THOUGHT_SIGNATURE]) for _, b in _signed(turn) if id(b) not in stale}
-        fresh = [b for _, b in _signed(turn) if id(b) in stale and not REASONING_STALE.get(b.metadata)]
+        expected = {str(b.payload[PAYLOAD_THOUGHT_SIGNATURE]) for _, b in signed(turn) if id(b) not in stale}
+        fresh = [b for _, b in signed(turn) if id(b) in stale and not REASONING_STALE.get(b.metadata)]
         sent = len(sim.requests)
-        if policy == "error" and any(id(b) in stale for _, b in _signed(turn)):
+        if policy == "error" and any(id(b) in stale for _, b in signed(turn)):
             with pytest.raises(PrefixChangedError):
                 await engine.run_inference(turn)
             assert len(sim.requests) == sent

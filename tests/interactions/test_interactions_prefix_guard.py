@@ -30,12 +30,7 @@ from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, PAYLOAD_ID, PAYLOAD_THOUGHT_SIGNATURE
 from interactions_types import validate_request
-
-ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
-TOOLS = [
-    {"name": "get_weather", "description": "Weather of a city.", "parameters": {"type": "object"}},
-    {"name": "get_time", "description": "Time in a city.", "parameters": {"type": "object"}},
-]
+from turn_edits import GUARD_ACTIONS, GUARD_TOOLS, edit_signed
 
 
 @pytest.fixture(scope="module")
@@ -44,56 +39,18 @@ def sim() -> Iterator[Simulator]:
         yield s
 
 
-def _signed(turn: Turn) -> list[tuple[int, Block]]:
-    return [(i, b) for i, b in enumerate(turn.blocks) if b.payload.get(PAYLOAD_THOUGHT_SIGNATURE)]
-
-
-def _edit(turn: Turn, eng: InteractionsEngine, action: str, pick: int, step: int, stale: set[int]) -> None:
-    """A middleware's change; the signed blocks it puts a change in front of join ``stale`` (by id)."""
-    editable = [i for i, b in enumerate(turn.blocks) if b.kind in (BlockKind.USER, BlockKind.LLM_TEXT)]
-
-    def after(position: int, inclusive: bool = False) -> None:
-        stale.update(id(b) for i, b in _signed(turn) if i > position or (inclusive and i == position))
-
-    if action == "system":  # interaction-scoped: nothing becomes stale
-        turn.blocks[0].payload["text"] = f"system v{step}"
-        BLOCK_META_MIDDLEWARE.set(turn.blocks[0].metadata, "system_prompt")
-    elif action == "tools":
-        eng.tools = normalize_tools(TOOLS[: 1 + step % 2])
-    elif action == "insert":
-        spots = [i for i in range(1, len(turn.blocks) + 1) if turn.blocks[i - 1].kind is not BlockKind.TOOL_CALL]
-        at = spots[pick % len(spots)]
-        after(at, inclusive=True)
-        reminder = Block.user(f"reminder {step}")
-        BLOCK_META_MIDDLEWARE.set(reminder.metadata, "reminders")
-        turn.insert(at, reminder)
-    elif action == "remove" and len(editable) > 2:
-        at = editable[pick % len(editable)]
-        after(at)
-        del turn.blocks[at]
-    elif action == "reorder" and len(editable) > 1:
-        i, j = editable[pick % len(editable)], editable[(pick + 1) % len(editable)]
-        if i != j:
-            after(min(i, j), inclusive=True)
-            turn.blocks[i], turn.blocks[j] = turn.blocks[j], turn.blocks[i]
-    elif action == "edit" and editable:
-        at = editable[pick % len(editable)]
-        after(at)
-        turn.blocks[at].payload["text"] = f"edited {step}"
-
-
 def _sent_signatures(body: dict[str, Any]) -> set[str]:
     steps = body["input"]
     return {str(s["signature"]) for s in steps if s.get("signature") and s["signature"] != PLACEHOLDER_SIGNATURE}
 
 
 async def _scenario(sim: Simulator, mode: str, policy: str, steps: list[tuple[str, int, bool]]) -> None:
-    eng = engine(sim, model=THINKING, mode=mode, prefix_policy=policy, tools=TOOLS[:1])
+    eng = engine(sim, model=THINKING, mode=mode, prefix_policy=policy, tools=GUARD_TOOLS[:1])
     turn = Turn(blocks=[Block.system("system v0"), Block.user("question 0")])
     stale: set[int] = set()
     for step, (action, pick, tool) in enumerate(steps, start=1):
         if step > 1:
-            _edit(turn, eng, action, pick, step, stale)
+            edit_signed(turn, eng, action, pick, step, stale, header_binds=False, reminder_by="reminders")
             if not pending_tool_calls(turn):
                 turn.append(Block.user(f"question {step}"))
         weather = ToolCall("get_weather", {"city": f"c{step}"})
@@ -127,7 +84,7 @@ async def _scenario(sim: Simulator, mode: str, policy: str, steps: list[tuple[st
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 
 
-STEPS = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.booleans()), min_size=2, max_size=6)
+STEPS = st.lists(st.tuples(st.sampled_from(GUARD_ACTIONS), st.integers(0, 50), st.booleans()), min_size=2, max_size=6)
 
 
 @pytest.mark.parametrize("policy", ["drop", "rewrite", "error"])
@@ -154,7 +111,7 @@ def test_a_stale_thought_before_a_current_call_gives_way_to_the_placeholder(sim:
     """A thinking model refuses a current-turn call without its signed thought: the stale one goes, and
     Google's placeholder signature stands in for it."""
     sim.reset()
-    eng = engine(sim, model=THINKING, mode=mode, tools=TOOLS[:1])
+    eng = engine(sim, model=THINKING, mode=mode, tools=GUARD_TOOLS[:1])
     turn = _tool_turn(sim, eng)
     thought = next(b for b in turn.blocks if b.kind is BlockKind.REASONING)
     assert REASONING_PREFIX.require(thought.metadata)["scope"] == "gemini-interactions"
@@ -185,7 +142,7 @@ def test_the_simulator_logs_a_signature_replayed_after_a_changed_prefix(sim: Sim
     """Google documents no binding of a signature to the steps before it: the request is served, and the
     simulator's request log says which thoughts a binding service would have refused."""
     sim.reset()
-    eng = engine(sim, model=THINKING, mode="stateless", tools=TOOLS[:1], prefix_policy="drop")
+    eng = engine(sim, model=THINKING, mode="stateless", tools=GUARD_TOOLS[:1], prefix_policy="drop")
     turn = _tool_turn(sim, eng)
     body = eng.build_body(turn, eng.plan(turn))
     body["input"][1]["content"][0]["text"] = "hi there"  # what a client without the guard would send
@@ -198,11 +155,11 @@ def test_the_simulator_logs_a_signature_replayed_after_a_changed_prefix(sim: Sim
 
 def test_an_unchanged_prefix_replays_every_thought_and_reports_nothing(sim: Simulator) -> None:
     sim.reset()
-    eng = engine(sim, model=THINKING, mode="stateless", tools=TOOLS[:1])
+    eng = engine(sim, model=THINKING, mode="stateless", tools=GUARD_TOOLS[:1])
     turn = _tool_turn(sim, eng)
     signature = next(b for b in turn.blocks if b.kind is BlockKind.REASONING).payload[PAYLOAD_THOUGHT_SIGNATURE]
     turn.blocks[0].payload["text"] = "a new system instruction"  # interaction-scoped: binds nothing
-    eng.tools = normalize_tools(TOOLS)
+    eng.tools = normalize_tools(GUARD_TOOLS)
     sim.queue(Reply(text="18C in Paris."))
     asyncio.run(eng.run_inference(turn))
     assert _sent_signatures(creates(sim)[-1]) == {signature}
@@ -211,7 +168,7 @@ def test_an_unchanged_prefix_replays_every_thought_and_reports_nothing(sim: Simu
 
 def test_error_names_the_middleware_and_sends_nothing(sim: Simulator) -> None:
     sim.reset()
-    eng = engine(sim, model=THINKING, mode="stateless", tools=TOOLS[:1], prefix_policy="error")
+    eng = engine(sim, model=THINKING, mode="stateless", tools=GUARD_TOOLS[:1], prefix_policy="error")
     turn = _tool_turn(sim, eng)
     reminder = Block.user("remember: be brief")
     BLOCK_META_MIDDLEWARE.set(reminder.metadata, "reminders")
