@@ -16,7 +16,9 @@ def main() -> None:
             raise
         if sys.argv[1:2] == ["serve"] and exc.name in ("typer", "rich", "click"):
             _serve_without_cli()
-        print(f"error: the geppetto command needs {exc.name}: pip install 'geppetto[cli]'", file=sys.stderr)
+        from .._extras import install_hint
+
+        print(f"error: the geppetto command needs {exc.name}: {install_hint('cli')}", file=sys.stderr)
         raise SystemExit(2) from None
     run()
 

@@ -17,7 +17,9 @@ try:
     import fastapi  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(f"geppetto.server needs {exc.name}: pip install 'geppetto[server]'") from None
+    from .._extras import install_hint
+
+    raise ImportError(f"geppetto.server needs {exc.name}: {install_hint('server')}") from None
 
 from starlette.applications import Starlette
 

@@ -4,12 +4,14 @@
 or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
 """
 
+from .._extras import install_hint
+
 try:
     import starlette  # noqa: F401
     import uvicorn  # noqa: F401
 except ImportError as _missing:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f"geppetto.simulator needs the 'sim' extra ({_missing.name} is not installed): pip install 'geppetto[sim]'",
+        f"geppetto.simulator needs the 'sim' extra ({_missing.name} is not installed): {install_hint('sim')}",
         name=_missing.name,
     ) from None
 
