@@ -23,7 +23,7 @@ def test_run_usage_prints_the_requests_tokens_and_cost(tmp_path: Path) -> None:
     res = geppetto("run", "--profile", "sim", "--with-tools", "--usage", "Weather in Paris?", config_dir=tmp_path)
     assert res.returncode == 0, res.stderr
     line = next(line for line in res.stderr.splitlines() if line.startswith("usage:"))
-    assert "2 requests" in line and "1 tool calls" in line
+    assert "2 requests" in line and "1 tool call ·" in line
     assert line.rstrip().endswith("unpriced")  # sim-1 has no price: never shown as $0
 
 

@@ -295,7 +295,8 @@ class ChatRepl(ChatCommands):
             print(f"\nerror: {exc}")
         except GeppettoError as exc:
             self.session = self._same_session(before)
-            dropped = f" (the {len(self.attached)} attached file(s) were dropped)" if self.attached else ""
+            n = len(self.attached)
+            dropped = f" (the attached file{' was' if n == 1 else 's were'} dropped)" if n else ""
             self.attached = []
             print(f"\nerror: {exc}{dropped}")
         sys.stdout.flush()

@@ -27,7 +27,8 @@ def usage_line(usage: Mapping[str, Any]) -> str:
         f"{int(usage.get('output_tokens', 0)):,} out ({int(usage.get('reasoning_tokens', 0)):,} reasoning)",
     ]
     if int(usage.get("tool_calls", 0)):
-        parts.append(f"{int(usage['tool_calls'])} tool calls")
+        calls = int(usage["tool_calls"])
+        parts.append(f"{calls} tool call{'s' if calls != 1 else ''}")
     parts.append(format_cost(usage.get("cost")))
     if usage.get("cost") is None and int(usage.get("unpriced_requests", 0)) and usage.get("priced_cost"):
         parts[-1] += f" (priced part ${float(usage['priced_cost']):.6f})"
