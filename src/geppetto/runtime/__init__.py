@@ -20,6 +20,7 @@ from ._engines import (
     engine_record,
     mcp_tools,
     open_engine,
+    recording_engine,
 )
 from ._ports import port_in_use
 
@@ -39,4 +40,5 @@ __all__ = [
     "mcp_tools",
     "open_engine",
     "port_in_use",
+    "recording_engine",
 ]
