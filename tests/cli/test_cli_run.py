@@ -269,3 +269,10 @@ def test_run_refuses_a_missing_attachment_before_any_request(geppetto_sim: Simul
     assert res.returncode != 0
     assert "cannot attach" in res.stderr and "no such file" in res.stderr
     assert geppetto_sim.requests == []
+
+
+def test_run_refuses_a_folder_as_an_attachment_saying_it_is_one(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    res = geppetto("run", *_sim_args(geppetto_sim), "--attach", str(tmp_path), "Hi", config_dir=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr == f"error: cannot attach {str(tmp_path)!r}: it is a folder; attach the files in it one by one\n"
+    assert geppetto_sim.requests == []

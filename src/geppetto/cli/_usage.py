@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["format_cost", "usage_line"]
+from .._extras import install_hint
+
+__all__ = ["format_cost", "unpriced_hint", "usage_line"]
 
 
 def format_cost(cost: Any) -> str:
@@ -14,6 +17,13 @@ def format_cost(cost: Any) -> str:
         return "unpriced"
     value = float(cost)
     return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
+def unpriced_hint() -> str:
+    """Why a request shows ``unpriced``, and what prices it: the ``prices`` extra when genai-prices is missing."""
+    if importlib.util.find_spec("genai_prices") is None:
+        return f"unpriced: genai-prices is not installed ({install_hint('prices')})"
+    return "unpriced: genai-prices has no price for this model"
 
 
 def usage_line(usage: Mapping[str, Any]) -> str:
