@@ -167,3 +167,96 @@ def test_the_command_line_refuses_an_unknown_quirk() -> None:
     )
     assert done.returncode == 2
     assert "--quirks: unknown quirk 'bogus'; valid quirks: no-echo, null-echo" in done.stderr
+
+
+@pytest.mark.geppetto_sim_quirks("detail-errors")
+def test_detail_errors_answer_in_fastapis_shape(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    r = oai.post("/responses", json={"model": "sim-1", "input": "x", "previous_response_id": "resp_gone"})
+    assert r.status_code == 400
+    assert r.json() == {"detail": "Previous response with id 'resp_gone' not found."}
+    assert oai.get("/responses/resp_gone").json() == {"detail": "Response with id 'resp_gone' not found."}
+    assert oai.get("/conversations/conv_gone").json() == {"detail": "Conversation with id 'conv_gone' not found."}
+    assert oai.get("/responses/a/b/c").json() == {"detail": "Invalid URL (GET /v1/responses/a/b/c)"}
+    # Other APIs keep their own envelopes.
+    chat = oai.post("/chat/completions", json={"messages": []})
+    assert chat.status_code == 400 and "error" in chat.json()
+
+
+@pytest.mark.geppetto_sim_quirks("untyped-stream-errors")
+def test_untyped_stream_errors_come_inside_a_200_stream(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    body = {"model": "sim-1", "input": "x", "previous_response_id": "resp_gone", "stream": True}
+    r = oai.post("/responses", json=body)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert sse_events(r.text) == [(None, {"error": {"message": "Previous response with id 'resp_gone' not found."}})]
+    # A request that is not streamed still gets the HTTP error.
+    r = oai.post("/responses", json={**body, "stream": False})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "previous_response_not_found"
+    # The mid-stream error of a failing generation has the same untyped shape.
+    geppetto_sim.fail_next(error_after=2)
+    events = sse_events(oai.post("/responses", json={"model": "sim-1", "input": "x", "stream": True}).text)
+    assert [name for name, _ in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[2:] == [
+        (None, {"error": {"message": "The server had an error while processing your request. Sorry about that!"}})
+    ]
+
+
+@pytest.mark.geppetto_sim_quirks("no-conversations")
+def test_no_conversations_answers_404_on_every_conversations_route(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    r = oai.post("/conversations", json={})
+    assert r.status_code == 404
+    assert r.json()["error"]["message"] == "Invalid URL (POST /v1/conversations)"
+    assert oai.get("/conversations/conv_1/items").status_code == 404
+    # A response naming a conversation finds none.
+    r = oai.post("/responses", json={"model": "sim-1", "input": "x", "conversation": "conv_1"})
+    assert r.status_code == 404
+    # Chaining still works.
+    first = _first(oai)
+    assert _chained(oai, str(first["id"]))["previous_response_id"] == first["id"]
+
+
+def test_no_conversations_with_detail_errors_is_fastapis_not_found() -> None:
+    with serve(quirks=["no-conversations", "detail-errors"]) as sim:
+        r = httpx.post(sim.openai_url + "/conversations", json={}, headers={"authorization": "Bearer x"})
+        assert (r.status_code, r.json()) == (404, {"detail": "Invalid URL (POST /v1/conversations)"})
+
+
+@pytest.mark.geppetto_sim_quirks("no-item-events")
+def test_no_item_events_streams_text_deltas_and_the_terminal_event(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(Reply(text="Hello there, Ada.", tool_calls=[ToolCall("get_weather", {"city": "Oslo"})]))
+    r = oai.post("/responses", json={"model": "sim-1", "input": "hi", "stream": True, "tools": [WEATHER_TOOL]})
+    events = sse_events(r.text)
+    kinds = [data["type"] for _, data in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert set(kinds[1:-1]) == {"response.output_text.delta"}
+    assert "".join(data["delta"] for _, data in events[1:-1]) == "Hello there, Ada."
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    final = events[-1][1]["response"]
+    assert [i["type"] for i in final["output"]] == ["message", "function_call"]
+
+
+@pytest.mark.geppetto_sim_quirks("done-marker")
+def test_done_marker_ends_the_stream(oai: httpx.Client, geppetto_sim: Simulator) -> None:
+    events = sse_events(oai.post("/responses", json={"model": "sim-1", "input": "hi", "stream": True}).text)
+    assert events[-1] == (None, "[DONE]")
+    assert events[-2][1]["type"] == "response.completed"
+    # The non-streamed answer is unchanged.
+    assert _first(oai)["status"] == "completed"
+
+
+def test_llama_stack_like_combination() -> None:
+    """null echo, FastAPI errors, untyped stream errors, no conversations, a [DONE] marker: all at once."""
+    quirks = ["null-echo", "detail-errors", "untyped-stream-errors", "no-conversations", "done-marker"]
+    with (
+        serve(quirks=quirks) as sim,
+        httpx.Client(base_url=sim.openai_url, headers={"authorization": "Bearer x"}) as oai,
+    ):
+        first = _first(oai)
+        stream = oai.post(
+            "/responses", json={"model": "sim-1", "input": "Who?", "previous_response_id": first["id"], "stream": True}
+        )
+        events = sse_events(stream.text)
+        assert events[-1] == (None, "[DONE]")
+        final = events[-2][1]["response"]
+        assert final["previous_response_id"] is None
+        assert _user_texts(sim.context_items(final["id"])) == ["My name is Ada.", "Who?"]
+        assert oai.post("/conversations", json={}).json() == {"detail": "Invalid URL (POST /v1/conversations)"}
