@@ -10,6 +10,15 @@ __all__ = ["main"]
 def main() -> None:
     """Console-script entry point; without the ``cli`` extra, one line saying how to install it."""
     try:
+        _main()
+    except KeyboardInterrupt:
+        # Ctrl-C while the command's modules load (a second or so on a slow machine): a line, not a traceback.
+        print("\ninterrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main() -> None:
+    try:
         from ._app import main as run
     except ImportError as exc:
         if exc.name not in ("typer", "rich", "click", "uvicorn", "starlette", "jsonschema"):
