@@ -8,7 +8,7 @@ rich), so ``geppetto[server]`` runs without them.
 
 from __future__ import annotations
 
-from ._demo_tools import calculator, demo_registry, echo, get_weather
+from ._demo_tools import book_table, calculator, demo_registry, echo, get_weather
 from ._engines import (
     CHAT_ENGINE,
     FALLBACK_MODEL,
@@ -31,6 +31,7 @@ __all__ = [
     "EngineSettings",
     "McpHold",
     "Opened",
+    "book_table",
     "calculator",
     "choose_profile",
     "demo_registry",
