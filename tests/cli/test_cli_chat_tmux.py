@@ -98,8 +98,8 @@ def test_chat_prompt_tool_call_inspect_save_exit(terminal: Terminal, tmp_path: P
     assert f"← get_weather: {paris}" in screen
 
     terminal.type("/inspect")
-    screen = terminal.wait_for("after a new prompt: previous_response_id=")
-    assert "chained request now: without previous_response_id, sends all 4 blocks" in screen
+    screen = terminal.wait_for("the next prompt is sent alone, with previous_response_id=")
+    assert "chained: the server holds all 4 blocks" in screen
     for kind in ("user", "tool_call", "tool_use", "llm_text"):
         assert f"│ {kind}" in screen
 

@@ -108,14 +108,14 @@ def test_saved_turn_loads_and_inspect_marks_the_anchor(geppetto_sim: Simulator, 
     assert shown.returncode == 0, shown.stderr
     rows = [line for line in shown.stdout.splitlines() if line.startswith("│")]
     assert [row.split("│")[2].strip() for row in rows] == ["user", "tool_call", "tool_use", "llm_text"]
-    # Nothing follows the anchor: the engine sends the whole Turn (never an empty input); a new prompt chains.
-    assert [row.split("│")[7].strip() for row in rows] == ["send", "send", "send", "send"]
+    # Nothing follows the anchor: a healthy chain, whose rows say what the server holds; a new prompt chains.
+    assert [row.split("│")[7].strip() for row in rows] == ["held", "held", "held", "anchor"]
     said = " ".join(shown.stdout.split())  # the console wraps long lines
     assert (
-        f"chained request now: without previous_response_id, sends all 4 blocks (nothing after anchor "
-        f"{last_response} to send)" in said
+        "chained: the server holds all 4 blocks; the next prompt is sent alone, "
+        f"with previous_response_id={last_response}" in said
     )
-    assert f"after a new prompt: previous_response_id={last_response}, sends the prompt only" in said
+    assert "without previous_response_id" not in said
     # ... which is what the engine does: a request on the saved Turn as it is sends all 4 blocks
     from geppetto.providers.openai_responses import ResponsesEngine
 
@@ -160,6 +160,10 @@ def test_middleware_flags(geppetto_sim: Simulator, tmp_path: Path) -> None:
     ]
     first_item = geppetto_sim.requests[0].body["input"][0]
     assert first_item["role"] in ("developer", "system") and "Be terse." in json.dumps(first_item)
+    # The uppercase middleware edited the answer the server holds: inspect names the block and the middleware.
+    said = " ".join(geppetto("inspect", str(saved), config_dir=tmp_path).stdout.split())
+    assert "fingerprint mismatch" in said
+    assert f"most likely block #2 (llm_text {turn.blocks[2].id[:8]}), which the middleware 'uppercase' made" in said
 
 
 def test_no_key_names_the_variable_and_the_offline_profile(tmp_path: Path) -> None:

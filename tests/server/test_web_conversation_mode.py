@@ -59,10 +59,11 @@ def test_inspect_names_the_conversation_as_the_next_anchor(geppetto_sim: Simulat
     )
     assert out.returncode == 0, out.stderr
     said = " ".join(out.stdout.rsplit("┘", 1)[1].split())  # what follows the table, unwrapped
-    now, after = said.split(" after a new prompt: ")
-    # nothing follows the last answer: the engine sends the whole Turn now, into a new conversation
-    assert now.startswith(f"conversation request now: in a new conversation, sends all {len(turn.blocks)} blocks")
-    assert after.startswith("conversation=conv_") and after.endswith("sends the prompt only"), after
+    # nothing follows the last answer: the conversation holds the whole Turn, and the next prompt goes into it
+    assert said.startswith(
+        f"conversation: the server holds all {len(turn.blocks)} blocks; the next prompt is sent alone, "
+        "with conversation=conv_"
+    ), said
     assert "previous_response_id" not in said
 
 

@@ -36,11 +36,28 @@ def _carrying(plan: ChainedPlan) -> str:
     return f"without {plan.anchor_field}" if plan.mode == "chained" else "without server state"
 
 
+def held(plan: ChainedPlan) -> ChainedPlan | None:
+    """The plan after a new prompt, when the Turn ends where the server's context ends (a healthy chain: the
+    request now would have nothing new to send), else None."""
+    after = plan.next
+    chains = after is not None and not after.error and not after.full and bool(after.anchor or after.conversation)
+    if plan.fallback == "empty_delta" and chains:
+        return plan.next
+    return None
+
+
 def plan_lines(plan: ChainedPlan, blocks: int) -> list[str]:
     """The request the engine would send now and, when that one sends the whole Turn, the one after a new
     prompt (both by the engine's own planning code)."""
     if plan.error:
         return [f"no request can be sent now: {plan.reason}"]
+    if (after := held(plan)) is not None:
+        kept = "its 1 block" if blocks == 1 else f"all {blocks} blocks"
+        return [
+            f"{after.mode}: the server holds {kept}; the next prompt is sent"
+            + (f" with {plural(len(after.sent_ids), 'block')} before it" if after.sent_ids else " alone")
+            + f", with {_carrying(after)}"
+        ]
     if not plan.full:
         why = f" ({plan.reason})" if plan.reason else ""
         return [f"{plan.mode} request: {_carrying(plan)}, sends {len(plan.sent_ids)} of {plural(blocks, 'block')}{why}"]
@@ -64,7 +81,10 @@ def render_turn(turn: Turn, console: Console, *, title: str | None = None) -> Ch
     table.add_column("response_id", min_width=14, no_wrap=True)
     table.add_column("chained", min_width=8, no_wrap=True)
     table.add_column("text", overflow="fold")
-    for i, (block, mark) in enumerate(zip(turn.blocks, request_marks(turn, plan.anchor, plan.sent_ids), strict=True)):
+    # A healthy chain's rows say what the server holds (the next request's anchor), not "send" on every one.
+    marked = held(plan) or plan
+    marks = request_marks(turn, marked.anchor, marked.sent_ids, held=marked is not plan)
+    for i, (block, mark) in enumerate(zip(turn.blocks, marks, strict=True)):
         table.add_row(
             str(i),
             block.kind.value,

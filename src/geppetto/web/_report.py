@@ -86,11 +86,16 @@ def _describe_builtin(info: Any) -> str:
     return f"⚙ {tool}: {result_text(output)}"
 
 
-def request_marks(turn: Turn, anchor: str | None, sent: Sequence[str]) -> list[str]:
-    """Per block: ``anchor`` (the last block of the anchor response), ``send`` (in the delta) or ``""``."""
+def request_marks(turn: Turn, anchor: str | None, sent: Sequence[str], *, held: bool = False) -> list[str]:
+    """Per block: ``anchor`` (the last block of the anchor response), ``send`` (in the delta) or ``""``; with
+    ``held``, ``held`` for the blocks before the anchor (the server holds them)."""
     ids = set(sent)
     last_of_anchor = last_index(turn.blocks, anchor)
-    return ["anchor" if i == last_of_anchor else ("send" if b.id in ids else "") for i, b in enumerate(turn.blocks)]
+    before = "held" if held else ""
+    return [
+        "anchor" if i == last_of_anchor else ("send" if b.id in ids else (before if i < last_of_anchor else ""))
+        for i, b in enumerate(turn.blocks)
+    ]
 
 
 def _block_row(i: int, b: Block, mark: str = "") -> dict[str, Any]:
