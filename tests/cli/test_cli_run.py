@@ -39,10 +39,9 @@ def test_run_streams_a_tool_call_and_chains_the_second_request(geppetto_sim: Sim
         "run", *_sim_args(geppetto_sim), "--with-tools", "What is the weather in Paris?", config_dir=tmp_path
     )
     assert res.returncode == 0, res.stderr
+    # One line each, no empty line between them.
     assert res.stdout.split("\n") == [
-        "",
         '→ get_weather({"city": "Paris"})',
-        "",
         f"← get_weather: {PARIS}",
         ANSWER,
         "",

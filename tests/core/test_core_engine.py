@@ -211,4 +211,4 @@ async def test_text_printer_shows_a_doubles_tool_calls_through_the_tool_loop() -
     out = io.StringIO()
     with with_sinks(TextPrinter(out)):
         await gp.with_middleware(engine, tool_loop(ToolRegistry([add]))).run_inference(Turn(blocks=[Block.user("?")]))
-    assert out.getvalue() == '\n→ add({"a": 1, "b": 2})\n\n← add: 3\n3\n'
+    assert out.getvalue() == '→ add({"a": 1, "b": 2})\n← add: 3\n3\n'

@@ -299,13 +299,13 @@ def test_text_printer_output() -> None:
         EventFinal(META, "Hello"),
     ]:
         printer(event)
+    # Each line-shaped item on a line of its own, with no empty line between them.
     assert out.getvalue() == (
         "Hello"
         '\n→ get_weather({"city": "Zürich"})\n'
         '← get_weather: {"temp": 3}\n'
         "← broken: error: bad args\n"
-        "\nerror: rate limited\n"
-        "\n"
+        "error: rate limited\n"
     )
 
 

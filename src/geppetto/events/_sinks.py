@@ -141,38 +141,52 @@ class EventRouter:
 
 
 class TextPrinter:
-    """Prints text as it streams, and tool calls, results and errors as one line each."""
+    """Prints text as it streams, and tool calls, results and errors as one line each.
+
+    Each line-shaped item starts on a line of its own, and no empty line is left between them: the printer
+    remembers whether the last thing it wrote ended a line (a prompt such as ``assistant> `` printed before
+    it by the caller counts as a line start, so a first tool call follows it on the same line)."""
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stdout
+        self._line_start = True
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.stream.write(text)
+            self._line_start = text.endswith("\n")
+
+    def _line(self, text: str) -> None:
+        self._write(("" if self._line_start else "\n") + text)
 
     def __call__(self, event: Event) -> None:
-        out = self.stream
         if isinstance(event, EventTextDelta):
-            out.write(event.delta)
+            self._write(event.delta)
         elif isinstance(event, EventReasoningDelta):
             return
         elif isinstance(event, EventToolCallRequested):
-            out.write(f"\n→ {event.name}({json.dumps(event.args, ensure_ascii=False)})\n")
+            self._line(f"→ {event.name}({json.dumps(event.args, ensure_ascii=False)})\n")
         elif isinstance(event, EventBuiltinTool):
-            out.write(_builtin_line(event))
+            self._line(_builtin_line(event))
         elif isinstance(event, EventToolResult):
             shown = event.error if event.error is not None else result_text(event.result)
-            out.write(f"← {event.name}: {'error: ' if event.error is not None else ''}{shown}\n")
+            self._line(f"← {event.name}: {'error: ' if event.error is not None else ''}{shown}\n")
         elif isinstance(event, EventFinal):
-            out.write("\n")
+            if not self._line_start:
+                self._write("\n")
+            self._line_start = True  # the next answer (another prompt) starts a line of its own
         elif isinstance(event, EventError):
-            out.write(f"\nerror: {event.message}\n")
+            self._line(f"error: {event.message}\n")
         else:
             return
-        out.flush()
+        self.stream.flush()
 
 
 def _builtin_line(event: EventBuiltinTool) -> str:
     """``⚙ web_search({"query": ...})`` for a built-in call, ``⚙ web_search: 5 sources`` for its result."""
     if event.phase == "call":
         shown = "" if event.input is None else json.dumps(event.input, ensure_ascii=False)
-        return f"\n⚙ {event.tool}({shown[:200]})\n"
+        return f"⚙ {event.tool}({shown[:200]})\n"
     if event.error:
         return f"⚙ {event.tool}: error\n"
     if event.sources:
