@@ -25,7 +25,21 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --progress-bar on --disable-pip-version-check -e '.[dev]'
 	touch $(DEMO_STAMP) $(STAMP)
 
-setup: $(STAMP)
+# The LiteLLM proxy that tests/litellm_peer.py runs in front of the simulator, in a virtual environment of its
+# own inside .venv: its proxy extra pins rich and websockets below geppetto's. Where it cannot be installed
+# the tests through it skip and say why; the next run tries again.
+LITELLM := $(VENV)/litellm
+LITELLM_STAMP := $(LITELLM)/.installed
+LITELLM_REQS := tests/requirements-litellm.txt
+
+$(LITELLM_STAMP): $(LITELLM_REQS) | $(BIN)/python
+	@echo "installing the LiteLLM proxy into $(LITELLM) for the tests (first run only)"
+	@$(BIN)/python -m venv $(LITELLM) \
+	  && $(LITELLM)/bin/pip install --quiet --disable-pip-version-check -r $(LITELLM_REQS) \
+	  && touch $@ \
+	  || echo "could not install the LiteLLM proxy into $(LITELLM); the tests through it will skip" >&2
+
+setup: $(STAMP) $(LITELLM_STAMP)
 
 demo: $(DEMO_STAMP)
 	$(BIN)/geppetto demo
@@ -39,7 +53,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(LITELLM_STAMP)
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml: the guides in docs/, the README's quick start, the API reference from

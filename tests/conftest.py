@@ -88,3 +88,14 @@ def without() -> Callable[[set[str], str], subprocess.CompletedProcess[str]]:
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def litellm_proxy(geppetto_sim_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The LiteLLM proxy (a real third-party Responses server) in front of the session's simulator, started once
+    (it takes a minute); skips where it is not installed. Use it with ``geppetto_sim``, which resets the
+    simulator behind it. See tests/litellm_peer.py."""
+    from litellm_peer import run_litellm
+
+    with run_litellm(geppetto_sim_server, tmp_path_factory.mktemp("litellm")) as proxy:
+        yield proxy
