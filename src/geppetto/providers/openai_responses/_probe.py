@@ -124,6 +124,12 @@ class _Counting:
         self.count += 1
         return await self.api.get(path, params)
 
+    async def cancel(self, path: str) -> Any:
+        """A bodyless POST (``responses/{id}/cancel``), as the engine sends it."""
+        self.count += 1
+        api = self.api
+        return await api.transport.request_json("POST", path, None, headers=api.headers, error_parser=openai_error_info)
+
     async def delete(self, path: str) -> Any:
         self.count += 1
         return await self.api.delete(path)
@@ -200,13 +206,19 @@ async def _run(http: _Counting, model: str, report: ProbeReport) -> None:
     conversation = await http.attempt("POST /conversations", lambda: http.post("conversations", {}))
     report.conversations = isinstance(conversation, dict) and bool(conversation.get("id"))
     report.verdict = replace(report.verdict, conversations=report.conversations)
-    body = {"model": model, "input": _user(DELTA_TEXT), "background": True, "store": True}
+    body = {
+        "model": model,
+        "input": _user(DELTA_TEXT),
+        "background": True,
+        "store": True,
+        "max_output_tokens": MAX_OUTPUT_TOKENS,
+    }
     background = await http.attempt("POST /responses with background", lambda: http.post("responses", {**body}))
     report.background = isinstance(background, dict) and background.get("background") is True
     if isinstance(background, dict) and background.get("id"):
         bid = str(background["id"])
         if background.get("status") in ("queued", "in_progress"):
-            await http.attempt("cancel the background response", lambda: http.post(f"responses/{bid}/cancel", None))
+            await http.attempt("cancel the background response", lambda: http.cancel(f"responses/{bid}/cancel"))
         stored.append(bid)
     read = await http.attempt("GET /responses/{id}", lambda: http.get(f"responses/{stored[0]}"))
     report.retrieve = isinstance(read, dict) and isinstance(read.get("output"), list)
