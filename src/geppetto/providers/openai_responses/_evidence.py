@@ -37,6 +37,7 @@ __all__ = [
     "VERDICTS",
     "Endpoint",
     "EndpointMemory",
+    "Requests",
     "Sent",
     "StateIgnored",
     "Verdict",
@@ -289,13 +290,15 @@ def judge_stored(sent: Sent, stored: Mapping[str, Any]) -> Verdict:
     return replace(found, evidence="response_get", detail=f"read back: {found.detail}")
 
 
-class _Requests(Protocol):
+class Requests(Protocol):
+    """What settling needs of the engine's requests (its ``Api``)."""
+
     async def post(self, path: str, body: Any) -> Any: ...
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any: ...
 
 
-async def settle(api: _Requests, sent: Sent, response: Mapping[str, Any], count_body: Mapping[str, Any]) -> Verdict:
+async def settle(api: Requests, sent: Sent, response: Mapping[str, Any], count_body: Mapping[str, Any]) -> Verdict:
     """The one extra request that settles what :func:`judge` left open: with usage, the server's count of
     ``count_body`` (the request without its state; ``POST /responses/input_tokens``); without, the answer
     read back (``GET /responses/{id}``). A server that has neither route leaves the verdict ``unknown``."""
@@ -385,6 +388,7 @@ class Endpoint:
         self.memory = memory if memory is not None else endpoint_verdicts
         self.store = store
         self.pending = store is not None  # the store is read before the first request
+        self.echoes = False  # an echo was seen and remembered: later echoes cost nothing more
         if seed is not None:
             self.memory.put(self.base_url, self.model, seed)
 
@@ -435,7 +439,8 @@ class Endpoint:
         if known is not None and known.conversations is not None and verdict.conversations is None:
             verdict = replace(verdict, conversations=known.conversations)
         self.memory.put(self.base_url, self.model, verdict)
-        log.info("responses: %s (%s) keeps state? %s", self.base_url, self.model, verdict.describe())
+        if verdict.evidence != "echo":  # an echo is the common, expected proof: not worth a line
+            log.info("responses: %s (%s) keeps state? %s", self.base_url, self.model, verdict.describe())
         if self.store is None:
             return
         try:

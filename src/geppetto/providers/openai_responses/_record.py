@@ -142,6 +142,8 @@ def _finish(self: Any, turn: Turn, response: dict[str, Any], blocks: list[Any], 
             why=plan.why,
         )
     )
+    if plan.evidence:  # an answer without an exact echo: what showed the server kept (or ignored) the state
+        meta.extra["responses.evidence"] = plan.evidence
     if plan.repair:  # a conversation repaired in place: the anchor it was cut back to, the items deleted
         meta.extra["responses.repair"] = {"after": plan.repair, "deleted": plan.deleted}
     if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state
