@@ -15,7 +15,19 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
 
 from ._faults import Fault
 from ._model import BuiltinCall, Reply, ToolCall
+from ._quirks import QUIRKS, QuirkError
 from ._server import Simulator, run, serve
 from ._state import RecordedRequest
 
-__all__ = ["BuiltinCall", "Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "run", "serve"]
+__all__ = [
+    "QUIRKS",
+    "BuiltinCall",
+    "Fault",
+    "QuirkError",
+    "RecordedRequest",
+    "Reply",
+    "Simulator",
+    "ToolCall",
+    "run",
+    "serve",
+]

@@ -217,7 +217,8 @@ class SSEStream:
     `on_complete` runs just before the last frame is sent, once no fault can cut the stream short (the
     response is committed then, as a real server stores a response before it reports it completed, so a
     client that reads the final event may chain from it at once); a dropped, stalled or failed stream
-    runs `on_abort` instead and leaves no server state behind, like an aborted generation.
+    runs `on_abort` instead and leaves no server state behind, like an aborted generation. `error_frame`
+    replaces the API's own mid-stream error event (`error_after`).
     """
 
     def __init__(
@@ -228,8 +229,11 @@ class SSEStream:
         on_complete: Callable[[], None] | None = None,
         on_abort: Callable[[], None] | None = None,
         api: str = "openai",
+        *,
+        error_frame: bytes | None = None,
     ) -> None:
         self.frames = frames
+        self.error_frame = error_frame
         self.fault = fault or Fault()
         self.closing = closing
         self.on_complete = on_complete
@@ -252,7 +256,7 @@ class SSEStream:
                     await pause(fault.stall_seconds, self.closing)
                     return
                 if fault.error_after is not None and index >= fault.error_after:
-                    await _send(send, error_event(self.api, index))
+                    await _send(send, self.error_frame or error_event(self.api, index))
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                     return
                 if fault.malformed_after is not None and index == fault.malformed_after:
