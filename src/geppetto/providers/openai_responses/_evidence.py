@@ -23,6 +23,7 @@ engine chaining.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,7 @@ __all__ = [
     "judge",
     "judge_count",
     "judge_stored",
+    "lost_calls",
     "settle",
     "token_bound",
 ]
@@ -58,9 +60,13 @@ VERDICTS = ("kept", "ignored", "rejected", "unknown")
 """What an endpoint does with ``previous_response_id``: uses the stored context, accepts and ignores it,
 refuses it (an error), or not known yet."""
 
-EVIDENCE = ("echo", "usage", "input_tokens", "response_get", "input_items", "probe", "seed", "none")
+EVIDENCE = ("echo", "usage", "input_tokens", "response_get", "input_items", "error", "probe", "seed", "none")
 """What decided a verdict: the answer's echo, its usage, the server's count of the request alone, the
-stored response read back, its input items, ``geppetto probe``, a verdict given to the engine, nothing."""
+stored response read back, its input items, an error that shows the stored context missing (a tool
+result whose call the anchor holds, refused as having no call), ``geppetto probe``, a verdict given to
+the engine, nothing."""
+
+_LOST_CALL = re.compile(r"no tool call found|tool_calls'? must be|preceding message with 'tool_calls'|preceeding", re.I)
 
 MAX_AGE = 30 * 24 * 3600.0
 """A verdict read from a store older than this (seconds) is learned again: servers get upgraded."""
@@ -131,6 +137,24 @@ class Verdict:
             learned_at=float(data.get("learned_at") or 0.0),
             detail=str(data.get("detail") or ""),
         )
+
+
+def lost_calls(items: Iterable[Mapping[str, Any]], status: int | None, message: str) -> Verdict | None:
+    """The verdict a rejected chained request shows, when it shows one: a 400 that says a tool result sent
+    after the anchor has no call, although the anchor's answer made that call, means the server answered
+    from the new input alone (it forgot the stored context). None for any other rejection."""
+    if status != 400:
+        return None
+    calls = [str(i.get("call_id")) for i in items if i.get("type") == "function_call_output" and i.get("call_id")]
+    if not calls:
+        return None
+    if not (_LOST_CALL.search(message) or any(c in message for c in calls)):
+        return None
+    return Verdict(
+        "ignored",
+        evidence="error",
+        detail=f"a tool result of the anchor's call was refused as having no call: {message[:200]}",
+    )
 
 
 class StateIgnored(GeppettoError):

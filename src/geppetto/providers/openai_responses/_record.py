@@ -73,7 +73,7 @@ def _anchor(
     """Tag the response's blocks (from ``start``) for anchoring a later request and keep the Turn's state,
     unless the response cannot anchor: no id, blocks added meanwhile by another run, or not finished."""
     refused = unreplayed_items(stream.output_items())
-    unfinished = not_an_anchor(stream.response, plan.previous_response_id, plan.conversation_id)
+    unfinished = not_an_anchor(stream.response, plan.previous_response_id, plan.conversation_id, echo=not plan.evidence)
     if not response_id:
         log.warning(
             "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)

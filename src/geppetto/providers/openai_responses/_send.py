@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from geppetto._exceptions import (
+    BadRequestError,
     NotFoundError,
     PreviousResponseNotFoundError,
     ProviderConnectionError,
@@ -28,7 +29,7 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info,
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
-from ._evidence import Endpoint, StateIgnored, Verdict, echoed
+from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls
 from ._items import blocks_to_items
 from ._judge import judge_answer
 from ._metrics import ResponsesMetrics
@@ -300,6 +301,23 @@ def _without_references(plan: Plan, include_system: bool) -> Plan:
     return retry
 
 
+def _stateless_after(engine: Sender, turn: Turn, exc: StateIgnored) -> Plan:
+    """The whole Turn, after a server was found to ignore server-side state; the engine stays stateless."""
+    engine.server_ignores_state = True
+    log.warning(
+        "responses: the server at %s ignores server-side state (%s, evidence: %s); the whole Turn is "
+        "sent again (the answer it gave, if any, is dropped) and this engine stays stateless (%s)",
+        engine.base_url,
+        exc.verdict.detail,
+        exc.verdict.evidence,
+        turn_ids(turn),
+    )
+    include_system = not engine.instructions_mode
+    retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=str(exc))
+    retry.evidence = exc.verdict.describe()
+    return retry
+
+
 async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> Plan:
     """Send ``plan``; on an expired parent, a lost conversation or item, or a server that ignores state,
     send once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
@@ -325,17 +343,14 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
         else:
             raise
     except StateIgnored as exc:
-        engine.server_ignores_state = True
-        log.warning(
-            "responses: the server at %s ignores server-side state (%s, evidence: %s); its answer is "
-            "dropped, the whole Turn is sent again and this engine stays stateless (%s)",
-            engine.base_url,
-            exc.verdict.detail,
-            exc.verdict.evidence,
-            turn_ids(turn),
-        )
-        retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=str(exc))
-        retry.evidence = exc.verdict.describe()
+        retry = _stateless_after(engine, turn, exc)
+    except BadRequestError as exc:
+        # a tool result refused as having no call, after an anchor that made the call: the server forgot
+        verdict = lost_calls(plan.items, exc.status, exc.message) if plan.previous_response_id else None
+        if verdict is None:
+            raise
+        await engine._endpoint.learn(verdict)
+        retry = _stateless_after(engine, turn, StateIgnored("previous_response_id", verdict))
     retry.prefix = retry.prefix or plan.prefix
     await _attempt(engine, http, turn, retry, streams)
     return retry
