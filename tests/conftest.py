@@ -32,6 +32,17 @@ def _isolated_user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch
     monkeypatch.delenv("GEPPETTO_STORE", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_verdicts() -> Iterator[None]:
+    """What one test's engines learned of an endpoint (the session's simulator, a mock's URL) is not known to
+    the next test's: each starts from no verdict."""
+    from geppetto.providers.openai_responses import endpoint_verdicts
+
+    endpoint_verdicts.clear()
+    yield
+    endpoint_verdicts.clear()
+
+
 # PostgreSQL for the store and server tests (skipped, with the reason, when no server answers).
 POSTGRES_URL = os.environ.get("GEPPETTO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -23,6 +23,7 @@ engine chaining.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ __all__ = [
     "VERDICTS",
     "Endpoint",
     "EndpointMemory",
+    "Requests",
     "Sent",
     "StateIgnored",
     "Verdict",
@@ -47,6 +49,7 @@ __all__ = [
     "judge",
     "judge_count",
     "judge_stored",
+    "lost_calls",
     "settle",
     "token_bound",
 ]
@@ -57,9 +60,13 @@ VERDICTS = ("kept", "ignored", "rejected", "unknown")
 """What an endpoint does with ``previous_response_id``: uses the stored context, accepts and ignores it,
 refuses it (an error), or not known yet."""
 
-EVIDENCE = ("echo", "usage", "input_tokens", "response_get", "input_items", "probe", "seed", "none")
+EVIDENCE = ("echo", "usage", "input_tokens", "response_get", "input_items", "error", "probe", "seed", "none")
 """What decided a verdict: the answer's echo, its usage, the server's count of the request alone, the
-stored response read back, its input items, ``geppetto probe``, a verdict given to the engine, nothing."""
+stored response read back, its input items, an error that shows the stored context missing (a tool
+result whose call the anchor holds, refused as having no call), ``geppetto probe``, a verdict given to
+the engine, nothing."""
+
+_LOST_CALL = re.compile(r"no tool call found|tool_calls'? must be|preceding message with 'tool_calls'|preceeding", re.I)
 
 MAX_AGE = 30 * 24 * 3600.0
 """A verdict read from a store older than this (seconds) is learned again: servers get upgraded."""
@@ -130,6 +137,24 @@ class Verdict:
             learned_at=float(data.get("learned_at") or 0.0),
             detail=str(data.get("detail") or ""),
         )
+
+
+def lost_calls(items: Iterable[Mapping[str, Any]], status: int | None, message: str) -> Verdict | None:
+    """The verdict a rejected chained request shows, when it shows one: a 400 that says a tool result sent
+    after the anchor has no call, although the anchor's answer made that call, means the server answered
+    from the new input alone (it forgot the stored context). None for any other rejection."""
+    if status != 400:
+        return None
+    calls = [str(i.get("call_id")) for i in items if i.get("type") == "function_call_output" and i.get("call_id")]
+    if not calls:
+        return None
+    if not (_LOST_CALL.search(message) or any(c in message for c in calls)):
+        return None
+    return Verdict(
+        "ignored",
+        evidence="error",
+        detail=f"a tool result of the anchor's call was refused as having no call: {message[:200]}",
+    )
 
 
 class StateIgnored(GeppettoError):
@@ -289,13 +314,15 @@ def judge_stored(sent: Sent, stored: Mapping[str, Any]) -> Verdict:
     return replace(found, evidence="response_get", detail=f"read back: {found.detail}")
 
 
-class _Requests(Protocol):
+class Requests(Protocol):
+    """What settling needs of the engine's requests (its ``Api``)."""
+
     async def post(self, path: str, body: Any) -> Any: ...
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any: ...
 
 
-async def settle(api: _Requests, sent: Sent, response: Mapping[str, Any], count_body: Mapping[str, Any]) -> Verdict:
+async def settle(api: Requests, sent: Sent, response: Mapping[str, Any], count_body: Mapping[str, Any]) -> Verdict:
     """The one extra request that settles what :func:`judge` left open: with usage, the server's count of
     ``count_body`` (the request without its state; ``POST /responses/input_tokens``); without, the answer
     read back (``GET /responses/{id}``). A server that has neither route leaves the verdict ``unknown``."""
@@ -385,6 +412,7 @@ class Endpoint:
         self.memory = memory if memory is not None else endpoint_verdicts
         self.store = store
         self.pending = store is not None  # the store is read before the first request
+        self.echoes = False  # an echo was seen and remembered: later echoes cost nothing more
         if seed is not None:
             self.memory.put(self.base_url, self.model, seed)
 
@@ -435,7 +463,8 @@ class Endpoint:
         if known is not None and known.conversations is not None and verdict.conversations is None:
             verdict = replace(verdict, conversations=known.conversations)
         self.memory.put(self.base_url, self.model, verdict)
-        log.info("responses: %s (%s) keeps state? %s", self.base_url, self.model, verdict.describe())
+        if verdict.evidence != "echo":  # an echo is the common, expected proof: not worth a line
+            log.info("responses: %s (%s) keeps state? %s", self.base_url, self.model, verdict.describe())
         if self.store is None:
             return
         try:
