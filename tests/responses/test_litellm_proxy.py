@@ -16,6 +16,7 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.providers.openai_responses import ResponsesEngine
+from geppetto.providers.openai_responses._probe import probe
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 from litellm_peer import MODEL, Proxy, upstream_response
@@ -72,6 +73,9 @@ def _assert_chained(sim: Simulator, engine: ResponsesEngine, answered: list[str]
     counters = engine.metrics.snapshot()["counters"]
     assert not any(name.startswith("fallback") for name in counters), counters
     assert not engine.server_ignores_state
+    # the echo names the upstream id: the answer's usage decided, free, with no extra request
+    verdict = engine.endpoint_verdict
+    assert verdict is not None and (verdict.previous_response_id, verdict.evidence) == ("kept", "usage")
 
 
 async def test_a_chained_tool_loop_through_litellm_chains_and_the_model_receives_the_turn(
@@ -100,7 +104,9 @@ async def test_a_multi_prompt_session_through_litellm_chains_and_the_model_recei
         out = await session.run(f"prompt {i}")
         assert out.blocks[-1].payload["text"] == f"You said: prompt {i}"
     _assert_chained(sim, engine, answered)
-    assert [r.body["input"][-1]["content"][0]["text"] for r in _posts(sim)] == [f"prompt {i}" for i in range(PROMPTS)]
+    # each request sent only its own prompt (a delta), the stored context did the rest
+    sent = [normalize(r.body["input"]) for r in _posts(sim)]
+    assert sent == [[("message", "user", f"prompt {i}")] for i in range(PROMPTS)]
 
 
 def _client(proxy: Proxy) -> httpx.Client:
@@ -170,3 +176,15 @@ async def test_a_stateless_engine_through_litellm_sends_the_whole_turn(
     posts = _posts(sim)
     assert [len(p.body["input"]) for p in posts] == [1, 3, 5]
     assert not any("previous_response_id" in p.body for p in posts)
+
+
+async def test_probe_through_litellm_finds_it_keeps_state_without_an_echo(
+    litellm_proxy: Proxy, geppetto_sim: Simulator
+) -> None:
+    report = (await probe(litellm_proxy.base_url, MODEL, litellm_proxy.key)).to_dict()
+    assert (report["previous_response_id"], report["echo"], report["echo_seen"]) == ("kept", False, "other")
+    assert report["evidence"] == "usage"
+    assert report["conversations"] is False and any("POST /conversations: 404" in n for n in report["notes"])
+    assert report["input_tokens"] is report["compact"] is report["background"] is report["retrieve"] is True
+    # DELETE /responses/{id} passes through the proxy too
+    assert report["delete"] is True

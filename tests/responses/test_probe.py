@@ -4,7 +4,6 @@ servers: the verdict is the one the engine reaches from the same evidence, and s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,13 +15,6 @@ from geppetto.providers._http import HttpTransport
 from geppetto.providers.openai_responses import ResponsesEngine, Verdict, endpoint_verdicts
 from geppetto.providers.openai_responses._probe import probe
 from geppetto.simulator import Simulator, serve
-
-
-@pytest.fixture(autouse=True)
-def _no_remembered_verdicts() -> Iterator[None]:
-    endpoint_verdicts.clear()
-    yield
-    endpoint_verdicts.clear()
 
 
 def _quirky(*quirks: str) -> Any:
