@@ -188,3 +188,21 @@ async def test_probe_through_litellm_finds_it_keeps_state_without_an_echo(
     assert report["input_tokens"] is report["compact"] is report["background"] is report["retrieve"] is True
     # DELETE /responses/{id} passes through the proxy too
     assert report["delete"] is True
+
+
+async def test_a_parent_the_upstream_lost_is_recovered_through_litellm(
+    litellm_proxy: Proxy, geppetto_sim: Simulator
+) -> None:
+    # the proxy re-wraps the upstream's previous_response_not_found as a 400 with code "400"
+    sim = geppetto_sim
+    engine = _engine(litellm_proxy)
+    session = gp.Session(engine)
+    first = await session.run("prompt 0")
+    sim.forget(_simulator_id(sim, first))
+    out = await session.run("prompt 1")
+    assert out.blocks[-1].payload["text"] == "You said: prompt 1"
+    counters = engine.metrics.snapshot()["counters"]
+    assert counters.get("fallback:previous_response_not_found") == 1, counters
+    # the retry sent the whole Turn, not chained on the lost parent
+    last = _posts(sim)[-1].body
+    assert "previous_response_id" not in last and len(last["input"]) == 3
