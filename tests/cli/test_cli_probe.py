@@ -7,7 +7,9 @@ from pathlib import Path
 
 from _cli_helpers import geppetto
 
-from geppetto.providers.openai_responses import Verdict
+import geppetto as gp
+from geppetto.providers.openai_responses import ResponsesEngine, Verdict
+from geppetto.session.stores import open_store
 from geppetto.simulator import Simulator, serve
 
 KEYS = {"previous_response_id", "echo", "conversations", "input_tokens", "compact", "store_default", "background"}
@@ -66,3 +68,34 @@ def test_probe_of_an_endpoint_that_does_not_answer_says_so(tmp_path: Path) -> No
 def test_probe_needs_a_model(geppetto_sim: Simulator, tmp_path: Path) -> None:
     res = geppetto("probe", geppetto_sim.openai_url, config_dir=tmp_path, OPENAI_API_KEY="unused")
     assert res.returncode == 2 and "missing option '--model'" in res.stderr
+
+
+async def test_probe_remember_keeps_the_verdict_where_sessions_read_it(tmp_path: Path) -> None:
+    target = tmp_path / "sessions.db"
+    with serve(quirks=["forgets"]) as sim:
+        res = geppetto(
+            "probe",
+            sim.openai_url,
+            "--model",
+            "sim-1",
+            "--remember",
+            "--store",
+            str(target),
+            config_dir=tmp_path,
+            OPENAI_API_KEY="unused",
+        )
+        assert res.returncode == 0, res.stderr
+        assert f"the verdict is kept in the session store {target}" in res.stdout
+        sim.reset()
+        with open_store(target) as store:
+            saved = await store.load_endpoint_verdict(sim.openai_url, "sim-1")
+            assert saved is not None and saved["previous_response_id"] == "ignored"
+            assert saved["evidence"] == "probe" and saved["detail"].startswith("geppetto probe, usage: ")
+            # a session on that store starts stateless: no chained request is tried on this endpoint
+            engine = ResponsesEngine("sim-1", api_key="unused", base_url=sim.openai_url, mode="chained")
+            session = gp.Session(engine, store=store)
+            for i in range(3):
+                await session.run(f"prompt {i}")
+        posts = [r.body for r in sim.requests if r.path == "/v1/responses"]
+    assert [len(p["input"]) for p in posts] == [1, 3, 5]
+    assert not any("previous_response_id" in p for p in posts)

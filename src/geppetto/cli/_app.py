@@ -236,14 +236,23 @@ def probe(
     json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     save: Annotated[
         Path | None,
-        typer.Option("--save", metavar="FILE", help="Also write the JSON to FILE (a profile's endpoint_verdict)."),
+        typer.Option("--save", metavar="FILE", help="Also write the JSON to FILE (Verdict.from_dict reads it)."),
     ] = None,
+    remember: Annotated[
+        bool,
+        typer.Option("--remember", help="Keep the verdict in the session store: chats on it start from it."),
+    ] = False,
+    store: StoreOpt = None,
 ) -> None:
     """Ask a Responses endpoint, with a dozen small requests, whether it keeps the context previous_response_id
     names (and which stateful routes work): the verdict the engine would reach."""
     from ._probe import probe_command
 
-    guarded(lambda: probe_command(base_url, model, api_key_env, json_out=json_out, save=save))
+    guarded(
+        lambda: probe_command(
+            base_url, model, api_key_env, json_out=json_out, save=save, remember=remember, store=store
+        )
+    )
 
 
 @app.command()

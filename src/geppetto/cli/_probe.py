@@ -69,13 +69,37 @@ def _render(data: dict[str, Any]) -> None:
         console.print(f"note: {note}", highlight=False, markup=False)
 
 
-def probe_command(base_url: str, model: str, api_key_env: str | None, *, json_out: bool, save: Path | None) -> None:
+async def _remember(report: Any, store: str | None) -> str:
+    """Keep the verdict in the session store (``store``, else the default one): an engine of a ``Session`` on
+    that store starts from it (evidence ``probe``, what decided in its detail). Returns the store's place."""
+    from dataclasses import replace
+
+    from ..session.stores import open_store
+
+    verdict = report.verdict
+    kept = replace(verdict, evidence="probe", detail=f"geppetto probe, {verdict.evidence}: {verdict.detail}")
+    with open_store(store) as opened:
+        await opened.save_endpoint_verdict(report.base_url, report.model, kept.to_dict())
+        return str(opened.location)
+
+
+def probe_command(
+    base_url: str,
+    model: str,
+    api_key_env: str | None,
+    *,
+    json_out: bool,
+    save: Path | None,
+    remember: bool = False,
+    store: str | None = None,
+) -> None:
     """Probe the endpoint and print the report (JSON with ``json_out``); ``save`` also writes the JSON, which
-    a profile's ``endpoint_verdict`` (or ``Verdict.from_dict``) reads."""
+    ``Verdict.from_dict`` reads; ``remember`` keeps the verdict in the session store (``store``)."""
     from ..providers.openai_responses._probe import probe
 
     key = probe_key(api_key_env)
     report = asyncio.run(probe(base_url, model, key))
+    where = asyncio.run(_remember(report, store)) if remember else None
     data = report.to_dict()
     text = json.dumps(data, indent=2)
     if save is not None:
@@ -86,3 +110,5 @@ def probe_command(base_url: str, model: str, api_key_env: str | None, *, json_ou
         _render(data)
         if save is not None:
             print(f"saved to {save}")
+        if where is not None:
+            print(f"the verdict is kept in the session store {where}: sessions on it start from it")
