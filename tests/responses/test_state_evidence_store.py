@@ -97,3 +97,25 @@ def test_a_new_process_reads_the_verdict_and_does_not_pay_again(quirky: Simulato
     assert settled_again == [] and chained_again == [False, True]
     assert second["verdict"]["learned_at"] == first["verdict"]["learned_at"]
     assert "(from the store)" in log
+
+
+async def test_the_inspector_says_which_evidence_decided(tmp_path: Path) -> None:
+    from geppetto.web import session_report
+
+    with serve(quirks=["forgets", "foreign-echo"]) as sim, open_store(tmp_path / "s.db") as store:
+        eng = ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url)
+        session = gp.Session(eng, store=store, session_id="s1", record_events=True)
+        sim.queue(Reply(text="A first answer, with more words in it than the question."))
+        await session.run("Remember seven, please.")
+        sim.queue(Reply(text="FORGOTTEN"), Reply(text="Seven."))
+        await session.run("Which number?")
+        report = session_report(await store.load_session("s1"), await store.load_events("s1"), session_id="s1")
+    requests = report["requests"]
+    assert [(r["mode"], r["fallback"]) for r in requests] == [
+        ("stateless", None),
+        ("stateless", "server_ignores_state"),
+    ]
+    assert requests[0]["state_evidence"] is None
+    evidence = requests[1]["state_evidence"]
+    assert evidence.startswith("ignored (usage: echo 'resp_") and "fewer than the" in evidence
+    assert requests[1]["fallback_detail"].startswith("previous_response_id ignored: ignored (usage: ")
