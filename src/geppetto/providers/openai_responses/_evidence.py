@@ -12,12 +12,14 @@ in this order (docs/responses.md, "Servers other than OpenAI"):
 - one extra request per endpoint, only when ``usage`` left it open: ``POST /responses/input_tokens`` for
   the request without its ``previous_response_id`` (what a server that forgot would count), or, when the
   answer carried no usage, ``GET /responses/{id}`` (its stored echo, usage or input).
+- a chained tool result refused as having no call (``lost_calls``): the anchor made that call, so a
+  server that cannot find it answers from the new input alone.
 - what is remembered for the endpoint (base URL and model): in this process, and in the session store
   when there is one, with the time it was learned (a new process does not pay again).
 
-"Ignores state" is concluded only from evidence that shows it (fewer tokens than the anchor read, or the
-server's own count of the request alone); inconclusive evidence leaves the verdict ``unknown`` and the
-engine chaining.
+"Ignores state" is concluded only from evidence that shows it (fewer tokens than the anchor read, the
+server's own count of the request alone, a refused tool result); inconclusive evidence leaves the
+verdict ``unknown`` and the engine chaining.
 """
 
 from __future__ import annotations

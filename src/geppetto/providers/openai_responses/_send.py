@@ -216,13 +216,15 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     log.info("responses: %s", describe(plan))
 
     prev, conv = plan.previous_response_id, plan.conversation_id
+    # a conversation made for this request with nothing in it holds no context to have used or ignored
+    holds = bool(prev) or not (plan.created and not plan.seed_items)
     proven = False
 
     def verify(response: dict[str, Any]) -> None:
         nonlocal proven
         if echoed(response, prev, conv):
             proven = True
-        elif endpoint.current() is None:
+        elif holds and endpoint.current() is None:
             stream.held = []  # not known yet whether this answer used the stored context: hold its text
 
     endpoint = engine._endpoint
@@ -257,7 +259,7 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
             if not endpoint.echoes:
                 await endpoint.learn(Verdict("kept", echo=True, evidence="echo", detail="the answers name it"))
                 endpoint.echoes = True
-        else:
+        elif holds:
             # before the answer is recorded: a server that forgot is caught here (StateIgnored)
             try:
                 verdict = await judge_answer(endpoint, http, turn, plan, body, response)
@@ -266,6 +268,8 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
                 raise
             stream.release()
             plan.evidence = verdict.describe()
+        else:
+            plan.evidence = f"nothing to judge: conversation {conv} was made for this request (its answer names none)"
 
 
 async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
