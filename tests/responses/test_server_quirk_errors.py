@@ -132,16 +132,18 @@ async def test_a_detail_error_surfaces_its_message(geppetto_sim: Simulator) -> N
 
 
 @pytest.mark.geppetto_sim_quirks("detail-errors")
-async def test_a_detail_not_found_parent_is_recovered(geppetto_sim: Simulator) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_detail_not_found_parent_is_recovered(geppetto_sim: Simulator, stream: bool) -> None:
     sim = geppetto_sim
     metrics = ResponsesMetrics()
-    eng = engine(sim, metrics=metrics)
+    eng = engine(sim, metrics=metrics, stream=stream)
     turn = await eng.run_inference(_start())
     forget(sim, _last_response_id(turn))
     turn.append(Block.user("What is my name?"))
     turn = await eng.run_inference(turn)
     assert metrics.snapshot()["counters"]["fallback:previous_response_not_found"] == 1
     assert normalize(sim.context_items(_last_response_id(turn))) == normalize(blocks_to_items(turn.blocks[:-1]))
+    assert {bool(r.body.get("stream")) for r in sim.requests if r.path == "/v1/responses"} == {stream}
 
 
 # A server without the Conversations API ----------------------------------------------------------------------
