@@ -35,6 +35,10 @@ STARTUP_SECONDS = 240.0
 MODEL = "sim-1"
 """The model name the proxy serves, routed to the simulator's Responses API under the same name."""
 
+BRIDGE_MODEL = "sim-1-bridge"
+"""The same simulator model through the proxy's Responses-to-Chat bridge (``custom_openai/``: the proxy turns
+``/v1/responses`` into ``/v1/chat/completions``); without a database it has no history to chain on."""
+
 
 def litellm_executable() -> str | None:
     """The ``litellm`` command to run, or None when none is installed."""
@@ -89,12 +93,17 @@ class Proxy:
 
 def _config(sim: Simulator, master_key: str) -> str:
     # the openai provider with the simulator as its api_base: LiteLLM sends /v1/responses on as a
-    # Responses API request (its native path for this provider, not the Chat Completions bridge)
+    # Responses API request (its native path for this provider); custom_openai/ goes through its bridge
     return f"""\
 model_list:
   - model_name: {MODEL}
     litellm_params:
       model: openai/{MODEL}
+      api_base: {sim.openai_url}
+      api_key: sk-upstream
+  - model_name: {BRIDGE_MODEL}
+    litellm_params:
+      model: custom_openai/{MODEL}
       api_base: {sim.openai_url}
       api_key: sk-upstream
 litellm_settings:

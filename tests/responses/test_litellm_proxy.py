@@ -19,7 +19,7 @@ from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.providers.openai_responses._probe import probe
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
-from litellm_peer import MODEL, Proxy, upstream_response
+from litellm_peer import BRIDGE_MODEL, MODEL, Proxy, upstream_response
 
 PROMPTS = 6
 
@@ -206,3 +206,45 @@ async def test_a_parent_the_upstream_lost_is_recovered_through_litellm(
     # the retry sent the whole Turn, not chained on the lost parent
     last = _posts(sim)[-1].body
     assert "previous_response_id" not in last and len(last["input"]) == 3
+
+
+def _said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Chat Completions messages as (role, text)."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        text = content if isinstance(content, str) else "".join(str(p.get("text") or "") for p in content or [])
+        out.append((str(m["role"]), text))
+    return out
+
+
+async def test_the_bridge_without_a_database_forgets_and_the_engine_falls_back(
+    litellm_proxy: Proxy, geppetto_sim: Simulator
+) -> None:
+    # the proxy's Responses-to-Chat bridge with no database accepts previous_response_id and forwards the new
+    # input alone, echoing an id of its own: the engine must catch it before the answer reaches the Turn
+    sim = geppetto_sim
+    engine = ResponsesEngine(BRIDGE_MODEL, api_key=litellm_proxy.key, base_url=litellm_proxy.base_url, mode="chained")
+    session = gp.Session(engine)
+    for i in range(PROMPTS):
+        out = await session.run(f"prompt {i}")
+        assert out.blocks[-1].payload["text"] == f"You said: prompt {i}"
+    counters = engine.metrics.snapshot()["counters"]
+    assert counters.get("fallback:server_ignores_state") == 1, counters
+    verdict = engine.endpoint_verdict
+    assert engine.server_ignores_state and verdict is not None and verdict.previous_response_id == "ignored"
+    chats = [_said(r.body["messages"]) for r in sim.requests if r.path == "/v1/chat/completions"]
+    # one request answered twice (the forgotten one, dropped), then the whole Turn every time
+    assert len(chats) == PROMPTS + 1
+    assert chats[1] == [("user", "prompt 1")]
+    for i, said in enumerate(chats[2:], start=1):
+        history = [t for j in range(i) for t in (("user", f"prompt {j}"), ("assistant", f"You said: prompt {j}"))]
+        assert said == [*history, ("user", f"prompt {i}")]
+    assert [b.text for b in out.blocks][-2:] == [f"prompt {PROMPTS - 1}", f"You said: prompt {PROMPTS - 1}"]
+    assert len(out.blocks) == 2 * PROMPTS
+
+
+async def test_probe_through_the_bridge_finds_it_ignores_state(litellm_proxy: Proxy, geppetto_sim: Simulator) -> None:
+    report = (await probe(litellm_proxy.base_url, BRIDGE_MODEL, litellm_proxy.key)).to_dict()
+    assert (report["previous_response_id"], report["evidence"], report["echo_seen"]) == ("ignored", "usage", "other")
+    assert report["retrieve"] is False and report["compact"] is False  # the bridge has neither route
