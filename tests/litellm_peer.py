@@ -135,6 +135,15 @@ def _offline_env(home: Path) -> dict[str, str]:
     return env
 
 
+def _die_with_parent() -> None:
+    """In the child, before it runs the proxy: Linux sends it SIGTERM when the test process dies without
+    stopping it (killed, say), so no proxy outlives the tests. Elsewhere nothing is done."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _wait_until_live(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
@@ -186,6 +195,7 @@ def run_litellm(sim: Simulator, folder: Path) -> Iterator[Proxy]:
             env=_offline_env(folder),
             cwd=folder,
             start_new_session=True,  # its own process group: the workers it starts stop with it
+            preexec_fn=_die_with_parent,
         )
     url = f"http://127.0.0.1:{port}"
     try:
