@@ -225,8 +225,11 @@ def models(
 
 @app.command()
 def probe(
-    base_url: Annotated[str, typer.Argument(help="The Responses API's base URL, e.g. http://127.0.0.1:4000/v1.")],
-    model: Annotated[str, typer.Option("--model", help="The model to send the probe's requests to.")],
+    base_url: Annotated[
+        str,
+        typer.Argument(metavar="BASE_URL", help="The Responses API's base URL, e.g. http://127.0.0.1:4000/v1."),
+    ],
+    model: Annotated[str, typer.Option("--model", metavar="MODEL", help="The model to send the probe's requests to.")],
     api_key_env: Annotated[
         str | None,
         typer.Option(
