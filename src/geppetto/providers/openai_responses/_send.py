@@ -29,7 +29,7 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info,
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
-from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls
+from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
 from ._metrics import ResponsesMetrics
@@ -368,8 +368,13 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
     except StateIgnored as exc:
         retry = _stateless_after(engine, turn, exc)
     except BadRequestError as exc:
-        # a tool result refused as having no call, after an anchor that made the call: the server forgot
-        verdict = lost_calls(plan.items, exc.status, exc.message) if plan.previous_response_id else None
+        # a tool result refused as having no call, after an anchor that made the call (the server forgot),
+        # or previous_response_id refused as a parameter (the server does not chain)
+        verdict = None
+        if plan.previous_response_id:
+            verdict = lost_calls(plan.items, exc.status, exc.message) or refused_state(
+                exc.status, exc.param, exc.message
+            )
         if verdict is None:
             raise
         await engine._endpoint.learn(verdict)
