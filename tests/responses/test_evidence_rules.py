@@ -216,3 +216,52 @@ async def test_an_old_verdict_in_the_store_is_learned_again_and_a_failing_store_
     await broken.learn(Verdict("kept", evidence="usage"))
     assert broken.current() is not None and "could not save the verdict" in caplog.text
     assert "could not read the verdict" in caplog.text
+
+
+def test_a_refused_previous_response_id_parameter_shows_a_server_that_does_not_chain() -> None:
+    from geppetto.providers.openai_responses._evidence import refused_state
+
+    verdict = refused_state(400, None, "Unrecognized request argument supplied: previous_response_id")
+    assert verdict is not None and verdict.previous_response_id == "rejected" and verdict.ignored
+    assert refused_state(400, "previous_response_id", "Extra inputs are not permitted") is not None
+    assert refused_state(400, "previous_response_id", "Previous response with id 'r' not found.") is None
+    assert refused_state(400, "temperature", "Unsupported value: temperature") is None
+    assert refused_state(422, "previous_response_id", "unsupported") is None
+
+
+async def test_an_engine_whose_chained_request_is_refused_for_the_parameter_goes_stateless() -> None:
+    import json
+
+    import httpx
+
+    import geppetto as gp
+    from geppetto.providers._http import HttpTransport, RetryPolicy
+    from geppetto.providers.openai_responses import ResponsesEngine, ResponsesMetrics
+
+    def sse(rid: str, text: str) -> httpx.Response:
+        message = {"type": "message", "id": f"msg_{rid}", "role": "assistant", "status": "completed"}
+        message["content"] = [{"type": "output_text", "text": text, "annotations": []}]
+        done = {"id": rid, "object": "response", "status": "completed", "output": [message]}
+        events = [{"type": "response.created", "response": {**done, "status": "in_progress", "output": []}}]
+        events.append({"type": "response.completed", "response": done})
+        body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    bodies: list[dict[str, Any]] = []
+    refusal = {"error": {"message": "Unrecognized request argument supplied: previous_response_id", "type": "x"}}
+    answers = [lambda: sse("r1", "One."), lambda: httpx.Response(400, json=refusal), lambda: sse("r2", "Two.")]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return answers[len(bodies) - 1]()
+
+    http = HttpTransport("http://t/v1", provider="openai", transport=httpx.MockTransport(handler), retry=RetryPolicy(0))
+    metrics = ResponsesMetrics()
+    eng = ResponsesEngine("gpt-4.1", api_key="k", http=http, metrics=metrics)
+    turn = await eng.run_inference(gp.Turn(blocks=[gp.Block.user("hi")]))
+    turn.append(gp.Block.user("more"))
+    turn = await eng.run_inference(turn)
+    assert [("previous_response_id" in b, len(b["input"])) for b in bodies] == [(False, 1), (True, 1), (False, 3)]
+    assert turn.blocks[-1].text == "Two." and metrics.counters["fallback:server_ignores_state"] == 1
+    assert eng.server_ignores_state and eng.endpoint_verdict is not None
+    assert eng.endpoint_verdict.previous_response_id == "rejected" and eng.endpoint_verdict.evidence == "error"

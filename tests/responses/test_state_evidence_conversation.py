@@ -13,6 +13,7 @@ from responses_support import engine, normalize, settle, wire_before_last_respon
 
 import geppetto as gp
 from geppetto.engine import Handler
+from geppetto.events import EventTextDelta
 from geppetto.middleware import with_middleware
 from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
@@ -25,15 +26,15 @@ def get_weather(city: str) -> str:
     return f"sunny in {city}"
 
 
-def _strip(data: bytes) -> bytes:
-    """An answer (an event stream or one JSON object) with the conversation it names taken out."""
+def _strip(data: bytes, field: str = "conversation", only: str | None = None) -> bytes:
+    """An event stream with ``field`` taken out of the responses its events carry (of ``only`` that event)."""
     lines = []
     for line in data.split(b"\n"):
         head, _, rest = line.partition(b": ")
         if head == b"data" and rest.startswith(b"{"):
             event = json.loads(rest)
-            if isinstance(event.get("response"), dict):
-                event["response"].pop("conversation", None)
+            if isinstance(event.get("response"), dict) and only in (None, event.get("type")):
+                event["response"].pop(field, None)
             line = b"data: " + json.dumps(event).encode()
         lines.append(line)
     return b"\n".join(lines)
@@ -42,14 +43,15 @@ def _strip(data: bytes) -> bytes:
 class _NoConversationEcho(httpx.AsyncBaseTransport):
     """What a proxy in front of the simulator answers: the same, but no ``conversation`` in responses."""
 
-    def __init__(self) -> None:
+    def __init__(self, field: str = "conversation", only: str | None = None) -> None:
         self.inner = httpx.AsyncHTTPTransport()
+        self.field, self.only = field, only
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         answer = await self.inner.handle_async_request(request)
         if not (request.method == "POST" and request.url.path == "/v1/responses") or answer.status_code != 200:
             return answer
-        body = _strip(await answer.aread())
+        body = _strip(await answer.aread(), self.field, self.only)
         headers = [(k, v) for k, v in answer.headers.items() if k.lower() not in ("content-length", "content-encoding")]
         return httpx.Response(200, headers=headers, content=body)
 
@@ -101,3 +103,18 @@ async def test_a_conversation_without_its_echo_is_kept_when_the_usage_shows_it(s
 def test_the_stripping_proxy_strips() -> None:
     data = b'event: response.created\ndata: {"response": {"id": "r", "conversation": {"id": "c"}}}\n\n'
     assert b"conversation" not in _strip(data) and b'"id": "r"' in _strip(data)
+
+
+async def test_an_echo_that_comes_only_with_the_terminal_event_releases_the_held_text(sim: Simulator) -> None:
+    texts: list[str] = []
+    transport = _NoConversationEcho("previous_response_id", only="response.created")
+    async with httpx.AsyncClient(transport=transport, timeout=30) as client:
+        eng = engine(sim, http=client)
+        session = gp.Session(eng, sinks=[lambda e: texts.append(e.delta) if isinstance(e, EventTextDelta) else None])
+        sim.queue(Reply(text="One."), Reply(text="Two, in a few words."))
+        await session.run("a")
+        out = await session.run("b")
+    assert "".join(texts) == "One.Two, in a few words." and out.blocks[-1].text == "Two, in a few words."
+    verdict = eng.endpoint_verdict
+    assert verdict is not None and verdict.echo and verdict.evidence == "echo"
+    assert [r.method for r in sim.requests] == ["POST", "POST"]

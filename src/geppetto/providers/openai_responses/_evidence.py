@@ -52,6 +52,7 @@ __all__ = [
     "judge_count",
     "judge_stored",
     "lost_calls",
+    "refused_state",
     "settle",
     "token_bound",
 ]
@@ -157,6 +158,21 @@ def lost_calls(items: Iterable[Mapping[str, Any]], status: int | None, message: 
         evidence="error",
         detail=f"a tool result of the anchor's call was refused as having no call: {message[:200]}",
     )
+
+
+_UNSUPPORTED = re.compile(r"unrecognized|unsupported|not supported|unknown|extra (inputs|fields)|not permitted", re.I)
+
+
+def refused_state(status: int | None, param: str | None, message: str) -> Verdict | None:
+    """The verdict a 400 that refuses the ``previous_response_id`` parameter itself shows (a server that
+    does not take it: "Unrecognized request argument supplied: previous_response_id", "Extra inputs are not
+    permitted"): ``rejected``. None for any other error, a parent not found among them."""
+    if status != 400 or "not found" in message.lower():
+        return None
+    named = param == "previous_response_id" or "previous_response_id" in message
+    if not (named and _UNSUPPORTED.search(message)):
+        return None
+    return Verdict("rejected", evidence="error", detail=f"the server refused previous_response_id: {message[:200]}")
 
 
 class StateIgnored(GeppettoError):

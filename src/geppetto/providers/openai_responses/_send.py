@@ -29,7 +29,7 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info,
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
-from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls
+from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
 from ._metrics import ResponsesMetrics
@@ -255,21 +255,40 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
         usage.input_tokens if usage else "?",
     )
     if check is not None:
-        if proven or echoed(response, prev, conv):
-            if not endpoint.echoes:
-                await endpoint.learn(Verdict("kept", echo=True, evidence="echo", detail="the answers name it"))
-                endpoint.echoes = True
-        elif holds:
-            # before the answer is recorded: a server that forgot is caught here (StateIgnored)
-            try:
-                verdict = await judge_answer(endpoint, http, turn, plan, body, response)
-            except StateIgnored:
-                stream.held = None  # the forgotten answer's text is never published
-                raise
+        await _check_state(engine, http, turn, plan, body, stream, proven=proven, holds=holds)
+
+
+async def _check_state(
+    engine: Sender,
+    http: Api,
+    turn: Turn,
+    plan: Plan,
+    body: dict[str, Any],
+    stream: StreamState,
+    *,
+    proven: bool,
+    holds: bool,
+) -> None:
+    """After a stateful answer, before it is recorded: an exact echo proves the state was used; else the
+    answer is judged (``_judge``) and a server that forgot raises :class:`StateIgnored`, its held deltas
+    dropped; a kept or open verdict releases them and is reported with the answer (``plan.evidence``)."""
+    endpoint, response = engine._endpoint, stream.response
+    if proven or echoed(response, plan.previous_response_id, plan.conversation_id):
+        if stream.held is not None:  # the echo came with the terminal event only
             stream.release()
-            plan.evidence = verdict.describe()
-        else:
-            plan.evidence = f"nothing to judge: conversation {conv} was made for this request (its answer names none)"
+        if not endpoint.echoes:
+            await endpoint.learn(Verdict("kept", echo=True, evidence="echo", detail="the answers name it"))
+            endpoint.echoes = True
+    elif holds:
+        try:
+            verdict = await judge_answer(endpoint, http, turn, plan, body, response)
+        except StateIgnored:
+            stream.held = None  # the forgotten answer's text is never published
+            raise
+        stream.release()
+        plan.evidence = verdict.describe()
+    else:
+        plan.evidence = f"nothing to judge: conversation {plan.conversation_id} was made for this request"
 
 
 async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
@@ -349,8 +368,13 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
     except StateIgnored as exc:
         retry = _stateless_after(engine, turn, exc)
     except BadRequestError as exc:
-        # a tool result refused as having no call, after an anchor that made the call: the server forgot
-        verdict = lost_calls(plan.items, exc.status, exc.message) if plan.previous_response_id else None
+        # a tool result refused as having no call, after an anchor that made the call (the server forgot),
+        # or previous_response_id refused as a parameter (the server does not chain)
+        verdict = None
+        if plan.previous_response_id:
+            verdict = lost_calls(plan.items, exc.status, exc.message) or refused_state(
+                exc.status, exc.param, exc.message
+            )
         if verdict is None:
             raise
         await engine._endpoint.learn(verdict)
