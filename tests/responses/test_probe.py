@@ -84,10 +84,35 @@ def _refusing(request: httpx.Request) -> httpx.Response:
 async def test_a_server_that_refuses_previous_response_id_is_rejected() -> None:
     transport = HttpTransport("http://peer.test/v1", provider="openai", transport=httpx.MockTransport(_refusing))
     report = await probe("http://peer.test/v1", "m", "k", transport=transport)
-    assert report.verdict.previous_response_id == "rejected"
+    assert (report.verdict.previous_response_id, report.verdict.evidence) == ("rejected", "error")
     assert report.verdict.ignored  # an engine seeded with it sends whole Turns
-    assert "400: previous_response_id is not supported" in report.verdict.detail
+    assert "previous_response_id is not supported" in report.verdict.detail
     assert not (report.input_tokens or report.compact or report.conversations or report.retrieve)
+
+
+async def test_a_server_that_cannot_chain_on_its_own_ids_is_rejected_and_a_rate_limit_is_not() -> None:
+    # store: true accepted and an id returned, but chaining on it is "not found"
+    def answer(status: int, message: str) -> Any:
+        def handler(request: httpx.Request) -> httpx.Response:
+            body = json.loads(request.content) if request.content else {}
+            if request.url.path.endswith("/responses") and body.get("previous_response_id"):
+                return httpx.Response(status, json={"error": {"message": message, "type": "not_found_error"}})
+            return _refusing(request)
+
+        return handler
+
+    found = {}
+    for status, message in ((404, "Response resp_1 not found"), (429, "Too many requests")):
+        mock = httpx.MockTransport(answer(status, message))
+        transport = HttpTransport("http://peer.test/v1", provider="openai", transport=mock, sleep=_no_sleep)
+        found[status] = (await probe("http://peer.test/v1", "m", "k", transport=transport)).verdict
+    assert (found[404].previous_response_id, found[404].evidence) == ("rejected", "probe")
+    assert "404: Response resp_1 not found" in found[404].detail
+    assert found[429].previous_response_id == "unknown"
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
 
 
 async def test_an_endpoint_that_answers_no_response_is_an_error_naming_it() -> None:

@@ -22,7 +22,7 @@ from geppetto._exceptions import GeppettoError, ProviderError
 
 from .._http import HttpTransport, openai_error_info
 from .._retry import RetryPolicy
-from ._evidence import Sent, Verdict, echoed, judge, settle, token_bound
+from ._evidence import Sent, Verdict, echoed, judge, refused_state, settle, token_bound
 from ._send import Api
 from ._stream import usage_of
 
@@ -161,11 +161,15 @@ async def _chain(http: _Counting, model: str, anchor: dict[str, Any], report: Pr
     try:
         answer = await http.post("responses", body)
     except ProviderError as exc:
-        if exc.status is not None and 400 <= exc.status < 500:
-            why = f"POST /responses with previous_response_id answered {_why(exc)}"
+        why = f"POST /responses with previous_response_id answered {_why(exc)}"
+        refused = refused_state(exc.status, exc.param, exc.message)
+        if refused is not None:
+            report.verdict = refused
+        elif exc.status is not None and 400 <= exc.status < 500 and exc.status not in (401, 403, 408, 429):
+            # the same request without the id was answered a moment ago, and the anchor was just stored:
+            # the refusal is of chaining on it (an id "not found", as a server that cannot chain answers)
             report.verdict = Verdict("rejected", evidence="probe", detail=why)
         else:
-            why = f"POST /responses with previous_response_id failed: {_why(exc)}"
             report.verdict = Verdict("unknown", evidence="probe", detail=why)
         report.notes.append(why)
         return []
