@@ -229,6 +229,16 @@ def _commit(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]
         state.busy_conversations.discard(conv_id or "")
 
 
+def _hold_in_progress(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]]) -> None:
+    """A stream cut while the server goes on (``finish_after_cut``): the response reads back as
+    ``in_progress``, with no output yet, until it is committed."""
+    if not obj["store"]:
+        return
+    running = {**copy.deepcopy(obj), "status": "in_progress", "output": [], "usage": None}
+    with state.lock:
+        state.responses[obj["id"]] = StoredResponse(obj["id"], new_input, [], obj["previous_response_id"], running)
+
+
 async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     body = call.obj()
@@ -255,6 +265,7 @@ async def create_response(call: Call) -> ASGIApp:
                 lambda: state.closing,
                 lambda: _commit(state, obj, new_input, conv_id),
                 abort,
+                on_detach=lambda: _hold_in_progress(state, obj, new_input),
             )
         response = JSONResponse(obj)
     except BaseException:

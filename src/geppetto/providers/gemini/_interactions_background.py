@@ -35,6 +35,7 @@ from ...events import EventLog, metadata_for, publish
 from ...turns import Turn
 from .._background import BACKGROUND_OBSERVER, BackgroundObserver, PendingResponse, take_pending
 from .._http import HttpTransport, SSEEvent, gemini_error_info
+from .._landed import ACTIVE_STATUSES
 from .._streaming import sse_events
 from ._engine import API_VERSION
 from ._interactions_stream import InteractionsReducer, interactions_usage, whole_events
@@ -63,7 +64,7 @@ class InteractionsClient(Protocol):
     async def cancel(self, interaction_id: str) -> dict[str, Any]: ...
 
 
-RUNNING = frozenset({"in_progress", "queued"})
+RUNNING = ACTIVE_STATUSES
 """Statuses of an interaction still being generated."""
 
 

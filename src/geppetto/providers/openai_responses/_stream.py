@@ -143,6 +143,17 @@ class StreamState:
     done: dict[int, dict[str, Any]] = field(default_factory=dict)
     event_types: list[str] = field(default_factory=list)
     terminal: str = ""
+    text_deltas: list[dict[str, Any]] = field(default_factory=list)
+    """The text delta events published (their data), so a response read back after a broken stream
+    publishes only the rest of its text."""
+
+    def published_texts(self) -> dict[tuple[int, int], str]:
+        """The text published per (output index, content index)."""
+        texts: dict[tuple[int, int], list[str]] = {}
+        for data in self.text_deltas:
+            at = (int(data.get("output_index") or 0), int(data.get("content_index") or 0))
+            texts.setdefault(at, []).append(str(data.get("delta") or ""))
+        return {at: "".join(parts) for at, parts in texts.items()}
 
     def received(self) -> str:
         """A short account of the stream so far, for error messages."""
@@ -178,6 +189,8 @@ def _fail(state: StreamState, message: str, **kw: Any) -> StreamError:
 def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMetadata) -> None:
     if etype in ("response.output_text.delta", "response.refusal.delta"):
         publish(EventTextDelta(meta, str(data.get("delta") or "")))
+        if etype == "response.output_text.delta":
+            state.text_deltas.append(data)
     elif etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
         publish(EventReasoningDelta(meta, str(data.get("delta") or "")))
     elif etype == "response.output_item.added" and isinstance(data.get("item"), dict):
