@@ -165,7 +165,10 @@ async def test_conversation_request_that_landed_is_not_appended_again(
     turn = await eng.run_inference(_start())
     cid = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
     turn.append(Block.user("and tomorrow?"))
-    with caplog.at_level(logging.WARNING, "geppetto.providers"), pytest.raises(gp.ProviderConnectionError):
+    with (
+        caplog.at_level(logging.WARNING, "geppetto.providers"),
+        pytest.raises(gp.ProviderConnectionError, match="after the request reached the server, which kept it"),
+    ):
         await eng.run_inference(turn)
     assert len(_posts(sim)) == 2  # the transport did not send it a second time
     users = [i for i in _conversation_items(sim, cid) if i.get("role") == "user"]

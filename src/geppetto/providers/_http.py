@@ -270,17 +270,29 @@ class HttpTransport:
     async def _may_resend(
         self, method: str, url: str, broken: httpx.TransportError, landed: LandedCheck | None
     ) -> bool:
-        """Whether a request that failed with ``broken`` may be sent again: False when it landed (its caller
-        reads back what it left instead)."""
+        """True: a request that failed with ``broken`` may be sent again; raises ``ProviderConnectionError``
+        when its ``landed`` check says it reached the server."""
         if not may_have_landed(method, broken):
             return True
         what, reason = f"{method} {url}", broken_off(broken)
-        outcome = await landed() if landed is not None else None
+        try:
+            outcome = await landed() if landed is not None else None
+        except (ProviderError, httpx.HTTPError) as exc:  # unproven either way: not sent again
+            raise ProviderConnectionError(
+                f"{url}: the connection broke ({reason}) after the request went out, and whether the server kept "
+                f"it could not be read ({exc}), so it was not sent again",
+                provider=self.provider,
+            ) from broken
         if outcome is None:
             retried_unknown(self.provider, what, reason)
         elif outcome:
             log.warning("%s: %s failed (%s) after it reached the server; not sent again", self.provider, what, reason)
-            return False
+            raise ProviderConnectionError(
+                f"{url}: the connection broke ({reason}) after the request reached the server, which kept it, so "
+                "it was not sent again (sending it again would make the server act on it twice); the answer "
+                "was not read",
+                provider=self.provider,
+            ) from broken
         else:
             log.info("%s: %s failed (%s) and provably did not land; sending it again", self.provider, what, reason)
         return True

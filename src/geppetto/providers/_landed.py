@@ -29,6 +29,7 @@ from geppetto._exceptions import NotFoundError, ProviderError
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "MAX_WAIT",
     "LandedCheck",
     "NotLanded",
     "await_landed",
@@ -40,6 +41,10 @@ log = logging.getLogger("geppetto.providers")
 
 ACTIVE_STATUSES = frozenset({"queued", "in_progress"})
 """Statuses of a response or interaction the server is still generating."""
+
+MAX_WAIT = 600.0
+"""Seconds of polls (``poll_interval`` apart) a response read back is waited for while it stays in progress:
+the engines' default request timeout."""
 
 LandedCheck = Callable[[], Awaitable[bool | None]]
 """Asked before a request that may have reached the server is sent again: True when it landed (it is not
@@ -65,10 +70,12 @@ async def await_landed(
     what: str,
     *,
     poll_interval: float,
+    max_wait: float = MAX_WAIT,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
 ) -> dict[str, Any]:
     """``what`` (``response resp_1``) read back with ``get()``, polled every ``poll_interval`` seconds while it
-    is still in progress; raises :class:`NotLanded` when the server answers that it does not hold it."""
+    is still in progress (``max_wait`` seconds of polls at most: then ``ProviderError``); raises
+    :class:`NotLanded` when the server answers that it does not hold it."""
     waited = 0
     while True:
         try:
@@ -83,6 +90,8 @@ async def await_landed(
             return found
         if not waited:
             log.info("%s is still %s on the server: waiting for it instead of sending it again", what, status)
+        if waited * poll_interval >= max_wait:
+            raise ProviderError(f"{what} was still {status} after {max_wait:g} s of polling")
         waited += 1
         await sleep(poll_interval)
 
@@ -96,7 +105,7 @@ def retried_unknown(provider: str, what: str, reason: str, why: str = "") -> Non
         provider,
         what,
         reason,
-        why or f"{provider} keeps nothing a client can read back to tell",
+        why or "nothing the client holds can show whether it landed",
     )
     from .openai_responses._metrics import metrics  # the process-wide counters (imported late: no cycle)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from geppetto._exceptions import StreamError
+from geppetto._exceptions import ProviderError, StreamError
 from geppetto.events import EventMetadata
 from geppetto.providers._http import SSEEvent
 from geppetto.providers._landed import LandedCheck, NotLanded, await_landed
@@ -26,6 +26,8 @@ from ._stream import StreamState, consume_stream
 
 __all__ = ["conversation_check", "read_back"]
 
+_SERVER_SAID = frozenset({"response.failed", "error"})
+"""Events after which a broken stream is the server's own end, not a cut (nothing more to read back)."""
 _PAGE = 100
 """The most items one conversation listing returns."""
 
@@ -53,6 +55,8 @@ async def read_back(
     response_id = str(state.response.get("id") or "")
     if background or not response_id or body.get("store") is False or getattr(http, "whole", False):
         raise broken
+    if state.event_types and state.event_types[-1] in _SERVER_SAID:
+        raise broken  # not a cut: the server ended the response itself
     what = f"response {response_id}"
     kw = {} if sleep is None else {"sleep": sleep}
     try:
@@ -62,6 +66,12 @@ async def read_back(
     except NotLanded as exc:
         raise StreamError(
             f"{broken.message}; {exc.message}: it did not land, so sending the request again is safe",
+            received=state.received(),
+            provider="openai",
+        ) from broken
+    except ProviderError as exc:  # the break is what the caller has to know; what landed is not known
+        raise StreamError(
+            f"{broken.message}; reading {what} back failed too ({exc.message}), so whether it landed is not known",
             received=state.received(),
             provider="openai",
         ) from broken
@@ -98,6 +108,7 @@ def conversation_check(http: Any, turn: Turn, plan: Plan) -> LandedCheck | None:
     seeded = len(plan.seed_items or []) if plan.created else None
 
     async def landed() -> bool | None:
+        # a cut before any answer: what the conversation holds now says whether the input went in
         page = await http.get(f"conversations/{cid}/items", {"limit": _PAGE, "order": "desc"})
         data = page.get("data") if isinstance(page, dict) else None
         if not isinstance(data, list):
