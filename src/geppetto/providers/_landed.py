@@ -30,6 +30,7 @@ from geppetto._exceptions import NotFoundError, ProviderError
 __all__ = [
     "ACTIVE_STATUSES",
     "MAX_WAIT",
+    "SAFE_TO_RESEND",
     "LandedCheck",
     "NotLanded",
     "await_landed",
@@ -50,6 +51,15 @@ LandedCheck = Callable[[], Awaitable[bool | None]]
 """Asked before a request that may have reached the server is sent again: True when it landed (it is not
 sent again; the transport raises), False when it provably did not (it is sent again), None when nothing
 can be proven (it is sent again, logged and counted)."""
+
+
+async def _resend_safe() -> bool:
+    return False
+
+
+SAFE_TO_RESEND: LandedCheck = _resend_safe
+"""The check of a POST that acts the same however often it lands (a cancel, a token count): it is sent again
+as a GET would be, neither logged nor counted."""
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Failures before any byte of the request went out: such an attempt cannot have landed."""

@@ -36,7 +36,7 @@ from geppetto.providers._background import (
     take_pending,
 )
 from geppetto.providers._http import SSEEvent, openai_error_info
-from geppetto.providers._landed import ACTIVE_STATUSES, LandedCheck
+from geppetto.providers._landed import ACTIVE_STATUSES, SAFE_TO_RESEND, LandedCheck
 from geppetto.turns import Turn
 
 from ._stream import usage_of
@@ -326,6 +326,7 @@ class Background:
                 None,
                 headers=self.http.headers,
                 error_parser=openai_error_info,
+                landed=SAFE_TO_RESEND,  # a second cancel changes nothing
             )
         except Exception as exc:  # the caller's cancel stands; the server ends the response in its own time
             log.warning("responses: could not cancel background response %s: %s", cursor.response_id, exc)

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -25,6 +27,8 @@ from ._plan import Plan
 from ._stream import StreamState, consume_stream
 
 __all__ = ["conversation_check", "read_back"]
+
+log = logging.getLogger("geppetto.providers.openai_responses")
 
 _SERVER_SAID = frozenset({"response.failed", "error"})
 """Events after which a broken stream is the server's own end, not a cut (nothing more to read back)."""
@@ -46,7 +50,7 @@ async def read_back(
     *,
     background: bool,
     poll_interval: float,
-    sleep: Callable[[float], Any] | None = None,
+    sleep: Callable[[float], Any] = asyncio.sleep,
 ) -> None:
     """Finish ``state``, a stream of the request ``body`` that broke with ``broken``, from its response read
     back from the server. ``broken`` is raised as it is when there is nothing to read back (no id arrived,
@@ -58,10 +62,10 @@ async def read_back(
     if state.event_types and state.event_types[-1] in _SERVER_SAID:
         raise broken  # not a cut: the server ended the response itself
     what = f"response {response_id}"
-    kw = {} if sleep is None else {"sleep": sleep}
+    log.warning("responses: the stream of %s broke (%s); reading it back instead of sending again", what, broken)
     try:
         response = await await_landed(
-            lambda: http.get(f"responses/{response_id}"), what, poll_interval=poll_interval, **kw
+            lambda: http.get(f"responses/{response_id}"), what, poll_interval=poll_interval, sleep=sleep
         )
     except NotLanded as exc:
         raise StreamError(
