@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs docs-check setup clean
+.PHONY: demo test check lint typecheck pytest docs docs-check setup clean
 
 $(BIN)/python:
 	@echo "creating $(VENV) with $(PY)"
@@ -39,8 +39,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The whole suite, as CI runs it: about 2,600 tests, 10-12 minutes on a 2-core machine (it starts simulators,
+# servers, brokers' clients and a browser). Each line of dots ends with how far it has got; the 15 slowest
+# tests are listed at the end.
 pytest: $(STAMP)
-	$(BIN)/pytest -q $(PYTEST_ARGS)
+	@echo "pytest: the whole suite (about 2,600 tests, 10-12 minutes on 2 cores; make check is the quick loop)"
+	$(BIN)/pytest -q --durations=15 $(PYTEST_ARGS)
+
+# The inner loop: lint, types and the in-process tests of the library (data model, sessions, tools, costs,
+# the engines against the simulator), a few minutes; `make test` is what CI runs.
+CHECK_TESTS = tests/core tests/session tests/tools tests/cost tests/responses tests/engines
+
+check: lint typecheck
+	@echo "pytest: the library's in-process tests ($(CHECK_TESTS)); make test runs everything"
+	$(BIN)/pytest -q --durations=5 $(CHECK_TESTS) $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml: the guides in docs/, the README's quick start, the API reference from
 # the docstrings). `make docs` serves it while you edit; `make docs-check` builds it with --strict into a

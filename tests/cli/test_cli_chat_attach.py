@@ -49,7 +49,7 @@ def test_chat_drops_an_attachment_the_provider_cannot_take(tmp_path: Path) -> No
     res = geppetto("chat", "--profile", "sim", "--no-store", config_dir=tmp_path, stdin=stdin)
     assert res.returncode == 0, res.stderr
     assert "The Responses API cannot take the audio 'hello.wav' (audio/wav) inline" in res.stdout
-    assert "(the 1 attached file(s) were dropped)" in res.stdout
+    assert "(the attached file was dropped)" in res.stdout
     assert "You said: Hi\n" in res.stdout
 
 

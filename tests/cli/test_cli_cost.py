@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from _cli_helpers import geppetto
 
 from geppetto.profiles import load_profiles
@@ -23,8 +24,18 @@ def test_run_usage_prints_the_requests_tokens_and_cost(tmp_path: Path) -> None:
     res = geppetto("run", "--profile", "sim", "--with-tools", "--usage", "Weather in Paris?", config_dir=tmp_path)
     assert res.returncode == 0, res.stderr
     line = next(line for line in res.stderr.splitlines() if line.startswith("usage:"))
-    assert "2 requests" in line and "1 tool calls" in line
+    assert "2 requests" in line and "1 tool call ·" in line
     assert line.rstrip().endswith("unpriced")  # sim-1 has no price: never shown as $0
+    # and the next line says why (genai-prices is in the dev extra, and it does not know sim-1)
+    assert "unpriced: genai-prices has no price for this model" in res.stderr
+
+
+def test_run_usage_without_genai_prices_names_the_prices_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from geppetto.cli._usage import unpriced_hint
+
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    hint = unpriced_hint()
+    assert hint.startswith("unpriced: genai-prices is not installed (") and "geppetto[prices]" in hint
 
 
 def test_run_limits_stop_the_tool_loop_and_name_the_fix(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_the_simulator_without_its_extra_is_one_line_naming_it(without: Without)
     last = out.stderr.strip().splitlines()[-1]
     assert last == (
         "ImportError: geppetto.simulator needs the 'sim' extra (starlette is not installed): "
-        "pip install 'geppetto[sim]'"
+        "make setup (in this clone of the repository; elsewhere: pip install 'geppetto[sim]')"
     )
     core = without({"starlette", "uvicorn", "typer", "rich"}, "import geppetto; print('ok')")
     assert (core.returncode, core.stdout) == (0, "ok\n")  # the library itself needs no extra
@@ -55,7 +55,30 @@ def test_the_simulator_without_its_extra_is_one_line_naming_it(without: Without)
 def test_the_command_without_its_extra_is_one_line_naming_it(without: Without) -> None:
     out = without({"typer"}, "from geppetto.cli import main; main()")
     assert (out.returncode, out.stdout) == (2, "")
-    assert out.stderr == "error: the geppetto command needs typer: pip install 'geppetto[cli]'\n"
+    assert out.stderr == (
+        "error: the geppetto command needs typer: "
+        "make setup (in this clone of the repository; elsewhere: pip install 'geppetto[cli]')\n"
+    )
+
+
+def test_serve_after_make_demo_says_make_setup(without: Without) -> None:
+    """``make demo`` installs only the cli extra; the README's next command, ``geppetto serve``, then names
+    the command that installs the server in a clone, not a registry package beside the checkout."""
+    out = without(
+        {"ag_ui", "fastapi"}, "import sys; sys.argv = ['geppetto', 'serve']; from geppetto.cli import main; main()"
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: geppetto.server needs ag_ui: make setup (in this clone of the repository; elsewhere: "
+        "pip install 'geppetto[server]')"
+    )
+
+
+def test_the_install_hint_outside_a_clone_is_the_registry_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    from geppetto import _extras
+
+    monkeypatch.setattr(_extras, "_in_checkout", lambda: False)
+    assert _extras.install_hint("server") == "pip install 'geppetto[server]'"
 
 
 def test_the_library_logs_nothing_to_stderr_unless_the_application_configures_logging() -> None:

@@ -269,3 +269,22 @@ def test_run_refuses_a_missing_attachment_before_any_request(geppetto_sim: Simul
     assert res.returncode != 0
     assert "cannot attach" in res.stderr and "no such file" in res.stderr
     assert geppetto_sim.requests == []
+
+
+def test_run_refuses_a_folder_as_an_attachment_saying_it_is_one(geppetto_sim: Simulator, tmp_path: Path) -> None:
+    res = geppetto("run", *_sim_args(geppetto_sim), "--attach", str(tmp_path), "Hi", config_dir=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr == f"error: cannot attach {str(tmp_path)!r}: it is a folder; attach the files in it one by one\n"
+    assert geppetto_sim.requests == []
+
+
+def test_the_demo_tools_include_one_that_waits_for_approval(tmp_path: Path) -> None:
+    """Approvals can be tried offline: ``book_table`` (a pretend booking) needs the user's yes."""
+    asked = "Book a table at Chez Paul for 8pm"
+    refused = geppetto("run", "--profile", "sim", "--with-tools", asked, config_dir=tmp_path)
+    assert refused.returncode == 0, refused.stderr
+    assert "note: book_table needs approval and was not run; pass --yes to allow it" in refused.stderr
+    assert "booked a table" not in refused.stdout
+    allowed = geppetto("run", "--profile", "sim", "--with-tools", "--yes", asked, config_dir=tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "← book_table: booked a table at" in allowed.stdout and "needs approval" not in allowed.stderr

@@ -149,3 +149,22 @@ def test_a_long_session_is_shown_by_its_last_snapshots_and_exported_by_number(tm
         assert res.returncode == 2 and message in res.stderr, res.stderr
     res = geppetto("sessions", "show", sid, "--last", "-1", *store, config_dir=tmp_path)
     assert res.returncode == 2 and "--last" in res.stderr
+
+
+def test_the_sessions_table_reads_at_100_columns(tmp_path: Path) -> None:
+    """Every header whole, every line within the width, ids cut to a unique start and the first prompt shown
+    as far as it fits (it once got zero columns and headers were cut to ``sna…``)."""
+    chat(tmp_path, stdin="What is the weather in Paris, and should I bring an umbrella today?\n/exit\n")
+    chat(tmp_path, stdin="Hello\n/exit\n")
+    ids = [s["session_id"] for s in json.loads(geppetto("sessions", "list", "--json", config_dir=tmp_path).stdout)]
+    out = geppetto("sessions", "list", config_dir=tmp_path, COLUMNS="100")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, out.stdout
+    header = next(line for line in lines if line.startswith("session "))
+    expected = ["session", "provider", "model", "mode", "snaps", "blocks", "reqs", "tokens", "cost", "updated"]
+    assert header.split()[: len(expected) + 2] == [*expected, "first", "prompt"], header
+    rows = [line for line in lines if line[:8] in {sid[:8] for sid in ids}]
+    assert len(rows) == 2 and all("openai-responses" in row and "chained" in row for row in rows), out.stdout
+    assert any("What is the" in row for row in rows) and any(row.rstrip().endswith("Hello") for row in rows)
+    assert not any(sid in out.stdout for sid in ids)  # short ids; --json has the full ones

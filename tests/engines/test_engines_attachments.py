@@ -141,6 +141,8 @@ def test_bad_attachments_are_refused_naming_the_fix(tmp_path: Path) -> None:
         attachments([42])
     with pytest.raises(UsageError, match="no such file"):
         Block.user("x", files=[tmp_path / "missing.pdf"])
+    with pytest.raises(UsageError, match="it is a folder; attach the files in it one by one"):
+        Block.user("x", files=[tmp_path])
 
 
 async def test_a_session_prompt_with_a_bad_file_leaves_the_history_alone(geppetto_sim: Simulator) -> None:

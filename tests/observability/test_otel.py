@@ -352,7 +352,7 @@ def test_instrument_without_the_extra_names_it(
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1] == (
         "ImportError: geppetto.observability needs the 'otel' extra (opentelemetry is not installed): "
-        "pip install 'geppetto[otel]'"
+        "make setup (in this clone of the repository; elsewhere: pip install 'geppetto[otel]')"
     )
 
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -105,3 +107,40 @@ def test_a_bus_that_is_down_is_logged_as_json_lines_and_counted() -> None:
     assert control and control[0]["level"] == "warning" and "check that Redis runs there" in control[0]["message"]
     failed = [r for r in records if r["message"].startswith(f"request POST /api/sessions/{sid}/messages failed:")]
     assert failed and failed[0]["level"] == "warning" and "check that Redis runs there" in failed[0]["message"]
+
+
+def test_chat_continue_resumes_a_served_session_on_the_server_profile(tmp_path: object) -> None:
+    """A session made in the web chat (``serve --profile sim``) continued with ``geppetto chat --continue``
+    runs on the profile the server ran it on, not on the file's default (which once failed for want of its key)."""
+    folder = Path(os.environ["GEPPETTO_CONFIG_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "profiles.yaml").write_text(
+        "default: work\nprofiles:\n  work:\n    provider: openai-responses\n    model: gpt-4.1-mini\n"
+        "    api_key_env: WORK_KEY_NOT_SET\n"
+    )
+    worker = Worker("--profile", "sim")
+    try:
+        sid = httpx.post(worker.url + "/api/sessions", json={}).json()["id"]
+        started = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hi from the web"}).json()
+        with httpx.stream(
+            "GET",
+            f"{worker.url}/api/sessions/{sid}/events",
+            params={"after": started["after"], "until": "finished"},
+            timeout=60,
+        ) as response:
+            assert list(sse_events(response.iter_lines()))[-1]["data"]["status"] == "completed"
+    finally:
+        worker.stop()
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "WORK_KEY_NOT_SET")}
+    done = subprocess.run(
+        [sys.executable, "-m", "geppetto", "chat", "--continue"],
+        input="And again\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"continuing session {sid}" in done.stdout
+    assert "geppetto chat · sim ·" in done.stdout
+    assert "You said: And again" in done.stdout

@@ -200,5 +200,6 @@ def test_import_without_the_extra_names_it(
     res = without({"mcp"}, "import geppetto, geppetto.tools; import geppetto.tools.mcp")
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1] == (
-        "ImportError: geppetto.tools.mcp needs the 'mcp' extra (mcp is not installed): pip install 'geppetto[mcp]'"
+        "ImportError: geppetto.tools.mcp needs the 'mcp' extra (mcp is not installed): "
+        "make setup (in this clone of the repository; elsewhere: pip install 'geppetto[mcp]')"
     )

@@ -10,13 +10,24 @@ __all__ = ["main"]
 def main() -> None:
     """Console-script entry point; without the ``cli`` extra, one line saying how to install it."""
     try:
+        _main()
+    except KeyboardInterrupt:
+        # Ctrl-C while the command's modules load (a second or so on a slow machine): a line, not a traceback.
+        print("\ninterrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main() -> None:
+    try:
         from ._app import main as run
     except ImportError as exc:
         if exc.name not in ("typer", "rich", "click", "uvicorn", "starlette", "jsonschema"):
             raise
         if sys.argv[1:2] == ["serve"] and exc.name in ("typer", "rich", "click"):
             _serve_without_cli()
-        print(f"error: the geppetto command needs {exc.name}: pip install 'geppetto[cli]'", file=sys.stderr)
+        from .._extras import install_hint
+
+        print(f"error: the geppetto command needs {exc.name}: {install_hint('cli')}", file=sys.stderr)
         raise SystemExit(2) from None
     run()
 

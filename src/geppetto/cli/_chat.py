@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 
 from .._exceptions import GeppettoError, InferenceCancelled, StoreError, UsageError
-from ..engine import Handler
 from ..middleware import Middleware
 from ..runtime import (
     CHAT_ENGINE,
@@ -26,6 +25,7 @@ from ..runtime import (
     demo_registry,
     engine_record,
     open_engine,
+    recording_engine,
 )
 from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
@@ -124,25 +124,17 @@ class ChatRepl(ChatCommands):
         self.runner: asyncio.Runner | None = None
         self.commands = self.command_table()
 
-    def _record_engine(self, next_handler: Handler) -> Handler:
-        """Middleware: each answer records the settings it ran on (:data:`CHAT_ENGINE`), /mode changes
-        included, so ``--continue`` resumes on them."""
-
-        async def handler(turn: Turn) -> Turn:
-            out = await next_handler(turn)
-            if self.opened is not None:
-                CHAT_ENGINE.set(out.metadata, engine_record(self.opened.profile))
-            return out
-
-        return handler
-
     def _new_session(self, latest: Turn | None = None, *, session_id: str | None = None) -> Session:
         """A session continuing ``latest`` (None: empty) under ``session_id`` (None: a new id)."""
         assert self.opened is not None
         session = Session(
             self.opened.engine,
             tools=self.tools,
-            middlewares=[self._record_engine, *self.middlewares],
+            # Each answer records the settings it ran on, /mode changes included, so --continue resumes on them.
+            middlewares=[
+                recording_engine(lambda: engine_record(self.opened.profile) if self.opened else None),
+                *self.middlewares,
+            ],
             sinks=[self.spinner.sink, text_printer(sys.stdout)],
             store=self.store,
             session_id=session_id or new_id(),
@@ -295,7 +287,8 @@ class ChatRepl(ChatCommands):
             print(f"\nerror: {exc}")
         except GeppettoError as exc:
             self.session = self._same_session(before)
-            dropped = f" (the {len(self.attached)} attached file(s) were dropped)" if self.attached else ""
+            n = len(self.attached)
+            dropped = f" (the attached file{' was' if n == 1 else 's were'} dropped)" if n else ""
             self.attached = []
             print(f"\nerror: {exc}{dropped}")
         sys.stdout.flush()

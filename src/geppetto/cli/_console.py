@@ -4,6 +4,7 @@ for, ``--verbose`` logging and the check of a turn file's place."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -78,8 +79,9 @@ def verbose_log() -> None:
 
 
 def stdout_console(width: int = 160) -> Console:
-    """A console for stdout: the terminal's width, or ``width`` columns when piped (so tables are not squeezed)."""
-    return Console() if sys.stdout.isatty() else Console(width=width)
+    """A console for stdout: the terminal's width (or ``$COLUMNS`` when set), else ``width`` columns when piped
+    (so tables are not squeezed)."""
+    return Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=width)
 
 
 def check_turn_target(path: Path, what: str = "the turn file") -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from .._exceptions import UsageError
 from ..events import EventSink, JsonLinesPrinter
@@ -16,7 +17,7 @@ from ..session import Session, UsageLimits
 from ..turns import PAYLOAD_CITATIONS, BlockKind, Turn, citation_sources, file_attachment, save_turn
 from ._console import check_turn_target, cli_middlewares, sources_text, text_printer
 from ._terminal import Spinner, spinning
-from ._usage import usage_line
+from ._usage import unpriced_hint, usage_line
 
 __all__ = ["RunOptions", "read_prompt", "run_command"]
 
@@ -98,7 +99,10 @@ async def _infer(options: RunOptions, prompt: str, sinks: list[EventSink]) -> Tu
                 return turn
             finally:
                 if options.usage:
-                    Console(stderr=True).print(f"[dim]usage: {usage_line(session.usage.to_dict())}[/dim]")
+                    totals = session.usage.to_dict()
+                    Console(stderr=True).print(f"[dim]usage: {usage_line(totals)}[/dim]", highlight=False)
+                    if totals.get("cost") is None and totals.get("unpriced_requests"):
+                        Console(stderr=True).print(f"[dim]{escape(unpriced_hint())}[/dim]", highlight=False)
 
 
 def run_command(options: RunOptions, prompt: str) -> Turn:

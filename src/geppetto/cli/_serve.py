@@ -73,20 +73,41 @@ AllowedOriginOpt = Annotated[
 ]
 
 
+QuirksOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--quirks",
+        metavar="NAME[,NAME...]",
+        help="Behave like a third-party Responses server: no-echo, null-echo, foreign-echo, forgets, "
+        "detail-errors, untyped-stream-errors, no-conversations, no-usage, no-item-events, done-marker "
+        "(see docs/simulator.md).",
+    ),
+]
+
+
 def simulate(
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0 picks a free one).")] = 8765,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    quirks: QuirksOpt = None,
 ) -> None:
     """Run the provider simulator in the foreground until Ctrl-C."""
-    from ..simulator import serve
+    from ..simulator import QuirkError, serve
+    from ..simulator._quirks import parse_quirks
+
+    try:
+        chosen = parse_quirks(quirks)
+    except QuirkError as exc:
+        fail(f"--quirks: {exc}")
 
     def stop(_signum: int, _frame: object) -> None:
         raise KeyboardInterrupt  # SIGTERM ends it as cleanly as Ctrl-C
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        with serve(host, port) as sim:
+        with serve(host, port, quirks=chosen) as sim:
             print(f"geppetto simulator on {sim.url}", flush=True)
+            if chosen:
+                print(f"  quirks: {', '.join(sorted(chosen))}", flush=True)
             print(f"  OpenAI base URL:            {sim.openai_url}", flush=True)
             print(f"  Anthropic/Gemini base URL:  {sim.url}", flush=True)
             print("  any API key works; Ctrl-C stops it", flush=True)

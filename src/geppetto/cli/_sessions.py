@@ -63,9 +63,22 @@ def usage_cells(usage: dict[str, Any] | None) -> tuple[str, str, str]:
 
 
 def _when(at: float | None) -> str:
+    """``MM-DD HH:MM`` in local time (the year too when it is not this one)."""
     if at is None:
         return ""
-    return datetime.datetime.fromtimestamp(at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    when = datetime.datetime.fromtimestamp(at).astimezone()
+    return when.strftime("%m-%d %H:%M" if when.year == datetime.datetime.now().year else "%Y-%m-%d %H:%M")
+
+
+def short_ids(ids: list[str], least: int = 8) -> dict[str, str]:
+    """Each id cut to its shortest start (``least`` characters or more) that no other id in ``ids`` shares."""
+    short: dict[str, str] = {}
+    for sid in ids:
+        n = least
+        while n < len(sid) and any(o != sid and o.startswith(sid[:n]) for o in ids):
+            n += 1
+        short[sid] = sid[:n]
+    return short
 
 
 def _preview(text: str, width: int = 48) -> str:
@@ -110,13 +123,10 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     if not infos:
         print(f"no sessions in {location}; `geppetto chat` starts one")
         return
-    table = Table(title=f"sessions ({location})")
-    columns = ("session", "provider", "model", "mode", "snapshots", "blocks", "requests", "in/cached/out", "cost")
-    for column in (*columns, "updated", "first prompt"):
-        table.add_column(column, no_wrap=column != "first prompt")
-    for i in infos:
-        table.add_row(
-            i.session_id,
+    short = short_ids([i.session_id for i in infos])
+    rows = [
+        [
+            short[i.session_id],
             i.provider,
             i.model,
             i.mode,
@@ -124,9 +134,30 @@ def sessions_list(store: StoreOpt = None, json_out: JsonOpt = False) -> None:
             str(i.blocks),
             *usage_cells(i.usage),
             _when(i.updated_at),
-            _preview(i.first_prompt),
-        )
-    stdout_console().print(table)
+        ]
+        for i in infos
+    ]
+    headers = ["session", "provider", "model", "mode", "snaps", "blocks", "reqs", "tokens", "cost", "updated"]
+    console = stdout_console()
+    # One space between columns and no rules, so the table fits 100 columns; the first prompt takes the width
+    # that is left (at least 12 columns), so no header is ever cut.
+    used = sum(max(len(h), *(len(r[n]) for r in rows)) + 1 for n, h in enumerate(headers))
+    room = max(12, console.width - used - 1)
+    table = Table(
+        title=f"sessions ({location})",
+        title_justify="left",
+        caption="tokens: input/cached/output; `geppetto sessions show ID` takes any unique start of an id",
+        caption_justify="left",
+        box=None,
+        padding=(0, 1, 0, 0),
+        header_style="bold",
+    )
+    for n, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, justify="right" if 4 <= n <= 8 else "left")
+    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", max_width=room)
+    for row, i in zip(rows, infos, strict=True):
+        table.add_row(*row, _preview(i.first_prompt, room))
+    console.print(table)
 
 
 @sessions_app.command("show")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["format_cost", "usage_line"]
+from .._extras import install_hint
+
+__all__ = ["format_cost", "unpriced_hint", "usage_line"]
 
 
 def format_cost(cost: Any) -> str:
@@ -14,6 +17,13 @@ def format_cost(cost: Any) -> str:
         return "unpriced"
     value = float(cost)
     return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}"
+
+
+def unpriced_hint() -> str:
+    """Why a request shows ``unpriced``, and what prices it: the ``prices`` extra when genai-prices is missing."""
+    if importlib.util.find_spec("genai_prices") is None:
+        return f"unpriced: genai-prices is not installed ({install_hint('prices')})"
+    return "unpriced: genai-prices has no price for this model"
 
 
 def usage_line(usage: Mapping[str, Any]) -> str:
@@ -27,7 +37,8 @@ def usage_line(usage: Mapping[str, Any]) -> str:
         f"{int(usage.get('output_tokens', 0)):,} out ({int(usage.get('reasoning_tokens', 0)):,} reasoning)",
     ]
     if int(usage.get("tool_calls", 0)):
-        parts.append(f"{int(usage['tool_calls'])} tool calls")
+        calls = int(usage["tool_calls"])
+        parts.append(f"{calls} tool call{'s' if calls != 1 else ''}")
     parts.append(format_cost(usage.get("cost")))
     if usage.get("cost") is None and int(usage.get("unpriced_requests", 0)) and usage.get("priced_cost"):
         parts[-1] += f" (priced part ${float(usage['priced_cost']):.6f})"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._extras import install_hint
+
 if TYPE_CHECKING:
     from ._otel import Instrumentation
 
@@ -31,8 +33,7 @@ def instrument(
         from ._otel import Instrumentation
     except ImportError as exc:
         raise ImportError(
-            f"geppetto.observability needs the 'otel' extra ({exc.name} is not installed): "
-            "pip install 'geppetto[otel]'",
+            f"geppetto.observability needs the 'otel' extra ({exc.name} is not installed): {install_hint('otel')}",
             name=exc.name,
         ) from None
     return Instrumentation(tracer_provider, meter_provider, capture_content=capture_content, propagate=propagate)

@@ -39,8 +39,10 @@ from ._http_errors import (
     error_from_response,
     exception_class,
     gemini_error_info,
+    names_missing_response,
     openai_error_info,
     request_id,
+    responses_create_error_info,
 )
 from ._http_failures import broken_off, error_body, not_a_stream, unanswered
 from ._landed import LandedCheck, may_have_landed, retried_unknown
@@ -63,8 +65,10 @@ __all__ = [
     "iter_sse",
     "json_depth",
     "malformed",
+    "names_missing_response",
     "openai_error_info",
     "parse_json",
+    "responses_create_error_info",
     "retry_delay_from_headers",
     "should_retry",
 ]

@@ -7,6 +7,7 @@ Re-exported by :mod:`geppetto.providers._http`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,10 @@ __all__ = [
     "error_from_response",
     "exception_class",
     "gemini_error_info",
+    "names_missing_response",
     "openai_error_info",
     "request_id",
+    "responses_create_error_info",
 ]
 
 AUTH_CODES = frozenset({"API_KEY_INVALID"})
@@ -56,17 +59,52 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _detail_info(detail: Any) -> ErrorInfo | None:
+    """FastAPI's ``{"detail": "..."}`` (servers built on it answer so), or its validation list
+    ``{"detail": [{"loc": [...], "msg": "..."}]}``."""
+    if isinstance(detail, str) and detail:
+        return ErrorInfo(message=detail)
+    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+        parts = []
+        for d in detail:
+            loc = ".".join(str(p) for p in d.get("loc") or [] if p != "body")
+            parts.append(f"{loc}: {d.get('msg')}" if loc else str(d.get("msg")))
+        first = detail[0].get("loc") or []
+        param = ".".join(str(p) for p in first if p != "body") or None
+        return ErrorInfo(message="; ".join(parts), error_type=_str_or_none(detail[0].get("type")), param=param)
+    return None
+
+
 def openai_error_info(body: Any) -> ErrorInfo | None:
-    """OpenAI: ``{"error": {"message", "type", "param", "code"}}``."""
+    """OpenAI: ``{"error": {"message", "type", "param", "code"}}``; also ``{"detail": ...}``, the shape of
+    OpenAI-compatible servers built on FastAPI."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict) or "message" not in err:
-        return None
+        return _detail_info(body.get("detail")) if isinstance(body, dict) else None
     return ErrorInfo(
         message=str(err.get("message") or ""),
         code=_str_or_none(err.get("code")),
         error_type=_str_or_none(err.get("type")),
         param=_str_or_none(err.get("param")),
     )
+
+
+_RESPONSE_NOT_FOUND = re.compile(r"\bresponse\b[^.]*\bnot found\b", re.IGNORECASE)
+
+
+def names_missing_response(message: str) -> bool:
+    """Whether an error message says a response was not found ("Response with id '...' not found")."""
+    return _RESPONSE_NOT_FOUND.search(message) is not None
+
+
+def responses_create_error_info(body: Any) -> ErrorInfo | None:
+    """``openai_error_info`` for a request creating a response: an error without a code whose message says a
+    response was not found is ``previous_response_not_found`` (the only response such a request names is
+    its parent; servers other than OpenAI's send no code)."""
+    info = openai_error_info(body)
+    if info is not None and info.code is None and names_missing_response(info.message):
+        return ErrorInfo(info.message, "previous_response_not_found", info.error_type, info.param)
+    return info
 
 
 def anthropic_error_info(body: Any) -> ErrorInfo | None:

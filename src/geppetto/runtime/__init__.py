@@ -8,7 +8,7 @@ rich), so ``geppetto[server]`` runs without them.
 
 from __future__ import annotations
 
-from ._demo_tools import calculator, demo_registry, echo, get_weather
+from ._demo_tools import book_table, calculator, demo_registry, echo, get_weather
 from ._engines import (
     CHAT_ENGINE,
     FALLBACK_MODEL,
@@ -20,6 +20,7 @@ from ._engines import (
     engine_record,
     mcp_tools,
     open_engine,
+    recording_engine,
 )
 from ._ports import port_in_use
 
@@ -30,6 +31,7 @@ __all__ = [
     "EngineSettings",
     "McpHold",
     "Opened",
+    "book_table",
     "calculator",
     "choose_profile",
     "demo_registry",
@@ -39,4 +41,5 @@ __all__ = [
     "mcp_tools",
     "open_engine",
     "port_in_use",
+    "recording_engine",
 ]

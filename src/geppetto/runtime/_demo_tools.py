@@ -1,4 +1,5 @@
-"""The built-in demo tools behind ``--with-tools``: weather, calculator, echo. Deterministic and offline."""
+"""The built-in demo tools behind ``--with-tools``: weather, calculator, echo, and a table booking that waits
+for the user's approval. Deterministic and offline."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from ..tools import Tool, ToolRegistry, tool
 
-__all__ = ["calculator", "demo_registry", "echo", "get_weather"]
+__all__ = ["book_table", "calculator", "demo_registry", "echo", "get_weather"]
 
 _CONDITIONS = ("sunny", "cloudy", "rainy", "windy", "foggy")
 
@@ -66,7 +67,14 @@ def echo(text: str) -> str:
     return text
 
 
+@tool(requires_approval=True)
+def book_table(restaurant: str, time: str) -> str:
+    """Book a restaurant table (pretend; asks for approval first)."""
+    # Nothing is booked: the tool is here so that approvals can be tried offline (``run``, ``chat``, ``serve``).
+    return f"booked a table at {restaurant} for {time} (pretend booking: nothing left this machine)"
+
+
 def demo_registry() -> ToolRegistry:
-    """A fresh registry holding the three demo tools."""
-    tools: list[Tool] = [get_weather, calculator, echo]
+    """A fresh registry holding the demo tools (``book_table`` needs the user's approval before it runs)."""
+    tools: list[Tool] = [get_weather, calculator, echo, book_table]
     return ToolRegistry(tools)

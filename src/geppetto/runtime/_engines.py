@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import ConfigurationError, UsageError
-from ..engine import Engine
+from ..engine import Engine, Handler
 from ..profiles import (
     FLAGS_PROFILE,
     PROVIDERS,
@@ -23,7 +23,7 @@ from ..profiles import (
     resolve_api_key,
 )
 from ..tools import ToolRegistry
-from ..turns import turn_meta_key
+from ..turns import Turn, turn_meta_key
 
 __all__ = [
     "CHAT_ENGINE",
@@ -36,6 +36,7 @@ __all__ = [
     "engine_record",
     "mcp_tools",
     "open_engine",
+    "recording_engine",
 ]
 
 SIM_API_KEY = "sk-sim"
@@ -90,6 +91,23 @@ def engine_record(profile: Profile) -> dict[str, Any]:
     if profile.base_url:
         record["base_url"] = profile.base_url
     return {k: v for k, v in record.items() if v is not None}
+
+
+def recording_engine(record: Callable[[], dict[str, Any] | None]) -> Callable[[Handler], Handler]:
+    """Middleware: each answer records the settings it ran on (:data:`CHAT_ENGINE`, from ``record()``; None
+    records nothing), so ``geppetto chat --continue`` resumes a session on them, whether ``chat`` or
+    ``geppetto serve`` made it."""
+
+    def middleware(next_handler: Handler) -> Handler:
+        async def handler(turn: Turn) -> Turn:
+            out = await next_handler(turn)
+            if (value := record()) is not None:
+                CHAT_ENGINE.set(out.metadata, value)
+            return out
+
+        return handler
+
+    return middleware
 
 
 def choose_profile(settings: EngineSettings) -> Profile:

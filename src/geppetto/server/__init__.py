@@ -17,7 +17,9 @@ try:
     import fastapi  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(f"geppetto.server needs {exc.name}: pip install 'geppetto[server]'") from None
+    from .._extras import install_hint
+
+    raise ImportError(f"geppetto.server needs {exc.name}: {install_hint('server')}") from None
 
 from starlette.applications import Starlette
 
@@ -94,9 +96,10 @@ def _lifespan(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
             if profiled is not None:
-                runner.engine_for, runner.tools, runner.profile_name = await stack.enter_async_context(
+                runner.engine_for, runner.tools, runner.engine_record = await stack.enter_async_context(
                     _profile_engines(*profiled)
                 )
+                runner.profile_name = str(runner.engine_record.get("profile", ""))
             await runner.start_listening()
             try:
                 yield
@@ -116,9 +119,10 @@ def _unavailable(settings: dict[str, Any]) -> Engine:
 @contextlib.asynccontextmanager
 async def _profile_engines(
     profile: Profile | str | None, tools: ToolRegistry | None, mcp: Sequence[Any]
-) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None, str]]:
-    """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile), its tools and name."""
-    from ..runtime import EngineSettings, choose_profile, mcp_tools, open_engine
+) -> AsyncIterator[tuple[Callable[[dict[str, Any]], Engine], ToolRegistry | None, dict[str, Any]]]:
+    """The engine factory for ``profile`` (its MCP servers and simulator running meanwhile), its tools and
+    what a session records of it (:func:`geppetto.runtime.engine_record`: its name, provider, model, mode)."""
+    from ..runtime import EngineSettings, choose_profile, engine_record, mcp_tools, open_engine
 
     chosen = profile if isinstance(profile, Profile) else choose_profile(EngineSettings(profile=profile))
     async with mcp_tools([*(chosen.mcp_servers or []), *mcp], tools) as registry:
@@ -131,4 +135,4 @@ async def _profile_engines(
                     engines[key] = opened.rebuild(model=key[0], mode=key[1]).engine if any(key) else opened.engine
                 return engines[key]
 
-            yield engine_for, registry, chosen.name
+            yield engine_for, registry, engine_record(chosen)

@@ -48,7 +48,10 @@ def build_app(
     app = FastAPI(
         title="geppetto serve",
         version="1",
-        description="Sessions over HTTP; see docs/server.md",
+        description=(
+            "Sessions over HTTP: REST with resumable Server-Sent Events, AG-UI and the Vercel AI SDK stream. "
+            "The guide is the page Guides > Server of geppetto's documentation site."
+        ),
         openapi_url=None,  # served by the web routes, with the API key's security
         docs_url=None,
         redoc_url=None,

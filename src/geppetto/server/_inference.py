@@ -18,6 +18,7 @@ from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
+from ..runtime import recording_engine
 from ..session import ExecutionHandle, Session, UsageLimits
 from ..session.stores import SessionLease, SQLTurnStore
 from ..session.stores._background import BackgroundRecord
@@ -92,6 +93,9 @@ class InferenceRunner:
         its stored totals included)."""
         self.sweep_interval = sweep_interval
         self.profile_name = ""  # shown by GET /api/info
+        self.engine_record: dict[str, Any] = {}
+        """The profile the sessions run on, recorded on each answer so ``geppetto chat --continue`` resumes a
+        served session on it (empty when the caller gave the engines)."""
         self.worker = worker_name()
         self._running: dict[str, _Running] = {}
         self._hot: dict[str, _Hot] = {}
@@ -298,6 +302,9 @@ class InferenceRunner:
             hot.session.sinks = (sink,)
             return hot.session
         middlewares: list[Middleware] = []
+        if self.engine_record:
+            ran_on = {**self.engine_record, **{k: settings[k] for k in ("model", "mode") if settings.get(k)}}
+            middlewares.append(recording_engine(lambda: ran_on))
         if settings.get("system"):
             middlewares.append(system_prompt(str(settings["system"])))
         session = Session(

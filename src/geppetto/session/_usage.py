@@ -231,7 +231,7 @@ class UsageMeter:
         limits, used = self.limits, self._used()
         assert limits is not None
         if limits.max_requests is not None and used.requests >= limits.max_requests:
-            what = f"{used.requests} request(s) sent, another would pass it"
+            what = f"{used.requests} request{'s' if used.requests != 1 else ''} sent, another would pass it"
             self._raise(turn, "max_requests", used.requests, limits.max_requests, what)
         if limits.max_output_tokens is not None and used.output_tokens >= limits.max_output_tokens:
             self._raise(turn, "max_output_tokens", used.output_tokens, limits.max_output_tokens, "output tokens used")
@@ -250,7 +250,8 @@ class UsageMeter:
         assert limits.max_cost is not None
         if not limits.allow_unpriced:
             if used.unpriced_requests:
-                self._raise_unpriced(turn, f"{used.unpriced_requests} request(s) could not be priced")
+                n = used.unpriced_requests
+                self._raise_unpriced(turn, f"{n} request{'s' if n != 1 else ''} could not be priced")
             engine = self.engine
             provider, model = getattr(engine, "provider", None), getattr(engine, "model", None)
             known = isinstance(provider, str) and isinstance(model, str)

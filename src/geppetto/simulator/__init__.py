@@ -4,18 +4,32 @@
 or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
 """
 
+from .._extras import install_hint
+
 try:
     import starlette  # noqa: F401
     import uvicorn  # noqa: F401
 except ImportError as _missing:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f"geppetto.simulator needs the 'sim' extra ({_missing.name} is not installed): pip install 'geppetto[sim]'",
+        f"geppetto.simulator needs the 'sim' extra ({_missing.name} is not installed): {install_hint('sim')}",
         name=_missing.name,
     ) from None
 
 from ._faults import Fault
 from ._model import BuiltinCall, Reply, ToolCall
+from ._quirks import QUIRKS, QuirkError
 from ._server import Simulator, run, serve
 from ._state import RecordedRequest
 
-__all__ = ["BuiltinCall", "Fault", "RecordedRequest", "Reply", "Simulator", "ToolCall", "run", "serve"]
+__all__ = [
+    "QUIRKS",
+    "BuiltinCall",
+    "Fault",
+    "QuirkError",
+    "RecordedRequest",
+    "Reply",
+    "Simulator",
+    "ToolCall",
+    "run",
+    "serve",
+]

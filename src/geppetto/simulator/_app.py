@@ -10,7 +10,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,6 +21,7 @@ from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
 from ._models_list import list_gemini_models, list_models
 from ._openai_count import count_input_tokens
+from ._quirks import detail_body, shapes_path
 from ._state import RecordedRequest, SimState
 
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -147,6 +148,8 @@ def endpoint(
         recorded = _record(request, _loads(raw)[0] if raw else None, size)
         state.record(recorded)
         try:
+            if "no-conversations" in state.quirks and request.url.path.startswith("/v1/conversations"):
+                raise SimError(404, f"Invalid URL ({request.method} {request.url.path})")
             if size > max_body:
                 raise SimError(
                     413, f"Request body is {size} bytes; the limit is {max_body} bytes. Send a smaller request."
@@ -163,12 +166,19 @@ def endpoint(
             app = await handler(Call(request, body, state, fault, api, recorded.effects))
             return _with_fault(app, fault, state)
         except SimError as err:
-            return error_response(api, err)
+            return _error(state, request, api, err)
         except RecursionError:
             # Parseable but nested too deeply for the checks: as malformed as unparseable JSON.
-            return error_response(api, _bad_json(api))
+            return _error(state, request, api, _bad_json(api))
 
     return run
+
+
+def _error(state: SimState, request: Request, api: str, err: SimError) -> Response:
+    """`err` in `api`'s envelope, or as ``{"detail": ...}`` on the Responses API under ``detail-errors``."""
+    if "detail-errors" in state.quirks and shapes_path(request.url.path):
+        return JSONResponse(detail_body(err.message), status_code=err.status, headers=err.headers)
+    return error_response(api, err)
 
 
 def _fault(state: SimState, request: Request) -> Fault | None:
@@ -215,14 +225,19 @@ def _api_for_path(path: str) -> str:
     return "openai"
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    path = request.url.path
-    api = _api_for_path(path)
-    server_error = Fault(status=500).error(api) if status >= 500 else None
-    if server_error is not None:
-        return error_response(api, server_error)
-    return error_response(api, SimError(status, f"Invalid URL ({request.method} {path})"))
+def _http_error(state: SimState) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The handler for requests no route takes (and for unexpected failures), in the path's API's terms."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        path = request.url.path
+        api = _api_for_path(path)
+        server_error = Fault(status=500).error(api) if status >= 500 else None
+        if server_error is not None:
+            return _error(state, request, api, server_error)
+        return _error(state, request, api, SimError(status, f"Invalid URL ({request.method} {path})"))
+
+    return handle
 
 
 def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitable[Any]]:
@@ -282,4 +297,5 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
         *_conversations.routes(r),
         *_interaction_routes(r),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _http_error})
+    handler = _http_error(state)
+    return Starlette(routes=routes, exception_handlers={HTTPException: handler, Exception: handler})

@@ -228,6 +228,7 @@ class SSEStream:
     runs `on_abort` instead and leaves no server state behind, like an aborted generation, unless the
     fault says `finish_after_cut`: then `on_detach` runs at the cut (the server holds the request as still
     in progress) and `on_complete` `finish_delay` seconds later, as a server that goes on without its client.
+    `error_frame` replaces the API's own mid-stream error event (`error_after`).
     """
 
     def __init__(
@@ -238,9 +239,12 @@ class SSEStream:
         on_complete: Callable[[], None] | None = None,
         on_abort: Callable[[], None] | None = None,
         api: str = "openai",
+        *,
+        error_frame: bytes | None = None,
         on_detach: Callable[[], None] | None = None,
     ) -> None:
         self.frames = frames
+        self.error_frame = error_frame
         self.fault = fault or Fault()
         self.closing = closing
         self.on_complete = on_complete
@@ -266,7 +270,7 @@ class SSEStream:
                     completed = self._go_on()
                     return
                 if fault.error_after is not None and index >= fault.error_after:
-                    await _send(send, error_event(self.api, index))
+                    await _send(send, self.error_frame or error_event(self.api, index))
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                     return
                 if fault.malformed_after is not None and index == fault.malformed_after:

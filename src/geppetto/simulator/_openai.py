@@ -23,6 +23,7 @@ from ._openai_out import input_tokens, output_items, response_object, stream_fra
 from ._openai_reasoning import bind_reasoning, drop_stale_reasoning, redo_cost
 from ._output_rules import check_openai_format
 from ._prompt_cache import Segment, cache_use
+from ._quirks import shape_response, untyped_error_frame
 from ._state import Conversation, SimState, StoredResponse, new_id, stored_or_404
 from ._tokens import ITEM_OVERHEAD, count_text, count_value
 from ._validate import bound_error, enum_error, validate
@@ -163,8 +164,10 @@ def _respond(
     context: list[dict[str, Any]],
     selectors: tuple[str | None, bool, str | None],
     effects: dict[str, Any],
+    sent: str | None = None,
 ) -> dict[str, Any]:
-    """The response object the scripted model produces for `context` (recording the context it saw)."""
+    """The response object the scripted model produces for `context` (recording the context it saw), shaped
+    by the quirks in force (``sent``: the previous_response_id the request carried)."""
     prev, store, conv_id = selectors
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
     context, dropped = drop_stale_reasoning(state, context, instructions)
@@ -206,18 +209,20 @@ def _respond(
         store=store,
         reply=reply,
     )
+    shape_response(state.quirks, obj, sent)
     with state.lock:
         state.contexts[response_id] = copy.deepcopy(context)
     return obj
 
 
-def _commit(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]], conv_id: str | None) -> None:
-    """Store the completed response and append its items to its conversation; release the conversation."""
+def _commit(
+    state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]], conv_id: str | None, prev: str | None
+) -> None:
+    """Store the completed response (chained on ``prev``) and append its items to its conversation; release
+    the conversation."""
     with state.lock:
         if obj["store"]:
-            state.responses[obj["id"]] = StoredResponse(
-                obj["id"], new_input, obj["output"], obj["previous_response_id"], obj
-            )
+            state.responses[obj["id"]] = StoredResponse(obj["id"], new_input, obj["output"], prev, obj)
             for item in new_input + obj["output"]:
                 state.items[item["id"]] = item
         if conv_id and conv_id in state.conversations:
@@ -229,50 +234,75 @@ def _commit(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]
         state.busy_conversations.discard(conv_id or "")
 
 
-def _hold_in_progress(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]]) -> None:
+def _hold_in_progress(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]], prev: str | None) -> None:
     """A stream cut while the server goes on (``finish_after_cut``): the response reads back as
     ``in_progress``, with no output yet, until it is committed."""
     if not obj["store"]:
         return
     running = {**copy.deepcopy(obj), "status": "in_progress", "output": [], "usage": None}
     with state.lock:
-        state.responses[obj["id"]] = StoredResponse(obj["id"], new_input, [], obj["previous_response_id"], running)
+        state.responses[obj["id"]] = StoredResponse(obj["id"], new_input, [], prev, running)
 
 
 async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
+    try:
+        return await _create(call)
+    except SimError as err:
+        # Such servers open the stream first and report what went wrong inside it.
+        if "untyped-stream-errors" in call.state.quirks and call.obj().get("stream") is True:
+            return SSEStream([untyped_error_frame(err.message)], None, lambda: call.state.closing)
+        raise
+
+
+async def _create(call: Call) -> ASGIApp:
     body = call.obj()
     validate("CreateResponse", body)
     check_responses_files(body.get("input"))
     check_background(body)
     state = call.state
     selectors = _selectors(call, body)
-    prev, _, conv_id = selectors
+    sent, store, conv_id = selectors
+    prev = sent
+    if sent and "forgets" in state.quirks:
+        # Accepted, never looked up: the model answers from the new input alone.
+        call.effects["forgot_previous_response"] = sent
+        prev = None
+        selectors = (None, store, conv_id)
     context, new_input = _context(state, body, prev, conv_id)
 
     def abort() -> None:
         with state.lock:
             state.busy_conversations.discard(conv_id or "")
 
+    def commit() -> None:
+        _commit(state, obj, new_input, conv_id, prev)
+
     try:
-        obj = _respond(state, body, context, selectors, call.effects)
+        obj = _respond(state, body, context, selectors, call.effects, sent)
         if body.get("background"):
-            return start_background(call, obj, lambda: _commit(state, obj, new_input, conv_id), abort)
+            return start_background(call, obj, commit, abort)
         if body.get("stream"):
+            frames = stream_frames(obj, _obfuscate(body), state.quirks)
+            error_frame = untyped_error_frame(_MID_STREAM_ERROR) if "untyped-stream-errors" in state.quirks else None
             return SSEStream(
-                stream_frames(obj, _obfuscate(body)),
+                frames,
                 call.fault,
                 lambda: state.closing,
-                lambda: _commit(state, obj, new_input, conv_id),
+                commit,
                 abort,
-                on_detach=lambda: _hold_in_progress(state, obj, new_input),
+                error_frame=error_frame,
+                on_detach=lambda: _hold_in_progress(state, obj, new_input, prev),
             )
         response = JSONResponse(obj)
     except BaseException:
         abort()  # a failure before the answer leaves no conversation locked
         raise
-    _commit(state, obj, new_input, conv_id)
+    commit()
     return response
+
+
+_MID_STREAM_ERROR = "The server had an error while processing your request. Sorry about that!"
 
 
 async def delete_response(call: Call) -> ASGIApp:

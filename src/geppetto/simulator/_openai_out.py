@@ -11,6 +11,7 @@ from ._builtin import results
 from ._faults import sse
 from ._model import BuiltinCall, Reply
 from ._openai_items import arguments_json
+from ._quirks import DONE_FRAME, keeps_event
 from ._state import SimState, new_id
 from ._tokens import ITEM_OVERHEAD, count_items, count_text
 
@@ -229,9 +230,10 @@ _EMPTY_TEXT = {"type": "output_text", "text": "", "annotations": [], "logprobs":
 
 
 class _Seq:
-    def __init__(self, obfuscate: bool = True) -> None:
+    def __init__(self, obfuscate: bool = True, quirks: frozenset[str] = frozenset()) -> None:
         self.frames: list[bytes] = []
         self.obfuscate = obfuscate
+        self.quirks = quirks
 
     def padding(self, delta: str) -> dict[str, str]:
         """The `obfuscation` field the service adds to text deltas (random characters that even out the sizes
@@ -241,6 +243,8 @@ class _Seq:
         return {"obfuscation": secrets.token_urlsafe(12)[: max(1, 16 - len(delta))]}
 
     def emit(self, kind: str, **fields: Any) -> None:
+        if not keeps_event(self.quirks, kind):
+            return
         self.frames.append(sse(kind, {"type": kind, "sequence_number": len(self.frames), **fields}))
 
 
@@ -318,10 +322,11 @@ def _stream_hosted(seq: _Seq, index: int, item: dict[str, Any]) -> None:
         seq.emit(f"response.{kind}.{stage}", **ids)
 
 
-def stream_frames(final: dict[str, Any], obfuscate: bool = True) -> list[bytes]:
+def stream_frames(final: dict[str, Any], obfuscate: bool = True, quirks: frozenset[str] = frozenset()) -> list[bytes]:
     """The SSE frames for a finished response: created, in_progress, each item, then the terminal event
-    (`obfuscate`: text deltas carry `obfuscation`, as `stream_options.include_obfuscation` defaults)."""
-    seq = _Seq(obfuscate)
+    (`obfuscate`: text deltas carry `obfuscation`, as `stream_options.include_obfuscation` defaults;
+    `quirks`: the stream quirks in force, see docs/simulator.md)."""
+    seq = _Seq(obfuscate, quirks)
     start = {
         **final,
         "status": "in_progress",
@@ -330,10 +335,14 @@ def stream_frames(final: dict[str, Any], obfuscate: bool = True) -> list[bytes]:
         "completed_at": None,
         "incomplete_details": None,
     }
+    if "usage" not in final:  # a server that never reports usage
+        del start["usage"]
     seq.emit("response.created", response=start)
     seq.emit("response.in_progress", response=start)
     for index, item in enumerate(final["output"]):
         _stream_item(seq, index, item)
     terminal = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     seq.emit(terminal, response=final)
+    if "done-marker" in quirks:
+        seq.frames.append(DONE_FRAME)
     return seq.frames

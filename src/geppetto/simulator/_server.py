@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,14 +15,23 @@ from ._faults import Fault
 from ._model import Reply
 from ._openai import chain_items
 from ._openai_compaction import prune
+from ._quirks import parse_quirks
 from ._state import RecordedRequest, SimState
 
 
 class Simulator:
     """A running simulator. Create it with `serve()`; every method is safe to call from the test thread."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, max_body: int = DEFAULT_MAX_BODY) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        quirks: str | Iterable[str] | None = None,
+    ) -> None:
         self.state = SimState()
+        self.state.base_quirks = self.state.quirks = parse_quirks(quirks)
         self.app = build_app(self.state, max_body=max_body)
         self._host = host
         self._port = port
@@ -65,6 +74,17 @@ class Simulator:
     @compat_mode.setter
     def compat_mode(self, value: bool) -> None:
         self.state.compat_mode = value
+
+    @property
+    def quirks(self) -> frozenset[str]:
+        """The third-party server quirks in force (docs/simulator.md, "Quirks"); none by default. Set it to
+        a list of names or a comma-separated string; ``reset()`` goes back to those given to ``serve``.
+        Raises ValueError (``QuirkError``) listing the valid names for an unknown one."""
+        return self.state.quirks
+
+    @quirks.setter
+    def quirks(self, value: str | Iterable[str] | None) -> None:
+        self.state.quirks = parse_quirks(value)
 
     @property
     def reject_empty_input(self) -> bool:
@@ -202,7 +222,8 @@ class Simulator:
         self.state.forget(response_id)
 
     def reset(self) -> None:
-        """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode off."""
+        """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode
+        off, the quirks back to those the simulator started with."""
         self.state.reset()
 
     def start(self) -> None:
@@ -230,21 +251,34 @@ class Simulator:
 
 @contextmanager
 def serve(
-    host: str = "127.0.0.1", port: int = 0, *, compat_mode: bool = False, max_body: int = DEFAULT_MAX_BODY
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    compat_mode: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
+    quirks: str | Iterable[str] | None = None,
 ) -> Iterator[Simulator]:
     """Run the simulator for the duration of a `with` block: `with serve() as sim: ... sim.openai_url ...`.
 
-    `port=0` picks a free port. `compat_mode=True` ignores `previous_response_id` and `store`.
+    `port=0` picks a free port. `compat_mode=True` ignores `previous_response_id` and `store`. `quirks`:
+    names of third-party server behaviours to reproduce (``["no-echo", "no-usage"]``, docs/simulator.md);
+    raises ValueError (``QuirkError``) listing the valid names for an unknown one, before anything starts.
     """
-    sim = Simulator(host, port, max_body=max_body)
+    sim = Simulator(host, port, max_body=max_body, quirks=quirks)
     sim.compat_mode = compat_mode
     with sim:
         yield sim
 
 
-def run(host: str = "127.0.0.1", port: int = 8765, *, compat_mode: bool = False) -> None:
-    """Serve in the foreground until Ctrl-C (what `geppetto simulate` runs); prints the base URLs first."""
-    with serve(host, port, compat_mode=compat_mode) as sim:
+def run(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    compat_mode: bool = False,
+    quirks: str | Iterable[str] | None = None,
+) -> None:
+    """Serve in the foreground until Ctrl-C; prints the base URLs first."""
+    with serve(host, port, compat_mode=compat_mode, quirks=quirks) as sim:
         print(f"geppetto simulator on {sim.url} (OpenAI base URL {sim.openai_url}); Ctrl-C stops it", flush=True)
         try:
             while True:

@@ -90,6 +90,10 @@ class SimState:
         self.lock = threading.RLock()
         self.secret = secrets.token_bytes(16)
         self.compat_mode = False
+        self.base_quirks: frozenset[str] = frozenset()
+        """The quirks the simulator was started with (``reset`` returns to them)."""
+        self.quirks: frozenset[str] = frozenset()
+        """The quirks in force (see ``_quirks.QUIRKS``)."""
         self.reject_empty_input = False
         self.claude_prefix_mismatch = "error"
         """What Claude does with a thinking block replayed after a changed prefix when the request does not
@@ -127,11 +131,12 @@ class SimState:
     def reset(self) -> None:
         """Forget everything: stored responses, conversations, queued replies and faults, recorded requests.
 
-        Also turns compat mode off and stops every background run (their pace and resume window back to
+        Also turns compat mode off, puts the quirks back to those the simulator started with, and stops every background run (their pace and resume window back to
         the defaults).
         """
         with self.lock:
             self.compat_mode = False
+            self.quirks = self.base_quirks
             self.reject_empty_input = False
             self.claude_prefix_mismatch = "error"
             self.background_pace = DEFAULT_BACKGROUND_PACE

@@ -2,7 +2,8 @@
 
 Enable it with `pytest_plugins = ["geppetto.simulator.pytest_plugin"]` in a conftest.py. One server runs
 per test session; each test gets it reset (no stored responses, conversations, queued replies or faults,
-recorded requests, and compat mode off).
+recorded requests, compat mode off, no quirks). Mark a test `@pytest.mark.geppetto_sim_quirks("no-echo",
+"no-usage")` to run it against a simulator with those quirks (docs/simulator.md, "Quirks").
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ import pytest
 
 from ._server import Simulator, serve
 
+_MARK = "geppetto_sim_quirks"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{_MARK}(*names): run the geppetto_sim fixture with these simulator quirks")
+
 
 @pytest.fixture(scope="session")
 def geppetto_sim_server() -> Iterator[Simulator]:
@@ -22,8 +29,11 @@ def geppetto_sim_server() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def geppetto_sim(geppetto_sim_server: Simulator) -> Iterator[Simulator]:
-    """A running simulator with all state reset for this test."""
+def geppetto_sim(geppetto_sim_server: Simulator, request: pytest.FixtureRequest) -> Iterator[Simulator]:
+    """A running simulator with all state reset for this test (and the quirks its marker names)."""
     geppetto_sim_server.reset()
+    mark = request.node.get_closest_marker(_MARK)
+    if mark is not None:
+        geppetto_sim_server.quirks = list(mark.args)
     yield geppetto_sim_server
     geppetto_sim_server.reset()

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from .._exceptions import ConfigurationError, GeppettoError
+from .._extras import install_hint
 from ._config import MCP_SERVER_KEYS
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, ToolReportedError
@@ -39,7 +40,7 @@ try:
     from mcp.client.streamable_http import streamable_http_client
 except ImportError as _missing:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f"geppetto.tools.mcp needs the 'mcp' extra ({_missing.name} is not installed): pip install 'geppetto[mcp]'",
+        f"geppetto.tools.mcp needs the 'mcp' extra ({_missing.name} is not installed): {install_hint('mcp')}",
         name=_missing.name,
     ) from None
 

@@ -50,6 +50,8 @@ def file_attachment(path: str | PathLike[str], *, max_bytes: int = MAX_ATTACHMEN
     An image goes under ``Block.user(..., images=[...])``, anything else under ``payload["files"]``:
     :func:`attach_files` puts each where it belongs."""
     file = Path(path)
+    if file.is_dir():
+        raise UsageError(f"cannot attach {str(file)!r}: it is a folder; attach the files in it one by one")
     if not file.is_file():
         raise UsageError(f"cannot attach {str(file)!r}: no such file")
     size = file.stat().st_size

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..._exceptions import ConfigurationError, GeppettoError
+from ..._extras import install_hint
 from ..._redact import redact_url
 
 __all__ = ["DEFAULT_RETENTION", "START", "BusEvent", "BusUnavailable", "EventBus", "MemoryBus", "open_bus"]
@@ -141,15 +142,13 @@ def open_bus(url: str | None = None, *, retention: int = DEFAULT_RETENTION, ttl:
         try:
             from ._redis import RedisBus
         except ImportError:
-            raise ConfigurationError(
-                "the Redis event bus needs the redis package: pip install 'geppetto[redis]'"
-            ) from None
+            raise ConfigurationError(f"the Redis event bus needs the redis package: {install_hint('redis')}") from None
         return RedisBus(url, retention=retention, ttl=ttl)
     if url.startswith(("nats://", "tls://")):
         try:
             from ._nats import NatsBus
         except ImportError:
-            raise ConfigurationError("the NATS event bus needs nats-py: pip install 'geppetto[nats]'") from None
+            raise ConfigurationError(f"the NATS event bus needs nats-py: {install_hint('nats')}") from None
         return NatsBus(url, retention=retention, ttl=ttl)
     raise ConfigurationError(
         f"unknown event bus {redact_url(url)!r}; use memory://, redis://HOST:6379/0 or nats://HOST:4222"

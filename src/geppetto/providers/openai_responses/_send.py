@@ -25,7 +25,7 @@ from geppetto._exceptions import (
 )
 from geppetto._json import dumps
 from geppetto.events import metadata_for
-from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info
+from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
 from geppetto.providers._landed import LandedCheck
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
@@ -69,12 +69,14 @@ class Api:
         if self.whole:
             return self._whole(path, body, landed)
         events = self.transport.stream_sse(
-            path, body, headers=self.headers, error_parser=openai_error_info, landed=landed
+            path, body, headers=self.headers, error_parser=responses_create_error_info, landed=landed
         )
         return cast(AsyncGenerator[SSEEvent, None], events)
 
     async def _whole(self, path: str, body: Any, landed: LandedCheck | None) -> AsyncGenerator[SSEEvent, None]:
-        response = await self.post(path, body, landed)
+        response = await self.transport.request_json(
+            "POST", path, body, headers=self.headers, error_parser=responses_create_error_info, landed=landed
+        )
         status = str(response.get("status") or "completed") if isinstance(response, dict) else "completed"
         kind = f"response.{status if status in ('completed', 'incomplete', 'failed') else 'completed'}"
         yield SSEEvent(kind, dumps({"type": kind, "response": response}))
@@ -120,6 +122,8 @@ def describe(plan: Plan) -> str:
         return f"chained request (previous_response_id={plan.previous_response_id}, {items})"
     if plan.conversation_id:
         return f"conversation request (conversation={plan.conversation_id}, {items})"
+    if plan.seed_items is not None:
+        return f"conversation request (a new conversation, {items})"
     return f"stateless request ({items})"
 
 
@@ -139,6 +143,34 @@ async def _append_items(http: Api, conversation_id: str, items: list[dict[str, A
         await http.post(f"conversations/{conversation_id}/items", {"items": items[i : i + step]})
 
 
+_NO_ENDPOINT = (404, 405, 501)
+"""Statuses of a server that has no such endpoint (not found, method not allowed, not implemented)."""
+
+
+async def _create_conversation(http: Api, items: list[dict[str, Any]]) -> Any:
+    """``POST /conversations``; on a server without the Conversations API, an error that says so and names
+    the mode that works there."""
+    try:
+        return await http.post("conversations", {"items": items})
+    except ProviderError as exc:
+        if exc.status not in _NO_ENDPOINT:
+            raise
+        message = (
+            f"the server has no Conversations API: POST /conversations answered {exc.status} ({exc.message}); "
+            'mode="conversation" needs it, use ResponsesEngine(mode="chained") with this server'
+        )
+        raise type(exc)(
+            message,
+            status=exc.status,
+            provider=exc.provider,
+            code=exc.code,
+            error_type=exc.error_type,
+            param=exc.param,
+            request_id=exc.request_id,
+            body=exc.body,
+        ) from exc
+
+
 async def _prepare_conversation(http: Api, plan: Plan) -> None:
     """Put the plan's seed items into a conversation: the empty one it may reuse, else a new one."""
     if plan.seed_items is None or plan.conversation_id is not None:
@@ -154,7 +186,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
             return
         if empty is None:
             plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
-    created = await http.post("conversations", {"items": items[:step]})
+    created = await _create_conversation(http, items[:step])
     cid = str(created["id"])
     await _append_items(http, cid, items[step:])
     plan.conversation_id, plan.created = cid, True

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto._exceptions import StreamError
+from geppetto._exceptions import PreviousResponseNotFoundError, StreamError
 from geppetto.events import (
     STOP_CONTENT_FILTER,
     STOP_END,
@@ -25,7 +25,7 @@ from geppetto.events import (
     Usage,
     publish,
 )
-from geppetto.providers._http import SSEEvent, malformed
+from geppetto.providers._http import SSEEvent, malformed, names_missing_response
 from geppetto.providers._streaming import parse_args
 from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, Block, BlockKind, raw_block
 
@@ -186,6 +186,24 @@ def _fail(state: StreamState, message: str, **kw: Any) -> StreamError:
     return StreamError(message, received=state.received(), provider="openai", **kw)
 
 
+def _stream_error(state: StreamState, data: dict[str, Any]) -> Exception:
+    """The error an ``error`` event reports: OpenAI's (``type: "error"`` with ``message``, ``code``) or the
+    untyped ``{"error": {"message": ...}}`` other servers send. Before any response arrived, a code of
+    ``previous_response_not_found``, or a message saying a response was not found (the only response a
+    create request names is its parent), is ``PreviousResponseNotFoundError``, recovered like the HTTP 400."""
+    nested = data.get("error")
+    err = nested if isinstance(nested, dict) else data
+    message = str(err.get("message") or (nested if isinstance(nested, str) else "") or "no message")
+    code, param = err.get("code"), err.get("param")
+    code = str(code) if code not in (None, "") else None
+    param = str(param) if param not in (None, "") else None
+    if not state.response and (code == "previous_response_not_found" or (not code and names_missing_response(message))):
+        return PreviousResponseNotFoundError(
+            f"stream error: {message}", provider="openai", code="previous_response_not_found", param=param, body=data
+        )
+    return _fail(state, f"stream error: {message}", code=code, param=param)
+
+
 def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMetadata) -> None:
     if etype in ("response.output_text.delta", "response.refusal.delta"):
         publish(EventTextDelta(meta, str(data.get("delta") or "")))
@@ -200,13 +218,8 @@ def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMet
     elif etype == "response.failed":
         err = (data.get("response") or {}).get("error") or {}
         raise _fail(state, f"the response failed: {err.get('message') or 'no message'}", code=err.get("code"))
-    elif etype == "error":
-        raise _fail(
-            state,
-            f"stream error: {data.get('message') or 'no message'}",
-            code=data.get("code"),
-            param=data.get("param"),
-        )
+    elif etype == "error" or (not data.get("type") and data.get("error")):
+        raise _stream_error(state, data)
 
 
 async def consume_stream(
@@ -218,6 +231,8 @@ async def consume_stream(
 ) -> StreamState:
     """Read the whole stream into ``state``; raise ``StreamError`` unless it ends with completed/incomplete."""
     async for event in events:
+        if event.data.strip() == "[DONE]":  # some servers' end marker (after the terminal event, when there is one)
+            break
         try:
             data = event.json()
         except ValueError as exc:

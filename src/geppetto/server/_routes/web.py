@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from ... import web
+from ..._extras import install_hint
 from ...session.stores import SessionSummary
 from .._api import ERRORS, OPEN, Api, ApiError, GuardedRoute, api
 from .._models import Health, Info
@@ -171,6 +172,6 @@ async def metrics(request: Request) -> Response:
         import prometheus_client
     except ImportError:
         raise ApiError(
-            404, "metrics need prometheus_client in the server: pip install 'geppetto[prometheus]'", "not_found"
+            404, f"metrics need prometheus_client in the server: {install_hint('prometheus')}", "not_found"
         ) from None
     return Response(prometheus_client.generate_latest(), media_type=prometheus_client.CONTENT_TYPE_LATEST)

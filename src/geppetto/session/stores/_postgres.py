@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import StoreError
+from ..._extras import install_hint
 from ..._redact import redact_url
 from ._sql import SQLTurnStore, _backoff
 
@@ -55,7 +56,7 @@ class PostgresTurnStore(SQLTurnStore):
         except ImportError as exc:
             raise StoreError(
                 f"PostgreSQL stores need psycopg 3 with its pool ({exc.name} is missing); "
-                "install them with: pip install 'geppetto[postgres]'"
+                f"install them with: {install_hint('postgres')}"
             ) from None
         self.db_errors = (psycopg.Error,)
         self.url = url
