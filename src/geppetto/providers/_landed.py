@@ -78,6 +78,7 @@ def may_have_landed(method: str, exc: httpx.TransportError) -> bool:
 async def await_landed(
     get: Callable[[], Awaitable[Any]],
     what: str,
+    ident: str,
     *,
     poll_interval: float,
     max_wait: float = MAX_WAIT,
@@ -85,12 +86,15 @@ async def await_landed(
 ) -> dict[str, Any]:
     """``what`` (``response resp_1``) read back with ``get()``, polled every ``poll_interval`` seconds while it
     is still in progress (``max_wait`` seconds of polls at most: then ``ProviderError``); raises
-    :class:`NotLanded` when the server answers that it does not hold it."""
+    :class:`NotLanded` when the server answers that it does not hold it: a 404 whose message names ``ident``
+    (a 404 that does not may be a server without the route, which proves nothing: ``ProviderError``)."""
     waited = 0
     while True:
         try:
             found = await get()
         except NotFoundError as exc:
+            if ident not in str(exc.message or ""):
+                raise ProviderError(f"reading back {what} answered 404 without naming it ({exc.message})") from exc
             raise NotLanded(f"{what} is not on the server ({exc.message})", status=404) from exc
         if not isinstance(found, dict):
             raise ProviderError(f"reading back {what} answered without an object")

@@ -221,7 +221,10 @@ async def _read_back(
     it runs) as the rest of its stream; ``broken`` is raised, saying a retry is safe, when it did not land."""
     try:
         interaction = await await_landed(
-            lambda: engine.get(interaction_id), f"interaction {interaction_id}", poll_interval=engine.poll_interval
+            lambda: engine.get(interaction_id),
+            f"interaction {interaction_id}",
+            interaction_id,
+            poll_interval=engine.poll_interval,
         )
     except NotLanded as exc:
         message = f"{broken.message}; {exc.message}: it did not land, so sending the request again is safe"

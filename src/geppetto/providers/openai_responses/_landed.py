@@ -65,7 +65,7 @@ async def read_back(
     log.warning("responses: the stream of %s broke (%s); reading it back instead of sending again", what, broken)
     try:
         response = await await_landed(
-            lambda: http.get(f"responses/{response_id}"), what, poll_interval=poll_interval, sleep=sleep
+            lambda: http.get(f"responses/{response_id}"), what, response_id, poll_interval=poll_interval, sleep=sleep
         )
     except NotLanded as exc:
         raise StreamError(
