@@ -406,3 +406,13 @@ def test_the_chaining_gauge_follows_the_kill_switch(otel: Otel, monkeypatch: pyt
     monkeypatch.setenv("GEPPETTO_CHAINING", "off")
     (point,) = otel.points("geppetto.responses.chaining_enabled")
     assert point.value == 0
+
+
+def test_requests_retried_with_an_unknown_outcome_are_counted(otel: Otel) -> None:
+    from geppetto.providers._landed import retried_unknown
+
+    retried_unknown("anthropic", "POST http://sim.test/v1/messages", "connection reset by peer")
+    (point,) = [
+        p for p in otel.points("geppetto.requests.retried_unknown_outcome") if p.attributes == {"provider": "anthropic"}
+    ]
+    assert point.value == 1

@@ -52,13 +52,13 @@ def _bodies_follow_the_spec(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tu
         check("responses", body)
         return body
 
-    async def checked_post(self: Api, path: str, body: Any) -> Any:
+    async def checked_post(self: Api, path: str, body: Any, landed: Any = None) -> Any:
         check(path, body)
-        return await post(self, path, body)
+        return await post(self, path, body, landed)
 
-    def checked_stream(self: Api, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+    def checked_stream(self: Api, path: str, body: Any, landed: Any = None) -> AsyncGenerator[SSEEvent, None]:
         check(path, body)
-        return stream(self, path, body)
+        return stream(self, path, body, landed)
 
     monkeypatch.setattr(ResponsesEngine, "build_body", checked_build_body)
     monkeypatch.setattr(Api, "post", checked_post)

@@ -122,8 +122,9 @@ def test_mid_stream_error_events(oai: httpx.Client, geppetto_sim: Simulator) -> 
 
 
 FAULT_KEYS = (
-    "use key=value with keys: compat, deep_after, drop_after, error_after, forget, huge_after, huge_bytes, "
-    "malformed_after, retry_after, slow_first_byte, stall_after, stall_seconds, status (compat takes 1 or 0)."
+    "use key=value with keys: compat, deep_after, drop_after, error_after, finish_after_cut, finish_delay, "
+    "forget, huge_after, huge_bytes, malformed_after, retry_after, slow_first_byte, stall_after, stall_seconds, "
+    "status (compat and finish_after_cut take 1 or 0)."
 )
 
 

@@ -39,7 +39,9 @@ class _OtelResponsesExporter:
         for key, (name, description, kind, _label) in METRICS.items():
             if key == "anchor":  # a timing of geppetto's own, for its benchmarks: Prometheus only
                 continue
-            otel_name = name.replace("geppetto_responses_", "geppetto.responses.")
+            otel_name = name.replace("geppetto_responses_", "geppetto.responses.").replace(
+                "geppetto_requests_", "geppetto.requests."
+            )
             if kind == "counter":
                 self._counts[key] = Counter()
                 meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)

@@ -3,7 +3,9 @@
 ``HttpTransport`` wraps an ``httpx.AsyncClient``. Requests that fail with 408, 409, 429, 5xx or 529
 (or a connection error) are retried with exponential backoff and jitter, honouring the server's
 ``retry-after-ms``, ``retry-after`` (seconds or an HTTP date) and ``x-should-retry`` headers; any other
-4xx is raised at once. Errors become geppetto exceptions carrying the provider's message, code, type,
+4xx is raised at once. A request that changes something (a POST) and broke after it went out may have
+reached the server: before it is sent again its caller's ``landed`` check is asked, and without one the
+retry is logged and counted as of unknown outcome (``_landed``). Errors become geppetto exceptions carrying the provider's message, code, type,
 param and request id; the shape of each provider's error body is read by a small ``ErrorParser`` hook
 (``openai_error_info``, ``anthropic_error_info``, ``gemini_error_info``).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
@@ -42,6 +45,7 @@ from ._http_errors import (
     responses_create_error_info,
 )
 from ._http_failures import broken_off, error_body, not_a_stream, unanswered
+from ._landed import LandedCheck, may_have_landed, retried_unknown
 from ._retry import RetryPolicy, retry_delay_from_headers, should_retry
 from ._sse import DEFAULT_MAX_EVENT_SIZE, EventTooLarge, SSEDecoder, SSEEvent, iter_sse, malformed
 
@@ -68,6 +72,8 @@ __all__ = [
     "retry_delay_from_headers",
     "should_retry",
 ]
+
+log = logging.getLogger("geppetto.providers")
 
 REQUEST_HOOKS: list[Callable[[str, dict[str, str], int], None]] = []
 """Called before each provider request is sent, with its URL, its headers (which a hook may add to, e.g. a
@@ -180,13 +186,15 @@ class HttpTransport:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         error_parser: ErrorParser | None = None,
+        landed: LandedCheck | None = None,
     ) -> Any:
         """Send a request (JSON body when given) and return the parsed JSON answer (None when empty).
 
         ``headers`` override the transport's for this request (e.g. one engine's key on a shared transport);
-        ``error_parser`` reads this request's error bodies instead of the transport's parser."""
+        ``error_parser`` reads this request's error bodies instead of the transport's parser; ``landed`` is
+        asked before a request that may have reached the server is sent again (see ``_landed``)."""
         async with self._exchange(
-            method, path, body, params=params, headers=headers, stream=False, parser=error_parser
+            method, path, body, params=params, headers=headers, stream=False, parser=error_parser, landed=landed
         ) as response:
             pass  # the whole body is read: the place is free again
         if not response.content:
@@ -218,6 +226,7 @@ class HttpTransport:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         error_parser: ErrorParser | None = None,
+        landed: LandedCheck | None = None,
     ) -> AsyncIterator[SSEEvent]:
         """Send a request and yield its SSE events as they arrive.
 
@@ -228,7 +237,7 @@ class HttpTransport:
         :func:`_drain`), so the connection goes back to the pool instead of being closed.
         """
         async with self._exchange(
-            method, path, body, params=params, headers=headers, stream=True, parser=error_parser
+            method, path, body, params=params, headers=headers, stream=True, parser=error_parser, landed=landed
         ) as response:
             decoder = SSEDecoder(self.max_event_size)
             chunks = response.aiter_bytes()
@@ -262,6 +271,36 @@ class HttpTransport:
             finally:
                 await _aclose(chunks)
 
+    async def _may_resend(
+        self, method: str, url: str, broken: httpx.TransportError, landed: LandedCheck | None
+    ) -> bool:
+        """True: a request that failed with ``broken`` may be sent again; raises ``ProviderConnectionError``
+        when its ``landed`` check says it reached the server."""
+        if not may_have_landed(method, broken):
+            return True
+        what, reason = f"{method} {url}", broken_off(broken)
+        try:
+            outcome = await landed() if landed is not None else None
+        except (ProviderError, httpx.HTTPError) as exc:  # unproven either way: not sent again
+            raise ProviderConnectionError(
+                f"{url}: the connection broke ({reason}) after the request went out, and whether the server kept "
+                f"it could not be read ({exc}), so it was not sent again",
+                provider=self.provider,
+            ) from broken
+        if outcome is None:
+            retried_unknown(self.provider, what, reason)
+        elif outcome:
+            log.warning("%s: %s failed (%s) after it reached the server; not sent again", self.provider, what, reason)
+            raise ProviderConnectionError(
+                f"{url}: the connection broke ({reason}) after the request reached the server, which kept it, so "
+                "it was not sent again (sending it again would make the server act on it twice); the answer "
+                "was not read",
+                provider=self.provider,
+            ) from broken
+        else:
+            log.info("%s: %s failed (%s) and provably did not land; sending it again", self.provider, what, reason)
+        return True
+
     def _error(self, kind: type[ProviderError], message: str, response: httpx.Response) -> ProviderError:
         """A ``kind`` error about ``response``: its status and request id, this transport's provider."""
         return kind(
@@ -279,9 +318,14 @@ class HttpTransport:
         headers: Mapping[str, str] | None,
         stream: bool,
         parser: ErrorParser | None = None,
+        landed: LandedCheck | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """Send with retries and yield the successful response, holding a place (``max_in_flight``) until
-        the block ends; the response is closed then. A failed attempt frees its place while it waits."""
+        the block ends; the response is closed then. A failed attempt frees its place while it waits.
+
+        A request that changes something and failed after its bytes went out (no answer read) may have
+        landed: before it is sent again ``landed`` is asked (True: it is not sent again, the failure is
+        raised; False: it did not land); without an answer either way the retry is logged and counted."""
         client = await self._http()
         all_headers = {**self.headers, **(headers or {})}
         content = None
@@ -311,7 +355,7 @@ class HttpTransport:
                         return
                     text = await error_body(response)
             if broken is not None:
-                if attempt < self.retry.max_retries:
+                if attempt < self.retry.max_retries and await self._may_resend(method, url, broken, landed):
                     await self._sleep(self.retry.backoff(attempt))
                     attempt += 1
                     continue

@@ -56,6 +56,10 @@ class Fault:
     error_after: after this many events send the provider's mid-stream error event and end the stream.
     forget: forget this stored response before handling the request (emulates expiry).
     compat: handle this one request in compat mode (ignore `previous_response_id` and `store`).
+    finish_after_cut: with `drop_after` or `stall_after`, the server goes on after the cut: it finishes the
+        generation and stores the answer (a stored response, an interaction, the conversation's new items)
+        as if the client had read it all, `finish_delay` seconds later (until then a stored response or
+        interaction reads back as `in_progress`). Without it a cut stream stores nothing.
 
     Raises ValueError for a status outside 400-599, a negative count or a negative or non-finite time.
     """
@@ -73,6 +77,8 @@ class Fault:
     error_after: int | None = None
     forget: str | None = None
     compat: bool = False
+    finish_after_cut: bool = False
+    finish_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.status is not None and not 400 <= self.status <= 599:
@@ -89,7 +95,7 @@ class Fault:
             count = getattr(self, name)
             if count is not None and count < 0:
                 raise FaultValueError(f"{name} must be 0 or more, got {count}")
-        for name in ("retry_after", "slow_first_byte", "stall_seconds"):
+        for name in ("retry_after", "slow_first_byte", "stall_seconds", "finish_delay"):
             seconds = getattr(self, name)
             if seconds is not None and not 0 <= seconds < math.inf:
                 raise FaultValueError(f"{name} must be a finite number of seconds, 0 or more, got {seconds}")
@@ -137,6 +143,8 @@ _FIELDS: dict[str, Callable[[str], Any]] = {
     "error_after": int,
     "forget": str,
     "compat": _flag,
+    "finish_after_cut": _flag,
+    "finish_delay": float,
 }
 
 
@@ -199,7 +207,7 @@ def parse_fault(header: str) -> Fault:
             raise SimError(
                 400,
                 f"Invalid {FAULT_HEADER} header part {part.strip()!r}{reason}; use key=value with keys: {keys} "
-                "(compat takes 1 or 0).",
+                "(compat and finish_after_cut take 1 or 0).",
             ) from None
     return fault
 
@@ -217,8 +225,10 @@ class SSEStream:
     `on_complete` runs just before the last frame is sent, once no fault can cut the stream short (the
     response is committed then, as a real server stores a response before it reports it completed, so a
     client that reads the final event may chain from it at once); a dropped, stalled or failed stream
-    runs `on_abort` instead and leaves no server state behind, like an aborted generation. `error_frame`
-    replaces the API's own mid-stream error event (`error_after`).
+    runs `on_abort` instead and leaves no server state behind, like an aborted generation, unless the
+    fault says `finish_after_cut`: then `on_detach` runs at the cut (the server holds the request as still
+    in progress) and `on_complete` `finish_delay` seconds later, as a server that goes on without its client.
+    `error_frame` replaces the API's own mid-stream error event (`error_after`).
     """
 
     def __init__(
@@ -231,6 +241,7 @@ class SSEStream:
         api: str = "openai",
         *,
         error_frame: bytes | None = None,
+        on_detach: Callable[[], None] | None = None,
     ) -> None:
         self.frames = frames
         self.error_frame = error_frame
@@ -239,6 +250,7 @@ class SSEStream:
         self.on_complete = on_complete
         self.on_abort = on_abort
         self.api = api
+        self.on_detach = on_detach
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         fault = self.fault
@@ -251,9 +263,11 @@ class SSEStream:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             for index, frame in enumerate(self.frames):
                 if fault.drop_after is not None and index >= fault.drop_after:
+                    completed = self._go_on()
                     return
                 if fault.stall_after is not None and index >= fault.stall_after:
                     await pause(fault.stall_seconds, self.closing)
+                    completed = self._go_on()
                     return
                 if fault.error_after is not None and index >= fault.error_after:
                     await _send(send, self.error_frame or error_event(self.api, index))
@@ -279,6 +293,20 @@ class SSEStream:
         finally:
             if not completed and self.on_abort is not None:
                 self.on_abort()
+
+    def _go_on(self) -> bool:
+        """At a cut: with `finish_after_cut`, let the generation finish without the client (True: it will be
+        stored); else False (the cut aborts it)."""
+        if not self.fault.finish_after_cut:
+            return False
+        if self.on_detach is not None:
+            self.on_detach()
+        if self.on_complete is not None:
+            if self.fault.finish_delay:
+                asyncio.get_running_loop().call_later(self.fault.finish_delay, self.on_complete)
+            else:
+                self.on_complete()
+        return True
 
 
 async def _send(send: Send, body: bytes) -> None:

@@ -91,13 +91,26 @@ class Created:
         with self.state.lock:
             self.state.interactions[self.id] = stored
 
+    def hold_in_progress(self) -> None:
+        """A stream cut while the service goes on (``finish_after_cut``): the interaction reads back as
+        ``in_progress``, with its input steps only, until :meth:`commit` stores it whole."""
+        if not self.store:
+            return
+        own = self.context[len(self.context) - self.own :]
+        running = {**copy.deepcopy(self.obj), "status": "in_progress", "steps": []}
+        running.pop("usage", None)
+        stored = StoredInteraction(self.id, [], copy.deepcopy(own), copy.deepcopy(self.body["input"]), running)
+        with self.state.lock:
+            self.state.interactions[self.id] = stored
+
 
 def _history(state: SimState, previous: str) -> list[dict[str, Any]]:
     """What a request continuing ``previous`` starts from; a 400 while it still runs in the background."""
     with state.lock:
         stored = state.interactions.get(previous)
         run = state.background_runs.get(previous)
-        if stored is None and run is not None and not run.finished:
+        held = stored is not None and stored.obj.get("status") == "in_progress"  # finish_after_cut
+        if held or (stored is None and run is not None and not run.finished):
             raise SimError(  # unverified text
                 400,
                 f"Interaction '{previous}' is still in progress: wait until it has completed to continue from it.",

@@ -123,7 +123,12 @@ def respond(call: Call, created: Created) -> ASGIApp:
         created.commit(frames)
         return JSONResponse(created.obj)
     return SSEStream(
-        frames, call.fault, lambda: state.closing, on_complete=lambda: created.commit(frames), api="interactions"
+        frames,
+        call.fault,
+        lambda: state.closing,
+        on_complete=lambda: created.commit(frames),
+        api="interactions",
+        on_detach=created.hold_in_progress,
     )
 
 

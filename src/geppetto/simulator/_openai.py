@@ -234,6 +234,16 @@ def _commit(
         state.busy_conversations.discard(conv_id or "")
 
 
+def _hold_in_progress(state: SimState, obj: dict[str, Any], new_input: list[dict[str, Any]], prev: str | None) -> None:
+    """A stream cut while the server goes on (``finish_after_cut``): the response reads back as
+    ``in_progress``, with no output yet, until it is committed."""
+    if not obj["store"]:
+        return
+    running = {**copy.deepcopy(obj), "status": "in_progress", "output": [], "usage": None}
+    with state.lock:
+        state.responses[obj["id"]] = StoredResponse(obj["id"], new_input, [], prev, running)
+
+
 async def create_response(call: Call) -> ASGIApp:
     """POST /v1/responses."""
     try:
@@ -275,7 +285,15 @@ async def _create(call: Call) -> ASGIApp:
         if body.get("stream"):
             frames = stream_frames(obj, _obfuscate(body), state.quirks)
             error_frame = untyped_error_frame(_MID_STREAM_ERROR) if "untyped-stream-errors" in state.quirks else None
-            return SSEStream(frames, call.fault, lambda: state.closing, commit, abort, error_frame=error_frame)
+            return SSEStream(
+                frames,
+                call.fault,
+                lambda: state.closing,
+                commit,
+                abort,
+                error_frame=error_frame,
+                on_detach=lambda: _hold_in_progress(state, obj, new_input, prev),
+            )
         response = JSONResponse(obj)
     except BaseException:
         abort()  # a failure before the answer leaves no conversation locked

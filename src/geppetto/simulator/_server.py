@@ -157,11 +157,14 @@ class Simulator:
         error_after: int | None = None,
         forget: str | None = None,
         compat: bool = False,
+        finish_after_cut: bool = False,
+        finish_delay: float = 0.0,
     ) -> None:
         """Inject a fault into each of the next `times` generation requests (see `Fault`).
 
         `forget` drops that stored response just before the request is handled; `compat` handles the
-        request in compat mode. Raises ValueError for a status outside 400-599 or a negative setting.
+        request in compat mode; `finish_after_cut` lets the server finish and store what a dropped or stalled
+        stream was generating (`finish_delay` seconds later). Raises ValueError for a status outside 400-599 or a negative setting.
         """
         fault = Fault(
             status=status,
@@ -177,6 +180,8 @@ class Simulator:
             error_after=error_after,
             forget=forget,
             compat=compat,
+            finish_after_cut=finish_after_cut,
+            finish_delay=finish_delay,
         )
         with self.state.lock:
             self.state.faults.extend([fault] * times)

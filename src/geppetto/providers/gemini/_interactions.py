@@ -25,6 +25,7 @@ from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
 from .._chain import chain_extra, tag_chain
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._landed import SAFE_TO_RESEND
 from .._prefix_guard import check_policy
 from .._streaming import (
     StreamResult,
@@ -360,6 +361,7 @@ class InteractionsEngine(TransportOwner):
             {},
             headers=self._auth(),
             error_parser=gemini_error_info,
+            landed=SAFE_TO_RESEND,  # a second cancel changes nothing
         )
         return answer
 

@@ -7,6 +7,9 @@ the connection, as for the Responses engine's background responses:
 - after ``max_resumes`` resumes in a row that brought no new event, the interaction is polled with ``GET
   /interactions/{id}`` every ``poll_interval`` seconds until it is no longer running, and its steps are read
   as the rest of the stream;
+- a stream of an interaction that is not in the background but is stored, broken after its id arrived, is
+  read back with ``GET /interactions/{id}`` (waited for while it runs) instead of being created again
+  (``providers._landed``);
 - cancelling the caller sends ``POST /interactions/{id}/cancel``: the interaction stops, and since it did
   not complete, it never anchors a later request; the usage of what it had produced goes out in a ``log``
   event (``background interaction cancelled``), as for a background response.
@@ -35,6 +38,7 @@ from ...events import EventLog, metadata_for, publish
 from ...turns import Turn
 from .._background import BACKGROUND_OBSERVER, BackgroundObserver, PendingResponse, take_pending
 from .._http import HttpTransport, SSEEvent, gemini_error_info
+from .._landed import ACTIVE_STATUSES, NotLanded, await_landed
 from .._streaming import sse_events
 from ._engine import API_VERSION
 from ._interactions_stream import InteractionsReducer, interactions_usage, whole_events
@@ -52,6 +56,7 @@ class InteractionsClient(Protocol):
     model: str
     stream: bool
     background: bool
+    store: bool
     max_resumes: int
     poll_interval: float
     _transport: HttpTransport
@@ -63,7 +68,7 @@ class InteractionsClient(Protocol):
     async def cancel(self, interaction_id: str) -> dict[str, Any]: ...
 
 
-RUNNING = frozenset({"in_progress", "queued"})
+RUNNING = ACTIVE_STATUSES
 """Statuses of an interaction still being generated."""
 
 
@@ -135,7 +140,7 @@ async def open_interaction(
             yield event
         return
     follow = _Follow(BACKGROUND_OBSERVER.get() if engine.background else None, turn)
-    source, idle = _source(engine, body, reducer, follow), 0
+    source, idle, reading_back = _source(engine, body, reducer, follow), 0, False
     while True:
         seen = reducer.last_event_id
         try:
@@ -151,9 +156,12 @@ async def open_interaction(
                 async for event in events:
                     yield event
             return
-        except StreamError:
+        except StreamError as exc:
             iid = reducer.response_id
             idle = 0 if reducer.last_event_id != seen else idle + 1
+            if not engine.background and iid and engine.store and not reading_back:
+                source, reading_back = _read_back(engine, iid, reducer, _inputs(body), exc), True  # never re-created
+                continue
             if not (engine.background and iid):
                 raise
             if idle >= engine.max_resumes:
@@ -201,6 +209,29 @@ async def _polled(
         if str(interaction.get("status") or "") not in RUNNING:
             break
         await asyncio.sleep(engine.poll_interval)
+    reducer.forget_steps()  # the whole interaction replaces what the broken stream had given
+    for event in whole_events(interaction, inputs):
+        yield event
+
+
+async def _read_back(
+    engine: InteractionsClient, interaction_id: str, reducer: InteractionsReducer, inputs: int, broken: StreamError
+) -> AsyncGenerator[SSEEvent, None]:
+    """A stored interaction whose stream broke after its id arrived, read back with ``GET`` (waited for while
+    it runs) as the rest of its stream; ``broken`` is raised, saying a retry is safe, when it did not land."""
+    try:
+        interaction = await await_landed(
+            lambda: engine.get(interaction_id),
+            f"interaction {interaction_id}",
+            interaction_id,
+            poll_interval=engine.poll_interval,
+        )
+    except NotLanded as exc:
+        message = f"{broken.message}; {exc.message}: it did not land, so sending the request again is safe"
+        raise StreamError(message, provider=engine.provider) from broken
+    except ProviderError as exc:  # the break is what the caller has to know; what landed is not known
+        message = f"{broken.message}; reading interaction {interaction_id} back failed too ({exc.message})"
+        raise StreamError(message, provider=engine.provider) from broken
     reducer.forget_steps()  # the whole interaction replaces what the broken stream had given
     for event in whole_events(interaction, inputs):
         yield event

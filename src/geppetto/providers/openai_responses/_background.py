@@ -36,6 +36,7 @@ from geppetto.providers._background import (
     take_pending,
 )
 from geppetto.providers._http import SSEEvent, openai_error_info
+from geppetto.providers._landed import ACTIVE_STATUSES, SAFE_TO_RESEND, LandedCheck
 from geppetto.turns import Turn
 
 from ._stream import usage_of
@@ -48,14 +49,13 @@ __all__ = [
     "Cursor",
     "PendingResponse",
     "check_background",
+    "final_events",
     "not_an_anchor",
     "open_background",
 ]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
-ACTIVE_STATUSES = frozenset({"queued", "in_progress"})
-"""Statuses of a response that is still being generated."""
 _ANCHORS = frozenset({"completed", "incomplete"})
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 _RESUME_DELAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -157,6 +157,20 @@ def not_an_anchor(
     return None
 
 
+def final_events(response: dict[str, Any], cursor: Cursor) -> list[SSEEvent]:
+    """A finished response read back whole, as the rest of its stream: the text of its messages the stream
+    did not bring (``cursor.texts``), each output item done, then its terminal event."""
+    out: list[SSEEvent] = []
+    for index, item in enumerate(response.get("output") or []):
+        out.extend(cursor.missed(index, item))
+        data = {"type": "response.output_item.done", "output_index": index, "item": item}
+        out.append(SSEEvent("response.output_item.done", json.dumps(data)))
+    status = str(response.get("status") or "")
+    kind = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(status, "response.completed")
+    out.append(SSEEvent(kind, json.dumps({"type": kind, "response": response})))
+    return out
+
+
 class _Reader(Protocol):
     """What reading a background response needs of the engine's requests (an ``Api``)."""
 
@@ -166,7 +180,7 @@ class _Reader(Protocol):
     @property
     def transport(self) -> Any: ...
 
-    def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]: ...
+    def stream(self, path: str, body: Any, landed: LandedCheck | None = None) -> AsyncGenerator[SSEEvent, None]: ...
 
     async def get(self, path: str, params: Any = None) -> Any: ...
 
@@ -183,6 +197,8 @@ class Background:
     poll_interval: float
     max_resumes: int
     sleep: Callable[[float], Any] = asyncio.sleep
+    landed: LandedCheck | None = None
+    """Asked before the create request is sent again after a connection that broke (``providers._landed``)."""
 
     def _resume(self) -> AsyncGenerator[SSEEvent, None]:
         self.cursor.resumes.append(self.cursor.last)
@@ -209,7 +225,7 @@ class Background:
         """The response's events, each once, across broken streams; then its polled end if need be."""
         cursor, observer = self.cursor, BACKGROUND_OBSERVER.get()
         source: AsyncGenerator[SSEEvent, None] = (
-            self._resume() if self.body is None else self.http.stream("responses", self.body)
+            self._resume() if self.body is None else self.http.stream("responses", self.body, self.landed)
         )
         idle = 0
         try:
@@ -300,15 +316,8 @@ class Background:
                 "or on the server); its output is not kept",
                 provider="openai",
             )
-        for index, item in enumerate(response.get("output") or []):
-            for event in cursor.missed(index, item):
-                yield event
-            data = {"type": "response.output_item.done", "output_index": index, "item": item}
-            yield SSEEvent("response.output_item.done", json.dumps(data))
-        kind = {"incomplete": "response.incomplete", "failed": "response.failed"}.get(
-            cursor.status, "response.completed"
-        )
-        yield SSEEvent(kind, json.dumps({"type": kind, "response": response}))
+        for event in final_events(response, cursor):
+            yield event
 
     async def _cancel(self) -> None:
         """``POST /responses/{id}/cancel``; the usage of what was produced goes out in a ``log`` event."""
@@ -320,6 +329,7 @@ class Background:
                 None,
                 headers=self.http.headers,
                 error_parser=openai_error_info,
+                landed=SAFE_TO_RESEND,  # a second cancel changes nothing
             )
         except Exception as exc:  # the caller's cancel stands; the server ends the response in its own time
             log.warning("responses: could not cancel background response %s: %s", cursor.response_id, exc)
@@ -346,12 +356,13 @@ def open_background(
     *,
     poll_interval: float,
     max_resumes: int,
+    landed: LandedCheck | None = None,
 ) -> Background:
     """The reader of one background request: a new one for ``body``, or the pending response this Turn
     picks up (then ``body`` is not sent and the reader starts after the pending cursor)."""
     pending = take_pending(turn)
     if pending is None:
-        return Background(http, body, turn, meta, Cursor(), poll_interval, max_resumes)
+        return Background(http, body, turn, meta, Cursor(), poll_interval, max_resumes, landed=landed)
     log.info(
         "responses: picking up background response %s after sequence number %d", pending.response_id, pending.after
     )

@@ -12,6 +12,7 @@ import logging
 from typing import Any, Protocol
 
 from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, ProviderError
+from geppetto.providers._landed import SAFE_TO_RESEND
 from geppetto.turns import Block, BlockKind, Turn
 
 from ._anchors import chain_seed, scan_anchors
@@ -131,7 +132,7 @@ async def count_turn_tokens(engine: ContextEngine, turn: Turn) -> int:
     async def count(plan: Plan) -> int:
         engine.guard_plan(turn, plan)  # count what would be sent: without reasoning whose prefix changed
         body = {k: v for k, v in engine.build_body(turn, plan).items() if k in COUNT_FIELDS}
-        result = await api.post("/responses/input_tokens", body)
+        result = await api.post("/responses/input_tokens", body, SAFE_TO_RESEND)  # counts, changes nothing
         tokens = result.get("input_tokens") if isinstance(result, dict) else None
         if not isinstance(tokens, int) or isinstance(tokens, bool):
             raise ProviderError(

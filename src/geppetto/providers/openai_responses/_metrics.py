@@ -11,13 +11,16 @@
   stateless mode, the seed of a new conversation included);
 - ``anchor_seconds``: time spent selecting the anchor;
 - ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``);
+- ``retried_unknown`` and ``retried_unknown:<provider>``: requests of any engine sent again although the
+  earlier attempt may have reached the server and nothing could prove it did not (``providers._landed``);
 - ``chaining_enabled``: 1 while chaining and conversation mode are on, 0 while the kill switch
   ``GEPPETTO_CHAINING=off`` sends every request stateless (a gauge, read when asked).
 
 When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
 ``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
 ``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``,
-``geppetto_responses_validations_total{result}``, the gauge ``geppetto_responses_chaining_enabled``.
+``geppetto_responses_validations_total{result}``,
+``geppetto_requests_retried_unknown_outcome_total{provider}``, the gauge ``geppetto_responses_chaining_enabled``.
 """
 
 from __future__ import annotations
@@ -87,6 +90,13 @@ METRICS: dict[str, tuple[str, str, str, str]] = {
         "Replayed reasoning items the prefix guard left out because their prefix changed, by policy",
         "counter",
         "policy",
+    ),
+    "retried_unknown": (
+        "geppetto_requests_retried_unknown_outcome",
+        "Requests sent again although the earlier attempt may have reached the server and nothing could prove "
+        "it did not, by provider",
+        "counter",
+        "provider",
     ),
     "delta": ("geppetto_responses_delta_items", "Input items of delta requests", "histogram", ""),
     "full": ("geppetto_responses_full_items", "Input items of whole-Turn requests", "histogram", ""),
@@ -200,6 +210,14 @@ class ResponsesMetrics:
         for exporter in self._exporters:
             for _ in range(count):  # one count per item: every exporter counts one at a time
                 exporter.count("reasoning_dropped", {"policy": policy})
+
+    def retried_unknown(self, provider: str) -> None:
+        """Count one request sent again with the outcome of its earlier attempt unknown (``provider``)."""
+        with self._lock:
+            self.counters["retried_unknown"] += 1
+            self.counters[f"retried_unknown:{provider}"] += 1
+        for exporter in self._exporters:
+            exporter.count("retried_unknown", {"provider": provider})
 
     def validation(self, result: str) -> None:
         """Count one validation with the server: ``match``, ``mismatch`` or ``error``."""

@@ -26,12 +26,14 @@ from geppetto._exceptions import (
 from geppetto._json import dumps
 from geppetto.events import metadata_for
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
+from geppetto.providers._landed import LandedCheck
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
+from ._landed import conversation_check, read_back
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
@@ -52,9 +54,9 @@ class Api:
     whole: bool = False
     """Ask for whole Responses (``stream: false``) and read each as the one terminal event it amounts to."""
 
-    async def post(self, path: str, body: Any) -> Any:
+    async def post(self, path: str, body: Any, landed: LandedCheck | None = None) -> Any:
         return await self.transport.request_json(
-            "POST", path, body, headers=self.headers, error_parser=openai_error_info
+            "POST", path, body, headers=self.headers, error_parser=openai_error_info, landed=landed
         )
 
     async def delete(self, path: str) -> Any:
@@ -65,15 +67,17 @@ class Api:
             "GET", path, params=params, headers=self.headers, error_parser=openai_error_info
         )
 
-    def stream(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+    def stream(self, path: str, body: Any, landed: LandedCheck | None = None) -> AsyncGenerator[SSEEvent, None]:
         if self.whole:
-            return self._whole(path, body)
-        events = self.transport.stream_sse(path, body, headers=self.headers, error_parser=responses_create_error_info)
+            return self._whole(path, body, landed)
+        events = self.transport.stream_sse(
+            path, body, headers=self.headers, error_parser=responses_create_error_info, landed=landed
+        )
         return cast(AsyncGenerator[SSEEvent, None], events)
 
-    async def _whole(self, path: str, body: Any) -> AsyncGenerator[SSEEvent, None]:
+    async def _whole(self, path: str, body: Any, landed: LandedCheck | None) -> AsyncGenerator[SSEEvent, None]:
         response = await self.transport.request_json(
-            "POST", path, body, headers=self.headers, error_parser=responses_create_error_info
+            "POST", path, body, headers=self.headers, error_parser=responses_create_error_info, landed=landed
         )
         status = str(response.get("status") or "completed") if isinstance(response, dict) else "completed"
         kind = f"response.{status if status in ('completed', 'incomplete', 'failed') else 'completed'}"
@@ -230,21 +234,22 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     endpoint = engine._endpoint
     meta = metadata_for(turn, engine.provider, engine.model)
     check: Callable[[dict[str, Any]], None] | None = verify if prev or conv else None
+    landed = conversation_check(http, turn, plan)
     if engine.background:
         reader = open_background(
-            http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes
+            http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes, landed=landed
         )
         events = reader.events()
         if reader.body is None:
             check = None  # a response picked up: what it answered is compared with the plan when recorded
     else:
-        events = http.stream("responses", body)
+        events = http.stream("responses", body, landed)
     try:
         async with aclosing(events):
             await consume_stream(events, stream, meta, on_created=check)
-    except StreamError:
-        stream.release()  # a broken stream is reported with what it brought, as before
-        raise
+    except StreamError as exc:  # a response whose id arrived is read back, never created again
+        stream.release()  # what the broken stream brought is published before the rest is read
+        await read_back(http, body, stream, meta, exc, background=engine.background, poll_interval=engine.poll_interval)
     response = stream.response
     usage = usage_of(response)
     log.info(

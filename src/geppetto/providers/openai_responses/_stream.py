@@ -153,6 +153,18 @@ class StreamState:
         for event in held or ():
             publish(event)
 
+    text_deltas: list[dict[str, Any]] = field(default_factory=list)
+    """The text delta events published (their data), so a response read back after a broken stream
+    publishes only the rest of its text."""
+
+    def published_texts(self) -> dict[tuple[int, int], str]:
+        """The text published per (output index, content index)."""
+        texts: dict[tuple[int, int], list[str]] = {}
+        for data in self.text_deltas:
+            at = (int(data.get("output_index") or 0), int(data.get("content_index") or 0))
+            texts.setdefault(at, []).append(str(data.get("delta") or ""))
+        return {at: "".join(parts) for at, parts in texts.items()}
+
     def received(self) -> str:
         """A short account of the stream so far, for error messages."""
         kinds = [str(self.done[i].get("type")) for i in sorted(self.done)]
@@ -209,6 +221,8 @@ def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMet
             publish(text)
         else:
             state.held.append(text)
+        if etype == "response.output_text.delta":
+            state.text_deltas.append(data)
     elif etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
         thought = EventReasoningDelta(meta, str(data.get("delta") or ""))
         if state.held is None:
