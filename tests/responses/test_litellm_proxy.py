@@ -64,14 +64,19 @@ def _context_checker(sim: Simulator, answered: list[str]) -> Any:
     return middleware
 
 
-def _assert_chained(sim: Simulator, engine: ResponsesEngine, answered: list[str]) -> None:
+def _fallbacks(engine: ResponsesEngine) -> dict[str, int]:
+    """The process-wide fallback counters (other tests in the process count into them too)."""
+    counters: dict[str, int] = engine.metrics.snapshot()["counters"]
+    return {name: n for name, n in counters.items() if name.startswith("fallback")}
+
+
+def _assert_chained(sim: Simulator, engine: ResponsesEngine, answered: list[str], before: dict[str, int]) -> None:
     posts = _posts(sim)
     # one request per model call, none answered twice, each after the first chained on the one before it
     assert len(posts) == len(answered)
     assert "previous_response_id" not in posts[0].body
     assert [p.body.get("previous_response_id") for p in posts[1:]] == answered[:-1]
-    counters = engine.metrics.snapshot()["counters"]
-    assert not any(name.startswith("fallback") for name in counters), counters
+    assert _fallbacks(engine) == before  # no fallback while this session ran
     assert not engine.server_ignores_state
     # the echo names the upstream id: the answer's usage decided, free, with no extra request
     verdict = engine.endpoint_verdict
@@ -83,13 +88,14 @@ async def test_a_chained_tool_loop_through_litellm_chains_and_the_model_receives
 ) -> None:
     sim, answered = geppetto_sim, []
     engine = _engine(litellm_proxy)
+    before = _fallbacks(engine)
     session = gp.Session(with_middleware(engine, _context_checker(sim, answered)), tools=[get_weather])
     for i in range(PROMPTS):
         sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": f"city {i}"})]), Reply(text=f"sunny {i}"))
         out = await session.run(f"weather in city {i}?")
         assert out.blocks[-1].payload["text"] == f"sunny {i}"
     assert len(answered) == 2 * PROMPTS
-    _assert_chained(sim, engine, answered)
+    _assert_chained(sim, engine, answered, before)
     # the last request's context is the whole conversation: six prompts, their calls, results and answers
     assert len(sim.context_items(answered[-1])) == 4 * PROMPTS - 1
 
@@ -99,11 +105,12 @@ async def test_a_multi_prompt_session_through_litellm_chains_and_the_model_recei
 ) -> None:
     sim, answered = geppetto_sim, []
     engine = _engine(litellm_proxy, tools=[WEATHER_TOOL])
+    before = _fallbacks(engine)
     session = gp.Session(with_middleware(engine, _context_checker(sim, answered)))
     for i in range(PROMPTS):
         out = await session.run(f"prompt {i}")
         assert out.blocks[-1].payload["text"] == f"You said: prompt {i}"
-    _assert_chained(sim, engine, answered)
+    _assert_chained(sim, engine, answered, before)
     # each request sent only its own prompt (a delta), the stored context did the rest
     sent = [normalize(r.body["input"]) for r in _posts(sim)]
     assert sent == [[("message", "user", f"prompt {i}")] for i in range(PROMPTS)]
