@@ -11,6 +11,7 @@ from typing import Any as _Any
 from ._exceptions import (
     AuthenticationError,
     BadRequestError,
+    ChainingWarning,
     ConfigurationError,
     GeppettoError,
     InferenceCancelled,
@@ -48,6 +49,7 @@ __all__ = [
     "BadRequestError",
     "Block",
     "BlockKind",
+    "ChainingWarning",
     "ConfigurationError",
     "Engine",
     "ExecutionHandle",

@@ -33,6 +33,7 @@ from typing import Any
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
+    "ChainingWarning",
     "ConfigurationError",
     "GeppettoError",
     "InferenceCancelled",
@@ -58,6 +59,11 @@ __all__ = [
 
 class GeppettoError(Exception):
     """Root of every error geppetto raises."""
+
+
+class ChainingWarning(UserWarning):
+    """Server-side state stopped saving bytes for a reason the caller can fix (Python shows it once): a
+    middleware that changes the system prompt on every request makes every request send the whole Turn."""
 
 
 class UsageError(GeppettoError, ValueError):

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
+from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
 from geppetto.turns._cow import FrozenBlock, LazyBlockList
 from geppetto.turns._model import seal_block
 from geppetto.turns._watch import NO_EDIT, BlockList, Watch
@@ -42,6 +42,7 @@ __all__ = [
     "block_wire",
     "blocks_after_response",
     "chain_extra",
+    "likely_edit",
     "log_candidates",
     "prefix_hasher",
     "scan_chain",
@@ -241,6 +242,20 @@ def _settle(spans: dict[str, _Span], touched: list[str], proof: _Proof) -> None:
 
 def _result(proof: _Proof, *, rescanned: bool, hashed: int) -> AnchorScan:
     return AnchorScan(proof.spans, proof.hasher.copy(), proof.best, proof.latest, rescanned, hashed)
+
+
+def likely_edit(turn: Turn) -> tuple[int, Block, str] | None:
+    """``(index, block, middleware)`` of the block that most likely broke the proof of a Turn whose latest
+    response no longer matches: the last block up to that response's end that a middleware says it made or
+    edited (``geppetto.middleware@v1``). The fingerprint says only that something before the end changed;
+    the middleware's mark says who. None when no such block is marked."""
+    blocks = turn.blocks
+    last = max((i for i, b in enumerate(blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata)), default=-1)
+    for i in range(last, -1, -1):
+        name = BLOCK_META_MIDDLEWARE.get(blocks[i].metadata)
+        if name:
+            return i, blocks[i], name
+    return None
 
 
 def blocks_after_response(turn: Turn, response_id: str) -> list[Block]:

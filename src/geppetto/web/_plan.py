@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import UsageError
-from ..turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, TURN_META_PROVIDER, Block, Turn
+from ..providers._chain import likely_edit
+from ..turns import TURN_META_PROVIDER, Block, Turn
 
 __all__ = ["ChainedPlan", "anchor_field_of", "chained_plan"]
 
@@ -121,20 +122,17 @@ def _engine_plan(turn: Turn) -> ChainedPlan:
 
 
 def edited_by(turn: Turn) -> str:
-    """Which block most likely broke the proof, for a Turn whose latest response no longer matches: the last
-    block up to that response's end that a middleware says it made or edited (``geppetto.middleware@v1``).
-    The fingerprint says only that something before the end changed; the middleware's mark says who."""
-    last = max((i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata)), default=-1)
-    for i in range(last, -1, -1):
-        block = turn.blocks[i]
-        name = BLOCK_META_MIDDLEWARE.get(block.metadata)
-        if name:
-            return (
-                f"; most likely block #{i} ({block.kind.value} {block.id[:8]}), which the middleware {name!r} "
-                "made or edited: a middleware that changes what the server already holds makes the next request "
-                "send the whole Turn (append a new block instead)"
-            )
-    return ""
+    """Which block most likely broke the proof (:func:`~geppetto.providers._chain.likely_edit`), as the end of
+    a fingerprint mismatch's reason; empty when no middleware marked a block."""
+    found = likely_edit(turn)
+    if found is None:
+        return ""
+    i, block, name = found
+    return (
+        f"; most likely block #{i} ({block.kind.value} {block.id[:8]}), which the middleware {name!r} "
+        "made or edited: a middleware that changes what the server already holds makes the next request "
+        "send the whole Turn (append a new block instead)"
+    )
 
 
 def chained_plan(turn: Turn) -> ChainedPlan:

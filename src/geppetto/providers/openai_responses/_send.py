@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import warnings
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Protocol, cast
 
 from geppetto._exceptions import (
     BadRequestError,
+    ChainingWarning,
     NotFoundError,
     PreviousResponseNotFoundError,
     ProviderConnectionError,
@@ -25,9 +27,10 @@ from geppetto._exceptions import (
 )
 from geppetto._json import dumps
 from geppetto.events import metadata_for
+from geppetto.providers._chain import likely_edit
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
 from geppetto.providers._landed import LandedCheck
-from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
+from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, BlockKind, Turn
 
 from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
@@ -202,6 +205,23 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
         log.info("responses: new conversation %s seeded with %d items", cid, len(items))
 
 
+def warn_system_change(turn: Turn) -> None:
+    """A :class:`~geppetto.ChainingWarning` (shown once by Python's default filter) when a middleware most likely
+    changed the system prompt since the latest response: if it does so on every request, every request sends
+    the whole Turn, silently, unless the application configured logging."""
+    found = likely_edit(turn)
+    if found is None or found[1].kind is not BlockKind.SYSTEM:
+        return
+    index, _, middleware = found
+    warnings.warn(
+        f"the system prompt (block #{index}, from the middleware {middleware!r}) changed since the last response, "
+        "so this request sends the whole Turn and starts a new chain; if it changes on every request, pass "
+        "ResponsesEngine(..., instructions_mode=True) to send it as instructions and keep chaining",
+        ChainingWarning,
+        stacklevel=2,
+    )
+
+
 async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: StreamState) -> None:
     await repair_conversation(http, turn, plan, include_system=not engine.instructions_mode)
     engine.guard_plan(turn, plan)  # before a conversation is seeded with the plan's items
@@ -216,6 +236,8 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
             "responses: %s; sending the whole Turn (fallback: %s; %s)", plan.detail, plan.fallback, turn_ids(turn)
         )
         engine.metrics.fallback(plan.fallback)
+        if plan.fallback == "fingerprint_mismatch" and not engine.instructions_mode:
+            warn_system_change(turn)
     engine.metrics.request(plan.mode, len(plan.items) + len(plan.seed_items or []), full=plan.full)
     log.info("responses: %s", describe(plan))
 
