@@ -314,6 +314,7 @@ class InferenceRunner:
             latest = await self.store.load_latest(session_id)
             if latest is not None:
                 session.append(latest)
+                session._stored = latest  # what the journal's first checkpoint need not write again
         return session
 
     async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:

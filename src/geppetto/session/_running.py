@@ -7,12 +7,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .._exceptions import StoreError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..pricing import PriceTable, use_prices
+from ..tools._journal import JOURNAL, JournalRecord, JournalStore, RunJournal
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
@@ -37,6 +38,9 @@ class Session(Protocol):
     _meter: UsageMeter
 
     _ran: set[str]
+    _interrupted: str | None
+    _resume_journal: tuple[str, list[JournalRecord]] | None
+    _stored: Turn | None
 
     @property
     def _known(self) -> set[str]: ...
@@ -112,9 +116,11 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
     recorded: list[TimedEvent] | None = [] if session.record_events else None
     sinks = session.sinks if recorded is None else (*session.sinks, lambda e: recorded.append((time.time(), e)))
     start = session._meter.begin()
+    journal = await _journal_for(session, inference_id)
     with with_sinks(*sinks), use_prices(session.prices), contextlib.ExitStack() as hooks:
         for hook in RUN_HOOKS:
             hooks.enter_context(hook(work, engine_provider(session.engine)))
+        JOURNAL.set(journal)  # this task's context only: the inference's tool calls are journaled
         try:
             out = await session.engine.run_inference(work)
         except asyncio.CancelledError:
@@ -122,6 +128,8 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
             await save_failed_events(session, inference_id, recorded)
             raise
         except BaseException:
+            if journal is not None and journal.wrote:
+                session._interrupted = inference_id  # resume() goes on from its journal, tools not run again
             await save_failed_events(session, inference_id, recorded)
             raise
     if out.id != work.id:  # an engine that built a new turn still answers for this one
@@ -133,7 +141,25 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
         out, session_id=session.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
     )
     await complete(session, out, recorded)
+    if journal is not None and (journal.wrote or journal.resumed):
+        await journal.clear()  # the snapshot holds what the tools returned
     return out
+
+
+async def _journal_for(session: Session, inference_id: str) -> RunJournal | None:
+    """The journal of this inference (None when the store keeps none): going on from the records a resume
+    or a pickup read, else empty; the rows an abandoned inference left are cleared first."""
+    store = session.store
+    if store is None or not hasattr(store, "journal_write"):
+        return None
+    journal_store = cast(JournalStore, store)
+    picked, session._resume_journal = session._resume_journal, None
+    records = picked[1] if picked is not None and picked[0] == inference_id else ()
+    if not records and session._interrupted is not None:
+        session._interrupted = None  # a new inference instead: the interrupted one is abandoned
+        with contextlib.suppress(Exception):
+            await journal_store.journal_clear(session.session_id)
+    return RunJournal(journal_store, session.session_id, inference_id, base=session._stored, records=records)
 
 
 async def complete(session: Session, out: Turn, events: list[TimedEvent] | None) -> None:
@@ -173,6 +199,7 @@ async def save(session: Session, out: Turn, frozen: Frozen, events: list[TimedEv
         else:
             assert isinstance(session.store, EventLogStore)
             await session.store.save_snapshot(session.session_id, snapshot, events=events)
+        session._stored = out
     except StoreError as exc:
         raise StoreError(
             f"{exc} (the inference completed and its output is session.latest; save it again once the "

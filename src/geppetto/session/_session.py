@@ -17,10 +17,11 @@ from ..output import STRUCTURED_OUTPUT, output_config
 from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
+from ..tools._journal import JournalRecord
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
-from . import _approvals, _edits, _running
+from . import _approvals, _edits, _journal, _running
 from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
@@ -109,6 +110,9 @@ class Session:
         self._timeline = Timeline()
         self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
+        self._interrupted: str | None = None  # an inference cut off mid tool loop, its journal in the store
+        self._resume_journal: tuple[str, builtins.list[JournalRecord]] | None = None  # read for the next run
+        self._stored: Turn | None = None  # the latest snapshot the store holds, as far as this session knows
 
     @staticmethod
     def _check_engine(engine: object) -> Engine:
@@ -171,6 +175,8 @@ class Session:
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
         session._adopt(latest)
+        session._stored = latest
+        session._interrupted = await _journal.interrupted_in(store, session_id, latest)
         return session
 
     def _push(self, turn: Turn) -> None:
@@ -304,8 +310,18 @@ class Session:
         client (``kind="client"``), in call order; empty when nothing waits."""
         return awaiting(self.latest)
 
+    @property
+    def interrupted(self) -> str | None:
+        """The id of an inference that stopped mid tool loop (its process died, or a request failed after tools
+        ran) and that :meth:`resume` goes on with from the store's journal; None when there is none."""
+        return self._interrupted
+
     async def resume(self, decisions: Mapping[str, Any] | None = None) -> Turn:
         """Answer waiting tool calls and continue the inference; returns its output turn.
+
+        With no decisions and an :attr:`interrupted` inference, go on with it instead: the Turn as it stood
+        before its last tools ran is rebuilt from the journal, a call whose result is journaled is not run
+        again, one that started and never returned follows its tool's ``on_interrupted`` policy.
 
         ``decisions`` maps call ids to ``True`` (approve: the tool runs), ``False`` (deny) or a string (deny
         with that reason, which the model reads); for a client-side call, to the client's result (a
@@ -313,6 +329,8 @@ class Session:
         ones run now, and the model goes on once nothing waits); calls that expired are refused.
         Raises :class:`~geppetto.UsageError` for an id that does not wait or a decision of the wrong type.
         """
+        if not decisions and self._interrupted is not None and not awaiting(self.latest):
+            return await _journal.go_on(self)
         return await _approvals.resume(self, decisions or {})
 
     async def drop_pending(self, reason: str = "") -> Turn:

@@ -48,6 +48,21 @@ _V6 = [
 # Responses API response, resumed after its ``sequence_number``).
 _V7 = ["ALTER TABLE background_responses ADD COLUMN resume_after TEXT"]
 
+# Version 8: the journal of side effects (``geppetto.tools._journal``): per inference, one row per tool call
+# (``call:<id>``, written when it starts and again when it returns) and one per tool step (``step:<n>``, the
+# blocks the step added), so a run picked up elsewhere never runs a tool twice. A session's rows are deleted
+# when one of its inferences completes. No foreign key: a library session journals before its first snapshot.
+_V8_SQLITE = [
+    """CREATE TABLE journal (
+        session_id TEXT NOT NULL,
+        inference_id TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        record TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (session_id, inference_id, entry))""",
+]
+_V8_POSTGRES = [_V8_SQLITE[0].replace("at REAL", "at DOUBLE PRECISION")]
+
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
 # holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
@@ -148,6 +163,7 @@ SQLITE: list[list[str]] = [
     _V5,
     _V6,
     _V7,
+    _V8_SQLITE,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -238,6 +254,7 @@ POSTGRES: list[list[str]] = [
     _V5,
     _V6,
     _V7,
+    _V8_POSTGRES,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}
