@@ -14,8 +14,8 @@ import geppetto as gp
 from geppetto import ProviderError
 from geppetto.session import MemoryTurnStore
 from geppetto.testing import ScriptedEngine
-from geppetto.turns import TURN_META_INFERENCE_ID
 from geppetto.tools._journal import INTERRUPTED_ERROR
+from geppetto.turns import TURN_META_INFERENCE_ID
 
 
 class FailingOnce(ScriptedEngine):
@@ -76,7 +76,9 @@ async def test_a_journaled_result_is_not_run_again_when_the_inference_goes_on(st
     assert interrupted is not None
 
     # another process: the store holds no snapshot yet (it was the first prompt), only the journal
-    again = gp.Session(FailingOnce(_steps()[1:], fail_at=0), tools=[weather], store=store, session_id=session.session_id)
+    again = gp.Session(
+        FailingOnce(_steps()[1:], fail_at=0), tools=[weather], store=store, session_id=session.session_id
+    )
     again._interrupted = interrupted
     out = await again.resume()
     assert runs == ["Paris"], "the journaled call is not run again"

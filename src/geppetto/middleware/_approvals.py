@@ -8,7 +8,6 @@ from typing import Any
 
 from ..events import EventApprovalRequested, EventMetadata, EventToolResult, metadata_for, publish
 from ..tools import ToolRegistry
-from ..tools._journal import RunJournal, interrupted_policy
 from ..tools._approval import (
     APPROVAL,
     ApprovalPolicy,
@@ -19,6 +18,7 @@ from ..tools._approval import (
     refusal_for,
     registry_require,
 )
+from ..tools._journal import RunJournal, interrupted_policy
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
 
 __all__ = ["answer_decided", "hold_for_people", "still_waiting"]

@@ -154,7 +154,9 @@ class _Steps:
             turn=turn,
         )
 
-    async def _run_calls(self, turn: Turn, active: ToolRegistry, pending: list[Block], *, checkpoint: bool = True) -> bool:
+    async def _run_calls(
+        self, turn: Turn, active: ToolRegistry, pending: list[Block], *, checkpoint: bool = True
+    ) -> bool:
         """Run the calls that need no person; True when some wait for one (the loop then ends)."""
         journal = JOURNAL.get()
         if journal is not None and checkpoint:

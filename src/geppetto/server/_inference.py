@@ -19,6 +19,7 @@ from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
 from ..session import ExecutionHandle, Session, UsageLimits
+from ..session._journal import journal_records
 from ..session.stores import SessionLease, SQLTurnStore
 from ..session.stores._background import BackgroundRecord
 from ..tools import ToolRegistry
@@ -186,6 +187,8 @@ class InferenceRunner:
             return
         await published.picked_up(running.resume)
         session.append(running.resume.turn)
+        # the tool calls the stopped worker journaled are answered from the journal, not run again
+        session._resume_journal = (running.inference_id, await journal_records(session.store, session.session_id))
         PENDING_RESPONSE.set(pending_for(running.resume))
 
     def _failure(

@@ -123,7 +123,14 @@ class SQLTurnStore(SQLMigrations):
                         f"DELETE FROM {table} WHERE sk IN (SELECT created_seq FROM sessions WHERE id = ?)",
                         (session_id,),
                     )
-                for table in ("events", "snapshots", "inferences", "session_summaries", "background_responses", "journal"):
+                for table in (
+                    "events",
+                    "snapshots",
+                    "inferences",
+                    "session_summaries",
+                    "background_responses",
+                    "journal",
+                ):
                     self._exec(conn, f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 self._tips.pop(session_id, None)
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
