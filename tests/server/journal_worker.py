@@ -1,11 +1,12 @@
 """``geppetto serve``'s app in a child process with a background engine (as ``background_worker.py``) and one
-tool, ``weather``, that appends a line to the file ``RUNS`` each time it runs, after waiting for the file
-``GATE`` to exist (so a test can arm a fault first): ``python journal_worker.py PORT STORE BUS SIM_URL RUNS GATE``."""
+tool, ``weather``, that appends a line to the file ``RUNS`` each time it runs. Every request after the
+process's first waits until the file ``HOLD`` exists, so a test can kill the worker after a tool returned and
+before the next request: ``python journal_worker.py PORT STORE BUS SIM_URL RUNS HOLD``."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +16,36 @@ import geppetto as gp
 from geppetto.providers.openai_responses import ResponsesEngine
 from geppetto.server import create_app
 
+REQUESTS = [0]  # this process's requests so far
+
+
+class Held:
+    """``engine``, holding each request after the process's first until the file ``hold`` exists."""
+
+    def __init__(self, engine: ResponsesEngine, hold: Path) -> None:
+        self.engine, self.hold = engine, hold
+        self.provider = engine.provider
+
+    async def run_inference(self, turn: gp.Turn) -> gp.Turn:
+        REQUESTS[0] += 1
+        while REQUESTS[0] > 1 and not self.hold.exists():
+            await asyncio.sleep(0.02)
+        return await self.engine.run_inference(turn)
+
 
 def main() -> None:
-    port, store, bus, sim_url, runs, gate = sys.argv[1:7]
+    port, store, bus, sim_url, runs, hold = sys.argv[1:7]
 
     @gp.tool
     def weather(city: str) -> str:
         """The weather in a city."""
-        deadline = time.monotonic() + 30
-        while not Path(gate).exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
         with open(runs, "a") as f:
             f.write(f"{city}\n")
         return f"sunny in {city}"
 
     def engine_for(settings: dict[str, Any]) -> Any:
-        return ResponsesEngine("sim-1", api_key="sk-sim", base_url=sim_url, background=True, poll_interval=0.05)
+        engine = ResponsesEngine("sim-1", api_key="sk-sim", base_url=sim_url, background=True, poll_interval=0.05)
+        return Held(engine, Path(hold))
 
     app = create_app(store=store, bus=bus, engine_for=engine_for, tools=gp.ToolRegistry([weather]), sweep_interval=0.2)
     uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")

@@ -15,6 +15,7 @@ import pytest
 from server_support import Worker, bus_url, sse_events, two_script_workers
 
 from geppetto.simulator import Reply, Simulator, ToolCall
+from geppetto.turns import BLOCK_META_RESPONSE_ID
 
 SCRIPT = str(Path(__file__).with_name("journal_worker.py"))
 
@@ -23,10 +24,10 @@ SCRIPT = str(Path(__file__).with_name("journal_worker.py"))
 def two_workers(
     postgres_target: str, geppetto_sim: Simulator, tmp_path: Path
 ) -> Iterator[tuple[Worker, Worker, Path, Path]]:
-    runs, gate = tmp_path / "runs.txt", tmp_path / "gate"
-    args = [SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.openai_url, str(runs), str(gate)]
+    runs, hold = tmp_path / "runs.txt", tmp_path / "hold"
+    args = [SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.openai_url, str(runs), str(hold)]
     with two_script_workers(*args) as (a, b):
-        yield a, b, runs, gate
+        yield a, b, runs, hold
 
 
 def _until(url: str, sid: str, last_id: str, stop: str | None = None) -> list[dict[str, Any]]:
@@ -50,32 +51,36 @@ def _until(url: str, sid: str, last_id: str, stop: str | None = None) -> list[di
 def test_a_worker_killed_after_a_tool_returned_leaves_it_run_once(
     two_workers: tuple[Worker, Worker, Path, Path], geppetto_sim: Simulator
 ) -> None:
-    a, b, runs, gate = two_workers
+    a, b, runs, hold = two_workers
     geppetto_sim.background_pace = 0.01
     geppetto_sim.queue(
         Reply(tool_calls=[ToolCall("weather", {"city": "Paris"}, call_id="call_paris")]),
         Reply(text="It is sunny in Paris."),
-        Reply(text="It is sunny in Paris."),
     )
     sid = httpx.post(f"{b.url}/api/sessions", json={}).json()["id"]
     started = httpx.post(f"{a.url}/api/sessions/{sid}/messages", json={"text": "Weather in Paris?"}).json()
-    before = _until(b.url, sid, started["after"], stop="tool_call_started")
-    # the next request is held by the provider for long enough that worker a dies waiting for it
-    geppetto_sim.fail_next(slow_first_byte=20)
-    gate.touch()
-    before += _until(b.url, sid, before[-1]["id"], stop="tool_result")
-    a.kill()
+    before = _until(b.url, sid, started["after"], stop="tool_result")
+    a.kill()  # its next request waits for the file `hold`: it never reached the provider
+    hold.touch()
     assert runs.read_text() == "Paris\n"
+    assert [r.method for r in geppetto_sim.requests] == ["POST"]
     after = _until(b.url, sid, before[-1]["id"])
     events = before + after
     ids = [e["id"] for e in events]
     assert len(ids) == len(set(ids)), "no event twice"
     kinds = [e["event"] for e in events]
-    assert (kinds.count("tool_call_started"), kinds.count("tool_result"), kinds.count("run_started")) == (1, 1, 1)
+    assert kinds == [
+        "run_started",
+        *("start", "tool_call", "final", "tool_call_started", "tool_result"),  # worker a
+        *("start", *["text_delta"] * kinds.count("text_delta"), "final", "run_finished"),  # worker b
+    ]
     finished = events[-1]
     assert (finished["event"], finished["data"]["status"]) == ("run_finished", "completed")
     assert finished["data"]["inference_id"] == started["inference_id"]
     assert runs.read_text() == "Paris\n", "the tool ran exactly once: the other worker read its journaled result"
+    first, second = geppetto_sim.requests
+    assert (first.method, second.method, second.path) == ("POST", "POST", "/v1/responses")
+    assert [item["type"] for item in second.body["input"]] == ["function_call_output"], "only the tool result"
     deadline = time.monotonic() + 10
     while httpx.get(f"{b.url}/api/sessions/{sid}").json()["status"] != "idle" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -88,3 +93,5 @@ def test_a_worker_killed_after_a_tool_returned_leaves_it_run_once(
         ("llm_text", "It is sunny in Paris."),
     ]
     assert [i["status"] for i in session["inferences"]] == ["completed"]
+    # chained on the response that made the call, as worker a would have
+    assert second.body["previous_response_id"] == blocks[1]["metadata"][str(BLOCK_META_RESPONSE_ID)]

@@ -11,7 +11,7 @@ from ..tools._journal import JournalRecord, rebuild
 from ..turns import TURN_META_INFERENCE_ID, Turn
 from ._usage import TURN_META_SESSION_USAGE, SessionUsage, UsageMeter
 
-__all__ = ["go_on", "interrupted_in", "journal_records"]
+__all__ = ["go_on", "interrupted_in", "journal_records", "prepare_go_on"]
 
 log = logging.getLogger("geppetto.session")
 
@@ -57,6 +57,20 @@ async def interrupted_in(store: Any, session_id: str, latest: Turn | None) -> st
     return inference_id
 
 
+def prepare_go_on(session: Session, inference_id: str, records: list[JournalRecord], turn: Turn) -> None:
+    """Make ``turn`` (rebuilt from ``records``) the latest snapshot, for ``inference_id`` to go on from; the
+    caller starts the inference under that id."""
+    TURN_META_INFERENCE_ID.delete(turn.metadata)  # a seed; the inference stamps it again under the same id
+    totals = TURN_META_SESSION_USAGE.get(turn.metadata)
+    if totals is not None and SessionUsage.from_dict(totals).requests > session._meter.totals.requests:
+        session._meter.totals = SessionUsage.from_dict(totals)  # the requests the stopped process made count
+    log.info("session %s: going on with interrupted inference %s from its journal", session.session_id, inference_id)
+    session._settle_latest()
+    session._push(turn)
+    session._resume_journal = (inference_id, records)
+    session._interrupted = None
+
+
 async def go_on(session: Session) -> Turn:
     """Go on with the session's interrupted inference from its journal; returns its output turn."""
     session._check_idle("resume")
@@ -75,13 +89,5 @@ async def go_on(session: Session) -> Turn:
             f"inference {inference_id} of session {session.session_id} cannot be resumed: the store's journal "
             "no longer rebuilds its Turn; start the next turn with session.prompt(text)"
         )
-    TURN_META_INFERENCE_ID.delete(turn.metadata)  # a seed; the inference stamps it again under the same id
-    totals = TURN_META_SESSION_USAGE.get(turn.metadata)
-    if totals is not None and SessionUsage.from_dict(totals).requests > session._meter.totals.requests:
-        session._meter.totals = SessionUsage.from_dict(totals)  # the requests the stopped process made count
-    log.info("session %s: going on with interrupted inference %s from its journal", session.session_id, inference_id)
-    session._settle_latest()
-    session._push(turn)
-    session._resume_journal = (inference_id, records)
-    session._interrupted = None
+    prepare_go_on(session, inference_id, records, turn)
     return await session.start_inference(inference_id=inference_id).wait()
