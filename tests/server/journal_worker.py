@@ -28,7 +28,7 @@ class Held:
 
     async def run_inference(self, turn: gp.Turn) -> gp.Turn:
         REQUESTS[0] += 1
-        while REQUESTS[0] > 1 and not self.hold.exists():
+        while REQUESTS[0] > 1 and not self.hold.exists():  # noqa: ASYNC110 - the file comes from another process
             await asyncio.sleep(0.02)
         return await self.engine.run_inference(turn)
 

@@ -4,6 +4,10 @@ inference goes on (``Session.resume``), and one that started without a result fo
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +19,7 @@ from geppetto import ProviderError
 from geppetto.session import MemoryTurnStore
 from geppetto.testing import ScriptedEngine
 from geppetto.tools._journal import INTERRUPTED_ERROR
-from geppetto.turns import TURN_META_INFERENCE_ID
+from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_INFERENCE_ID, loads_json
 
 
 class FailingOnce(ScriptedEngine):
@@ -178,3 +182,59 @@ def test_on_interrupted_is_checked() -> None:
 
 
 _: Callable[..., Any] = _interrupted_tool
+
+
+SCRIPT = str(Path(__file__).with_name("journal_process.py"))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize("earlier", [False, True], ids=["first prompt", "after a completed prompt"])
+def test_a_process_killed_after_a_tool_returned_is_gone_on_with_by_the_next(
+    kind: str, earlier: bool, geppetto_sim: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from geppetto.simulator import Reply, ToolCall
+
+    target = str(tmp_path / "s.db") if kind == "sqlite" else request.getfixturevalue("postgres_target")
+    runs = tmp_path / "runs.txt"
+    args = [target, geppetto_sim.openai_url, "s1", str(runs)]
+    if earlier:
+        geppetto_sim.queue(Reply(text="Hello."))
+        asyncio.run(_first_prompt(target, geppetto_sim.openai_url))
+    geppetto_sim.queue(
+        Reply(tool_calls=[ToolCall("weather", {"city": "Paris"}, call_id="call_paris")]),
+        Reply(text="It is sunny in Paris."),
+    )
+    first = subprocess.run([sys.executable, SCRIPT, "first", *args], capture_output=True, text=True, timeout=60)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    assert runs.read_text() == "Paris\n"
+    second = subprocess.run([sys.executable, SCRIPT, "second", *args], capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0, second.stderr
+    interrupted, document = second.stdout.split("\n", 1)
+    assert interrupted
+    assert runs.read_text() == "Paris\n", "the tool ran exactly once"
+    out = loads_json(document)
+    assert TURN_META_INFERENCE_ID.get(out.metadata) == interrupted
+    assert [(b.kind.value, b.text or b.payload.get("result")) for b in out.blocks] == [
+        *([("user", "Hi"), ("llm_text", "Hello.")] if earlier else []),
+        ("user", "Weather in Paris?"),
+        ("tool_call", None),
+        ("tool_use", "sunny in Paris"),
+        ("llm_text", "It is sunny in Paris."),
+    ]
+    posts = [r for r in geppetto_sim.requests if r.method == "POST"][1 if earlier else 0 :]
+    assert len(posts) == 2, "one request per step: the step whose tool ran is not asked again"
+    called = out.blocks[-3]
+    assert posts[1].body["previous_response_id"] == called.metadata[str(BLOCK_META_RESPONSE_ID)]
+    assert [i["type"] for i in posts[1].body["input"]] == ["function_call_output"]
+
+
+async def _first_prompt(target: str, sim_url: str) -> None:
+    from geppetto.providers.openai_responses import ResponsesEngine
+    from geppetto.session.stores import open_store
+
+    store = open_store(target)
+    try:
+        engine = ResponsesEngine("sim-1", api_key="sk-sim", base_url=sim_url)
+        await gp.Session(engine, tools=[], store=store, session_id="s1").run("Hi")
+    finally:
+        store.close()

@@ -162,21 +162,24 @@ class Session:
         """A session continuing ``session_id`` from the latest snapshot ``store`` holds (raises
         :class:`~geppetto.UsageError` when it holds none). Only that snapshot is read: the restored
         session's :attr:`history` starts there, and older snapshots stay in the store
-        (``store.load_snapshots``)."""
+        (``store.load_snapshots``). When the store's journal shows an inference that stopped mid tool loop
+        (its process died), :attr:`interrupted` names it and :meth:`resume` goes on with it."""
         load_latest = getattr(store, "load_latest", None)
         if load_latest is not None:
             latest = await load_latest(session_id)
         else:
             snapshots = await store.load_session(session_id)
             latest = snapshots[-1] if snapshots else None
-        if latest is None:
+        interrupted = await _journal.interrupted_in(store, session_id, latest)
+        if latest is None and interrupted is None:
             raise UsageError(
                 f"the store holds no snapshots for session {session_id!r}; list them with store.list_sessions()"
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
-        session._adopt(latest)
-        session._stored = latest
-        session._interrupted = await _journal.interrupted_in(store, session_id, latest)
+        if latest is not None:  # None: its first inference was interrupted, and only the journal holds it
+            session._adopt(latest)
+            session._stored = latest
+        session._interrupted = interrupted
         return session
 
     def _push(self, turn: Turn) -> None:
