@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._exceptions import GeppettoError, UsageError
+from .._exceptions import GeppettoError, UsageError, UsageLimitExceeded
 from ..events.bus import BusUnavailable
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
@@ -238,6 +238,9 @@ def _error(request: Request, exc: Exception, the_api: Api) -> Response:
     if isinstance(exc, ApprovalPendingError):
         log.info("request %s refused: %s", where, exc)
         return error_response(409, the_api.public(exc), "approval_pending")
+    if isinstance(exc, UsageLimitExceeded):
+        log.info("request %s refused: %s", where, exc)
+        return error_response(429, the_api.public(exc), "usage_limit_reached")
     if isinstance(exc, UsageError):
         log.info("request %s refused: %s", where, exc)
         return error_response(409, the_api.public(exc), "conflict")
