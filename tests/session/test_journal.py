@@ -238,3 +238,31 @@ async def _first_prompt(target: str, sim_url: str) -> None:
         await gp.Session(engine, tools=[], store=store, session_id="s1").run("Hi")
     finally:
         store.close()
+
+
+async def test_an_abandoned_interrupted_inference_is_not_gone_on_with(store: Any) -> None:
+    weather, runs = _interrupted_tool(None, False)
+    session = gp.Session(FailingOnce(_steps(), fail_at=2), tools=[weather], store=store)
+    with pytest.raises(ProviderError):
+        await session.run("Weather in Paris?")
+    assert session.interrupted is not None
+    session.use(ScriptedEngine([gp.Block.llm_text("Hello.")]))
+    session.prompt("Never mind, hi")  # a new turn instead: the interrupted inference is abandoned
+    assert session.interrupted is None
+    await session.start_inference().wait()
+    assert await store.journal_read(session.session_id) == []
+    restored = await gp.Session.restore(ScriptedEngine([]), store, session.session_id, tools=[weather])
+    assert restored.interrupted is None
+    assert runs == ["Paris"]
+
+
+async def test_a_journal_written_against_another_snapshot_is_not_gone_on_with(store: Any) -> None:
+    weather, _ = _interrupted_tool(None, False)
+    session = gp.Session(FailingOnce(_steps(), fail_at=2), tools=[weather], store=store)
+    with pytest.raises(ProviderError):
+        await session.run("Weather in Paris?")
+    rows = await store.journal_read(session.session_id)
+    # another writer saved a snapshot after this journal was written: it no longer describes the session
+    await store.save_snapshot(session.session_id, gp.Turn([gp.Block.user("elsewhere")]))
+    restored = await gp.Session.restore(ScriptedEngine([]), store, session.session_id, tools=[weather])
+    assert rows and restored.interrupted is None

@@ -40,7 +40,9 @@ OPEN: dict[str, Any] = {"security": []}
 """A route's ``openapi_extra`` for a route that needs no API key (the page, the document, liveness)."""
 
 _ERROR = {"model": ErrorBody, "description": "An error: what went wrong and how to fix it"}
-ERRORS: dict[int | str, dict[str, Any]] = {code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 429)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 429)
+}
 ERRORS[503] = _ERROR
 """The error answers of an API route (every one has the :class:`ErrorBody` shape)."""
 

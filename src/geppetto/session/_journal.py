@@ -7,7 +7,7 @@ import logging
 from typing import Any, Protocol
 
 from .._exceptions import UsageError
-from ..tools._journal import JournalRecord, rebuild
+from ..tools._journal import JournalRecord, base_key, rebuild
 from ..turns import TURN_META_INFERENCE_ID, Turn
 from ._usage import TURN_META_SESSION_USAGE, SessionUsage, UsageMeter
 
@@ -28,6 +28,7 @@ class Session(Protocol):
     tools: Any
     _meter: UsageMeter
     _interrupted: str | None
+    _journal_dirty: bool
     _resume_journal: tuple[str, list[JournalRecord]] | None
 
     @property
@@ -54,6 +55,9 @@ async def interrupted_in(store: Any, session_id: str, latest: Turn | None) -> st
     inference_id = max(steps, key=lambda r: r.at).inference_id
     if latest is not None and TURN_META_INFERENCE_ID.get(latest.metadata) == inference_id:
         return None  # it completed; only the journal's clearing was missed
+    first = min((r for r in steps if r.inference_id == inference_id), key=lambda r: r.entry)
+    if first.record.get("base") != base_key(latest):
+        return None  # written against another snapshot: an inference abandoned before a later one
     return inference_id
 
 
@@ -69,6 +73,7 @@ def prepare_go_on(session: Session, inference_id: str, records: list[JournalReco
     session._push(turn)
     session._resume_journal = (inference_id, records)
     session._interrupted = None
+    session._journal_dirty = False  # the journal is this inference's own again
 
 
 async def go_on(session: Session) -> Turn:

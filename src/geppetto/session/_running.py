@@ -47,6 +47,7 @@ class Session(Protocol):
 
     _ran: set[str]
     _interrupted: str | None
+    _journal_dirty: bool
     _resume_journal: tuple[str, list[JournalRecord]] | None
     _stored: Turn | None
 
@@ -142,6 +143,7 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
         except BaseException:
             if journal is not None and journal.wrote:
                 session._interrupted = inference_id  # resume() goes on from its journal, tools not run again
+                session._journal_dirty = True
             await save_failed_events(session, inference_id, recorded)
             raise
     if out.id != work.id:  # an engine that built a new turn still answers for this one
@@ -204,8 +206,8 @@ async def _journal_for(session: Session, inference_id: str) -> RunJournal | None
     journal_store = cast(JournalStore, store)
     picked, session._resume_journal = session._resume_journal, None
     records = picked[1] if picked is not None and picked[0] == inference_id else ()
-    if not records and session._interrupted is not None:
-        session._interrupted = None  # a new inference instead: the interrupted one is abandoned
+    if not records and session._journal_dirty:
+        session._interrupted, session._journal_dirty = None, False  # a new inference: the interrupted one is abandoned
         with contextlib.suppress(Exception):
             await journal_store.journal_clear(session.session_id)
     return RunJournal(journal_store, session.session_id, inference_id, base=session._stored, records=records)

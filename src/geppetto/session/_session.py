@@ -111,6 +111,7 @@ class Session:
         self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
         self._interrupted: str | None = None  # an inference cut off mid tool loop, its journal in the store
+        self._journal_dirty = False  # the store's journal holds rows of an inference this session left
         self._resume_journal: tuple[str, builtins.list[JournalRecord]] | None = None  # read for the next run
         self._stored: Turn | None = None  # the latest snapshot the store holds, as far as this session knows
 
@@ -180,6 +181,7 @@ class Session:
             session._adopt(latest)
             session._stored = latest
         session._interrupted = interrupted
+        session._journal_dirty = interrupted is not None
         return session
 
     def _push(self, turn: Turn) -> None:
@@ -223,6 +225,7 @@ class Session:
         of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
         _approvals.check_no_waiting(self, "append a turn")
+        self._interrupted = None  # the next inference starts from this turn, not from the journal
         self._adopt(turn)
         return turn
 
@@ -238,6 +241,7 @@ class Session:
         self._check_idle("prompt")
         expired = _approvals.check_no_waiting(self, "prompt")
         user = Block.user(text, images, files)  # a bad attachment fails before the history changes
+        self._interrupted = None  # a new turn: an interrupted inference is abandoned (its journal cleared)
         frozen = self._settle_latest()
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())

@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..turns import Block, Turn
+from ..turns import TURN_META_INFERENCE_ID, Block, Turn
 from ..turns._cow import Mark, added, mark
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._serde import block_from_json, block_to_json
@@ -37,6 +37,7 @@ __all__ = [
     "JournalStore",
     "OnInterrupted",
     "RunJournal",
+    "base_key",
     "interrupted_policy",
     "may_run_again",
     "rebuild",
@@ -85,14 +86,25 @@ def interrupted_policy(tool: Any) -> OnInterrupted:
     return "fail" if getattr(tool, "requires_approval", False) is not False else "retry"
 
 
+def base_key(snapshot: Turn | None) -> list[Any] | None:
+    """What names the stored snapshot an inference started from (its id, inference id and length), so a
+    journal is only gone on with from the snapshot it was written against."""
+    if snapshot is None:
+        return None
+    return [snapshot.id, TURN_META_INFERENCE_ID.get(snapshot.metadata), len(snapshot.blocks)]
+
+
+APPROVAL_KEY = "geppetto.approval@v1"
+"""The name of ``geppetto.tools.APPROVAL``, the approval state of a ``tool_call`` block."""
+
+
 def may_run_again(tool: Any, call: Block) -> bool:
     """Whether an interrupted ``call`` of ``tool`` runs again: its policy is ``"retry"``, or a person approved
     it after the interruption (``"ask"``; an approval given before it ran was for that run only)."""
     if interrupted_policy(tool) == "retry":
         return True
-    from ._approval import APPROVAL  # that module imports the executor, which imports this one
-
-    state = APPROVAL.get(call.metadata)
+    # read by its name: the approval module imports the executor, which imports this one
+    state = call.metadata.get(APPROVAL_KEY)
     return isinstance(state, dict) and state.get("state") == "approved" and bool(state.get("interrupted"))
 
 
@@ -158,6 +170,7 @@ class RunJournal:
         record: dict[str, Any] = {"metadata": dict(turn.metadata), "data": dict(turn.data), "turn_id": turn.id}
         if self._mark is None:  # the ids in order (not the blocks): the stored snapshot holds most of them
             record["order"] = [b.id for b in list.__iter__(blocks)]
+            record["base"] = base_key(self._base)
             stored = set() if self._base is None else {b.id for b in list.__iter__(self._base.blocks)}
             fresh = [blocks[i] for i, b in enumerate(list.__iter__(blocks)) if b.id not in stored]
         else:
