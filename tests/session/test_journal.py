@@ -266,3 +266,36 @@ async def test_a_journal_written_against_another_snapshot_is_not_gone_on_with(st
     await store.save_snapshot(session.session_id, gp.Turn([gp.Block.user("elsewhere")]))
     restored = await gp.Session.restore(ScriptedEngine([]), store, session.session_id, tools=[weather])
     assert rows and restored.interrupted is None
+
+
+async def test_a_turn_that_does_not_start_with_the_stored_snapshot_is_rebuilt_from_its_block_order(store: Any) -> None:
+    from geppetto.middleware import system_prompt
+
+    weather, runs = _interrupted_tool(None, False)
+    first = gp.Session(ScriptedEngine([gp.Block.llm_text("Hello.")]), tools=[weather], store=store)
+    await first.run("Hi")
+    sid = first.session_id
+    # the next process puts a system prompt first: the Turn no longer starts with the stored snapshot
+    brief = [system_prompt("Be brief.")]
+    second = await gp.Session.restore(FailingOnce(_steps(), fail_at=2), store, sid, tools=[weather], middlewares=brief)
+    with pytest.raises(ProviderError):
+        await second.run("Weather in Paris?")
+    [step] = [r for r in await store.journal_read(sid) if r.entry.startswith("step:")]
+    assert "order" in step.record and "prefix" not in step.record
+    assert len(step.record["blocks"]) == 4, "the system prompt, the prompt and the step: not the stored blocks"
+    third = await gp.Session.restore(
+        FailingOnce(_steps()[1:], fail_at=0), store, sid, tools=[weather], middlewares=brief
+    )
+    assert third.interrupted is not None
+    out = await third.resume()
+    assert runs == ["Paris"]
+    assert [(b.kind.value, b.text or b.payload.get("result")) for b in out.blocks] == [
+        ("system", "Be brief."),
+        ("user", "Hi"),
+        ("llm_text", "Hello."),
+        ("user", "Weather in Paris?"),
+        ("llm_text", "Let me look."),
+        ("tool_call", None),
+        ("tool_use", "sunny in Paris"),
+        ("llm_text", "It is sunny in Paris."),
+    ]

@@ -164,15 +164,22 @@ class RunJournal:
 
     # -- asked by the tool loop -------------------------------------------------------------------
     async def checkpoint(self, turn: Turn) -> None:
-        """Record the Turn as it stands before the tools of a step run: the first time, the order of its
-        blocks and those the stored snapshots do not hold; then the blocks added since the last checkpoint."""
+        """Record the Turn as it stands before the tools of a step run: the first time, the blocks the stored
+        snapshot lacks (after its blocks, or with the order of every block when the Turn does not start with
+        them); then the blocks added since the last checkpoint."""
         blocks = turn.blocks
         record: dict[str, Any] = {"metadata": dict(turn.metadata), "data": dict(turn.data), "turn_id": turn.id}
-        if self._mark is None:  # the ids in order (not the blocks): the stored snapshot holds most of them
-            record["order"] = [b.id for b in list.__iter__(blocks)]
+        if self._mark is None:
             record["base"] = base_key(self._base)
-            stored = set() if self._base is None else {b.id for b in list.__iter__(self._base.blocks)}
-            fresh = [blocks[i] for i, b in enumerate(list.__iter__(blocks)) if b.id not in stored]
+            ids = [b.id for b in list.__iter__(blocks)]  # read without copying a block
+            stored = [] if self._base is None else [b.id for b in list.__iter__(self._base.blocks)]
+            if ids[: len(stored)] == stored:  # the usual case: the stored snapshot, then what this turn added
+                record["prefix"] = len(stored)
+                fresh = [blocks[i] for i in range(len(stored), len(ids))]
+            else:  # blocks inserted or moved before its end (a system prompt put first, say): their order
+                record["order"] = ids
+                held = set(stored)
+                fresh = [blocks[i] for i, block_id in enumerate(ids) if block_id not in held]
         else:
             fresh = added(blocks, self._mark)
         record["blocks"] = [block_to_json(b) for b in fresh]
@@ -220,7 +227,14 @@ def rebuild(records: Sequence[JournalRecord], inference_id: str, base: Turn | No
     blocks: list[Block] = []
     for record in (s.record for s in steps):
         fresh = [block_from_json(str(t), source=source) for t in record.get("blocks", [])]
-        if "order" in record:
+        if "prefix" in record:
+            prefix = int(record["prefix"])
+            if (base is None and prefix) or (base is not None and len(base.blocks) < prefix):
+                log.warning("%s starts from a snapshot the store no longer holds; it cannot be resumed", source)
+                return None
+            blocks = [*(base.blocks[:prefix] if base is not None else []), *fresh]
+            known.update((b.id, b) for b in fresh)
+        elif "order" in record:
             known.update((b.id, b) for b in fresh)
             try:
                 blocks = [known[i] for i in record["order"]]
