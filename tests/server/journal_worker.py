@@ -1,7 +1,8 @@
-"""``geppetto serve``'s app in a child process with a background engine (as ``background_worker.py``) and one
-tool, ``weather``, that appends a line to the file ``RUNS`` each time it runs. Every request after the
+"""``geppetto serve``'s app in a child process with a Responses engine on the simulator at ``SIM_URL`` (reading
+background responses, as ``background_worker.py``, unless ``plain``) and one tool, ``weather``, that appends a line to the file ``RUNS`` each time it runs. Every request after the
 process's first waits until the file ``HOLD`` exists, so a test can kill the worker after a tool returned and
-before the next request: ``python journal_worker.py PORT STORE BUS SIM_URL RUNS HOLD``."""
+before the next request: ``python journal_worker.py PORT STORE BUS SIM_URL RUNS HOLD [plain]`` (``plain``: an
+engine that streams its answers rather than reading background responses)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class Held:
 
 def main() -> None:
     port, store, bus, sim_url, runs, hold = sys.argv[1:7]
+    background = sys.argv[7:] != ["plain"]
 
     @gp.tool
     def weather(city: str) -> str:
@@ -44,7 +46,7 @@ def main() -> None:
         return f"sunny in {city}"
 
     def engine_for(settings: dict[str, Any]) -> Any:
-        engine = ResponsesEngine("sim-1", api_key="sk-sim", base_url=sim_url, background=True, poll_interval=0.05)
+        engine = ResponsesEngine("sim-1", api_key="sk-sim", base_url=sim_url, background=background, poll_interval=0.05)
         return Held(engine, Path(hold))
 
     app = create_app(store=store, bus=bus, engine_for=engine_for, tools=gp.ToolRegistry([weather]), sweep_interval=0.2)

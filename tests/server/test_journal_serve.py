@@ -1,5 +1,5 @@
-"""``geppetto serve`` with two worker processes on one PostgreSQL store and one Redis bus, a background engine
-and a tool: the worker running an inference is killed (SIGKILL) after the tool returned and before the next
+"""``geppetto serve`` with two worker processes on one PostgreSQL store and one Redis bus, an engine (reading
+background responses, or streaming its answers) and a tool: the worker running an inference is killed (SIGKILL) after the tool returned and before the next
 request reached the provider; the other worker finishes the run from the journal, and the tool ran exactly
 once (it counts its runs in a file), each event delivered once."""
 
@@ -20,12 +20,14 @@ from geppetto.turns import BLOCK_META_RESPONSE_ID
 SCRIPT = str(Path(__file__).with_name("journal_worker.py"))
 
 
-@pytest.fixture
+@pytest.fixture(params=["background", "plain"])
 def two_workers(
-    postgres_target: str, geppetto_sim: Simulator, tmp_path: Path
+    request: pytest.FixtureRequest, postgres_target: str, geppetto_sim: Simulator, tmp_path: Path
 ) -> Iterator[tuple[Worker, Worker, Path, Path]]:
+    """Two workers whose engine reads background responses, or streams its answers (``plain``)."""
     runs, hold = tmp_path / "runs.txt", tmp_path / "hold"
     args = [SCRIPT, postgres_target, bus_url("redis"), geppetto_sim.openai_url, str(runs), str(hold)]
+    args += ["plain"] if request.param == "plain" else []
     with two_script_workers(*args) as (a, b):
         yield a, b, runs, hold
 
