@@ -324,3 +324,41 @@ async def test_a_stream_without_usage_is_unpriced_not_free(geppetto_sim: Simulat
     assert final.metadata.usage is None and final.metadata.cost is None
     assert "geppetto.usage@v1" not in out.metadata and "geppetto.cost@v1" not in out.metadata
     assert session.usage.requests == 1 and session.usage.cost is None
+
+
+@pytest.mark.parametrize("limit", ["max_requests", "max_tool_calls"])
+async def test_a_limit_hit_mid_tool_loop_saves_the_work_and_holds_for_a_restored_session(limit: str) -> None:
+    from geppetto.session import TURN_META_SESSION_USAGE, TURN_META_STOPPED_BY_LIMIT, MemoryTurnStore
+    from geppetto.testing import ScriptedEngine
+
+    ran: list[str] = []
+
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        ran.append(city)
+        return city
+
+    steps = [gp.Block.tool_call(f"c{i}", "lookup", {"city": f"c{i}"}) for i in range(3)]
+    store = MemoryTurnStore()
+    limits = gp.UsageLimits(max_requests=2) if limit == "max_requests" else gp.UsageLimits(max_tool_calls=1)
+    session = gp.Session(ScriptedEngine(steps), tools=[lookup], store=store, limits=limits)
+    with pytest.raises(gp.UsageLimitExceeded) as caught:
+        await session.run("go")
+    saved = await store.load_session(session.session_id)
+    assert len(saved) == 1 and saved[0] == session.latest
+    stopped = TURN_META_STOPPED_BY_LIMIT.get(saved[0].metadata)
+    assert stopped is not None and stopped["limit"] == limit and stopped["message"] == str(caught.value)
+    kinds = [b.kind for b in saved[0].blocks]
+    if limit == "max_requests":  # two requests, two calls run; the third request was not sent
+        assert ran == ["c0", "c1"] and TURN_META_SESSION_USAGE.get(saved[0].metadata)["requests"] == 2  # type: ignore[index]
+        assert kinds[-1] is gp.BlockKind.TOOL_USE
+    else:  # the second request asked for a call past the limit: it is answered as not run
+        assert ran == ["c0"]
+        assert saved[0].blocks[-1].payload["error"].startswith("not run: max_tool_calls=1 was reached")
+        assert caught.value.turn.blocks[-1].kind is gp.BlockKind.TOOL_CALL, "error.turn is left as it was"
+    engine = ScriptedEngine([gp.Block.llm_text("never sent")])
+    restored = await gp.Session.restore(engine, store, session.session_id, tools=[lookup], limits=limits)
+    with pytest.raises(gp.UsageLimitExceeded, match=limit):
+        await restored.run("again")
+    assert engine.turns == [], "refused before any request"
+    assert len(await store.load_session(session.session_id)) == 1, "a refused prompt saves nothing"

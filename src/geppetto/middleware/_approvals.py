@@ -18,6 +18,7 @@ from ..tools._approval import (
     refusal_for,
     registry_require,
 )
+from ..tools._journal import RunJournal, interrupted_policy
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
 
 __all__ = ["answer_decided", "hold_for_people", "still_waiting"]
@@ -26,21 +27,41 @@ Execute = Callable[..., Awaitable[list[Block]]]
 
 
 def hold_for_people(
-    turn: Turn, registry: ToolRegistry, pending: Sequence[Block], policy: ApprovalPolicy
+    turn: Turn,
+    registry: ToolRegistry,
+    pending: Sequence[Block],
+    policy: ApprovalPolicy,
+    journal: RunJournal | None = None,
 ) -> tuple[list[Block], list[Block]]:
     """Split a step's ``pending`` calls into those to run now and those that wait; mark the waiting ones
-    and publish ``approval_requested`` for them."""
+    and publish ``approval_requested`` for them. A call the ``journal`` shows was interrupted mid-run waits
+    when its tool's policy is ``"ask"`` (its state then says ``interrupted``)."""
     rule = registry_require(registry)
     run_now: list[Block] = []
     held: list[tuple[Block, str]] = []
+    asked: list[Block] = []
     for call in pending:
-        kind = needs_person(registry.get(str(call.payload.get(PAYLOAD_NAME, ""))), call, policy, rule)
+        call_id = str(call.payload.get(PAYLOAD_ID, ""))
+        t = registry.get(str(call.payload.get(PAYLOAD_NAME, "")))
+        if journal is not None and journal.result(call_id) is not None:
+            run_now.append(call)  # answered from the journal, whatever it would need now
+            continue
+        if journal is not None and journal.interrupted(call_id) and t is not None:
+            if interrupted_policy(t) == "ask":
+                held.append((call, "pending"))
+                asked.append(call)
+            else:
+                run_now.append(call)  # the executor retries it or answers that it was interrupted
+            continue
+        kind = needs_person(t, call, policy, rule)
         if kind is None:
             run_now.append(call)
         else:
             held.append((call, kind))
     if held:
         calls = mark_waiting(held, policy)
+        for call in asked:
+            APPROVAL.set(call.metadata, {**(APPROVAL.get(call.metadata) or {}), "interrupted": True})
         publish(EventApprovalRequested(metadata_for(turn), calls=[c.to_dict() for c in calls]))
     return run_now, [b for b, _ in held]
 

@@ -22,7 +22,8 @@ from ..tools import (
     pending_tool_calls,
     refuse_tool_calls,
 )
-from ..tools._approval import Require, approval_policy
+from ..tools._approval import APPROVAL, Require, approval_policy, has_unrun_decisions
+from ..tools._journal import JOURNAL
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._approvals import Execute, answer_decided, hold_for_people, still_waiting
 from ._chain import Middleware
@@ -119,7 +120,17 @@ class _Steps:
         active = self.registry.subset(config.enabled)
         disabled = config.tool_choice == "none"
         offered = [] if disabled else active.list()
+        journal = JOURNAL.get()
+        if journal is not None and has_unrun_decisions(turn):
+            await journal.checkpoint(turn)  # before the approved calls run
         resumed = await answer_decided(turn, active, self.execute)
+        if journal is not None and journal.resumed and not disabled:
+            # a Turn rebuilt from the journal ends with the calls of the step that was cut off
+            left = [b for b in pending_tool_calls(turn) if APPROVAL.get(b.metadata) is None]
+            if left:
+                resumed = True
+                if await self._run_calls(turn, active, left, checkpoint=False):
+                    return turn
         if still_waiting(turn):
             return turn  # some calls still wait for a decision: the model cannot go on yet
         for step in range(1, limit + 1):
@@ -143,9 +154,14 @@ class _Steps:
             turn=turn,
         )
 
-    async def _run_calls(self, turn: Turn, active: ToolRegistry, pending: list[Block]) -> bool:
+    async def _run_calls(
+        self, turn: Turn, active: ToolRegistry, pending: list[Block], *, checkpoint: bool = True
+    ) -> bool:
         """Run the calls that need no person; True when some wait for one (the loop then ends)."""
-        run_now, held = hold_for_people(turn, active, pending, self.policy)
+        journal = JOURNAL.get()
+        if journal is not None and checkpoint:
+            await journal.checkpoint(turn)  # before any tool of the step runs
+        run_now, held = hold_for_people(turn, active, pending, self.policy, journal)
         if run_now:
             turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn)))
         return bool(held)

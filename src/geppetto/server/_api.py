@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._exceptions import GeppettoError, UsageError
+from .._exceptions import GeppettoError, UsageError, UsageLimitExceeded
 from ..events.bus import BusUnavailable
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
@@ -40,7 +40,9 @@ OPEN: dict[str, Any] = {"security": []}
 """A route's ``openapi_extra`` for a route that needs no API key (the page, the document, liveness)."""
 
 _ERROR = {"model": ErrorBody, "description": "An error: what went wrong and how to fix it"}
-ERRORS: dict[int | str, dict[str, Any]] = {code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422)}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 429)
+}
 ERRORS[503] = _ERROR
 """The error answers of an API route (every one has the :class:`ErrorBody` shape)."""
 
@@ -238,6 +240,9 @@ def _error(request: Request, exc: Exception, the_api: Api) -> Response:
     if isinstance(exc, ApprovalPendingError):
         log.info("request %s refused: %s", where, exc)
         return error_response(409, the_api.public(exc), "approval_pending")
+    if isinstance(exc, UsageLimitExceeded):
+        log.info("request %s refused: %s", where, exc)
+        return error_response(429, the_api.public(exc), "usage_limit_reached")
     if isinstance(exc, UsageError):
         log.info("request %s refused: %s", where, exc)
         return error_response(409, the_api.public(exc), "conflict")

@@ -128,6 +128,10 @@ class Published:
     async def picked_up(self, record: BackgroundRecord) -> None:
         """Go on from ``record``: its response and cursor, the events its worker recorded set before ours."""
         self.response_id, self.cursor = record.response_id, record.cursor
+        await self.set_aside()
+
+    async def set_aside(self) -> None:
+        """The events a stopped worker recorded for this inference go before ours (a pickup from its journal)."""
         await self._guard("the earlier events", set_events_aside(self.store, self.session_id, self.inference_id))
 
     async def forget(self) -> None:

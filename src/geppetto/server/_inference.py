@@ -20,9 +20,11 @@ from ..middleware import Middleware, system_prompt
 from ..providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE
 from ..runtime import recording_engine
 from ..session import ExecutionHandle, Session, UsageLimits
+from ..session._journal import prepare_go_on
 from ..session.stores import SessionLease, SQLTurnStore
 from ..session.stores._background import BackgroundRecord
 from ..tools import ToolRegistry
+from ..tools._journal import JournalRecord, rebuild
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, turn_to_dict
 from ._background import Created, Follow, Published, pending_for
 from ._client_tools import SessionTools
@@ -56,6 +58,7 @@ class _Running:
     lease: SessionLease | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     resume: BackgroundRecord | None = None  # the background response a worker that died was reading
+    journal: list[JournalRecord] | None = None  # the journal it left
 
 
 @dataclass
@@ -65,6 +68,15 @@ class _Hot:
     seq: int
     settings: dict[str, Any]
     session: Session
+
+
+def _goes_past(turn: Turn, sent: Turn) -> bool:
+    """Whether ``turn`` (rebuilt from a journal) holds ``sent`` (the Turn a background request was sent for)
+    and more: the request's answer came and the journal was written after it."""
+    if len(turn.blocks) <= len(sent.blocks):
+        return False
+    ids = [b.id for b in list.__iter__(turn.blocks)]
+    return ids[: len(sent.blocks)] == [b.id for b in list.__iter__(sent.blocks)]
 
 
 def worker_name() -> str:
@@ -168,13 +180,13 @@ class InferenceRunner:
 
     async def _pump(self, session_id: str, running: _Running, queue: asyncio.Queue[Any], published: Published) -> None:
         """Publish the inference's events from ``queue`` in order (None ends), noting how far they went."""
-        skip_start = running.resume is not None  # the dead worker published the engine's start
+        skip_start = True  # when the response a dead worker was reading is read on: it published its start
         while (item := await queue.get()) is not None:
             if isinstance(item, Created):
                 await published.created(item)
                 continue
             data, key, cursor = item
-            if skip_start and data.get("type") == "start":
+            if skip_start and running.resume is not None and data.get("type") == "start":
                 skip_start = False
                 continue
             data["inference_id"] = running.inference_id
@@ -183,14 +195,28 @@ class InferenceRunner:
 
     @staticmethod
     async def _picked_up(session: Session, text: str, running: _Running, published: Published) -> None:
-        """Prepare ``session`` for an inference a stopped worker left: prompted again, or (when it was reading
-        a background response) from the Turn and cursor it recorded."""
-        if running.resume is None:
+        """Prepare ``session`` for an inference a stopped worker left: from the Turn its journal holds when that
+        is newer than the background response it was reading (its tools then ran or were running: they are
+        answered from the journal, not run again); else from the Turn and cursor of that response; else
+        prompted again."""
+        records = running.journal or []
+        turn = rebuild(records, running.inference_id, session.latest) if records else None
+        record = running.resume
+        if turn is not None and (record is None or _goes_past(turn, record.turn)):
+            if record is not None:
+                await published.picked_up(record)  # its events are all published: the response is not read again
+                running.resume = None
+            else:
+                await published.set_aside()
+            prepare_go_on(session, running.inference_id, records, turn)
+            return
+        if record is None:
             session.prompt(text)
             return
-        await published.picked_up(running.resume)
-        session.append(running.resume.turn)
-        PENDING_RESPONSE.set(pending_for(running.resume))
+        await published.picked_up(record)
+        session.append(record.turn)
+        session._resume_journal = (running.inference_id, records)
+        PENDING_RESPONSE.set(pending_for(record))
 
     def _failure(
         self, session_id: str, running: _Running, session: Session | None, exc: Exception
@@ -321,6 +347,7 @@ class InferenceRunner:
             latest = await self.store.load_latest(session_id)
             if latest is not None:
                 session.append(latest)
+                session._stored = latest  # what the journal's first checkpoint need not write again
         return session
 
     async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import UsageError
+from .._exceptions import UsageError, UsageLimitExceeded
 from ..session import Session
 from ..session._approvals import prepare_resume
 from ..session.stores import SessionLease
@@ -58,6 +58,24 @@ class Started:
     session_id: str
     inference_id: str
     after: str
+
+
+def _refuse_over_limit(session: Session) -> None:
+    """:class:`~geppetto.UsageLimitExceeded` in the client's terms when the session's stored totals already
+    reach a limit of the server's (``--limits``): the prompt is refused before anything starts."""
+    reached = session._meter.reached()
+    if reached is None:
+        return
+    raise UsageLimitExceeded(
+        f"usage limit {reached.limit}={reached.maximum:g} of this server is reached in session {session.session_id} "
+        f"({reached.value:g} used), so the prompt was not run and nothing was sent to the provider; start a new "
+        "session (POST /api/sessions), or restart the server with a higher limit "
+        f"(geppetto serve --limits {reached.limit}=...)",
+        limit=reached.limit,
+        value=reached.value,
+        maximum=reached.maximum,
+        usage=reached.usage,
+    )
 
 
 class Runner(SweepingRunner):
@@ -221,10 +239,11 @@ class Runner(SweepingRunner):
             session.tools.declare(client_tools)
         try:
             if decisions is None:
+                _refuse_over_limit(session)
                 session.prompt(text, files=files)
             else:
                 prepare_resume(session, decisions)
-        except UsageError:
+        except (UsageError, UsageLimitExceeded):
             await self._keep_hot(session_id, settings, session)  # unchanged: still good for the next request
             raise
         return session

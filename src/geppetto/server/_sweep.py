@@ -8,6 +8,7 @@ import asyncio
 import logging
 
 from ..session.stores import InferenceRecord, SessionLease
+from ..tools._journal import JournalRecord
 from ._background import record_of
 from ._inference import RUN_FINISHED, InferenceRunner, _Running
 
@@ -90,22 +91,45 @@ class SweepingRunner(InferenceRunner):
                 if probe is not None:
                     await probe.release()
 
+    async def _journal_of(self, record: InferenceRecord) -> list[JournalRecord]:
+        """The journal a stale inference left ([] when it has no checkpoint, or the journal is unreadable)."""
+        try:
+            rows = await self.store.journal_read(record.session_id)
+        except Exception as exc:
+            log.warning("could not read the journal of inference %s (%s)", record.inference_id, exc)
+            return []
+        mine = [r for r in rows if r.inference_id == record.inference_id]
+        return mine if any(r.entry.startswith("step:") for r in mine) else []
+
     async def _pick_up(self, record: InferenceRecord, lease: SessionLease) -> bool:
-        """Go on with an inference whose worker died while it read a background response: from the Turn
-        and the cursor that worker recorded (see ``_background``). False when it read none."""
+        """Go on with an inference whose worker died while it read a background response or ran its tool loop:
+        from the Turn and the cursor that worker recorded (see ``_background``), or from its journal. False when
+        it left neither."""
         found = await record_of(self.store, record.session_id, record.inference_id)
-        if found is None:
+        journal = await self._journal_of(record)
+        if found is None and not journal:
             return False
         settings = await self.settings(record.session_id)
-        log.warning(
-            "inference %s of session %s: its worker (%s) stopped while it read background response %s; "
-            "picking it up after sequence number %d",
-            record.inference_id,
-            record.session_id,
-            record.worker,
-            found.response_id,
-            found.cursor,
+        if found is not None:
+            log.warning(
+                "inference %s of session %s: its worker (%s) stopped while it read background response %s; "
+                "picking it up after sequence number %d",
+                record.inference_id,
+                record.session_id,
+                record.worker,
+                found.response_id,
+                found.cursor,
+            )
+        else:
+            log.warning(
+                "inference %s of session %s: its worker (%s) stopped in its tool loop; picking it up from its "
+                "journal (calls whose result is journaled are not run again)",
+                record.inference_id,
+                record.session_id,
+                record.worker,
+            )
+        running = self._running[record.session_id] = _Running(
+            record.inference_id, lease=lease, resume=found, journal=journal
         )
-        running = self._running[record.session_id] = _Running(record.inference_id, lease=lease, resume=found)
         self._spawn(self._run(record.session_id, record.prompt or "", settings, running, lease))
         return True

@@ -3,11 +3,19 @@
 from ._session import ExecutionHandle, Session
 from ._stamp import stamp_inference
 from ._store import EventLogStore, MemoryTurnStore, RecordedEvent, TurnStore
-from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
+from ._usage import (
+    TURN_META_INFERENCE_USAGE,
+    TURN_META_SESSION_USAGE,
+    TURN_META_STOPPED_BY_LIMIT,
+    SessionUsage,
+    UsageLimits,
+    UsageMeter,
+)
 
 __all__ = [
     "TURN_META_INFERENCE_USAGE",
     "TURN_META_SESSION_USAGE",
+    "TURN_META_STOPPED_BY_LIMIT",
     "EventLogStore",
     "ExecutionHandle",
     "MemoryTurnStore",

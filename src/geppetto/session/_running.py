@@ -7,13 +7,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from .._exceptions import StoreError
+from .._exceptions import StoreError, UsageLimitExceeded
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..pricing import PriceTable, use_prices
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn, new_id
+from ..tools._approval import APPROVAL
+from ..tools._journal import JOURNAL, JournalRecord, JournalStore, RunJournal
+from ..tools._pending import pending_tool_calls
+from ..turns import PAYLOAD_ID, TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._known import TURN_META_HISTORY_EDIT
@@ -21,7 +24,13 @@ from ..turns._watch import BlockList
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
-from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, UsageMeter
+from ._usage import (
+    TURN_META_INFERENCE_USAGE,
+    TURN_META_SESSION_USAGE,
+    TURN_META_STOPPED_BY_LIMIT,
+    SessionUsage,
+    UsageMeter,
+)
 
 
 class Session(Protocol):
@@ -37,6 +46,10 @@ class Session(Protocol):
     _meter: UsageMeter
 
     _ran: set[str]
+    _interrupted: str | None
+    _journal_dirty: bool
+    _resume_journal: tuple[str, list[JournalRecord]] | None
+    _stored: Turn | None
 
     @property
     def _known(self) -> set[str]: ...
@@ -112,16 +125,25 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
     recorded: list[TimedEvent] | None = [] if session.record_events else None
     sinks = session.sinks if recorded is None else (*session.sinks, lambda e: recorded.append((time.time(), e)))
     start = session._meter.begin()
+    journal = await _journal_for(session, inference_id)
     with with_sinks(*sinks), use_prices(session.prices), contextlib.ExitStack() as hooks:
         for hook in RUN_HOOKS:
             hooks.enter_context(hook(work, engine_provider(session.engine)))
+        JOURNAL.set(journal)  # this task's context only: the inference's tool calls are journaled
         try:
             out = await session.engine.run_inference(work)
         except asyncio.CancelledError:
             publish(EventInterrupt(metadata_for(work), reason="cancelled"))
             await save_failed_events(session, inference_id, recorded)
             raise
+        except UsageLimitExceeded as exc:
+            if not await _save_stopped(session, work, exc, inference_id, start, recorded):
+                await save_failed_events(session, inference_id, recorded)
+            raise
         except BaseException:
+            if journal is not None and journal.wrote:
+                session._interrupted = inference_id  # resume() goes on from its journal, tools not run again
+                session._journal_dirty = True
             await save_failed_events(session, inference_id, recorded)
             raise
     if out.id != work.id:  # an engine that built a new turn still answers for this one
@@ -133,7 +155,62 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
         out, session_id=session.session_id, inference_id=inference_id, prior_ids=prior, only=_unproven(out, origin)
     )
     await complete(session, out, recorded)
+    if journal is not None and (journal.wrote or journal.resumed):
+        await journal.clear()  # the snapshot holds what the tools returned
     return out
+
+
+async def _save_stopped(
+    session: Session,
+    work: Turn,
+    exc: UsageLimitExceeded,
+    inference_id: str,
+    start: SessionUsage,
+    events: list[TimedEvent] | None,
+) -> bool:
+    """A usage limit stopped the inference after it made requests: save the work done so far (``exc.turn``)
+    as a snapshot with the usage and the limit, so the session's totals are in the store and the next
+    prompt is refused before any request. Calls that were asked for and not run are answered with the
+    reason (the Turn stays one a provider takes). Whether it was saved (not when no request was made)."""
+    if not isinstance(exc.turn, Turn) or session._meter.totals.requests <= start.requests:
+        return False
+    out = exc.turn.clone()  # the caller's error.turn stays as it was
+    out.id = work.id
+    refused = f"not run: {exc.limit}={exc.maximum:g} was reached before this call could run"
+    out.extend(
+        Block.tool_use(str(b.payload.get(PAYLOAD_ID, "")), "", refused)
+        for b in pending_tool_calls(out)
+        if APPROVAL.get(b.metadata) is None
+    )
+    TURN_META_INFERENCE_USAGE.set(out.metadata, (session._meter.totals - start).to_dict())
+    TURN_META_STOPPED_BY_LIMIT.set(
+        out.metadata, {"limit": exc.limit, "value": exc.value, "maximum": exc.maximum, "message": str(exc)}
+    )
+    stamp_inference(out, session_id=session.session_id, inference_id=inference_id, prior_ids=session._known)
+    try:
+        await complete(session, out, events)
+    except StoreError:
+        log.exception(
+            "could not save the work inference %s did before usage limit %s stopped it", inference_id, exc.limit
+        )
+        return False
+    return True
+
+
+async def _journal_for(session: Session, inference_id: str) -> RunJournal | None:
+    """The journal of this inference (None when the store keeps none): going on from the records a resume
+    or a pickup read, else empty; the rows an abandoned inference left are cleared first."""
+    store = session.store
+    if store is None or not hasattr(store, "journal_write"):
+        return None
+    journal_store = cast(JournalStore, store)
+    picked, session._resume_journal = session._resume_journal, None
+    records = picked[1] if picked is not None and picked[0] == inference_id else ()
+    if not records and session._journal_dirty:
+        session._interrupted, session._journal_dirty = None, False  # a new inference: the interrupted one is abandoned
+        with contextlib.suppress(Exception):
+            await journal_store.journal_clear(session.session_id)
+    return RunJournal(journal_store, session.session_id, inference_id, base=session._stored, records=records)
 
 
 async def complete(session: Session, out: Turn, events: list[TimedEvent] | None) -> None:
@@ -161,6 +238,10 @@ async def complete(session: Session, out: Turn, events: list[TimedEvent] | None)
 async def save(session: Session, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:
     if session.store is None:
         return
+    if session._meter.totals.requests:
+        # the session's totals so far, on every snapshot it saves (an edit's too): restoring any latest
+        # snapshot gives them back, so a limit holds across prompts, edits and processes
+        TURN_META_SESSION_USAGE.set(out.metadata, session._meter.totals.to_dict())
     if getattr(session.store, "reads_at_once", False):
         snapshot = out  # read whole before the store's first await: no caller can change it meanwhile
     else:
@@ -173,6 +254,7 @@ async def save(session: Session, out: Turn, frozen: Frozen, events: list[TimedEv
         else:
             assert isinstance(session.store, EventLogStore)
             await session.store.save_snapshot(session.session_id, snapshot, events=events)
+        session._stored = out
     except StoreError as exc:
         raise StoreError(
             f"{exc} (the inference completed and its output is session.latest; save it again once the "

@@ -17,10 +17,11 @@ from ..output import STRUCTURED_OUTPUT, output_config
 from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
+from ..tools._journal import JournalRecord
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
-from . import _approvals, _edits, _running
+from . import _approvals, _edits, _journal, _running
 from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
@@ -109,6 +110,10 @@ class Session:
         self._timeline = Timeline()
         self._ran: set[str] = set()  # the Turn ids this session's inferences ran as
         self._handle: ExecutionHandle | None = None
+        self._interrupted: str | None = None  # an inference cut off mid tool loop, its journal in the store
+        self._journal_dirty = False  # the store's journal holds rows of an inference this session left
+        self._resume_journal: tuple[str, builtins.list[JournalRecord]] | None = None  # read for the next run
+        self._stored: Turn | None = None  # the latest snapshot the store holds, as far as this session knows
 
     @staticmethod
     def _check_engine(engine: object) -> Engine:
@@ -162,19 +167,25 @@ class Session:
         """A session continuing ``session_id`` from the latest snapshot ``store`` holds (raises
         :class:`~geppetto.UsageError` when it holds none). Only that snapshot is read: the restored
         session's :attr:`history` starts there, and older snapshots stay in the store
-        (``store.load_snapshots``)."""
+        (``store.load_snapshots``). When the store's journal shows an inference that stopped mid tool loop
+        (its process died), :attr:`interrupted` names it and :meth:`resume` goes on with it."""
         load_latest = getattr(store, "load_latest", None)
         if load_latest is not None:
             latest = await load_latest(session_id)
         else:
             snapshots = await store.load_session(session_id)
             latest = snapshots[-1] if snapshots else None
-        if latest is None:
+        interrupted = await _journal.interrupted_in(store, session_id, latest)
+        if latest is None and interrupted is None:
             raise UsageError(
                 f"the store holds no snapshots for session {session_id!r}; list them with store.list_sessions()"
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
-        session._adopt(latest)
+        if latest is not None:  # None: its first inference was interrupted, and only the journal holds it
+            session._adopt(latest)
+            session._stored = latest
+        session._interrupted = interrupted
+        session._journal_dirty = interrupted is not None
         return session
 
     def _push(self, turn: Turn) -> None:
@@ -218,6 +229,7 @@ class Session:
         of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
         _approvals.check_no_waiting(self, "append a turn")
+        self._interrupted = None  # the next inference starts from this turn, not from the journal
         self._adopt(turn)
         return turn
 
@@ -233,6 +245,7 @@ class Session:
         self._check_idle("prompt")
         expired = _approvals.check_no_waiting(self, "prompt")
         user = Block.user(text, images, files)  # a bad attachment fails before the history changes
+        self._interrupted = None  # a new turn: an interrupted inference is abandoned (its journal cleared)
         frozen = self._settle_latest()
         latest = self.latest
         seed = Turn() if latest is None or frozen is None else _derive(latest, frozen, new_id())
@@ -308,8 +321,18 @@ class Session:
         client (``kind="client"``), in call order; empty when nothing waits."""
         return awaiting(self.latest)
 
+    @property
+    def interrupted(self) -> str | None:
+        """The id of an inference that stopped mid tool loop (its process died, or a request failed after tools
+        ran) and that :meth:`resume` goes on with from the store's journal; None when there is none."""
+        return self._interrupted
+
     async def resume(self, decisions: Mapping[str, Any] | None = None) -> Turn:
         """Answer waiting tool calls and continue the inference; returns its output turn.
+
+        With no decisions and an :attr:`interrupted` inference, go on with it instead: the Turn as it stood
+        before its last tools ran is rebuilt from the journal, a call whose result is journaled is not run
+        again, one that started and never returned follows its tool's ``on_interrupted`` policy.
 
         ``decisions`` maps call ids to ``True`` (approve: the tool runs), ``False`` (deny) or a string (deny
         with that reason, which the model reads); for a client-side call, to the client's result (a
@@ -317,6 +340,8 @@ class Session:
         ones run now, and the model goes on once nothing waits); calls that expired are refused.
         Raises :class:`~geppetto.UsageError` for an id that does not wait or a decision of the wrong type.
         """
+        if not decisions and self._interrupted is not None and not awaiting(self.latest):
+            return await _journal.go_on(self)
         return await _approvals.resume(self, decisions or {})
 
     async def drop_pending(self, reason: str = "") -> Turn:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..events import Event
+from ..tools._journal import JournalRecord
 from ..turns import TURN_META_INFERENCE_ID, Turn
 from ..turns._cow import Frozen, LazyBlockList, freeze
 from ..turns._keys import TurnData, TurnMetadata, copy_json
@@ -85,6 +87,7 @@ class MemoryTurnStore:
         self._sessions: dict[str, list[tuple[str, dict[str, Any], dict[str, Any], Frozen]]] = {}
         self._events: dict[str, list[RecordedEvent]] = {}
         self._verdicts: dict[tuple[str, str], dict[str, Any]] = {}
+        self._journal: dict[str, dict[tuple[str, str], JournalRecord]] = {}
 
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
         held = self._sessions.setdefault(session_id, [])
@@ -114,6 +117,22 @@ class MemoryTurnStore:
 
     async def load_session(self, session_id: str) -> list[Turn]:
         return [_turn(*held) for held in self._sessions.get(session_id, [])]
+
+    # -- the journal of side effects (geppetto.tools._journal) -------------------------------------
+    async def journal_write(self, session_id: str, inference_id: str, entry: str, record: dict[str, Any]) -> None:
+        rows = self._journal.setdefault(session_id, {})
+        kept = rows.get((inference_id, entry))
+        at = kept.at if kept is not None else time.time()
+        rows[inference_id, entry] = JournalRecord(inference_id, entry, json.loads(json.dumps(record)), at)
+
+    async def journal_read(self, session_id: str) -> list[JournalRecord]:
+        return [
+            JournalRecord(r.inference_id, r.entry, json.loads(json.dumps(r.record)), r.at)
+            for r in self._journal.get(session_id, {}).values()
+        ]
+
+    async def journal_clear(self, session_id: str) -> None:
+        self._journal.pop(session_id, None)
 
     async def load_latest(self, session_id: str) -> Turn | None:
         held = self._sessions.get(session_id)

@@ -20,12 +20,22 @@ from ..events import Usage
 from ..pricing import TURN_META_COST, current_prices
 from ..turns import TURN_META_USAGE, BlockKind, Turn, turn_meta_key
 
-__all__ = ["TURN_META_INFERENCE_USAGE", "TURN_META_SESSION_USAGE", "SessionUsage", "UsageLimits", "UsageMeter"]
+__all__ = [
+    "TURN_META_INFERENCE_USAGE",
+    "TURN_META_SESSION_USAGE",
+    "TURN_META_STOPPED_BY_LIMIT",
+    "SessionUsage",
+    "UsageLimits",
+    "UsageMeter",
+]
 
 TURN_META_SESSION_USAGE = turn_meta_key("geppetto", "session_usage", 1, dict)
 """The session's totals (``SessionUsage.to_dict()``) after the last request of the inference that made the turn."""
 TURN_META_INFERENCE_USAGE = turn_meta_key("geppetto", "inference_usage", 1, dict)
 """What the inference that made the turn used (``SessionUsage.to_dict()``: its requests only)."""
+TURN_META_STOPPED_BY_LIMIT = turn_meta_key("geppetto", "stopped_by_limit", 1, dict)
+"""On a snapshot saved when a usage limit stopped its inference mid tool loop: ``limit``, ``value``, ``maximum``
+and the ``message`` the caller got (the Turn keeps the work done so far)."""
 
 
 @dataclass
@@ -202,11 +212,46 @@ class UsageMeter:
 
         return handler
 
+    def reached(self) -> UsageLimitExceeded | None:
+        """The error the next request would get whatever it sends, when a session-wide limit is already reached
+        by the totals (``max_requests``, ``max_output_tokens``, ``max_cost``, ``max_tool_calls`` once passed);
+        None otherwise. A prompt can be
+        refused with it before anything starts."""
+        limits = self.limits
+        if limits is None or limits.per != "session":
+            return None
+        try:
+            for check in (self._check_requests, self._check_output):
+                check(None, limits, self.totals)
+            if limits.max_cost is not None and self.totals.priced_cost >= limits.max_cost:
+                self._raise(None, "max_cost", self.totals.priced_cost, limits.max_cost, "USD spent")
+        except UsageLimitExceeded as exc:
+            return exc
+        return None
+
+    def _check_requests(self, turn: Turn | None, limits: UsageLimits, used: SessionUsage) -> None:
+        if limits.max_requests is not None and used.requests >= limits.max_requests:
+            what = f"{used.requests} request{'s' if used.requests != 1 else ''} sent, another would pass it"
+            self._raise(turn, "max_requests", used.requests, limits.max_requests, what)
+
+    def _check_output(self, turn: Turn | None, limits: UsageLimits, used: SessionUsage) -> None:
+        if limits.max_output_tokens is not None and used.output_tokens >= limits.max_output_tokens:
+            self._raise(turn, "max_output_tokens", used.output_tokens, limits.max_output_tokens, "output tokens used")
+        if limits.max_tool_calls is not None and used.tool_calls > limits.max_tool_calls:
+            # passed already (by calls that were asked for and not run): no request until it is raised
+            self._raise(
+                turn,
+                "max_tool_calls",
+                used.tool_calls,
+                limits.max_tool_calls,
+                f"{used.tool_calls} tool calls asked for",
+            )
+
     def _used(self) -> SessionUsage:
         assert self.limits is not None
         return self.totals - self._start if self.limits.per == "inference" else self.totals
 
-    def _raise(self, turn: Turn, limit: str, value: float, maximum: float, what: str) -> None:
+    def _raise(self, turn: Turn | None, limit: str, value: float, maximum: float, what: str) -> None:
         assert self.limits is not None
         scope = "this inference" if self.limits.per == "inference" else "this session"
         raise UsageLimitExceeded(
@@ -230,11 +275,8 @@ class UsageMeter:
     async def _check(self, turn: Turn) -> None:
         limits, used = self.limits, self._used()
         assert limits is not None
-        if limits.max_requests is not None and used.requests >= limits.max_requests:
-            what = f"{used.requests} request{'s' if used.requests != 1 else ''} sent, another would pass it"
-            self._raise(turn, "max_requests", used.requests, limits.max_requests, what)
-        if limits.max_output_tokens is not None and used.output_tokens >= limits.max_output_tokens:
-            self._raise(turn, "max_output_tokens", used.output_tokens, limits.max_output_tokens, "output tokens used")
+        self._check_requests(turn, limits, used)
+        self._check_output(turn, limits, used)
         if limits.max_cost is not None:
             self._check_cost(turn, limits, used)
         if limits.counts_tokens:

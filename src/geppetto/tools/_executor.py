@@ -29,6 +29,7 @@ from .._exceptions import GeppettoError, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
+from ._journal import INTERRUPTED_ERROR, JOURNAL, may_run_again
 from ._pending import pending_tool_calls
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolReportedError, serialize_result
@@ -158,6 +159,9 @@ async def execute_tool_calls(
 async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> Block:
     call_id = str(call.payload.get(PAYLOAD_ID, ""))
     name = str(call.payload.get(PAYLOAD_NAME, ""))
+    journal = JOURNAL.get()
+    if journal is not None and (journaled := journal.result(call_id)) is not None:
+        return journaled  # it ran before this process picked the inference up: not again, no event again
     result: str | None = None
     error: str | None = None
     try:
@@ -166,17 +170,28 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
             known = ", ".join(registry.names()) or "(none)"
             raise _Failure(f"unknown tool {name!r}; available tools: {known}", retry=False)
         kwargs = _arguments(t, call.payload.get(PAYLOAD_ARGS))
+        if journal is not None and journal.interrupted(call_id) and not may_run_again(t, call):
+            raise _Failure(INTERRUPTED_ERROR, retry=False)
         publish(EventToolCallStarted(opts.metadata, call_id=call_id, name=name))
+        if journal is not None:
+            await journal.started(call_id, name)
         result = bound_result(await _with_retries(t, kwargs, opts), opts.max_result_chars)
     except _Failure as exc:
         error = str(exc)
-    return _answer(call_id, name, result, error, opts.metadata)
+    if journal is None:
+        return _answer(call_id, name, result, error, opts.metadata)
+    # journaled before its event: a stop in between loses the event, never runs the tool twice
+    answer = Block.tool_use(call_id, result if error is None else "", error)
+    await journal.finished(call_id, name, answer)
+    return _answer(call_id, name, result, error, opts.metadata, answer)
 
 
-def _answer(call_id: str, name: str, result: str | None, error: str | None, metadata: EventMetadata) -> Block:
+def _answer(
+    call_id: str, name: str, result: str | None, error: str | None, metadata: EventMetadata, block: Block | None = None
+) -> Block:
     publish(EventToolResult(metadata, call_id=call_id, name=name, result=result, error=error))
     # On failure the result is empty and ``error`` says why; engines show the error to the model.
-    return Block.tool_use(call_id, result if error is None else "", error)
+    return block if block is not None else Block.tool_use(call_id, result if error is None else "", error)
 
 
 def refuse_tool_calls(calls: Sequence[Block], error: str, *, metadata: EventMetadata | None = None) -> list[Block]:

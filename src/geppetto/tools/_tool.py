@@ -12,7 +12,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast, overload
+from typing import Any, Literal, cast, overload
 
 import pydantic
 import pydantic_core
@@ -20,6 +20,9 @@ import pydantic_core
 from .._exceptions import ToolDefinitionError
 
 __all__ = ["Tool", "ToolDefinition", "ToolReportedError", "serialize_result", "tool"]
+
+OnInterrupted = Literal["retry", "fail", "ask"]
+"""What happens to a tool call whose start is journaled but whose result is not (see :func:`tool`)."""
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -68,6 +71,7 @@ class Tool:
         timeout_s: float | None = None,
         requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
         client_side: bool = False,
+        on_interrupted: OnInterrupted | None = None,
     ) -> None:
         if not callable(fn):
             raise ToolDefinitionError(f"{fn!r} is not a function; decorate a function with @tool")
@@ -92,6 +96,14 @@ class Tool:
         self.requires_approval = requires_approval
         """``True``, or a predicate on the call's arguments: a person approves the call before it runs."""
         self.client_side = client_side
+        if on_interrupted not in (None, "retry", "fail", "ask"):
+            raise ToolDefinitionError(
+                f"tool {self.name}: on_interrupted must be 'retry', 'fail' or 'ask', not {on_interrupted!r}"
+            )
+        self.on_interrupted: OnInterrupted | None = on_interrupted
+        """What a pickup does with a call of this tool that started and never returned (the process running it
+        stopped): ``"retry"`` runs it again, ``"fail"`` answers with an error, ``"ask"`` holds it for approval.
+        None: ``"fail"`` when the tool needs approval, else ``"retry"`` (docs/persistence.md)."""
         """The client runs this tool (see :func:`~geppetto.tools.client_tool`); its body never runs here."""
         self._model = _args_model(fn, self.name)
         self._positional = tuple(
@@ -219,6 +231,7 @@ def tool(
     backoff_s: float = 0.1,
     timeout_s: float | None = None,
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    on_interrupted: OnInterrupted | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -233,6 +246,7 @@ def tool(
     backoff_s: float = 0.1,
     timeout_s: float | None = None,
     requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+    on_interrupted: OnInterrupted | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
@@ -243,6 +257,10 @@ def tool(
     ``requires_approval=True`` (or a predicate on the arguments, e.g. ``lambda a: a["amount"] > 100``)
     makes the tool loop stop with the call pending until a person approves or denies it
     (``session.pending_approvals``, ``await session.resume({call_id: True})``).
+    ``on_interrupted`` says what a run picked up by another worker or process does with a call of this tool
+    that started and never returned: ``"retry"`` (run it again), ``"fail"`` (the model reads that it was
+    interrupted) or ``"ask"`` (it waits for approval); by default ``"fail"`` for a tool that needs approval,
+    ``"retry"`` otherwise. A call whose result was journaled never runs again (docs/persistence.md).
     Positional-only parameters are fine (they are passed by position). Raises
     :class:`ToolDefinitionError` naming the function and parameter when a parameter has no type hint,
     a hint that does not resolve, a type JSON cannot express, or is ``*args``/``**kwargs``.
@@ -265,6 +283,7 @@ def tool(
             backoff_s=backoff_s,
             timeout_s=timeout_s,
             requires_approval=requires_approval,
+            on_interrupted=on_interrupted,
         )
 
     return wrap(fn) if fn is not None else wrap

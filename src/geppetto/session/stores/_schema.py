@@ -61,6 +61,21 @@ _V_ENDPOINT_VERDICTS = [
 ]
 _V_ENDPOINT_VERDICTS_PG = [_V_ENDPOINT_VERDICTS[0].replace("REAL", "DOUBLE PRECISION")]
 
+# Version 9: the journal of side effects (``geppetto.tools._journal``): per inference, one row per tool call
+# (``call:<id>``, written when it starts and again when it returns) and one per tool step (``step:<n>``, the
+# blocks the step added), so a run picked up elsewhere never runs a tool twice. A session's rows are deleted
+# when one of its inferences completes. No foreign key: a library session journals before its first snapshot.
+_V9_JOURNAL = [
+    """CREATE TABLE journal (
+        session_id TEXT NOT NULL,
+        inference_id TEXT NOT NULL,
+        entry TEXT NOT NULL,
+        record TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (session_id, inference_id, entry))""",
+]
+_V9_JOURNAL_PG = [_V9_JOURNAL[0].replace("at REAL", "at DOUBLE PRECISION")]
+
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
 # holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
@@ -162,6 +177,7 @@ SQLITE: list[list[str]] = [
     _V6,
     _V7,
     _V_ENDPOINT_VERDICTS,
+    _V9_JOURNAL,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -253,6 +269,7 @@ POSTGRES: list[list[str]] = [
     _V6,
     _V7,
     _V_ENDPOINT_VERDICTS_PG,
+    _V9_JOURNAL_PG,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..._exceptions import StoreError, UsageError
+from ...tools._journal import JournalRecord
 from ._records import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, lock_key
 from ._sql_migrate import SQLMigrations
 from ._sql_parts import _backoff, _conditions, _engine_of, _payload, _usage_of
@@ -122,7 +123,14 @@ class SQLTurnStore(SQLMigrations):
                         f"DELETE FROM {table} WHERE sk IN (SELECT created_seq FROM sessions WHERE id = ?)",
                         (session_id,),
                     )
-                for table in ("events", "snapshots", "inferences", "session_summaries", "background_responses"):
+                for table in (
+                    "events",
+                    "snapshots",
+                    "inferences",
+                    "session_summaries",
+                    "background_responses",
+                    "journal",
+                ):
                     self._exec(conn, f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
                 self._tips.pop(session_id, None)
                 cursor = conn.execute(self._sql("DELETE FROM sessions WHERE id = ?"), (session_id,))
@@ -234,6 +242,29 @@ class SQLTurnStore(SQLMigrations):
             "FROM inferences WHERE status = 'running' ORDER BY started_at, inference_id",
         )
         return [InferenceRecord(*row) for row in rows]
+
+    # -- the journal of side effects (geppetto.tools._journal) -------------------------------------------
+    async def journal_write(self, session_id: str, inference_id: str, entry: str, record: dict[str, Any]) -> None:
+        """Write ``record`` under ``entry`` of the inference (one row: a call's start, then its result)."""
+        await self._run(
+            self._exec,
+            "INSERT INTO journal (session_id, inference_id, entry, record, at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (session_id, inference_id, entry) DO UPDATE SET record = excluded.record",
+            (session_id, inference_id, entry, json.dumps(record, ensure_ascii=False), time.time()),
+        )
+
+    async def journal_read(self, session_id: str) -> list[JournalRecord]:
+        """Every journal row of ``session_id``, in the order first written."""
+        rows = await self._run(
+            self._rows,
+            "SELECT inference_id, entry, record, at FROM journal WHERE session_id = ? ORDER BY at, entry",
+            (session_id,),
+        )
+        return [JournalRecord(str(i), str(e), _payload(r), float(a)) for i, e, r, a in rows]
+
+    async def journal_clear(self, session_id: str) -> None:
+        """Delete the journal of ``session_id`` (one of its inferences completed)."""
+        await self._run(self._exec, "DELETE FROM journal WHERE session_id = ?", (session_id,))
 
     def close(self) -> None:
         """Release the connection(s); the store reopens on next use."""
