@@ -105,9 +105,16 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         assert opened.errors == []
 
 
+def open_settings(p: Any) -> None:
+    """Unfold the new session's settings (model, mode, system prompt): folded until asked for."""
+    if not p.locator("#new-settings").evaluate("d => d.open"):
+        p.click("#new-settings summary")
+
+
 def new_session(p: Any, url: str) -> str:
     p.goto(url + "/")
     p.locator("#server-info").filter(has_text="get_weather").wait_for()
+    open_settings(p)
     p.select_option("#new-mode", "chained")
     p.click("#create-session")
     p.locator("#prompt").wait_for()
