@@ -193,8 +193,10 @@ def test_chat_with_tools_then_the_inspector_matches_the_simulator(
                 assert block.locator("td.content").inner_text() == item["content"]
     # the next request, as the engine's planning code works it out: it chains on the last answer
     next_request = p.locator("#next-request")
-    assert next_request.inner_text().startswith("previous_response_id resp_")
-    assert next_request.inner_text().endswith(", then the next prompt")
+    assert next_request.inner_text().startswith("chained: the server holds all 9 blocks; the next prompt is sent alone")
+    assert next_request.inner_text().endswith(
+        f"with previous_response_id={p.locator('#requests tbody tr').last.get_attribute('data-response-id')}"
+    )
     page.shot("inspector")
 
     p.click("#nav-dashboard")

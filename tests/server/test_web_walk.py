@@ -90,5 +90,6 @@ def test_the_inspector_counts_conversation_requests_as_such(page: Page, served: 
     assert "1 stateless" not in text and "0 fallbacks" in text
     assert p.locator("#next-heading").inner_text() == "Next request (conversation mode)"
     next_request = p.locator("#next-request").inner_text()
-    assert next_request.startswith("conversation conv_") and "previous_response_id" not in next_request
+    assert next_request.startswith("conversation: the server holds all ") and "previous_response_id" not in next_request
+    assert "the next prompt is sent alone, with conversation=conv_" in next_request, next_request
     page.shot("inspector-conversation")
