@@ -32,6 +32,17 @@ def _isolated_user_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch
     monkeypatch.delenv("GEPPETTO_STORE", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_endpoint_verdicts() -> Iterator[None]:
+    """What one test's engines learned of an endpoint (the session's simulator, a mock's URL) is not known to
+    the next test's: each starts from no verdict."""
+    from geppetto.providers.openai_responses import endpoint_verdicts
+
+    endpoint_verdicts.clear()
+    yield
+    endpoint_verdicts.clear()
+
+
 # PostgreSQL for the store and server tests (skipped, with the reason, when no server answers).
 POSTGRES_URL = os.environ.get("GEPPETTO_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -88,3 +99,14 @@ def without() -> Callable[[set[str], str], subprocess.CompletedProcess[str]]:
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def litellm_proxy(geppetto_sim_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The LiteLLM proxy (a real third-party Responses server) in front of the session's simulator, started once
+    (it takes a minute); skips where it is not installed. Use it with ``geppetto_sim``, which resets the
+    simulator behind it. See tests/litellm_peer.py."""
+    from litellm_peer import run_litellm
+
+    with run_litellm(geppetto_sim_server, tmp_path_factory.mktemp("litellm")) as proxy:
+        yield proxy

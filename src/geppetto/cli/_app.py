@@ -1,4 +1,4 @@
-"""The ``geppetto`` command: run, chat, inspect, simulate, serve, models, demo, profiles, sessions."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, serve, models, probe, demo, profiles, sessions."""
 
 from __future__ import annotations
 
@@ -221,6 +221,41 @@ def models(
     every = profile is None and provider is None and base_url is None
     rows = guarded(lambda: profile_models(EngineSettings(profile, provider, None, base_url), every=every))
     render_models(rows, json_out=json_out)
+
+
+@app.command()
+def probe(
+    base_url: Annotated[
+        str,
+        typer.Argument(metavar="BASE_URL", help="The Responses API's base URL, e.g. http://127.0.0.1:4000/v1."),
+    ],
+    model: Annotated[str, typer.Option("--model", metavar="MODEL", help="The model to send the probe's requests to.")],
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env", metavar="NAME", help="Read the key from this variable (default: OPENAI_API_KEY)."
+        ),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    save: Annotated[
+        Path | None,
+        typer.Option("--save", metavar="FILE", help="Also write the JSON to FILE (Verdict.from_dict reads it)."),
+    ] = None,
+    remember: Annotated[
+        bool,
+        typer.Option("--remember", help="Keep the verdict in the session store: chats on it start from it."),
+    ] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Ask a Responses endpoint, with a dozen small requests, whether it keeps the context previous_response_id
+    names (and which stateful routes work): the verdict the engine would reach."""
+    from ._probe import probe_command
+
+    guarded(
+        lambda: probe_command(
+            base_url, model, api_key_env, json_out=json_out, save=save, remember=remember, store=store
+        )
+    )
 
 
 @app.command()

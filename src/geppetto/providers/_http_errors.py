@@ -100,9 +100,12 @@ def names_missing_response(message: str) -> bool:
 def responses_create_error_info(body: Any) -> ErrorInfo | None:
     """``openai_error_info`` for a request creating a response: an error without a code whose message says a
     response was not found is ``previous_response_not_found`` (the only response such a request names is
-    its parent; servers other than OpenAI's send no code)."""
+    its parent; servers other than OpenAI's send no code). A code that is only the HTTP status counts as
+    none: the LiteLLM proxy re-wraps an upstream error with ``"code": "400"`` and the upstream's own code
+    inside the message."""
     info = openai_error_info(body)
-    if info is not None and info.code is None and names_missing_response(info.message):
+    uncoded = info is not None and (info.code is None or info.code.isdigit())
+    if info is not None and uncoded and names_missing_response(info.message):
         return ErrorInfo(info.message, "previous_response_not_found", info.error_type, info.param)
     return info
 

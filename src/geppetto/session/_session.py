@@ -131,6 +131,10 @@ class Session:
         new provider cannot take stays in the Turn and out of its requests)."""
         self._check_engine(engine)
         self._given = engine
+        remember = getattr(engine, "use_verdict_store", None)
+        if callable(remember) and callable(getattr(self.store, "save_endpoint_verdict", None)):
+            # what the engine learns of its endpoint's state-keeping is kept with the sessions
+            remember(self.store)
         self._meter.attach(engine)
         self.engine = with_middleware(engine, *self._chain)
 

@@ -84,6 +84,7 @@ class MemoryTurnStore:
         # Per snapshot: its id, metadata, data and frozen blocks (unchanged blocks shared between snapshots).
         self._sessions: dict[str, list[tuple[str, dict[str, Any], dict[str, Any], Frozen]]] = {}
         self._events: dict[str, list[RecordedEvent]] = {}
+        self._verdicts: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
         held = self._sessions.setdefault(session_id, [])
@@ -95,6 +96,15 @@ class MemoryTurnStore:
         held.append((turn.id, copy_json(dict(turn.metadata)), copy_json(dict(turn.data)), frozen))
         if events:
             await self.save_events(session_id, TURN_META_INFERENCE_ID.get(turn.metadata) or "", events)
+
+    async def load_endpoint_verdict(self, base_url: str, model: str) -> dict[str, Any] | None:
+        """The verdict saved for a Responses endpoint (base URL and model), None when there is none."""
+        kept = self._verdicts.get((base_url, model))
+        return dict(kept) if kept is not None else None
+
+    async def save_endpoint_verdict(self, base_url: str, model: str, verdict: dict[str, Any]) -> None:
+        """Keep ``verdict`` for the endpoint, replacing the one saved before."""
+        self._verdicts[(base_url, model)] = dict(verdict)
 
     async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
         self._events.setdefault(session_id, []).extend(recorded(inference_id, events))

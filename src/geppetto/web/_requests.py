@@ -103,6 +103,7 @@ def _request_fields(final: dict[str, Any], inference_id: str, index: int) -> dic
         "fallback_detail": extra.get("responses.detail") or None,
         "why": extra.get("responses.why") or None,
         "repair": extra.get("responses.repair") or None,
+        "state_evidence": extra.get("responses.evidence") or None,
         "items": extra.get("responses.items"),
         "usage": meta.get("usage"),
         "cost": (meta.get("cost") or {}).get("total"),

@@ -6,6 +6,7 @@ context provably equals the Turn up to it, and the whole Turn otherwise.
 
 from ._anchors import blocks_after_response, find_best_anchor, is_valid_anchor
 from ._engine import ResponsesEngine
+from ._evidence import Verdict, endpoint_verdicts
 from ._items import blocks_to_items
 from ._manager import ConversationManager
 from ._metrics import FALLBACK_REASONS, ResponsesMetrics, metrics
@@ -18,8 +19,10 @@ __all__ = [
     "ConversationState",
     "ResponsesEngine",
     "ResponsesMetrics",
+    "Verdict",
     "blocks_after_response",
     "blocks_to_items",
+    "endpoint_verdicts",
     "find_best_anchor",
     "get_state",
     "is_valid_anchor",

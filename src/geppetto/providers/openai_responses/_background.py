@@ -137,14 +137,17 @@ class Cursor:
 
 
 def not_an_anchor(
-    response: dict[str, Any], previous_response_id: str | None, conversation_id: str | None
+    response: dict[str, Any], previous_response_id: str | None, conversation_id: str | None, *, echo: bool = True
 ) -> str | None:
     """Why ``response`` may not anchor a later request (None when it may): it has not finished, or it
     answered another request than the one planned (a background response picked up in another process
-    after its first request fell back to another shape)."""
+    after its first request fell back to another shape). ``echo=False``: the server does not echo the
+    state and other evidence showed the answer used it, so only the status counts."""
     status = response.get("status")
     if status is not None and status not in _ANCHORS:
         return f"its status is {status!r}, not completed"
+    if not echo:
+        return None
     if (response.get("previous_response_id") or None) != (previous_response_id or None):
         return f"it follows {response.get('previous_response_id')!r}, the Turn planned {previous_response_id!r}"
     conv = response.get("conversation")

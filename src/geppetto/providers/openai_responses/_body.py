@@ -10,7 +10,23 @@ from geppetto.turns import BlockKind, Turn
 from ._cache import prompt_cache_key_for
 from ._plan import Plan
 
-__all__ = ["build_body"]
+__all__ = ["COUNT_FIELDS", "build_body"]
+
+COUNT_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "previous_response_id",
+        "conversation",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "text",
+        "reasoning",
+    }
+)
+"""The fields of a create request that ``POST /responses/input_tokens`` takes (``TokenCountsBody``)."""
 
 
 def build_body(engine: Any, turn: Turn, plan: Plan) -> dict[str, Any]:

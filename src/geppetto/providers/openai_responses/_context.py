@@ -15,6 +15,7 @@ from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, P
 from geppetto.turns import Block, BlockKind, Turn
 
 from ._anchors import chain_seed, scan_anchors
+from ._body import COUNT_FIELDS
 from ._cache import PromptCacheKey, prompt_cache_key_for
 from ._items import blocks_to_items, replayed
 from ._plan import Plan, plan_full
@@ -44,22 +45,6 @@ class ContextEngine(Protocol):
 __all__ = ["ContextEngine", "compact_blocks", "count_turn_tokens", "reference_for"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
-
-COUNT_FIELDS = frozenset(
-    {
-        "model",
-        "input",
-        "previous_response_id",
-        "conversation",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "text",
-        "reasoning",
-    }
-)
-"""The fields of a create request that ``POST /responses/input_tokens`` takes (``TokenCountsBody``)."""
 
 
 def reference_for(turn: Turn, blocks: list[Block], *, include_system: bool) -> tuple[str, list[Block]] | None:

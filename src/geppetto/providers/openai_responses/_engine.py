@@ -33,6 +33,7 @@ from ._background import check_background
 from ._body import build_body
 from ._cache import PromptCacheKey, check_cache_settings
 from ._context import compact_blocks, count_turn_tokens
+from ._evidence import Endpoint, Verdict, VerdictStore
 from ._guard import guard_plan
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
@@ -83,6 +84,14 @@ class ResponsesEngine(TransportOwner):
     ``delete_replaced_conversations=True`` deletes a conversation the engine replaced with a new one
     (it no longer matched the Turn); by default it is left on the server (``docs/decisions.md``).
 
+    Whether the endpoint keeps state is judged from evidence (docs/responses.md, "Servers other than
+    OpenAI"): an exact echo of ``previous_response_id`` proves it; without one, the answer's usage and at
+    most one extra request per endpoint decide, and the verdict is remembered per base URL and model
+    (:attr:`endpoint_verdict`; in ``verdict_store`` too, a session store, which ``Session`` attaches).
+    ``endpoint_verdict=`` seeds a known verdict (``geppetto probe``'s). A server found to ignore the stored
+    context is caught before its answer is recorded: the whole Turn is sent again (fallback
+    ``server_ignores_state``) and the engine stays stateless.
+
     ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
     stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
     the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
@@ -104,7 +113,8 @@ class ResponsesEngine(TransportOwner):
 
     provider = "openai"
     server_ignores_state: bool = False
-    """Set when a server answered a chained request without echoing it; the engine then stays stateless."""
+    """Set when the endpoint was found not to keep state (``endpoint_verdict``); the engine then stays
+    stateless."""
     _output: tuple[Turn, StructuredOutputConfig | None] | None = None
     _since_validation: int = 0
 
@@ -142,6 +152,8 @@ class ResponsesEngine(TransportOwner):
         max_resumes: int = 5,
         stream: bool = True,
         prefix_policy: str = "drop",
+        endpoint_verdict: Verdict | None = None,
+        verdict_store: VerdictStore | None = None,
     ) -> None:
         check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes, stream=stream)
         check_counts(compact_threshold=compact_threshold, validate_every=validate_every)
@@ -167,6 +179,38 @@ class ResponsesEngine(TransportOwner):
         self.stream = stream
         self.prefix_policy = check_policy(prefix_policy)
         self._validated = ValidatedLinks()
+        if endpoint_verdict is not None and not isinstance(endpoint_verdict, Verdict):
+            raise ConfigurationError(
+                "endpoint_verdict= takes a geppetto.providers.openai_responses.Verdict (e.g. "
+                f"Verdict.from_dict(probe_json)), got {type(endpoint_verdict).__name__}"
+            )
+        self._endpoint = Endpoint(self.base_url, model, seed=endpoint_verdict, store=verdict_store)
+        self._sync_verdict()
+
+    @property
+    def endpoint_verdict(self) -> Verdict | None:
+        """What this engine's endpoint (base URL and model) is known to do with ``previous_response_id``
+        (None: nothing learned yet). Set it to seed a verdict (``geppetto probe``'s); see docs/responses.md."""
+        return self._endpoint.current()
+
+    @endpoint_verdict.setter
+    def endpoint_verdict(self, verdict: Verdict | None) -> None:
+        if verdict is None:
+            self._endpoint.memory.forget(self._endpoint.base_url, self.model)
+            self.server_ignores_state = False
+            return
+        self._endpoint.memory.put(self._endpoint.base_url, self.model, verdict)
+        self._sync_verdict()
+
+    def use_verdict_store(self, store: VerdictStore) -> None:
+        """Remember endpoint verdicts in ``store`` (a ``Session`` with such a store calls this): a new
+        process reads the verdict there instead of learning it again."""
+        self._endpoint.attach(store)
+
+    def _sync_verdict(self) -> None:
+        verdict = self._endpoint.current()
+        if verdict is not None and verdict.ignored:
+            self.server_ignores_state = True
 
     def _connect(
         self,
@@ -295,6 +339,9 @@ class ResponsesEngine(TransportOwner):
         start = len(turn.blocks)
         streams: list[StreamState] = []
         try:
+            if self._endpoint.pending and mode != "stateless":
+                await self._endpoint.load()
+                self._sync_verdict()
             plan = plan_request(
                 turn,
                 mode,

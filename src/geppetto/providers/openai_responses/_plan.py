@@ -76,6 +76,9 @@ class Plan:
     why: str = ""
     stale: frozenset[str] = frozenset()
     """Ids of the reasoning blocks the prefix guard left out (their prefix changed since they were made)."""
+    evidence: str = ""
+    """What decided that the server used (or ignored) the stored context, when its answer did not echo it
+    (``kept (usage: ...)``); empty when the echo proved it or nothing was chained."""
 
     def seed(self) -> str:
         """The fingerprint seed of the server object that holds this request's context."""

@@ -73,7 +73,7 @@ def _anchor(
     """Tag the response's blocks (from ``start``) for anchoring a later request and keep the Turn's state,
     unless the response cannot anchor: no id, blocks added meanwhile by another run, or not finished."""
     refused = unreplayed_items(stream.output_items())
-    unfinished = not_an_anchor(stream.response, plan.previous_response_id, plan.conversation_id)
+    unfinished = not_an_anchor(stream.response, plan.previous_response_id, plan.conversation_id, echo=not plan.evidence)
     if not response_id:
         log.warning(
             "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
@@ -142,6 +142,8 @@ def _finish(self: Any, turn: Turn, response: dict[str, Any], blocks: list[Any], 
             why=plan.why,
         )
     )
+    if plan.evidence:  # an answer without an exact echo: what showed the server kept (or ignored) the state
+        meta.extra["responses.evidence"] = plan.evidence
     if plan.repair:  # a conversation repaired in place: the anchor it was cut back to, the items deleted
         meta.extra["responses.repair"] = {"after": plan.repair, "deleted": plan.deleted}
     if plan.created:  # how a new conversation is reported: here, in the log (INFO) and in the Turn's state

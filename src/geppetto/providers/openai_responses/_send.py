@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from geppetto._exceptions import (
-    GeppettoError,
+    BadRequestError,
     NotFoundError,
     PreviousResponseNotFoundError,
     ProviderConnectionError,
@@ -29,7 +29,9 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info,
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn
 
 from ._background import open_background
+from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
+from ._judge import judge_answer
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
@@ -80,7 +82,8 @@ class Api:
 
 class Sender(Protocol):
     """What sending needs of its engine (a :class:`~geppetto.providers.openai_responses.ResponsesEngine`):
-    its body builder, settings and counters, and the flag a server that ignores state sets."""
+    its body builder, settings and counters, what it knows of its endpoint, and the flag a server that
+    ignores state sets."""
 
     provider: str
     model: str
@@ -89,6 +92,7 @@ class Sender(Protocol):
     instructions_mode: bool
     on_previous_not_found: str
     server_ignores_state: bool
+    _endpoint: Endpoint
     background: bool
     poll_interval: float
     max_resumes: int
@@ -96,10 +100,6 @@ class Sender(Protocol):
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
     def guard_plan(self, turn: Turn, plan: Plan) -> None: ...
-
-
-class StateIgnored(GeppettoError):
-    """The server answered without echoing previous_response_id / conversation: it ignores server state."""
 
 
 def turn_ids(turn: Turn) -> str:
@@ -215,16 +215,21 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     engine.metrics.request(plan.mode, len(plan.items) + len(plan.seed_items or []), full=plan.full)
     log.info("responses: %s", describe(plan))
 
-    def verify(response: dict[str, Any]) -> None:
-        if plan.previous_response_id and response.get("previous_response_id") != plan.previous_response_id:
-            raise StateIgnored("previous_response_id")
-        conv = response.get("conversation")
-        conv_id = conv.get("id") if isinstance(conv, dict) else conv
-        if plan.conversation_id and conv_id != plan.conversation_id:
-            raise StateIgnored("conversation")
+    prev, conv = plan.previous_response_id, plan.conversation_id
+    # a conversation made for this request with nothing in it holds no context to have used or ignored
+    holds = bool(prev) or not (plan.created and not plan.seed_items)
+    proven = False
 
+    def verify(response: dict[str, Any]) -> None:
+        nonlocal proven
+        if echoed(response, prev, conv):
+            proven = True
+        elif holds and endpoint.current() is None:
+            stream.held = []  # not known yet whether this answer used the stored context: hold its text
+
+    endpoint = engine._endpoint
     meta = metadata_for(turn, engine.provider, engine.model)
-    check: Callable[[dict[str, Any]], None] | None = verify
+    check: Callable[[dict[str, Any]], None] | None = verify if prev or conv else None
     if engine.background:
         reader = open_background(
             http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes
@@ -234,8 +239,12 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
             check = None  # a response picked up: what it answered is compared with the plan when recorded
     else:
         events = http.stream("responses", body)
-    async with aclosing(events):
-        await consume_stream(events, stream, meta, on_created=check)
+    try:
+        async with aclosing(events):
+            await consume_stream(events, stream, meta, on_created=check)
+    except StreamError:
+        stream.release()  # a broken stream is reported with what it brought, as before
+        raise
     response = stream.response
     usage = usage_of(response)
     log.info(
@@ -245,6 +254,41 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
         len(stream.output_items()),
         usage.input_tokens if usage else "?",
     )
+    if check is not None:
+        await _check_state(engine, http, turn, plan, body, stream, proven=proven, holds=holds)
+
+
+async def _check_state(
+    engine: Sender,
+    http: Api,
+    turn: Turn,
+    plan: Plan,
+    body: dict[str, Any],
+    stream: StreamState,
+    *,
+    proven: bool,
+    holds: bool,
+) -> None:
+    """After a stateful answer, before it is recorded: an exact echo proves the state was used; else the
+    answer is judged (``_judge``) and a server that forgot raises :class:`StateIgnored`, its held deltas
+    dropped; a kept or open verdict releases them and is reported with the answer (``plan.evidence``)."""
+    endpoint, response = engine._endpoint, stream.response
+    if proven or echoed(response, plan.previous_response_id, plan.conversation_id):
+        if stream.held is not None:  # the echo came with the terminal event only
+            stream.release()
+        if not endpoint.echoes:
+            await endpoint.learn(Verdict("kept", echo=True, evidence="echo", detail="the answers name it"))
+            endpoint.echoes = True
+    elif holds:
+        try:
+            verdict = await judge_answer(endpoint, http, turn, plan, body, response)
+        except StateIgnored:
+            stream.held = None  # the forgotten answer's text is never published
+            raise
+        stream.release()
+        plan.evidence = verdict.describe()
+    else:
+        plan.evidence = f"nothing to judge: conversation {plan.conversation_id} was made for this request"
 
 
 async def _attempt(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> None:
@@ -280,6 +324,23 @@ def _without_references(plan: Plan, include_system: bool) -> Plan:
     return retry
 
 
+def _stateless_after(engine: Sender, turn: Turn, exc: StateIgnored) -> Plan:
+    """The whole Turn, after a server was found to ignore server-side state; the engine stays stateless."""
+    engine.server_ignores_state = True
+    log.warning(
+        "responses: the server at %s ignores server-side state (%s, evidence: %s); the whole Turn is "
+        "sent again (the answer it gave, if any, is dropped) and this engine stays stateless (%s)",
+        engine.base_url,
+        exc.verdict.detail,
+        exc.verdict.evidence,
+        turn_ids(turn),
+    )
+    include_system = not engine.instructions_mode
+    retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=str(exc))
+    retry.evidence = exc.verdict.describe()
+    return retry
+
+
 async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan, streams: list[StreamState]) -> Plan:
     """Send ``plan``; on an expired parent, a lost conversation or item, or a server that ignores state,
     send once more in the fallback shape. Each attempt's stream state is appended to ``streams``."""
@@ -305,15 +366,19 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
         else:
             raise
     except StateIgnored as exc:
-        engine.server_ignores_state = True
-        log.warning(
-            "responses: the server at %s did not echo %s; it ignores server-side state, so this engine "
-            "re-sends the whole Turn and stays stateless (%s)",
-            engine.base_url,
-            exc,
-            turn_ids(turn),
-        )
-        retry = plan_full(turn, include_system=include_system, fallback="server_ignores_state", detail=f"{exc} ignored")
+        retry = _stateless_after(engine, turn, exc)
+    except BadRequestError as exc:
+        # a tool result refused as having no call, after an anchor that made the call (the server forgot),
+        # or previous_response_id refused as a parameter (the server does not chain)
+        verdict = None
+        if plan.previous_response_id:
+            verdict = lost_calls(plan.items, exc.status, exc.message) or refused_state(
+                exc.status, exc.param, exc.message
+            )
+        if verdict is None:
+            raise
+        await engine._endpoint.learn(verdict)
+        retry = _stateless_after(engine, turn, StateIgnored("previous_response_id", verdict))
     retry.prefix = retry.prefix or plan.prefix
     await _attempt(engine, http, turn, retry, streams)
     return retry

@@ -143,6 +143,15 @@ class StreamState:
     done: dict[int, dict[str, Any]] = field(default_factory=dict)
     event_types: list[str] = field(default_factory=list)
     terminal: str = ""
+    held: list[Any] | None = None
+    """The deltas kept back while it is not known whether the server used the stored context (None:
+    published as they arrive); :meth:`release` publishes them, a forgotten answer's are dropped."""
+
+    def release(self) -> None:
+        """Publish the deltas held back, in order, and publish later ones as they arrive."""
+        held, self.held = self.held, None
+        for event in held or ():
+            publish(event)
 
     def received(self) -> str:
         """A short account of the stream so far, for error messages."""
@@ -195,9 +204,17 @@ def _stream_error(state: StreamState, data: dict[str, Any]) -> Exception:
 
 def _handle(state: StreamState, etype: str, data: dict[str, Any], meta: EventMetadata) -> None:
     if etype in ("response.output_text.delta", "response.refusal.delta"):
-        publish(EventTextDelta(meta, str(data.get("delta") or "")))
+        text = EventTextDelta(meta, str(data.get("delta") or ""))
+        if state.held is None:
+            publish(text)
+        else:
+            state.held.append(text)
     elif etype in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-        publish(EventReasoningDelta(meta, str(data.get("delta") or "")))
+        thought = EventReasoningDelta(meta, str(data.get("delta") or ""))
+        if state.held is None:
+            publish(thought)
+        else:
+            state.held.append(thought)
     elif etype == "response.output_item.added" and isinstance(data.get("item"), dict):
         state.items[int(data.get("output_index") or 0)] = data["item"]
     elif etype == "response.output_item.done" and isinstance(data.get("item"), dict):

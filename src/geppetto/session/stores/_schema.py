@@ -48,6 +48,19 @@ _V6 = [
 # Responses API response, resumed after its ``sequence_number``).
 _V7 = ["ALTER TABLE background_responses ADD COLUMN resume_after TEXT"]
 
+# Version 8 (appended last): what each Responses endpoint (base URL and model) was found to do with
+# server-side state (``verdict``: the JSON of ``geppetto.providers.openai_responses.Verdict``), and when
+# it was learned, so a new process does not pay for the evidence again (docs/responses.md).
+_V_ENDPOINT_VERDICTS = [
+    """CREATE TABLE endpoint_verdicts (
+        base_url TEXT NOT NULL,
+        model TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        learned_at REAL NOT NULL,
+        PRIMARY KEY (base_url, model))""",
+]
+_V_ENDPOINT_VERDICTS_PG = [_V_ENDPOINT_VERDICTS[0].replace("REAL", "DOUBLE PRECISION")]
+
 # Version 4: a block is stored once per version (``block_versions``, its JSON text), and which snapshots
 # hold it at which position is a span of snapshot numbers (``spans``: ``to_seq`` NULL while the latest
 # holds it), so a save writes what changed. ``snapshots.document`` is the Turn without its blocks.
@@ -148,6 +161,7 @@ SQLITE: list[list[str]] = [
     _V5,
     _V6,
     _V7,
+    _V_ENDPOINT_VERDICTS,
 ]
 
 POSTGRES: list[list[str]] = [
@@ -238,6 +252,7 @@ POSTGRES: list[list[str]] = [
     _V5,
     _V6,
     _V7,
+    _V_ENDPOINT_VERDICTS_PG,
 ]
 
 MIGRATIONS: dict[str, list[list[str]]] = {"sqlite": SQLITE, "postgres": POSTGRES}

@@ -131,6 +131,29 @@ class SQLTurnStore(SQLMigrations):
         if await self._run(delete) == 0:
             raise StoreError(f"no session {session_id!r} in {self.location}; list them with `geppetto sessions list`")
 
+    # -- what each Responses endpoint keeps (docs/responses.md) ----------------------------------------
+    async def load_endpoint_verdict(self, base_url: str, model: str) -> dict[str, Any] | None:
+        """The verdict saved for the endpoint (base URL and model), None when there is none."""
+        rows = await self._run(
+            self._rows, "SELECT verdict FROM endpoint_verdicts WHERE base_url = ? AND model = ?", (base_url, model)
+        )
+        return _payload(rows[0][0]) if rows else None
+
+    async def save_endpoint_verdict(self, base_url: str, model: str, verdict: dict[str, Any]) -> None:
+        """Keep ``verdict`` for the endpoint, replacing the one saved before."""
+
+        def save(conn: Any) -> None:
+            with self._transaction(conn):
+                self._exec(
+                    conn,
+                    "INSERT INTO endpoint_verdicts (base_url, model, verdict, learned_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (base_url, model) DO UPDATE SET verdict = excluded.verdict, "
+                    "learned_at = excluded.learned_at",
+                    (base_url, model, json.dumps(verdict), float(verdict.get("learned_at") or time.time())),
+                )
+
+        await self._run(save)
+
     # -- sessions made ahead of their first snapshot, and the inferences a server runs ---------------
     async def create_session(self, session_id: str, settings: dict[str, Any]) -> None:
         """Make ``session_id`` with ``settings`` (a JSON object); :class:`~geppetto.UsageError` when it exists."""

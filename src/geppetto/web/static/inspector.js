@@ -62,6 +62,7 @@ function requestSummary(q) {
     el("dd", {}, q.input_bytes === null || q.input_bytes === undefined ? "—" : `${bytes(q.input_bytes)} sent; the stateless request would send ${bytes(q.stateless_bytes)} (saved ${percent(q.stateless_bytes - q.input_bytes, q.stateless_bytes)})`),
   ];
   if (q.why) items.push(el("dt", {}, q.repair ? "Repair" : "Why"), el("dd", { class: "anchor-why" }, q.why));
+  if (q.state_evidence) items.push(el("dt", {}, "State kept?"), el("dd", { class: "state-evidence" }, q.state_evidence));
   if (q.fallback) items.push(el("dt", {}, "Fallback"), el("dd", { class: "fallback" }, q.fallback, q.fallback_detail ? `: ${q.fallback_detail}` : ""));
   if (q.response_id) items.push(el("dt", {}, "Response"), el("dd", {}, el("code", {}, q.response_id)));
   if (q.usage) items.push(el("dt", {}, "Tokens"), el("dd", {}, tokens(q.usage)));
