@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,10 @@ def test_serve_max_body_takes_larger_attachments_and_the_413_names_it(geppetto_s
         big = [{"media_type": "application/pdf", "data": base64.b64encode(b"%PDF" + b"0" * 3000).decode()}]
         refused = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hi", "files": big})
         assert refused.status_code == 413
-        assert (
-            "the limit is 4000 bytes (geppetto serve --max-body BYTES raises it" in refused.json()["error"]["message"]
-        )
+        message = refused.json()["error"]["message"]
+        assert re.match(r"the request is 4 KiB \(4,0\d\d bytes\), over", message), message  # its size, then the limit
+        assert "over this server's limit of 3.9 KiB (4,000 bytes)" in message
+        assert message.endswith("restart the server with geppetto serve --max-body BYTES to take larger ones.")
         small = [{"media_type": "application/pdf", "data": PDF, "filename": "a.pdf"}]
         taken = httpx.post(f"{worker.url}/api/sessions/{sid}/messages", json={"text": "Hi", "files": small})
         assert taken.status_code == 202, taken.text

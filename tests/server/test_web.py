@@ -105,9 +105,16 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         assert opened.errors == []
 
 
+def open_settings(p: Any) -> None:
+    """Unfold the new session's settings (model, mode, system prompt): folded until asked for."""
+    if not p.locator("#new-settings").evaluate("d => d.open"):
+        p.click("#new-settings summary")
+
+
 def new_session(p: Any, url: str) -> str:
     p.goto(url + "/")
     p.locator("#server-info").filter(has_text="get_weather").wait_for()
+    open_settings(p)
     p.select_option("#new-mode", "chained")
     p.click("#create-session")
     p.locator("#prompt").wait_for()
@@ -186,8 +193,13 @@ def test_chat_with_tools_then_the_inspector_matches_the_simulator(
                 assert block.locator("td.content").inner_text() == item["content"]
     # the next request, as the engine's planning code works it out: it chains on the last answer
     next_request = p.locator("#next-request")
-    assert next_request.inner_text().startswith("previous_response_id resp_")
-    assert next_request.inner_text().endswith(", then the next prompt")
+    held = (
+        f"chained: the server holds all {p.locator('#blocks tbody tr').count()} blocks; the next prompt is sent alone"
+    )
+    assert next_request.inner_text().startswith(held), next_request.inner_text()
+    assert next_request.inner_text().endswith(
+        f"with previous_response_id={p.locator('#requests tbody tr').last.get_attribute('data-response-id')}"
+    )
     page.shot("inspector")
 
     p.click("#nav-dashboard")

@@ -83,6 +83,8 @@ def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served
     p.keyboard.press("Enter")
     p.locator(f"#messages[data-finished='{finished + 1}']").wait_for(state="attached")
     denied = p.locator(".tool-card").nth(2)
-    expect(denied.locator(".result")).to_have_text("error: the user denied this tool call; do not retry it")
+    expect(denied.locator(".result")).to_have_text("not run: the user denied this tool call; do not retry it")
+    expect(denied.locator(".badge")).to_have_text("denied")  # a refusal, not a failure
+    assert "denied" in (denied.get_attribute("class") or "") and "failed" not in (denied.get_attribute("class") or "")
     assert deleted == ["a.txt", "c.txt"]
     page.shot("denied")

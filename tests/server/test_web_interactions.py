@@ -36,4 +36,5 @@ def test_the_inspector_names_previous_interaction_id(geppetto_sim: Simulator, tm
     assert report["chained"]["anchor_field"] == "previous_interaction_id"
     assert report["chained"]["next"]["anchor_field"] == "previous_interaction_id"
     assert f"previous_interaction_id {anchor}" in detail and "previous_response_id" not in detail
-    assert next_request.startswith("previous_interaction_id ") and next_request.endswith(", then the next prompt")
+    assert next_request.startswith("chained: the server holds all ") and "the next prompt is sent alone" in next_request
+    assert next_request.endswith(", with previous_interaction_id=" + report["chained"]["next"]["anchor"]), next_request

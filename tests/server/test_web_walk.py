@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_web import Page, browser, new_session, page, send, served
+from test_web import Page, browser, new_session, open_settings, page, send, served
 
 from geppetto.simulator import Simulator
 
@@ -60,6 +60,7 @@ def test_reasoning_is_shown_offline_with_a_simulator_reasoning_model(page: Page,
     p = page.page
     p.goto(served + "/")
     p.locator("#server-info").filter(has_text="get_weather").wait_for()
+    open_settings(p)
     p.fill("#new-model", "sim-reasoner")
     p.click("#create-session")
     p.locator("#prompt").wait_for()
@@ -75,6 +76,7 @@ def test_the_inspector_counts_conversation_requests_as_such(page: Page, served: 
     p = page.page
     p.goto(served + "/")
     p.locator("#server-info").filter(has_text="get_weather").wait_for()
+    open_settings(p)
     p.select_option("#new-mode", "conversation")
     p.click("#create-session")
     p.locator("#prompt").wait_for()
@@ -88,5 +90,6 @@ def test_the_inspector_counts_conversation_requests_as_such(page: Page, served: 
     assert "1 stateless" not in text and "0 fallbacks" in text
     assert p.locator("#next-heading").inner_text() == "Next request (conversation mode)"
     next_request = p.locator("#next-request").inner_text()
-    assert next_request.startswith("conversation conv_") and "previous_response_id" not in next_request
+    assert next_request.startswith("conversation: the server holds all ") and "previous_response_id" not in next_request
+    assert "the next prompt is sent alone, with conversation=conv_" in next_request, next_request
     page.shot("inspector-conversation")

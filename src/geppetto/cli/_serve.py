@@ -59,7 +59,7 @@ MaxBodyOpt = Annotated[
         "--max-body",
         min=1,
         metavar="BYTES",
-        help="The largest request body taken (1 MiB by default); attached files count, base64-encoded.",
+        help="The largest request body taken (16 MiB by default); attached files count, base64-encoded.",
     ),
 ]
 AllowedOriginOpt = Annotated[

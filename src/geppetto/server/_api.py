@@ -46,13 +46,30 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 ERRORS[503] = _ERROR
 """The error answers of an API route (every one has the :class:`ErrorBody` shape)."""
 
-_RAISE_LIMIT = " (geppetto serve --max-body BYTES raises it, for larger attachments say)"
-
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str, kind: str) -> None:
         super().__init__(message)
         self.status, self.message, self.kind = status, message, kind
+
+
+def _size(n: int) -> str:
+    """``n`` bytes as a person reads a file's size (``4.2 MiB``, ``16 MiB``, ``3.9 KiB``)."""
+    unit, scale = ("MiB", 1 << 20) if n >= 1 << 20 else ("KiB", 1 << 10)
+    return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+
+
+def too_large(max_body: int, size: int | None = None) -> ApiError:
+    """The 413 for a body over ``max_body`` bytes (``size``: its declared size, when known): how big it was,
+    the limit, that attached files count a third larger (base64) and the flag that raises the limit."""
+    what = f"the request is {_size(size)} ({size:,} bytes)," if size is not None else "the request is"
+    return ApiError(
+        413,
+        f"{what} over this server's limit of {_size(max_body)} ({max_body:,} bytes); attached files count "
+        "a third larger, sent as base64. Attach smaller files, or restart the server with "
+        "geppetto serve --max-body BYTES to take larger ones.",
+        "body_too_large",
+    )
 
 
 @dataclass
@@ -88,14 +105,12 @@ async def read_json(request: Request, max_body: int, ids: tuple[str, ...] | None
         raise _not_json(content_type)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_body:
-        raise ApiError(
-            413, f"the body is {declared} bytes; the limit is {max_body} bytes{_RAISE_LIMIT}", "body_too_large"
-        )
+        raise too_large(max_body, int(declared))
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_body:
-            raise ApiError(413, f"the body is over the limit of {max_body} bytes{_RAISE_LIMIT}", "body_too_large")
+            raise too_large(max_body)
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():

@@ -24,7 +24,9 @@ __all__ = ["DEFAULT_MAX_BODY", "KEEPALIVE_SECONDS", "build_app"]
 
 log = logging.getLogger("geppetto.server")
 
-DEFAULT_MAX_BODY = 1 << 20
+DEFAULT_MAX_BODY = 16 << 20
+"""The largest request body taken by default: 16 MiB, so a prompt can carry a typical PDF (about 12 MiB
+before base64 makes it a third larger)."""
 KEEPALIVE_SECONDS = 15.0
 """Seconds of quiet after which an event stream sends a keep-alive comment."""
 

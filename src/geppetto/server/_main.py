@@ -41,7 +41,7 @@ _FLAGS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--log-level",), {"default": "warning", "help": "Least severe log records shown: debug, info, warning, error."}),
     (("--log-format",), {"default": "text", "help": "Log records on stderr as text, or json (one object a line)."}),
     (("--allowed-host",), {"action": "append", "metavar": "NAME", "help": "Another name clients reach it by."}),
-    (("--max-body",), {"type": int, "metavar": "BYTES", "help": "The largest request body taken (1 MiB)."}),
+    (("--max-body",), {"type": int, "metavar": "BYTES", "help": "The largest request body taken (16 MiB)."}),
     (("--limits",), {"metavar": "LIMITS", "help": "Usage limits, e.g. max_requests=20,max_cost=1.5."}),
     (("--allowed-origin",), {"action": "append", "metavar": "ORIGIN", "help": "Another site whose pages may call it."}),
 ]

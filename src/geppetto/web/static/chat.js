@@ -2,6 +2,7 @@
 import { $, enc, el, setNav } from "./dom.js";
 import { api, events, sessionProblem, state } from "./api.js";
 import { ChatView } from "./chatview.js";
+import { bytes } from "./format.js";
 
 export function stopStream() {
   if (state.stream) state.stream.abort();
@@ -104,13 +105,16 @@ async function sendPrompt(sessionId) {
   if (!text || state.running || state.sending) return;
   let started;
   let files = [];
+  const chosen = [...(picker ? picker.files : [])];
   state.sending = true; // a second Enter before the server answers sends nothing
   try {
-    files = await Promise.all([...(picker ? picker.files : [])].map(attachment));
+    files = await Promise.all(chosen.map(attachment));
     const body = files.length ? { text, files } : { text };
     started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body });
   } catch (e) {
-    state.view.error(e.message);
+    // too large: name the files and their sizes, as the person chose them, before the server's words
+    const sizes = chosen.map((f) => `${f.name} (${bytes(f.size)})`).join(", ");
+    state.view.error(e.status === 413 && sizes ? `Not sent: ${sizes} ${chosen.length === 1 ? "is" : "are"} too large for this server. ${e.message.charAt(0).toUpperCase()}${e.message.slice(1)}` : e.message);
     return;
   } finally {
     state.sending = false;

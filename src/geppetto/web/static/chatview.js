@@ -4,6 +4,8 @@ import { el, markdown } from "./dom.js";
 import { asText } from "./format.js";
 import { citationsBox, sourceList } from "./sources.js";
 
+const APPROVAL = "geppetto.approval@v1"; // a tool call's approval state, in its block's metadata
+
 function blockText(block) {
   const payload = block.payload || {};
   return typeof payload.text === "string" ? payload.text : "";
@@ -17,6 +19,7 @@ export class ChatView {
     this.text = null;
     this.reasoning = null;
     this.answer = null; // the latest answer's message, where its sources go
+    this.denied = new Set(); // calls a person denied: their refusal is no failure
   }
 
   scroll() {
@@ -97,12 +100,14 @@ export class ChatView {
     const answer = async (value) => {
       approve.disabled = true;
       deny.disabled = true;
+      if (value !== true) this.denied.add(call.call_id); // false, or a reason: the call is denied
       if (await decide(call.call_id, value)) {
         box.remove();
         card.approval = null;
         card.card.classList.remove("waiting");
         card.status.textContent = value === true ? "approved" : "denied";
       } else {
+        this.denied.delete(call.call_id);
         approve.disabled = false;
         deny.disabled = false;
       }
@@ -128,10 +133,13 @@ export class ChatView {
     if (!this.cards.has(callId)) this.toolCall(callId, name, null);
     const card = this.cards.get(callId);
     const failed = error !== null && error !== undefined;
-    card.result.className = failed ? "result failed" : "result";
-    card.result.textContent = failed ? `error: ${error}` : asText(result);
-    card.status.textContent = failed ? "failed" : "done";
-    card.card.classList.add(failed ? "failed" : "done");
+    // a denied call is answered with a refusal for the model: it was not run, and nothing failed
+    const outcome = failed ? (this.denied.has(callId) ? "denied" : "failed") : "done";
+    card.result.className = `result ${outcome}`;
+    card.result.textContent = outcome === "denied" ? `not run: ${error}` : failed ? `error: ${error}` : asText(result);
+    card.status.textContent = outcome;
+    card.card.classList.remove("waiting");
+    card.card.classList.add(outcome);
     this.scroll();
   }
 
@@ -211,7 +219,11 @@ export class ChatView {
       } else if (block.kind === "reasoning") {
         const text = blockText(block) || (Array.isArray(p.summary) ? p.summary.join(" ") : String(p.summary || ""));
         if (text) this.reasoningDelta(text);
-      } else if (block.kind === "tool_call") this.toolCall(p.id, p.name, p.args);
+      } else if (block.kind === "tool_call") {
+        this.toolCall(p.id, p.name, p.args);
+        const approval = (block.metadata || {})[APPROVAL];
+        if (approval && approval.state === "denied") this.denied.add(p.id);
+      }
       else if (block.kind === "tool_use") this.toolResult(p.id, p.name, p.result, p.error);
       else if (block.kind === "other" && p.builtin && typeof p.builtin === "object") this.builtinTool(p.builtin);
       else if (block.kind === "system") {

@@ -159,7 +159,7 @@ function blocksSection(report, rows) {
   const table = el(
     "table",
     { id: "blocks" },
-    el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; after = added after that request."),
+    el("caption", {}, "The blocks of the last snapshot, in order. Legend: sent = in the selected request's delta; anchor = the last block of its anchor response; held = before the anchor, held by the server and not sent again; after = added after that request."),
     head(["#", "kind", "role", "id", "turn", "inference", "response", "request", "content"]),
     el("tbody", {}, report.blocks.map((b) => kept(rows, blockRow(b)))),
   );
@@ -179,19 +179,38 @@ function changesSection(report) {
   );
 }
 
+// A healthy chain: the Turn ends where the server's context ends (the request now would have nothing new
+// to send) and the one after a new prompt chains on it. As `geppetto inspect` words it.
+function heldPlan(now) {
+  const after = now.next;
+  return now.fallback === "empty_delta" && after && !after.error && !after.full && (after.anchor || after.conversation) ? after : null;
+}
+
 // the engine's own plan for the request after the next prompt (the server works it out with the
 // engine's planning code, so this is what the engine will send)
 function nextSection(report) {
-  const next = (report.chained || {}).next || report.chained || {};
+  const now = report.chained || {};
+  const next = now.next || now;
   const blocksWord = (n) => `${n} block${n === 1 ? "" : "s"}`;
   const field = next.anchor_field || "previous_response_id";
-  const nextText = next.error
-    ? `no request can be sent: ${next.reason}`
-    : next.full
-      ? `the whole Turn (${blocksWord(next.sends.length)} and the next prompt), ${next.anchor ? "after " + next.anchor : next.mode === "conversation" ? "in a new conversation" : `without ${field}`}: ${next.reason || "no response yet"}`
-      : next.conversation
-        ? ["conversation ", el("code", {}, next.conversation), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`]
-        : [`${field} `, el("code", {}, next.anchor || ""), `, then the next prompt${next.sends.length ? ` and the ${blocksWord(next.sends.length)} before it` : ""}`];
+  const carrying = (plan) => (plan.conversation ? ["conversation=", el("code", { class: "anchor-id" }, plan.conversation)] : [`${field}=`, el("code", { class: "anchor-id" }, plan.anchor || "")]);
+  const held = heldPlan(now);
+  const n = report.blocks.length;
+  // why the whole Turn goes again; a fingerprint mismatch names the block and the middleware most likely behind it
+  const reason = now.fallback === "fingerprint_mismatch" && now.reason ? now.reason : next.reason || now.reason || "no response yet";
+  let nextText;
+  if (next.error) nextText = `no request can be sent: ${next.reason}`;
+  else if (held) {
+    const kept = n === 1 ? "its 1 block" : `all ${n} blocks`;
+    const alone = held.sends.length ? `with ${blocksWord(held.sends.length)} before it` : "alone";
+    nextText = [`${held.mode}: the server holds ${kept}; the next prompt is sent ${alone}, with `, carrying(held)];
+  } else if (next.full) {
+    const how = next.anchor ? ["after ", el("code", {}, next.anchor)] : next.mode === "conversation" ? "in a new conversation" : `without ${field}`;
+    nextText = [`${next.mode}: the whole Turn (${blocksWord(next.sends.length)} and the next prompt) is sent `, how, `: ${reason}`];
+  } else {
+    const before = next.sends.length ? `the next prompt and the ${blocksWord(next.sends.length)} before it` : "the next prompt";
+    nextText = [`${next.mode}: sends ${before}, with `, carrying(next)];
+  }
   return el(
     "section",
     { "aria-labelledby": "next-heading" },
@@ -230,8 +249,9 @@ export function renderInspector(main, report, backLink) {
       if (q && q.context_blocks !== undefined && i >= q.context_blocks) mark = "later";
       else if (i === anchorIndex) mark = "anchor";
       else if (sent.has(report.blocks[i].id)) mark = "delta";
+      else if (i < anchorIndex) mark = "held"; // before the anchor, not sent: the server holds it
       row.dataset.mark = mark;
-      row.cells[row.cells.length - 2].textContent = { delta: "sent", anchor: "anchor", later: "after" }[mark] || "";
+      row.cells[row.cells.length - 2].textContent = { delta: "sent", anchor: "anchor", held: "held", later: "after" }[mark] || "";
     });
     detail.replaceChildren(el("h3", {}, q ? `Request ${k + 1}` : "Requests"), requestSummary(q));
   }
