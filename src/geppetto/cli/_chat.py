@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from .._exceptions import GeppettoError, InferenceCancelled, StoreError, UsageError
+from .._terms import for_cli
 from ..engine import Handler
 from ..middleware import Middleware
 from ..runtime import (
@@ -297,7 +298,7 @@ class ChatRepl(ChatCommands):
             self.session = self._same_session(before)
             dropped = f" (the {len(self.attached)} attached file(s) were dropped)" if self.attached else ""
             self.attached = []
-            print(f"\nerror: {exc}{dropped}")
+            print(f"\nerror: {for_cli(str(exc))}{dropped}")
         sys.stdout.flush()
         _print_notes()
 

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._exceptions import GeppettoError, UsageError
+from .._terms import for_http
 from ..events.bus import BusUnavailable
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
@@ -66,9 +67,10 @@ class Api:
     def store(self) -> SQLTurnStore:
         return self.runner.store
 
-    def public(self, exc: BaseException) -> str:
-        """``exc``'s message without the store's location."""
-        return client_message(str(exc), [self.store.location])
+    def public(self, exc: BaseException, session_id: str | None = None) -> str:
+        """``exc``'s message without the store's location, in an HTTP client's terms (routes, not Python
+        calls; ``session_id`` fills them in)."""
+        return client_message(for_http(str(exc), session_id), [self.store.location])
 
 
 def api(request: Request) -> Api:
@@ -229,6 +231,7 @@ class GuardedRoute(APIRoute):
 def _error(request: Request, exc: Exception, the_api: Api) -> Response:
     """The JSON answer of a route that raised ``exc`` (re-raised when it is not one the API answers)."""
     where = f"{request.method} {request.url.path}"
+    session_id = request.path_params.get("session_id")
     if isinstance(exc, ApiError):
         return error_response(exc.status, client_message(exc.message), exc.kind)
     if isinstance(exc, NotFound):
@@ -237,10 +240,10 @@ def _error(request: Request, exc: Exception, the_api: Api) -> Response:
         return error_response(409, the_api.public(exc), "session_busy")
     if isinstance(exc, ApprovalPendingError):
         log.info("request %s refused: %s", where, exc)
-        return error_response(409, the_api.public(exc), "approval_pending")
+        return error_response(409, the_api.public(exc, session_id), "approval_pending")
     if isinstance(exc, UsageError):
         log.info("request %s refused: %s", where, exc)
-        return error_response(409, the_api.public(exc), "conflict")
+        return error_response(409, the_api.public(exc, session_id), "conflict")
     if isinstance(exc, BusUnavailable):  # the broker is down or restarting: the client tries again later
         log.warning("request %s failed: %s", where, exc)
         return error_response(503, the_api.public(exc), "unavailable")

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._redact import redact_secrets, redact_url
+from .._terms import for_http
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -229,10 +230,15 @@ def client_message(text: str, locations: Iterable[str] = ()) -> str:
     return text
 
 
-def public_event(data: dict[str, Any]) -> dict[str, Any]:
+def public_event(data: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
     """A bus event as it goes to a client: its ``error`` and ``message`` texts with credentials redacted
-    (an inference's failure quotes whatever raised it)."""
-    changed = {key: redact_secrets(data[key]) for key in ("error", "message") if isinstance(data.get(key), str)}
+    (an inference's failure quotes whatever raised it) and in an HTTP client's terms (routes of
+    ``session_id``, not Python calls)."""
+    changed = {
+        key: for_http(redact_secrets(data[key]), session_id)
+        for key in ("error", "message")
+        if isinstance(data.get(key), str)
+    }
     return {**data, **changed} if any(changed[k] != data[k] for k in changed) else data
 
 

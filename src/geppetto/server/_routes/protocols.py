@@ -69,7 +69,7 @@ async def _run_stream(the_api: Api, started: Started) -> AsyncIterator[dict[str,
             continue
         if event.data.get("inference_id") != started.inference_id:
             continue
-        yield public_event(event.data)
+        yield public_event(event.data, started.session_id)
         if event.data.get("type") == RUN_FINISHED:
             return
 

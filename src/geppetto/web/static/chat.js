@@ -110,7 +110,10 @@ async function sendPrompt(sessionId) {
     const body = files.length ? { text, files } : { text };
     started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body });
   } catch (e) {
-    state.view.error(e.message);
+    if (e.type === "approval_pending") {
+      // In the chat's own terms: the card above has the buttons (the API's message names its route).
+      state.view.error("A tool call above waits for your decision: press Approve or Deny on its card, then send your message again.", e.type);
+    } else state.view.error(e.message);
     return;
   } finally {
     state.sending = false;
@@ -136,6 +139,7 @@ async function decideCall(sessionId, view, callId, value) {
   } finally {
     state.sending = false;
   }
+  view.clearErrors("approval_pending"); // answered: what the box asked for is done
   follow(sessionId, view, started.after, started.inference_id, true);
   return true;
 }
