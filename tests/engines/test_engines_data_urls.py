@@ -50,7 +50,7 @@ def test_data_urls_are_read_per_rfc_2397(url: str, parsed: DataURL) -> None:
 )
 def test_a_bad_data_url_is_refused_naming_the_file(url: str, says: str) -> None:
     block = Block.user("read it", files=[{"url": url, "filename": "report.pdf"}])
-    with pytest.raises(UsageError, match="report.pdf") as raised:
+    with pytest.raises(UsageError, match=r"report\.pdf") as raised:
         file_refs(block)
     assert says in str(raised.value)
     assert str(raised.value).startswith("file 0 of the user block (report.pdf) ")
