@@ -16,6 +16,7 @@ _FINISH = re.compile(r"`await session\.resume\(\)`")
 _LIMITS = re.compile(r"\(?session\.limits = UsageLimits\((?P<limit>\w+)=\.\.\.\)\)?")
 # Where a library user finds the work done so far; an HTTP client or a command-line user has no error object.
 _ERROR_TURN = re.compile(r" and the Turn \(error\.turn\) keeps the work done so far")
+_HOW = re.compile(r" \(True approves, False or a reason denies, a client-side tool takes its result\)")
 _NEXT_TURN = re.compile(r"start the next turn with session\.prompt\(text\) or session\.run\(text\)")
 _DECISION = re.compile(r"must be True \(approve\), False \(deny\)")
 _EXAMPLE = re.compile(r"'(?P<id>[^']*)': (?P<value>True|False)")
@@ -30,8 +31,10 @@ def _decisions(example: str) -> str:
 def for_http(text: str, session_id: str | None = None) -> str:
     """``text`` as an HTTP client (and the web chat) reads it: routes instead of Python calls."""
     route = f"POST /api/sessions/{session_id or '{id}'}/approvals"
-    text = _RESUME.sub(
-        lambda m: f"{route} with {_decisions(m['example'])} (in the web chat: Approve or Deny on the call's card)",
+    text = _RESUME.sub(lambda m: f"{route} with {_decisions(m['example'])}", text)
+    text = _HOW.sub(
+        " (true approves, false or a reason denies, a client-side tool takes its result; in the web chat: "
+        "Approve or Deny on the call's card)",
         text,
     )
     text = _DROP.sub(" or deny each one with false", text)
@@ -47,5 +50,6 @@ def for_cli(text: str) -> str:
     text = _LIMITS.sub(lambda m: f"(--limits {m['limit']}=<more>)", text)
     text = _ERROR_TURN.sub("", text)
     text = _RESUME.sub("y or n when geppetto chat asks, or --yes to allow every call", text)
+    text = _HOW.sub("", text)
     text = _DROP.sub("", text)
     return _FINISH.sub("the next prompt in geppetto chat", text)

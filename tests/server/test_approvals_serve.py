@@ -78,7 +78,8 @@ def test_a_pause_is_in_the_events_and_the_session_and_an_approval_continues_it(s
     # In an HTTP client's terms: the route and its body, and what the web chat shows; no Python call.
     message = refused.json()["error"]["message"]
     assert f'answer them with POST /api/sessions/{sid}/approvals with {{"decisions": {{"{call_id}": true}}}}' in message
-    assert "(in the web chat: Approve or Deny on the call's card)" in message
+    assert "(true approves, false or a reason denies" in message
+    assert "in the web chat: Approve or Deny on the call's card" in message
     assert "session.resume" not in message and "await " not in message and "drop_pending" not in message
     run = {"threadId": sid, "runId": "r1", "state": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]}
     run |= {"tools": [], "context": []}

@@ -90,6 +90,7 @@ def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served
 
 def test_a_prompt_while_a_call_waits_says_what_to_press_and_the_box_goes_once_answered(served: str, page: Page) -> None:
     p = page.page
+    page.errors_expected = True  # the browser logs the 409 the prompt gets
     new_session(p, served)
     send(p, "delete_file for 'd.txt'")
     expect(p.locator(".tool-card.waiting .badge")).to_have_text("waits for your approval")

@@ -40,7 +40,12 @@ M = TypeVar("M", bound=RequestModel)
 OPEN: dict[str, Any] = {"security": []}
 """A route's ``openapi_extra`` for a route that needs no API key (the page, the document, liveness)."""
 
-_ERROR = {"model": ErrorBody, "description": "An error: what went wrong and how to fix it"}
+# Always JSON, also on a route whose own answer is a page (its 404 is JSON too).
+_ERROR = {
+    "model": ErrorBody,
+    "description": "An error: what went wrong and how to fix it",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
 ERRORS: dict[int | str, dict[str, Any]] = {code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422)}
 ERRORS[503] = _ERROR
 """The error answers of an API route (every one has the :class:`ErrorBody` shape)."""

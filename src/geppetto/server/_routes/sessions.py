@@ -16,6 +16,7 @@ from ...turns import PAYLOAD_CITATIONS, BlockKind, Turn, citation_sources, new_i
 from .._api import ERRORS, ApiError, GuardedRoute, api, json_body
 from .._history import fork_session, rewind_session
 from .._models import (
+    MAX_WHOLE,
     Approvals,
     Cancelling,
     CreateSession,
@@ -42,7 +43,7 @@ MAX_SNAPSHOT_PAGE = 1000
 router = APIRouter(route_class=GuardedRoute, responses=ERRORS, tags=["sessions"])
 
 SessionPath = Annotated[str, Path(description="the session id")]
-PageNumber = Annotated[int | None, Query(ge=1, description="a positive whole number")]
+PageNumber = Annotated[int | None, Query(ge=1, le=MAX_WHOLE, description="a positive whole number")]
 
 
 def snapshot_info(info: SnapshotInfo) -> dict[str, Any]:
@@ -215,7 +216,9 @@ async def list_snapshots(
     summary="One snapshot's Turn, exactly as it was saved",
 )
 async def get_snapshot(
-    request: Request, session_id: SessionPath, seq: Annotated[int, Path(ge=1, description="a positive whole number")]
+    request: Request,
+    session_id: SessionPath,
+    seq: Annotated[int, Path(ge=1, le=MAX_WHOLE, description="a positive whole number")],
 ) -> Response:
     await api(request).runner.settings(session_id)
     turn = await api(request).store.load_snapshot(session_id, seq)
