@@ -308,7 +308,7 @@ class SessionView(BaseModel):
     settings: dict[str, Any]
     status: Literal["running", "idle"]
     running_inference: str | None
-    last_event_id: str | None
+    last_event_id: str | None = Field(description="the newest event's id; None while the event bus is away")
     latest: dict[str, Any] | None
     pending_approvals: list[dict[str, Any]]
     snapshot_count: int
