@@ -138,6 +138,10 @@ def test_what_the_document_allows_is_taken_and_what_it_does_not_is_refused(serve
         ("/api/sessions/s1/rewind", {"n": "1"}),
         ("/api/sessions/s1/rewind", {"n": True}),
         ("/api/sessions/s1/rewind", {"n": 1.5}),
+        (
+            "/api/sessions/s1/messages",
+            {"text": "hi", "files": [{"media_type": "text/plain", "data": "aGk=", "filename": None}]},
+        ),
     ]
     for path, body in refused:
         answer = server.post(path, json=body)
@@ -145,6 +149,8 @@ def test_what_the_document_allows_is_taken_and_what_it_does_not_is_refused(serve
     # A whole number written 2.0 is an integer to JSON Schema: taken (there is nothing to rewind: 409).
     answer = server.post("/api/sessions/s2/rewind", json={"n": 2.0})
     assert answer.status_code == 409 and "has no snapshot yet" in answer.json()["error"]["message"], answer.text
+    # A session that exists but runs nothing: its state refuses (409), it is not missing (404).
+    assert server.post("/api/sessions/s1/cancel").status_code == 409
     too_big = 2**63
     for path in (f"/api/sessions/s1/snapshots/{too_big}", f"/api/dashboard?limit={too_big}"):
         answer = server.get(path)

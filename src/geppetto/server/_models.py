@@ -104,6 +104,13 @@ class Attachment(BaseModel):
     file_id: FileText | SkipJsonSchema[None] = Field(default=None)
     filename: Text | SkipJsonSchema[None] = Field(default=None)
 
+    @field_validator(*_SOURCES, "filename", mode="before")
+    @classmethod
+    def _given(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:  # left out is fine; null is not a string
+            raise ValueError(f"a file's {info.field_name!r} must be a string when given")
+        return value
+
 
 class Prompt(RequestModel):
     """A user message: its text and, optionally, its files."""
