@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -81,6 +82,22 @@ async def _waiting(the_api: Api, session_id: str) -> dict[str, PendingCall]:
     return {c.call_id: c for c in awaiting(latest)}
 
 
+@functools.cache
+def _validator(documented: type[Any]) -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(documented.model_json_schema(by_alias=True))
+
+
+def _conforms(documented: type[Any], body: Any) -> None:
+    """Refuse (422) a body the route's documented schema refuses: the protocol code reads the body loosely
+    (only the last user message counts), so the document is what holds clients to one shape."""
+    error = next(iter(_validator(documented).iter_errors(body)), None)
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "the body"
+        raise ApiError(422, f"{where.lstrip('.')}: {error.message}", "invalid_request")
+
+
 def _streams(path: str, documented: type[Any], summary: str) -> Callable[[Handler], Handler]:
     """A protocol's route: a JSON body ``documented`` by a model (read by the protocol's own module), an
     event stream out."""
@@ -138,6 +155,7 @@ async def ag_ui(request: Request) -> Response:
 async def vercel_chat(request: Request) -> Response:
     the_api = api(request)
     body = await read_json(request, the_api.max_body, ("id",))
+    _conforms(ChatRequest, body)
     continued = vercel.resumed_message(body)
     if continued is not None:  # the client answered approvals or ran client-side tools
         chat_id = _session_id(body.get("id"), "id")
