@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -82,11 +81,17 @@ async def _waiting(the_api: Api, session_id: str) -> dict[str, PendingCall]:
     return {c.call_id: c for c in awaiting(latest)}
 
 
-@functools.cache
-def _validator(documented: type[Any]) -> Any:
-    from jsonschema import Draft202012Validator
+_VALIDATORS: dict[str, Any] = {}
 
-    return Draft202012Validator(documented.model_json_schema(by_alias=True))
+
+def _validator(documented: type[Any]) -> Any:
+    """The JSON Schema validator of a documented request model, made once."""
+    found = _VALIDATORS.get(documented.__name__)
+    if found is None:
+        from jsonschema import Draft202012Validator
+
+        found = _VALIDATORS[documented.__name__] = Draft202012Validator(documented.model_json_schema(by_alias=True))
+    return found
 
 
 def _conforms(documented: type[Any], body: Any) -> None:
