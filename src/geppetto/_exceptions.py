@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._redact import redact_secrets, redact_value
+
 __all__ = [
     "AuthenticationError",
     "BadRequestError",
@@ -146,6 +148,9 @@ class StoreError(GeppettoError):
 class ProviderError(GeppettoError):
     """A provider answered with an error.
 
+    Its message and body never hold an API key: the keys this process sent and anything shaped like one
+    (``sk-...``, ``AIza...``, a long bearer token) read ``***``.
+
     Attributes: ``status`` (HTTP status or None), ``provider``, ``code`` and ``error_type`` (from the
     provider's error body), ``param``, ``request_id``, ``body`` (the parsed or raw error body), and
     ``turn``: set by the tool loop when a step after tool calls failed, the conversation with the tool
@@ -167,6 +172,8 @@ class ProviderError(GeppettoError):
         request_id: str | None = None,
         body: Any = None,
     ) -> None:
+        # A provider or a proxy may quote the key it refused: hidden before the text goes anywhere.
+        message = redact_secrets(message)
         self.message = message
         self.status = status
         self.provider = provider
@@ -174,7 +181,7 @@ class ProviderError(GeppettoError):
         self.error_type = error_type
         self.param = param
         self.request_id = request_id
-        self.body = body
+        self.body = redact_value(body) if body is not None else None
         self.turn: Any = None
         shown = status if self.status_in_label else None
         parts = [p for p in (provider, str(shown) if shown is not None else "") if p]

@@ -43,7 +43,11 @@ def test_run_limits_stop_the_tool_loop_and_name_the_fix(tmp_path: Path) -> None:
         "run", "--profile", "sim", "--with-tools", "--limits", "max_requests=1", "Weather?", config_dir=tmp_path
     )
     assert res.returncode != 0
-    assert "usage limit max_requests=1 reached" in res.stderr and "Raise the limit" in res.stderr
+    assert "usage limit max_requests=1 reached" in res.stderr
+    # In the command line's terms: the flag, not the Python call a library user would make.
+    assert "Raise the limit (--limits max_requests=<more>) or start a new session" in res.stderr
+    assert "session.limits" not in res.stderr and "UsageLimits(" not in res.stderr
+    assert "error.turn" not in res.stderr
 
 
 def test_run_limits_refuse_a_bad_entry(tmp_path: Path) -> None:

@@ -134,3 +134,18 @@ def test_inspect_json_has_full_ids_and_the_plan(geppetto_sim: Simulator, tmp_pat
     assert chained["sends"] == [b["id"] for b in report["blocks"]]
     assert chained["next"]["anchor"] == report["blocks"][1]["response_id"] and chained["next"]["sends"] == []
     assert len(report["blocks"][0]["id"]) == 36 and report["provider"] == "openai"
+
+
+def test_a_malformed_turn_file_is_named_in_command_line_terms(tmp_path: Path) -> None:
+    """The library's message suggests ``load_turn(..., strict=False)``, which a command-line user cannot pass:
+    the command says what to fix in the file instead."""
+    turn = tmp_path / "t.yaml"
+    turn.write_text("blocks:\n  - kind: telepathy\n    payload: {text: hi}\n")
+    res = geppetto("inspect", str(turn), config_dir=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.startswith(f"error: {turn}: blocks[0].kind: unknown block kind 'telepathy'; use one of: ")
+    assert "strict=False" not in res.stderr and res.stderr.count("\n") == 1
+    turn.write_text("blocks:\n  - kind: user\n    payload: {text: hi}\n    colour: blue\n")
+    res = geppetto("inspect", str(turn), config_dir=tmp_path)
+    assert res.returncode == 2 and "unknown field 'colour'" in res.stderr
+    assert "strict=False" not in res.stderr

@@ -72,7 +72,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_exceptions", "_extras", "_json", "_redact", "_output_schema", "_asgi"}),
+    ("foundation", {"_exceptions", "_extras", "_json", "_redact", "_terms", "_output_schema", "_asgi"}),
     ("data model", {"turns"}),
     ("contracts", {"engine", "events", "tools", "output", "pricing", "middleware", "testing"}),
     ("engines", {"providers", "web"}),  # web: the turn report (sizes, costs) and the page the server serves

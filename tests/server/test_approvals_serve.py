@@ -75,11 +75,17 @@ def test_a_pause_is_in_the_events_and_the_session_and_an_approval_continues_it(s
 
     refused = server.post(f"/api/sessions/{sid}/messages", json={"text": "something else"})
     assert refused.status_code == 409 and refused.json()["error"]["type"] == "approval_pending"
-    assert f"session.resume({{'{call_id}': True}})" in refused.json()["error"]["message"]
+    # In an HTTP client's terms: the route and its body, and what the web chat shows; no Python call.
+    message = refused.json()["error"]["message"]
+    assert f'answer them with POST /api/sessions/{sid}/approvals with {{"decisions": {{"{call_id}": true}}}}' in message
+    assert "(true approves, false or a reason denies" in message
+    assert "in the web chat: Approve or Deny on the call's card" in message
+    assert "session.resume" not in message and "await " not in message and "drop_pending" not in message
     run = {"threadId": sid, "runId": "r1", "state": {}, "messages": [{"id": "m1", "role": "user", "content": "hi"}]}
     run |= {"tools": [], "context": []}
     agui = [e["data"] for e in sse_events(server.post("/ag-ui", json=run).text.splitlines())]
     assert [e["type"] for e in agui] == ["RUN_STARTED", "RUN_ERROR"] and agui[1]["code"] == "approval_pending"
+    assert f"POST /api/sessions/{sid}/approvals" in agui[1]["message"] and "session.resume" not in agui[1]["message"]
 
     started = _post(server, f"/api/sessions/{sid}/approvals", {"decisions": {call_id: True}})
     events = _events(server, sid, started)
@@ -98,13 +104,14 @@ def test_approval_requests_that_cannot_be_taken_name_the_fix(server: httpx.Clien
     sid = _post(server, "/api/sessions", {}, 201)["id"]
     nothing = server.post(f"/api/sessions/{sid}/approvals", json={"decisions": {"c1": True}})
     assert nothing.status_code == 409 and "no tool call waiting" in nothing.json()["error"]["message"]
+    assert f"send the next prompt with POST /api/sessions/{sid}/messages" in nothing.json()["error"]["message"]
     call_id, _ = _pause(server, sid)
     for body, status, words in [
         ({}, 422, '{"decisions": {"<call_id>": true'),
         ({"decisions": {}}, 422, "pending_approvals"),
         ({"decisions": {call_id: True}, "x": 1}, 422, "unknown field(s) x"),
         ({"decisions": {"nope": True}}, 409, f"waiting: {call_id}"),
-        ({"decisions": {call_id: 3}}, 409, "must be True (approve)"),
+        ({"decisions": {call_id: 3}}, 409, "must be true (approve), false (deny) or a string"),
     ]:
         response = server.post(f"/api/sessions/{sid}/approvals", json=body)
         assert response.status_code == status, (body, response.text)

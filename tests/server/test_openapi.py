@@ -103,7 +103,7 @@ def test_parameters_and_bodies_are_refused_with_the_message_their_model_names(se
     for path, says in [
         ("/api/sessions/s1/snapshots/x", "'seq' must be a positive whole number"),
         ("/api/sessions/s1/snapshots?limit=0", "'limit' must be a positive whole number"),
-        ("/api/dashboard?limit=x", "'limit' must be a positive number of sessions"),
+        ("/api/dashboard?limit=x", "'limit' must be a number of sessions from 1 to 1000000"),
         ("/api/sessions/s1/events?until=later", "'until' must be finished"),
     ]:
         answer = server.get(path)
@@ -122,6 +122,43 @@ def test_parameters_and_bodies_are_refused_with_the_message_their_model_names(se
     assert files.status_code == 422 and files.json()["error"]["type"] == "invalid_request"
     empty = server.post("/api/sessions/s1/approvals", json={"decisions": {}})
     assert empty.status_code == 422 and "pending_approvals" in empty.json()["error"]["message"]
+
+
+def test_what_the_document_allows_is_taken_and_what_it_does_not_is_refused(server: httpx.Client) -> None:
+    # The findings of schemathesis's first run against the document (tests/server/test_schemathesis.py
+    # keeps looking): each answer now agrees with the schema.
+    document = server.get("/openapi.json").json()
+    server.post("/api/sessions", json={"id": "s1"})
+    server.post("/api/sessions", json={"id": "s2"})
+    refused = [
+        ("/api/sessions/s1/fork", {"id": None}),  # was 201
+        ("/api/sessions/s1/messages", {"text": "hi", "files": None}),  # was 202
+        ("/api/sessions/s1/messages", {"text": "hi", "files": [{"media_type": "", "data": None, "url": None}]}),
+        ("/api/sessions/s1/messages", {"text": "hi", "files": [{"media_type": "text/plain", "data": "aGk=", "x": 1}]}),
+        ("/api/sessions/s1/rewind", {"n": "1"}),
+        ("/api/sessions/s1/rewind", {"n": True}),
+        ("/api/sessions/s1/rewind", {"n": 1.5}),
+        (
+            "/api/sessions/s1/messages",
+            {"text": "hi", "files": [{"media_type": "text/plain", "data": "aGk=", "filename": None}]},
+        ),
+    ]
+    for path, body in refused:
+        answer = server.post(path, json=body)
+        assert answer.status_code == 422, (path, body, answer.text)
+    # A whole number written 2.0 is an integer to JSON Schema: taken (there is nothing to rewind: 409).
+    answer = server.post("/api/sessions/s2/rewind", json={"n": 2.0})
+    assert answer.status_code == 409 and "has no snapshot yet" in answer.json()["error"]["message"], answer.text
+    # A session that exists but runs nothing: its state refuses (409), it is not missing (404).
+    assert server.post("/api/sessions/s1/cancel").status_code == 409
+    too_big = 2**63
+    for path in (f"/api/sessions/s1/snapshots/{too_big}", f"/api/dashboard?limit={too_big}"):
+        answer = server.get(path)
+        assert answer.status_code == 422, (path, answer.text)  # was 500 (OverflowError)
+    page = server.get("/ui/nope.js")
+    assert page.status_code == 404 and page.headers["content-type"] == "application/json"
+    documented = document["paths"]["/ui/{name}"]["get"]["responses"]["404"]["content"]
+    assert documented["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
 
 
 def test_the_docs_page_and_head_requests(server: httpx.Client) -> None:

@@ -102,7 +102,7 @@ def test_a_second_prompt_while_one_runs_is_409_then_cancel_frees_the_session(
     assert cancelled.status_code == 202 and cancelled.json()["inference_id"] == started["inference_id"]
     events = events_of(server, sid, started["after"])
     assert events[-1]["data"]["status"] == "cancelled"
-    assert server.post(f"/api/sessions/{sid}/cancel").status_code == 404  # nothing runs now
+    assert server.post(f"/api/sessions/{sid}/cancel").status_code == 409  # nothing runs now
     again = prompt(server, sid, "Hello once more")
     assert events_of(server, sid, again["after"])[-1]["data"]["status"] == "completed"
 

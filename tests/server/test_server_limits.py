@@ -38,6 +38,12 @@ def test_served_sessions_stop_at_their_limits_and_keep_their_usage(geppetto_sim:
         finished = second[-1]["data"]
         assert finished["status"] == "failed"  # type: ignore[index]
         assert "usage limit max_requests=3" in str(finished)
+        # In the server's terms, in the event and in the session's record: the flag, not the Python call.
+        error = str(finished["error"])  # type: ignore[index]
+        assert "geppetto serve --limits max_requests=<more>" in error
+        assert "session.limits" not in error and "error.turn" not in error
+        [record] = [r for r in client.get(f"/api/sessions/{sid}").json()["inferences"] if r["status"] == "failed"]
+        assert record["error"] == error
     assert [r.path for r in geppetto_sim.requests].count("/v1/responses") == 3
 
 

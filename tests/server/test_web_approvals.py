@@ -88,3 +88,26 @@ def test_approve_and_deny_with_the_keyboard_and_a_reload_shows_what_waits(served
     assert "denied" in (denied.get_attribute("class") or "") and "failed" not in (denied.get_attribute("class") or "")
     assert deleted == ["a.txt", "c.txt"]
     page.shot("denied")
+
+
+def test_a_prompt_while_a_call_waits_says_what_to_press_and_the_box_goes_once_answered(served: str, page: Page) -> None:
+    p = page.page
+    page.errors_expected = True  # the browser logs the 409 the prompt gets
+    new_session(p, served)
+    send(p, "delete_file for 'd.txt'")
+    expect(p.locator(".tool-card.waiting .badge")).to_have_text("waits for your approval")
+    p.locator("#prompt").focus()
+    p.keyboard.type("something else")
+    p.keyboard.press("Enter")
+    box = p.locator("#messages .error")
+    expect(box).to_have_text(
+        "Error: A tool call above waits for your decision: press Approve or Deny on its card, "
+        "then send your message again."
+    )
+    assert "session.resume" not in p.locator("#messages").inner_text()
+    finished = int(p.locator("#messages").get_attribute("data-finished") or 0)
+    p.locator(".tool-card.waiting .approve").click()
+    p.locator(f"#messages[data-finished='{finished + 1}']").wait_for(state="attached")
+    expect(p.locator(".tool-card").first.locator(".result")).to_have_text("deleted d.txt")
+    expect(box).to_have_count(0)
+    assert deleted == ["d.txt"]

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from .._exceptions import GeppettoError, InferenceCancelled, StoreError, UsageError
+from .._terms import for_cli
 from ..middleware import Middleware
 from ..runtime import (
     CHAT_ENGINE,
@@ -290,7 +291,7 @@ class ChatRepl(ChatCommands):
             n = len(self.attached)
             dropped = f" (the attached file{' was' if n == 1 else 's were'} dropped)" if n else ""
             self.attached = []
-            print(f"\nerror: {exc}{dropped}")
+            print(f"\nerror: {for_cli(str(exc))}{dropped}")
         sys.stdout.flush()
         _print_notes()
 

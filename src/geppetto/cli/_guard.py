@@ -10,6 +10,7 @@ from typing import NoReturn, TypeVar
 import typer
 
 from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError, UsageError
+from .._terms import for_cli
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "guarded", "os_error_text", "run_app"]
 
@@ -20,7 +21,7 @@ T = TypeVar("T")
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print ``error: MESSAGE`` on one line to stderr and exit with ``code``."""
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"error: {' '.join(for_cli(message).split())}", file=sys.stderr)
     raise typer.Exit(code)
 
 

@@ -31,6 +31,7 @@ import httpx
 
 from geppetto._exceptions import ProviderConnectionError, ProviderError, StreamError
 from geppetto._json import MAX_JSON_DEPTH, JSONTooDeep, dumps, json_depth, parse_json
+from geppetto._redact import remember_secrets
 
 from ._http_errors import (
     ErrorInfo,
@@ -335,6 +336,8 @@ class HttpTransport:
         if stream:
             all_headers.setdefault("accept", "text/event-stream")
         url = self.url(path)
+        # Known before any answer, so an error that quotes the key (here or mid-stream) hides it.
+        remember_secrets(all_headers)
         for hook in REQUEST_HOOKS:
             hook(url, all_headers, len(content) if content is not None else 0)
         attempt = 0

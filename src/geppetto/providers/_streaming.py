@@ -29,6 +29,7 @@ from ..turns import (
     Turn,
     result_text,
 )
+from ..turns._data_url import parse_data_url
 from ._hints import TOO_LARGE as TOO_LARGE
 from ._hints import key_hint, too_large_hint, with_hint
 from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
@@ -281,9 +282,9 @@ def image_parts(block: Block) -> list[tuple[str, str, str]]:
             raise UsageError(f"image {image!r} must be a dict with 'url', or 'data' and 'media_type'")
         if image.get("url"):
             url = str(image["url"])
-            if url.startswith("data:") and ";base64," in url:
-                head, _, data = url.partition(";base64,")
-                out.append(("base64", data, head.removeprefix("data:")))
+            if url[:5].lower() == "data:":
+                parsed = parse_data_url(url, where="an image of the user block")
+                out.append(("base64", parsed.base64, parsed.media_type))
             else:
                 out.append(("url", url, str(image.get("media_type") or "")))
         elif image.get("data"):

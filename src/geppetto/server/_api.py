@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._exceptions import GeppettoError, UsageError, UsageLimitExceeded
+from .._terms import for_http
 from ..events.bus import BusUnavailable
 from ..session._session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
@@ -39,7 +40,12 @@ M = TypeVar("M", bound=RequestModel)
 OPEN: dict[str, Any] = {"security": []}
 """A route's ``openapi_extra`` for a route that needs no API key (the page, the document, liveness)."""
 
-_ERROR = {"model": ErrorBody, "description": "An error: what went wrong and how to fix it"}
+# Always JSON, also on a route whose own answer is a page (its 404 is JSON too).
+_ERROR = {
+    "model": ErrorBody,
+    "description": "An error: what went wrong and how to fix it",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: _ERROR for code in (400, 401, 403, 404, 405, 409, 413, 415, 421, 422, 429)
 }
@@ -85,9 +91,10 @@ class Api:
     def store(self) -> SQLTurnStore:
         return self.runner.store
 
-    def public(self, exc: BaseException) -> str:
-        """``exc``'s message without the store's location."""
-        return client_message(str(exc), [self.store.location])
+    def public(self, exc: BaseException, session_id: str | None = None) -> str:
+        """``exc``'s message without the store's location, in an HTTP client's terms (routes, not Python
+        calls; ``session_id`` fills them in)."""
+        return client_message(for_http(str(exc), session_id), [self.store.location])
 
 
 def api(request: Request) -> Api:
@@ -246,6 +253,7 @@ class GuardedRoute(APIRoute):
 def _error(request: Request, exc: Exception, the_api: Api) -> Response:
     """The JSON answer of a route that raised ``exc`` (re-raised when it is not one the API answers)."""
     where = f"{request.method} {request.url.path}"
+    session_id = request.path_params.get("session_id")
     if isinstance(exc, ApiError):
         return error_response(exc.status, client_message(exc.message), exc.kind)
     if isinstance(exc, NotFound):
@@ -254,13 +262,13 @@ def _error(request: Request, exc: Exception, the_api: Api) -> Response:
         return error_response(409, the_api.public(exc), "session_busy")
     if isinstance(exc, ApprovalPendingError):
         log.info("request %s refused: %s", where, exc)
-        return error_response(409, the_api.public(exc), "approval_pending")
+        return error_response(409, the_api.public(exc, session_id), "approval_pending")
     if isinstance(exc, UsageLimitExceeded):
         log.info("request %s refused: %s", where, exc)
-        return error_response(429, the_api.public(exc), "usage_limit_reached")
+        return error_response(429, the_api.public(exc, session_id), "usage_limit_reached")
     if isinstance(exc, UsageError):
         log.info("request %s refused: %s", where, exc)
-        return error_response(409, the_api.public(exc), "conflict")
+        return error_response(409, the_api.public(exc, session_id), "conflict")
     if isinstance(exc, BusUnavailable):  # the broker is down or restarting: the client tries again later
         log.warning("request %s failed: %s", where, exc)
         return error_response(503, the_api.public(exc), "unavailable")

@@ -20,7 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._redact import redact_url
+from .._redact import redact_secrets, redact_url
+from .._terms import for_http
 
 __all__ = [
     "LOOPBACK_HOSTS",
@@ -221,7 +222,7 @@ def check_text(value: Any, field: str, keys: frozenset[str] | None = None) -> No
 def client_message(text: str, locations: Iterable[str] = ()) -> str:
     """``text`` fit for a client: credentials redacted and the server's own ``locations`` (a store's file
     path or address) named only as "the server's session store"; the full text goes to the server log."""
-    text = redact_url(text)
+    text = redact_secrets(text)
     for location in locations:
         if location:
             shown = redact_url(location)
@@ -229,10 +230,15 @@ def client_message(text: str, locations: Iterable[str] = ()) -> str:
     return text
 
 
-def public_event(data: dict[str, Any]) -> dict[str, Any]:
+def public_event(data: dict[str, Any], session_id: str | None = None) -> dict[str, Any]:
     """A bus event as it goes to a client: its ``error`` and ``message`` texts with credentials redacted
-    (an inference's failure quotes whatever raised it)."""
-    changed = {key: redact_url(data[key]) for key in ("error", "message") if isinstance(data.get(key), str)}
+    (an inference's failure quotes whatever raised it) and in an HTTP client's terms (routes of
+    ``session_id``, not Python calls)."""
+    changed = {
+        key: for_http(redact_secrets(data[key]), session_id)
+        for key in ("error", "message")
+        if isinstance(data.get(key), str)
+    }
     return {**data, **changed} if any(changed[k] != data[k] for k in changed) else data
 
 

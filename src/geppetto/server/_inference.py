@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._exceptions import InferenceCancelled, StoreError
+from .._terms import for_http
 from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
@@ -223,7 +224,7 @@ class InferenceRunner:
     ) -> tuple[str, Turn | None]:
         """The error an inference that raised ``exc`` ends with, and its output when the engine answered but
         the store refused the snapshot (logged in full)."""
-        error = f"{type(exc).__name__}: {exc}"
+        error = f"{type(exc).__name__}: {for_http(str(exc), session_id)}"
         unsaved: Turn | None = None
         latest = session.latest if session is not None else None
         if (

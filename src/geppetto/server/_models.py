@@ -17,6 +17,7 @@ from ._messages import prompt_files
 
 __all__ = [
     "MAX_ID",
+    "MAX_WHOLE",
     "Approvals",
     "Cancelling",
     "ChatRequest",
@@ -39,6 +40,8 @@ __all__ = [
 
 MAX_ID = 200
 """The longest session id (characters)."""
+MAX_WHOLE = 2**63 - 1
+"""The largest whole number a route takes (what the stores' 64-bit columns hold)."""
 
 # What the server accepts as text: no NUL (PostgreSQL cannot store it; lone surrogates, which JSON can
 # carry as escapes, are refused too but cannot be written as a pattern), and for ids and prompts some
@@ -86,15 +89,27 @@ class CreateSession(RequestModel):
         return {k: v for k, v in self.model_dump(include={"model", "mode", "system"}).items() if v}
 
 
-class Attachment(BaseModel):
-    """A prompt's file: a media type and one of base64 data, a URL or a provider file id."""
+_SOURCES = ("data", "url", "file_id")
+FileText = Annotated[str, Field(min_length=1, pattern=r"^[^\u0000]*$")]
 
-    model_config = ConfigDict(extra="allow")
-    media_type: str
-    data: str | None = Field(default=None, json_schema_extra={"contentEncoding": "base64"})
-    url: str | None = None
-    file_id: str | None = None
-    filename: str | None = None
+
+class Attachment(BaseModel):
+    """A prompt's file: a media type and exactly one of base64 data, a URL (http(s) or ``data:``) or a
+    provider file id."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [{"required": [name]} for name in _SOURCES]})
+    media_type: FileText
+    data: FileText | SkipJsonSchema[None] = Field(default=None, json_schema_extra={"contentEncoding": "base64"})
+    url: FileText | SkipJsonSchema[None] = Field(default=None, description="http(s), or a data: URL (RFC 2397)")
+    file_id: FileText | SkipJsonSchema[None] = Field(default=None)
+    filename: Text | SkipJsonSchema[None] = Field(default=None)
+
+    @field_validator(*_SOURCES, "filename", mode="before")
+    @classmethod
+    def _given(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:  # left out is fine; null is not a string
+            raise ValueError(f"a file's {info.field_name!r} must be a string when given")
+        return value
 
 
 class Prompt(RequestModel):
@@ -111,6 +126,8 @@ class Prompt(RequestModel):
     @field_validator("files", mode="before")
     @classmethod
     def _files(cls, value: Any) -> Any:
+        if value is None:  # left out is fine; null is not a list of files
+            raise ValueError('files is a list of {"media_type": ..., one of "data" (base64), "url" or "file_id"}')
         return prompt_files(value)  # its ValueError names what is wrong
 
     def file_dicts(self) -> list[dict[str, Any]] | None:
@@ -137,12 +154,23 @@ _USER: JsonDict = {"required": ["role"], "properties": {"role": {"const": "user"
 class Rewind(RequestModel):
     """``POST .../rewind``: how many prompts to drop with their answers."""
 
-    n: int = Field(default=1, ge=1, strict=True, description="prompts to drop with their answers (1 or more)")
+    n: int = Field(default=1, ge=1, le=MAX_WHOLE, description="prompts to drop with their answers (1 or more)")
 
     invalid: ClassVar[dict[str, str]] = {
         "n": 'send {"n": N}: the number of prompts to drop with their answers (1 or more)'
     }
     takes: ClassVar[str] = 'send {"n": N}: the number of prompts to drop with their answers (1 or more)'
+
+    @field_validator("n", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        # A JSON number is a whole number when its value is (2.0 is 2, as the schema's "integer" says);
+        # text, true and false are not numbers.
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(cls.invalid["n"])
+        return value
 
 
 class Fork(RequestModel):
@@ -152,6 +180,13 @@ class Fork(RequestModel):
 
     invalid: ClassVar[dict[str, str]] = {"id": f"'id' must be a string of 1 to {MAX_ID} characters, not all blank"}
     takes: ClassVar[str] = 'send {} or {"id": "<new session id>"}'
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _given(cls, value: Any) -> Any:
+        if value is None:  # left out is a fresh id; null is not one
+            raise ValueError(cls.invalid["id"])
+        return value
 
 
 class _TextPart(BaseModel):
@@ -280,7 +315,7 @@ class SessionView(BaseModel):
     settings: dict[str, Any]
     status: Literal["running", "idle"]
     running_inference: str | None
-    last_event_id: str | None
+    last_event_id: str | None = Field(description="the newest event's id; None while the event bus is away")
     latest: dict[str, Any] | None
     pending_approvals: list[dict[str, Any]]
     snapshot_count: int

@@ -249,12 +249,13 @@ class Runner(SweepingRunner):
         return session
 
     async def cancel(self, session_id: str) -> str:
-        """Ask the running inference of ``session_id`` to stop, wherever it runs; its id (NotFound when
-        no inference runs)."""
+        """Ask the running inference of ``session_id`` to stop, wherever it runs; its id (a
+        :class:`~geppetto.UsageError`, a 409, when none runs: the session is there, its state is what
+        refuses)."""
         await self.settings(session_id)
         running = await self.store.inferences(session_id, status="running")
         if not running:
-            raise NotFound(f"session {session_id} is not running an inference; nothing to cancel")
+            raise UsageError(f"session {session_id} is not running an inference; nothing to cancel")
         inference_id = running[-1].inference_id
         if not self._cancel_here(session_id, inference_id):
             await self.bus.publish(

@@ -34,6 +34,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from .._exceptions import UsageError
+from .._terms import for_http
 from ..tools import ApprovalPendingError, PendingCall, ToolDefinition, ToolReportedError
 from ..turns import Turn, new_id
 from ._builtin import BuiltinCalls, sources
@@ -192,7 +193,10 @@ class AGUIStream:
             code = "conflict"
         else:
             code = "unavailable"
-        return [*self.started(), RunErrorEvent(message=str(exc) or type(exc).__name__, code=code)]
+        return [
+            *self.started(),
+            RunErrorEvent(message=for_http(str(exc), self.thread_id) or type(exc).__name__, code=code),
+        ]
 
     def _close(self) -> list[BaseEvent]:
         out: list[BaseEvent] = []

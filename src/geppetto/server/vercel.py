@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from ..tools import PendingCall, ToolReportedError
 from ..turns import Turn, new_id, source_key
+from ..turns._data_url import parse_data_url
 from ._builtin import BuiltinCalls, as_citations, sources
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload
@@ -89,9 +90,12 @@ def prompt_files(body: dict[str, Any]) -> list[dict[str, Any]] | None:
     out = []
     for part in files:
         url = str(part.get("url") or "")
-        head, inline, data = url.partition(";base64,")
-        source = {"data": data} if inline and head.startswith("data:") else {"url": url}  # kept inline as bytes
-        item = {"media_type": part.get("mediaType"), **source, "filename": part.get("filename")}
+        media_type = part.get("mediaType")
+        source: dict[str, Any] = {"url": url}
+        if url[:5].lower() == "data:":  # kept inline as bytes
+            parsed = parse_data_url(url, where=f"the file {part.get('filename') or 'of the prompt'}")
+            source, media_type = {"data": parsed.base64}, media_type or parsed.media_type
+        item = {"media_type": media_type, **source, "filename": part.get("filename")}
         out.append({k: v for k, v in item.items() if v})
     return out or None
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from .._exceptions import UsageError
 from ._attach import MAX_ATTACHMENT_BYTES, PAYLOAD_FILES, attachments, file_attachment, place_attachments
+from ._data_url import parse_data_url
 from ._model import Block
 
 __all__ = [
@@ -74,14 +75,15 @@ def file_refs(block: Block) -> list[FileRef]:
             )
         source = sources[0]
         value = str(raw[source])
+        filename = str(raw.get("filename") or "")
         media_type = str(raw.get("media_type") or raw.get("mime_type") or "")
-        if not media_type and value.startswith("data:"):
-            media_type = value[5:].split(";", 1)[0]
+        if source == "url" and value[:5].lower() == "data:":
+            parsed = parse_data_url(value, where=f"{where}{f' ({filename})' if filename else ''}")
+            source, value = "data", parsed.base64
+            media_type = media_type or parsed.media_type
         if not media_type:
             raise UsageError(f"{where} has no 'media_type'; say what it is, e.g. 'application/pdf' or 'audio/wav'")
-        if source == "url" and value.startswith("data:"):
-            source, value = "data", value.partition(";base64,")[2]
-        out.append(FileRef(_kind(media_type), media_type, source, value, str(raw.get("filename") or "")))  # type: ignore[arg-type]
+        out.append(FileRef(_kind(media_type), media_type, source, value, filename))  # type: ignore[arg-type]
     return out
 
 

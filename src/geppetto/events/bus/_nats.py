@@ -13,8 +13,9 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import nats
 from nats.errors import Error as NatsError
@@ -27,10 +28,17 @@ from . import START, BusEvent, BusUnavailable, _integer_cursor
 __all__ = ["NatsBus"]
 
 log = logging.getLogger("geppetto.events.bus")
+T = TypeVar("T")
 
 STREAM = "GEPPETTO_EVENTS"
 RECONNECT_WAIT = 1.0
 """Seconds between the client's attempts to reconnect (it never stops trying)."""
+PUBLISH_TIMEOUT = 2.0
+"""Seconds a publish (or a read of the newest id) waits for JetStream's answer before it counts as failed."""
+RECONNECT_GRACE = 1.0
+"""Seconds a failed call waits for the client to be connected again before its one retry (a restart
+while idle: the client finds out only when the first call after it is lost); still away then, the call
+fails at once."""
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -64,7 +72,7 @@ class NatsBus:
             if self._js is None:
                 try:
                     nc = self._nc or await self._connect()
-                    js = nc.jetstream()
+                    js = nc.jetstream(timeout=PUBLISH_TIMEOUT)
                     config = StreamConfig(
                         name=STREAM,
                         subjects=["geppetto.events.>"],
@@ -107,27 +115,56 @@ class NatsBus:
     async def _error(self, exc: Exception) -> None:
         log.debug("the NATS event bus %s: %s", self.location, exc or type(exc).__name__)
 
+    async def _twice(self, call: Callable[[Any], Awaitable[T]]) -> T:
+        """``call(jetstream)``, once more when it failed while the connection was being replaced (a NATS
+        restart while idle) and the client is connected again within ``RECONNECT_GRACE`` seconds; else,
+        or on a second failure, :class:`BusUnavailable`. Safe to repeat: reads are, and a keyed publish
+        is kept once (JetStream's duplicate window)."""
+        if self._nc is not None and self._nc.is_reconnecting and not await self._connected_again():
+            # Known to be away: said at once rather than after a call's timeout.
+            raise self._unreachable(ConnectionError("the server is away; the client is reconnecting"))
+        try:
+            return await call(await self._jetstream())
+        except NotFoundError:
+            raise
+        except (NatsError, TimeoutError) as exc:
+            if not await self._connected_again():
+                raise self._unreachable(exc) from exc
+            log.info(
+                "the NATS event bus %s: a call failed across a reconnect (%s); trying it again", self.location, exc
+            )
+        try:
+            return await call(await self._jetstream())
+        except NotFoundError:
+            raise
+        except (NatsError, TimeoutError) as exc:
+            raise self._unreachable(exc) from exc
+
+    async def _connected_again(self) -> bool:
+        deadline = time.monotonic() + RECONNECT_GRACE
+        while time.monotonic() < deadline:
+            if self._nc is not None and self._nc.is_connected:
+                return True
+            if self._nc is None or self._nc.is_closed:
+                return True  # replaced at the next call
+            await asyncio.sleep(0.05)
+        return False
+
     async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
-        js = await self._jetstream()
         # JetStream drops a message whose Nats-Msg-Id it saw within the stream's duplicate window (2 min)
         # and acknowledges it with the first one's sequence.
         headers = {"Nats-Msg-Id": key} if key else None
-        try:
-            ack = await js.publish(
-                _subject(topic), json.dumps(data, default=str).encode(), stream=STREAM, headers=headers
-            )
-        except (NatsError, TimeoutError) as exc:
-            raise self._unreachable(exc) from exc
+        body = json.dumps(data, default=str).encode()
+        ack = await self._twice(
+            lambda js: js.publish(_subject(topic), body, stream=STREAM, headers=headers, timeout=PUBLISH_TIMEOUT)
+        )
         return str(ack.seq)
 
     async def last_id(self, topic: str) -> str:
-        js = await self._jetstream()
         try:
-            message = await js.get_last_msg(STREAM, _subject(topic))
+            message = await self._twice(lambda js: js.get_last_msg(STREAM, _subject(topic)))
         except NotFoundError:
             return START
-        except (NatsError, TimeoutError) as exc:
-            raise self._unreachable(exc) from exc
         return str(message.seq)
 
     async def subscribe(self, topic: str, after: str = START) -> AsyncIterator[BusEvent]:

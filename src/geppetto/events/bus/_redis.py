@@ -11,23 +11,32 @@ that key: a publish whose answer was lost in a broken connection is retried with
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from ..._redact import redact_url
 from . import START, BusEvent, BusUnavailable
 
-__all__ = ["DEFAULT_BLOCK", "RedisBus"]
+__all__ = ["CONNECT_TIMEOUT", "DEFAULT_BLOCK", "RedisBus"]
+
+log = logging.getLogger("geppetto.events.bus")
+T = TypeVar("T")
 
 DEFAULT_BLOCK = 5.0
 """Seconds one ``XREAD`` waits for new events before it is sent again."""
 _SOCKET_MARGIN = 10.0
 """Seconds the socket timeout exceeds the wait by: time for Redis to answer once the wait ends."""
 _BATCH = 256
+CONNECT_TIMEOUT = 2.0
+"""Seconds a new connection to Redis may take: an unreachable broker is reported within this (a refused
+one at once)."""
 
 _APPEND = """
 local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
@@ -69,7 +78,10 @@ class RedisBus:
         if self._client is None:
             # The URL's own options (?socket_timeout=) win over these keywords.
             client = aioredis.Redis.from_url(
-                self.url, max_connections=10_000, socket_timeout=self.block + _SOCKET_MARGIN
+                self.url,
+                max_connections=10_000,
+                socket_timeout=self.block + _SOCKET_MARGIN,
+                socket_connect_timeout=CONNECT_TIMEOUT,
             )
             timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
             wait = self.block if not timeout else min(self.block, float(timeout) / 2)
@@ -80,23 +92,32 @@ class RedisBus:
     def _unreachable(self, exc: Exception) -> BusUnavailable:
         return BusUnavailable(f"the Redis event bus {self.location} failed: {exc}; check that Redis runs there")
 
+    async def _twice(self, send: Callable[[], Awaitable[T]]) -> T:
+        """``send()``, once more on a fresh connection when the pooled one was dropped (a Redis restart
+        while idle: the pool still holds connections to the old process); any other failure, or a second
+        one, is :class:`BusUnavailable`. Safe to repeat: reads are, and a keyed publish appends once."""
+        try:
+            return await send()
+        except RedisConnectionError as exc:
+            log.info("the Redis event bus %s dropped a pooled connection (%s); trying a new one", self.location, exc)
+        except RedisError as exc:
+            raise self._unreachable(exc) from exc
+        try:
+            return await send()
+        except RedisError as exc:
+            raise self._unreachable(exc) from exc
+
     async def publish(self, topic: str, data: dict[str, Any], *, key: str | None = None) -> str:
         client = self._redis()
         if self._append is None:
             self._append = client.register_script(_APPEND)
-        try:
-            entry_id = await self._append(
-                keys=[_key(topic)], args=[json.dumps(data, default=str), key or "", self.retention, self.ttl]
-            )
-        except RedisError as exc:
-            raise self._unreachable(exc) from exc
+        args = [json.dumps(data, default=str), key or "", self.retention, self.ttl]
+        entry_id = await self._twice(lambda: self._append(keys=[_key(topic)], args=args))
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def last_id(self, topic: str) -> str:
-        try:
-            newest = await self._redis().xrevrange(_key(topic), count=1)
-        except RedisError as exc:
-            raise self._unreachable(exc) from exc
+        client = self._redis()
+        newest = await self._twice(lambda: client.xrevrange(_key(topic), count=1))
         if not newest:
             return START
         entry_id = newest[0][0]
@@ -107,10 +128,10 @@ class RedisBus:
         cursor = _cursor(after)
         client = self._redis()
         while True:
-            try:
-                batches: Any = await client.xread({key: cursor}, count=_BATCH, block=self._block_ms)
-            except RedisError as exc:
-                raise self._unreachable(exc) from exc
+            streams: dict[Any, Any] = {key: cursor}
+            batches: Any = await self._twice(
+                functools.partial(client.xread, streams, count=_BATCH, block=self._block_ms)
+            )
             for _stream, entries in batches or ():
                 for entry_id, fields in entries:
                     cursor = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

@@ -63,7 +63,7 @@ async def events(
                 if event is None:
                     yield ": keep-alive\n\n"
                     continue
-                data = json.dumps(public_event(event.data), ensure_ascii=False, default=str)
+                data = json.dumps(public_event(event.data, session_id), ensure_ascii=False, default=str)
                 yield f"id: {event.id}\nevent: {event.data.get('type', 'event')}\ndata: {data}\n\n"
                 if (
                     until

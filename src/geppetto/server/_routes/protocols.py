@@ -69,7 +69,7 @@ async def _run_stream(the_api: Api, started: Started) -> AsyncIterator[dict[str,
             continue
         if event.data.get("inference_id") != started.inference_id:
             continue
-        yield public_event(event.data)
+        yield public_event(event.data, started.session_id)
         if event.data.get("type") == RUN_FINISHED:
             return
 
@@ -79,6 +79,28 @@ async def _waiting(the_api: Api, session_id: str) -> dict[str, PendingCall]:
     known = await the_api.store.session_settings(session_id) is not None
     latest = await the_api.store.load_latest(session_id) if known else None
     return {c.call_id: c for c in awaiting(latest)}
+
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _validator(documented: type[Any]) -> Any:
+    """The JSON Schema validator of a documented request model, made once."""
+    found = _VALIDATORS.get(documented.__name__)
+    if found is None:
+        from jsonschema import Draft202012Validator
+
+        found = _VALIDATORS[documented.__name__] = Draft202012Validator(documented.model_json_schema(by_alias=True))
+    return found
+
+
+def _conforms(documented: type[Any], body: Any) -> None:
+    """Refuse (422) a body the route's documented schema refuses: the protocol code reads the body loosely
+    (only the last user message counts), so the document is what holds clients to one shape."""
+    error = next(iter(_validator(documented).iter_errors(body)), None)
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path) or "the body"
+        raise ApiError(422, f"{where.lstrip('.')}: {error.message}", "invalid_request")
 
 
 def _streams(path: str, documented: type[Any], summary: str) -> Callable[[Handler], Handler]:
@@ -138,6 +160,7 @@ async def ag_ui(request: Request) -> Response:
 async def vercel_chat(request: Request) -> Response:
     the_api = api(request)
     body = await read_json(request, the_api.max_body, ("id",))
+    _conforms(ChatRequest, body)
     continued = vercel.resumed_message(body)
     if continued is not None:  # the client answered approvals or ran client-side tools
         chat_id = _session_id(body.get("id"), "id")

@@ -10,12 +10,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..._exceptions import ConfigurationError
+from ...events.bus import BusUnavailable
 from ...session.stores import SnapshotInfo
 from ...tools import awaiting
 from ...turns import PAYLOAD_CITATIONS, BlockKind, Turn, citation_sources, new_id, turn_to_dict
 from .._api import ERRORS, ApiError, GuardedRoute, api, json_body
 from .._history import fork_session, rewind_session
 from .._models import (
+    MAX_WHOLE,
     Approvals,
     Cancelling,
     CreateSession,
@@ -42,7 +44,7 @@ MAX_SNAPSHOT_PAGE = 1000
 router = APIRouter(route_class=GuardedRoute, responses=ERRORS, tags=["sessions"])
 
 SessionPath = Annotated[str, Path(description="the session id")]
-PageNumber = Annotated[int | None, Query(ge=1, description="a positive whole number")]
+PageNumber = Annotated[int | None, Query(ge=1, le=MAX_WHOLE, description="a positive whole number")]
 
 
 def snapshot_info(info: SnapshotInfo) -> dict[str, Any]:
@@ -94,6 +96,15 @@ async def list_sessions(request: Request) -> Response:
     return JSONResponse({"sessions": [i.to_dict() for i in infos]})
 
 
+async def _last_event_id(runner: Any, session_id: str) -> str | None:
+    """The session's newest event id, None while the event bus is away: the rest of the answer is the
+    store's, and a client that follows events reconnects to the bus by itself."""
+    try:
+        return str(await runner.bus.last_id(session_id))
+    except BusUnavailable:
+        return None
+
+
 @router.get("/api/sessions/{session_id}", response_model=SessionView, summary="A session")
 async def get_session(request: Request, session_id: SessionPath) -> Response:
     runner, store = api(request).runner, api(request).store
@@ -108,7 +119,7 @@ async def get_session(request: Request, session_id: SessionPath) -> Response:
             "settings": settings,
             "status": "running" if running else "idle",
             "running_inference": running[-1] if running else None,
-            "last_event_id": await runner.bus.last_id(session_id),
+            "last_event_id": await _last_event_id(runner, session_id),
             "latest": turn_to_dict(latest) if latest is not None else None,
             "pending_approvals": [c.to_dict() for c in awaiting(latest)],
             "snapshot_count": page[-1].seq if page else 0,
@@ -215,7 +226,9 @@ async def list_snapshots(
     summary="One snapshot's Turn, exactly as it was saved",
 )
 async def get_snapshot(
-    request: Request, session_id: SessionPath, seq: Annotated[int, Path(ge=1, description="a positive whole number")]
+    request: Request,
+    session_id: SessionPath,
+    seq: Annotated[int, Path(ge=1, le=MAX_WHOLE, description="a positive whole number")],
 ) -> Response:
     await api(request).runner.settings(session_id)
     turn = await api(request).store.load_snapshot(session_id, seq)

@@ -21,6 +21,8 @@ __all__ = ["DASHBOARD_SESSIONS", "INSPECT_PAGE", "router"]
 
 DASHBOARD_SESSIONS = 200
 """The dashboard reads the most recent sessions only, this many unless ``?limit=`` says otherwise."""
+MAX_DASHBOARD = 1_000_000
+"""The most sessions one dashboard reads (``?limit=``)."""
 INSPECT_PAGE = 20
 """Snapshots (with their inferences' requests) the inspector reads at once; older ones page by ``?before=``."""
 
@@ -128,7 +130,9 @@ async def _inspect_window(the_api: Api, session_id: str, before: int | None, lim
 )
 async def dashboard(
     request: Request,
-    limit: Annotated[int, Query(ge=1, description="a positive number of sessions")] = DASHBOARD_SESSIONS,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_DASHBOARD, description=f"a number of sessions from 1 to {MAX_DASHBOARD}")
+    ] = DASHBOARD_SESSIONS,
 ) -> Response:
     summaries, limited = await api(request).store.session_summaries(limit=limit)
     summary = web.dashboard([await _session_totals(api(request), s) for s in summaries])

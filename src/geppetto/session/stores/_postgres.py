@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresTurnStore", "redact_url"]
+
+log = logging.getLogger("geppetto.session")
 
 # admin_shutdown, crash_shutdown, cannot_connect_now: the server is stopping, or starting after a restart.
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
@@ -38,6 +41,8 @@ class PostgresTurnStore(SQLTurnStore):
     lock, so concurrent processes migrate once) and opens a pool of up to ``max_connections``.
     An operation whose connection is lost (a server restart) is tried again on a new one for up to
     ``reconnect_for`` seconds; a transaction whose COMMIT lost its answer is looked up, never done twice.
+    A server that is down is reported (:class:`~geppetto.StoreError`) once no connection came within
+    ``connect_timeout`` seconds (3 by default), so a request during an outage is answered quickly.
     JSON columns are ``jsonb``, so provenance queries can use ``payload->>'text'``.
     """
 
@@ -48,7 +53,7 @@ class PostgresTurnStore(SQLTurnStore):
     lock_session = "SELECT id FROM sessions WHERE id = ? FOR UPDATE"
 
     def __init__(
-        self, url: str, *, max_connections: int = 8, connect_timeout: float = 10.0, reconnect_for: float = 15.0
+        self, url: str, *, max_connections: int = 8, connect_timeout: float = 3.0, reconnect_for: float = 15.0
     ) -> None:
         try:
             import psycopg
@@ -71,7 +76,6 @@ class PostgresTurnStore(SQLTurnStore):
 
     def _open(self) -> ConnectionPool[Any]:
         import psycopg
-        from psycopg_pool import ConnectionPool
 
         try:
             with psycopg.connect(
@@ -89,6 +93,11 @@ class PostgresTurnStore(SQLTurnStore):
                 f"cannot reach the PostgreSQL session store {self.location}: {_first_line(exc)}; "
                 "start the server or fix the URL"
             ) from exc
+        return self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool[Any]:
+        from psycopg_pool import ConnectionPool
+
         return ConnectionPool(
             self.url,
             check=ConnectionPool.check_connection,  # a connection a server restart broke is replaced, not used
@@ -102,12 +111,44 @@ class PostgresTurnStore(SQLTurnStore):
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[Any]:
+        from psycopg_pool import PoolTimeout
+
         with self._lock:
             if self._pool is None:
                 self._pool = self._open()
             pool = self._pool
-        with pool.connection() as conn:
-            yield conn
+        try:
+            conn = pool.getconn()
+        except PoolTimeout:
+            # After an outage the pool waits longer and longer between its attempts (1 s, 2 s, 4 s...): a
+            # server that is back meanwhile gets a pool made now; one still down fails the call as it is.
+            if not self._server_answers():
+                raise
+            pool = self._renew_pool(pool)
+            conn = pool.getconn()
+        try:
+            with conn:
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _server_answers(self) -> bool:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def _renew_pool(self, stale: ConnectionPool[Any]) -> ConnectionPool[Any]:
+        with self._lock:
+            fresh = self._pool
+            if fresh is stale or fresh is None:
+                fresh = self._pool = self._new_pool()
+                log.info("session store %s: the server is back; a new connection pool replaces the old", self.location)
+        stale.close(timeout=0)
+        return fresh
 
     @contextlib.contextmanager
     def _transaction(self, conn: Any) -> Iterator[None]:
@@ -152,13 +193,15 @@ class PostgresTurnStore(SQLTurnStore):
         )
 
     def _connection_lost(self, exc: BaseException) -> bool:
-        """True for errors that mean the connection (or the server) went away, which a new connection may
-        cure; never for an error the statement itself caused (a constraint, bad SQL, a lock timeout)."""
+        """True for errors that mean a connection in use went away (a server restart), which a new
+        connection may cure; never for an error the statement itself caused (a constraint, bad SQL, a lock
+        timeout), nor for a pool that found no connection within ``connect_timeout`` (the server is down:
+        waiting longer would only make the caller's 503 slower)."""
+        import psycopg
         from psycopg_pool import PoolTimeout
 
-        if isinstance(exc, PoolTimeout):
-            return True
-        import psycopg
+        if isinstance(exc, PoolTimeout):  # an OperationalError too
+            return False
 
         if not isinstance(exc, psycopg.OperationalError):
             return False
@@ -199,13 +242,19 @@ class PostgresTurnStore(SQLTurnStore):
     def _try_lock_key(self, key: int) -> bool:
         import psycopg
 
-        conn = self._lock_connection()
-        try:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-        except psycopg.OperationalError:
-            self._drop_lock_connection()
-            raise
-        return bool(row and row[0])
+        # The lock connection lives as long as the process: one from before a server restart fails at its
+        # first use, and the lock is asked again once on a new one (which also takes the held ones again).
+        for attempt in (1, 2):
+            conn = self._lock_connection()
+            try:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            except psycopg.OperationalError as exc:
+                self._drop_lock_connection()
+                if attempt == 2 or not self._connection_lost(exc):
+                    raise
+                continue
+            return bool(row and row[0])
+        raise AssertionError("unreachable")
 
     def _unlock_key(self, key: int) -> None:
         import psycopg

@@ -17,15 +17,18 @@ function headers(extra) {
 
 async function failure(response) {
   let message = "";
+  let type = "";
   try {
     const body = await response.json();
     message = body && body.error && body.error.message;
+    type = (body && body.error && body.error.type) || "";
   } catch (e) {
     message = "";
   }
   if (response.status === 401) askKey();
   const error = new Error(message || `the server answered ${response.status} ${response.statusText}`);
   error.status = response.status;
+  error.type = type; // the server's stable kind: approval_pending, session_busy, ...
   return error;
 }
 

@@ -112,9 +112,14 @@ async function sendPrompt(sessionId) {
     const body = files.length ? { text, files } : { text };
     started = await api(`/api/sessions/${enc(sessionId)}/messages`, { method: "POST", body });
   } catch (e) {
-    // too large: name the files and their sizes, as the person chose them, before the server's words
-    const sizes = chosen.map((f) => `${f.name} (${bytes(f.size)})`).join(", ");
-    state.view.error(e.status === 413 && sizes ? `Not sent: ${sizes} ${chosen.length === 1 ? "is" : "are"} too large for this server. ${e.message.charAt(0).toUpperCase()}${e.message.slice(1)}` : e.message);
+    if (e.type === "approval_pending") {
+      // In the chat's own terms: the card above has the buttons (the API's message names its route).
+      state.view.error("A tool call above waits for your decision: press Approve or Deny on its card, then send your message again.", e.type);
+    } else {
+      // too large: name the files and their sizes, as the person chose them, before the server's words
+      const sizes = chosen.map((f) => `${f.name} (${bytes(f.size)})`).join(", ");
+      state.view.error(e.status === 413 && sizes ? `Not sent: ${sizes} ${chosen.length === 1 ? "is" : "are"} too large for this server. ${e.message.charAt(0).toUpperCase()}${e.message.slice(1)}` : e.message);
+    }
     return;
   } finally {
     state.sending = false;
@@ -140,6 +145,7 @@ async function decideCall(sessionId, view, callId, value) {
   } finally {
     state.sending = false;
   }
+  view.clearErrors("approval_pending"); // answered: what the box asked for is done
   follow(sessionId, view, started.after, started.inference_id, true);
   return true;
 }

@@ -198,9 +198,16 @@ export class ChatView {
     this.reasoning = null;
   }
 
-  error(message) {
+  // ``kind`` (the server's error type) lets a later step take the box away once it no longer applies.
+  error(message, kind) {
     this.end();
-    this.add(el("div", { class: "error", role: "alert" }, el("strong", {}, "Error: "), message));
+    const box = el("div", { class: "error", role: "alert" }, el("strong", {}, "Error: "), message);
+    if (kind) box.dataset.kind = kind;
+    this.add(box);
+  }
+
+  clearErrors(kind) {
+    for (const box of this.log.querySelectorAll(`.error[data-kind="${kind}"]`)) box.remove();
   }
 
   note(message) {
