@@ -3,6 +3,7 @@
 from ._session import ExecutionHandle, Session
 from ._stamp import stamp_inference
 from ._store import EventLogStore, MemoryTurnStore, RecordedEvent, TurnStore
+from ._stream import InferenceStream
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "TURN_META_SESSION_USAGE",
     "EventLogStore",
     "ExecutionHandle",
+    "InferenceStream",
     "MemoryTurnStore",
     "RecordedEvent",
     "Session",

@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._exceptions import SessionBusyError, UsageError
@@ -25,6 +25,7 @@ from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
+from ._stream import InferenceStream, partial_values, text_deltas
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
@@ -365,6 +366,50 @@ class Session:
         run only; a config you set in the turn's data yourself stays. ``files`` are attachments (paths or
         dicts, as :meth:`Block.user` takes them).
         """
+        await self._unwound()
+        self._seed(text, output, files)
+        return await self.start_inference().wait()
+
+    def stream(self, text: str, *, files: Iterable[Any] | None = None, output: Any = None) -> InferenceStream:
+        """``prompt(text)`` and run the inference, giving its events as they happen::
+
+            async for event in session.stream("Hello"):
+                if isinstance(event, EventTextDelta):
+                    print(event.delta, end="")
+            answer = session.latest
+
+        The events are those a sink gets (``geppetto.events``), the last one the ``final`` event of the
+        last request; ``output`` and ``files`` are as :meth:`run` takes them. The loop raises what the
+        inference raised. Leaving the loop early (``break``, ``await stream.aclose()``, an ``async with``
+        block around it) stops the inference as :meth:`ExecutionHandle.cancel` does: no output is saved and
+        the session can be prompted again. See the guide "Streaming in your own program".
+        """
+        return InferenceStream(self._streamed(text, output, files))
+
+    def stream_text(self, text: str, *, files: Iterable[Any] | None = None) -> AsyncIterator[str]:
+        """:meth:`stream`, giving only the answer's text as it arrives (each ``text_delta``)."""
+        return text_deltas(self.stream(text, files=files))
+
+    def stream_output(self, text: str, output: Any, *, files: Iterable[Any] | None = None) -> AsyncIterator[Any]:
+        """:meth:`stream` with ``output``, giving the structured answer as its JSON arrives: the value parsed
+        so far (plain JSON: a dict growing key by key, a string still open cut where it has got to) each
+        time it changes. These partial values are not validated (a model with required fields cannot be
+        built from half of them); the validated answer is ``output_of(session.latest, Model)`` once the
+        loop ends."""
+        return partial_values(self.stream(text, files=files, output=output))
+
+    def _streamed(
+        self, text: str, output: Any, files: Iterable[Any] | None
+    ) -> Callable[[], Awaitable[ExecutionHandle]]:
+        async def start() -> ExecutionHandle:
+            await self._unwound()
+            self._seed(text, output, files)
+            return self.start_inference()
+
+        return start
+
+    def _seed(self, text: str, output: Any, files: Iterable[Any] | None) -> Turn:
+        """The prompt of a :meth:`run` or :meth:`stream`, asking for ``output`` (for this run only)."""
         seed = self.prompt(text, files=files)
         if output is not None:
             STRUCTURED_OUTPUT.set(seed.data, output_config(output))
@@ -372,7 +417,13 @@ class Session:
         elif self._run_output:
             STRUCTURED_OUTPUT.delete(seed.data)
             self._run_output = False
-        return await self.start_inference().wait()
+        return seed
+
+    async def _unwound(self) -> None:
+        """Wait for an inference a stream was left by (``break``) to finish stopping."""
+        handle = self._handle
+        if handle is not None and handle.running and handle._task.cancelling():
+            await asyncio.wait({handle._task})
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
         return await _running.run(self, work, inference_id, prior)
