@@ -37,6 +37,9 @@ inference it starts inherits their context: e.g. an incoming W3C ``traceparent``
 
 log = logging.getLogger("geppetto.session")
 
+MODEL_STRING_ENGINE: Callable[[str], Engine] | None = None
+"""What builds the engine of ``Session("provider:model")`` (``geppetto.engine_for``, set by the package)."""
+
 
 class Session:
     """A conversation with one engine: ``session_id``, an append-only ``history`` of turn snapshots and
@@ -63,7 +66,7 @@ class Session:
 
     def __init__(
         self,
-        engine: Engine | None,
+        engine: Engine | str | None,
         tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] | None = None,
         middlewares: Sequence[Middleware] = (),
         store: TurnStore | None = None,
@@ -76,6 +79,10 @@ class Session:
         prices: PriceTable | None = None,
         approval: ApprovalPolicy | Require | None = None,
     ) -> None:
+        self._owned: Engine | None = None
+        if isinstance(engine, str):
+            assert MODEL_STRING_ENGINE is not None  # set when the geppetto package is imported
+            engine = self._owned = MODEL_STRING_ENGINE(engine)
         checked = self._check_engine(engine)
         self._made = (tuple(middlewares), tool_loop_options, approval)  # what a fork is made with too
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -120,10 +127,26 @@ class Session:
             )
         if engine is None or not callable(getattr(engine, "run_inference", None)):
             raise UsageError(
-                "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
-                "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
+                "Session needs a model string or an engine with `async run_inference(turn)`: pass one, e.g. "
+                "Session('openai:gpt-4.1'), Session(geppetto.engine_for('anthropic:claude-sonnet-4-5', api_key=...)) "
+                "or Session(geppetto.ScriptedEngine([...]))"
             )
         return cast(Engine, engine)
+
+    async def aclose(self) -> None:
+        """Close the engine this session built from a model string (``Session("openai:gpt-4.1")``): its
+        HTTP client, and the simulator of ``"sim"``. An engine given as an object stays open: its owner
+        closes it."""
+        owned, self._owned = self._owned, None
+        close = getattr(owned, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def use(self, engine: Engine) -> None:
         """Run the next inferences on ``engine``, wrapped in this session's middlewares and tool loop.
@@ -155,7 +178,7 @@ class Session:
         self._meter.limits = value
 
     @classmethod
-    async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
+    async def restore(cls, engine: Engine | str, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
         """A session continuing ``session_id`` from the latest snapshot ``store`` holds (raises
         :class:`~geppetto.UsageError` when it holds none). Only that snapshot is read: the restored
         session's :attr:`history` starts there, and older snapshots stay in the store
