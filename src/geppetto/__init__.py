@@ -23,6 +23,7 @@ from ._exceptions import (
     ProviderConnectionError,
     ProviderError,
     RateLimitError,
+    Retry,
     ServerError,
     SessionBusyError,
     StoreError,
@@ -39,7 +40,16 @@ from .output import OutputValidationError, StructuredOutputConfig, output_config
 from .session import ExecutionHandle, Session, SessionUsage, UsageLimits
 from .session import _session as _session_module
 from .testing import FunctionEngine, ScriptedEngine
-from .tools import ApprovalPendingError, ApprovalPolicy, PendingCall, ToolDefinition, ToolRegistry, client_tool, tool
+from .tools import (
+    ApprovalPendingError,
+    ApprovalPolicy,
+    PendingCall,
+    ToolContext,
+    ToolDefinition,
+    ToolRegistry,
+    client_tool,
+    tool,
+)
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
 
 __all__ = [
@@ -69,6 +79,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "RateLimitError",
+    "Retry",
     "ScriptedEngine",
     "ServerError",
     "Session",
@@ -77,6 +88,7 @@ __all__ = [
     "StoreError",
     "StreamError",
     "StructuredOutputConfig",
+    "ToolContext",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolRegistry",

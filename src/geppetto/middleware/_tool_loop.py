@@ -147,7 +147,7 @@ class _Steps:
         """Run the calls that need no person; True when some wait for one (the loop then ends)."""
         run_now, held = hold_for_people(turn, active, pending, self.policy)
         if run_now:
-            turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn)))
+            turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn), turn=turn))
         return bool(held)
 
 

@@ -13,6 +13,7 @@ from .._exceptions import StoreError
 from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..pricing import PriceTable, use_prices
+from ..tools._context import using_deps
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Turn, new_id
 from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
@@ -33,6 +34,7 @@ class Session(Protocol):
     record_events: bool
     sinks: tuple[EventSink, ...]
     prices: PriceTable | None
+    deps: Any
     engine: Engine
     _meter: UsageMeter
 
@@ -112,7 +114,7 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
     recorded: list[TimedEvent] | None = [] if session.record_events else None
     sinks = session.sinks if recorded is None else (*session.sinks, lambda e: recorded.append((time.time(), e)))
     start = session._meter.begin()
-    with with_sinks(*sinks), use_prices(session.prices), contextlib.ExitStack() as hooks:
+    with with_sinks(*sinks), use_prices(session.prices), using_deps(session.deps), contextlib.ExitStack() as hooks:
         for hook in RUN_HOOKS:
             hooks.enter_context(hook(work, engine_provider(session.engine)))
         try:

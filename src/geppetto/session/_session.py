@@ -14,6 +14,7 @@ from ..engine import Engine
 from ..events import EventSink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
+from ..output._validators import Validator, validating
 from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
@@ -59,6 +60,10 @@ class Session:
     each tool's ``requires_approval`` does. An inference whose model calls such a tool (or a client-side
     tool) ends with the call waiting: see :attr:`pending_approvals`, :meth:`resume`, :meth:`drop_pending`.
 
+    ``engine`` may be a model string (``Session("openai:gpt-4.1")``, see :func:`~geppetto.engine_for`);
+    the session then closes that engine in :meth:`aclose` (``async with Session(...) as session``).
+    ``deps`` is handed to every tool that takes a :class:`~geppetto.ToolContext` (``ctx.deps``).
+
     >>> session = Session(engine)                      # doctest: +SKIP
     >>> session.prompt("Hello")                        # doctest: +SKIP
     >>> out = await session.start_inference().wait()   # doctest: +SKIP
@@ -78,6 +83,7 @@ class Session:
         limits: UsageLimits | None = None,
         prices: PriceTable | None = None,
         approval: ApprovalPolicy | Require | None = None,
+        deps: Any = None,
     ) -> None:
         self._owned: Engine | None = None
         if isinstance(engine, str):
@@ -93,6 +99,8 @@ class Session:
                 "(geppetto.session.stores) or MemoryTurnStore()"
             )
         self.session_id = session_id or new_id()
+        self.deps = deps
+        """The application object this session's tools receive as ``ctx.deps`` (:class:`~geppetto.ToolContext`)."""
         self.store = store
         self.record_events = record_events
         self.sinks = tuple(sinks)
@@ -306,6 +314,7 @@ class Session:
             limits=self.limits,
             prices=self.prices,
             approval=approval,
+            deps=self.deps,
         )
 
     async def _commit_edit(self, seed: Turn) -> Turn:
@@ -379,7 +388,14 @@ class Session:
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
 
-    async def run(self, text: str, *, output: Any = None, files: Iterable[Any] | None = None) -> Turn:
+    async def run(
+        self,
+        text: str,
+        *,
+        output: Any = None,
+        files: Iterable[Any] | None = None,
+        validators: Sequence[Validator] | None = None,
+    ) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
         timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes.
 
@@ -388,12 +404,26 @@ class Session:
         Read the answer with :func:`~geppetto.output_of` (``output_of(turn, Model)``). It holds for this
         run only; a config you set in the turn's data yourself stays. ``files`` are attachments (paths or
         dicts, as :meth:`Block.user` takes them).
+
+        ``validators`` (with ``output``) are business rules the answer must pass: each is called with the
+        answer (built as ``output`` when it is a type) and raises :class:`~geppetto.Retry` to send its
+        message back and have the model answer again, up to the output's ``max_retries`` (default 2);
+        then :class:`~geppetto.OutputValidationError` names the validator.
         """
         await self._unwound()
-        self._seed(text, output, files)
-        return await self.start_inference().wait()
+        with validating(output, validators):
+            self._seed(text, output, files)
+            handle = self.start_inference()
+        return await handle.wait()
 
-    def stream(self, text: str, *, files: Iterable[Any] | None = None, output: Any = None) -> InferenceStream:
+    def stream(
+        self,
+        text: str,
+        *,
+        files: Iterable[Any] | None = None,
+        output: Any = None,
+        validators: Sequence[Validator] | None = None,
+    ) -> InferenceStream:
         """``prompt(text)`` and run the inference, giving its events as they happen::
 
             async for event in session.stream("Hello"):
@@ -402,12 +432,12 @@ class Session:
             answer = session.latest
 
         The events are those a sink gets (``geppetto.events``), the last one the ``final`` event of the
-        last request; ``output`` and ``files`` are as :meth:`run` takes them. The loop raises what the
+        last request; ``output``, ``files`` and ``validators`` are as :meth:`run` takes them. The loop raises what the
         inference raised. Leaving the loop early (``break``, ``await stream.aclose()``, an ``async with``
         block around it) stops the inference as :meth:`ExecutionHandle.cancel` does: no output is saved and
         the session can be prompted again. See the guide "Streaming in your own program".
         """
-        return InferenceStream(self._streamed(text, output, files))
+        return InferenceStream(self._streamed(text, output, files, validators))
 
     def stream_text(self, text: str, *, files: Iterable[Any] | None = None) -> AsyncIterator[str]:
         """:meth:`stream`, giving only the answer's text as it arrives (each ``text_delta``)."""
@@ -422,12 +452,13 @@ class Session:
         return partial_values(self.stream(text, files=files, output=output))
 
     def _streamed(
-        self, text: str, output: Any, files: Iterable[Any] | None
+        self, text: str, output: Any, files: Iterable[Any] | None, validators: Sequence[Validator] | None
     ) -> Callable[[], Awaitable[ExecutionHandle]]:
         async def start() -> ExecutionHandle:
             await self._unwound()
-            self._seed(text, output, files)
-            return self.start_inference()
+            with validating(output, validators):
+                self._seed(text, output, files)
+                return self.start_inference()
 
         return start
 
