@@ -12,6 +12,7 @@ from typing import Any, cast
 from .._exceptions import SessionBusyError, UsageError
 from ..engine import Engine
 from ..events import EventSink
+from ..events._sinks import check_sink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
 from ..output._validators import Validator, validating
@@ -103,7 +104,11 @@ class Session:
         """The application object this session's tools receive as ``ctx.deps`` (:class:`~geppetto.ToolContext`)."""
         self.store = store
         self.record_events = record_events
-        self.sinks = tuple(sinks)
+        if callable(sinks) or not isinstance(sinks, Iterable):
+            raise UsageError(
+                f"Session(sinks=...) takes a list of sinks, e.g. sinks=[printer]; got a {type(sinks).__name__}"
+            )
+        self.sinks = tuple(check_sink(s, "Session(sinks=...)") for s in sinks)
         self.tools: ToolRegistry | None = None
         chain = [structured_output(), *middlewares]
         if tools is not None:
