@@ -101,7 +101,6 @@ async def test_breaking_out_cancels_the_inference_and_the_session_is_usable_agai
         async for event in session.stream("talk a lot"):
             if isinstance(event, EventTextDelta):
                 break
-        gc.collect()
         # the next run waits for the stopped inference to unwind, then runs
         turn = await session.run("again")
         assert turn.blocks[-1].text == "second answer"
@@ -208,3 +207,29 @@ async def test_stream_with_output_asks_for_the_schema(geppetto_sim: Simulator) -
         assert isinstance(events[-1], EventFinal)
         again = [e async for e in session.stream("plain now")]
         assert again[-1].text.startswith("You said")  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("helper", ["stream_text", "stream_output"])
+async def test_breaking_out_of_the_helpers_stops_the_inference_too(geppetto_sim: Simulator, helper: str) -> None:
+    geppetto_sim.queue(Reply(text='{"name": "Paris", "population": 2100000, "kind": "capital"}'), Reply(text="next"))
+    geppetto_sim.fail_next(stall_after=8, stall_seconds=30)
+    async with engine(geppetto_sim, "anthropic") as eng:
+        session = Session(eng)
+        items = session.stream_text("talk") if helper == "stream_text" else session.stream_output("talk", City)
+        async for _ in items:
+            break
+        del items
+        turn = await asyncio.wait_for(session.run("again"), 10)  # not busy, and not waiting for the stall
+    assert turn.blocks[-1].text == "next"
+
+
+async def test_a_call_waiting_for_approval_ends_the_stream_with_approval_requested(geppetto_sim: Simulator) -> None:
+    from geppetto.events import EventApprovalRequested
+    from geppetto.simulator import ToolCall
+
+    geppetto_sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]))
+    async with engine(geppetto_sim, "openai-chat") as eng:
+        session = Session(eng, tools=[get_weather], approval=True)
+        events = [e async for e in session.stream("weather?")]
+    assert isinstance(events[-1], EventApprovalRequested)
+    assert [c.name for c in session.pending_approvals] == ["get_weather"]

@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._exceptions import SessionBusyError, UsageError
@@ -27,7 +27,7 @@ from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
-from ._stream import InferenceStream, partial_values, text_deltas
+from ._stream import InferenceStream, PartialValues, TextDeltas
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
@@ -444,17 +444,17 @@ class Session:
         """
         return InferenceStream(self._streamed(text, output, files, validators))
 
-    def stream_text(self, text: str, *, files: Iterable[Any] | None = None) -> AsyncIterator[str]:
+    def stream_text(self, text: str, *, files: Iterable[Any] | None = None) -> TextDeltas:
         """:meth:`stream`, giving only the answer's text as it arrives (each ``text_delta``)."""
-        return text_deltas(self.stream(text, files=files))
+        return TextDeltas(self.stream(text, files=files))
 
-    def stream_output(self, text: str, output: Any, *, files: Iterable[Any] | None = None) -> AsyncIterator[Any]:
+    def stream_output(self, text: str, output: Any, *, files: Iterable[Any] | None = None) -> PartialValues:
         """:meth:`stream` with ``output``, giving the structured answer as its JSON arrives: the value parsed
         so far (plain JSON: a dict growing key by key, a string still open cut where it has got to) each
         time it changes. These partial values are not validated (a model with required fields cannot be
         built from half of them); the validated answer is ``output_of(session.latest, Model)`` once the
         loop ends."""
-        return partial_values(self.stream(text, files=files, output=output))
+        return PartialValues(self.stream(text, files=files, output=output))
 
     def _streamed(
         self, text: str, output: Any, files: Iterable[Any] | None, validators: Sequence[Validator] | None

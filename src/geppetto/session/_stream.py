@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Self
 
 from ..events import Event, EventFinal, EventTextDelta, EventToolCallRequested, with_sinks
 from ._handle import ExecutionHandle
 
-__all__ = ["InferenceStream", "partial_values", "text_deltas"]
+__all__ = ["InferenceStream", "PartialValues", "TextDeltas"]
 
 _END = object()
 
@@ -102,40 +103,67 @@ class InferenceStream:
             return
         if threading.get_ident() == self._owner:
             handle.cancel()
-        else:  # collected in another thread: the loop's own thread does the cancel
-            handle._task.get_loop().call_soon_threadsafe(handle.cancel)
+        else:  # collected in another thread: the loop's own thread does the cancel (unless it is closed)
+            with contextlib.suppress(RuntimeError):
+                handle._task.get_loop().call_soon_threadsafe(handle.cancel)
 
 
-async def text_deltas(stream: InferenceStream) -> AsyncIterator[str]:
-    """The text of ``stream``'s answers as it arrives (every ``text_delta``); closing this closes the stream."""
-    try:
-        async for event in stream:
+class _Derived:
+    """An iterator over what one :class:`InferenceStream` gives, leaving early as the stream does (a plain
+    class, not an async generator: a generator left by ``break`` keeps the stream until the loop gets round
+    to closing it, so the session would still be busy on the next line)."""
+
+    def __init__(self, stream: InferenceStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __aenter__(self) -> Self:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the inference (when it still runs) and wait until it has unwound."""
+        await self._stream.aclose()
+
+
+class TextDeltas(_Derived):
+    """The text of a stream's answers as it arrives (every ``text_delta``)."""
+
+    async def __anext__(self) -> str:
+        while True:
+            event = await self._stream.__anext__()
             if isinstance(event, EventTextDelta) and event.delta:
-                yield event.delta
-    finally:
-        await stream.aclose()
+                return event.delta
 
 
-async def partial_values(stream: InferenceStream) -> AsyncIterator[Any]:
-    """The structured answer of ``stream`` as its JSON arrives: each time the text parsed so far gives a new
+class PartialValues(_Derived):
+    """The structured answer of a stream as its JSON arrives: each time the text parsed so far gives a new
     value (a string still open is cut where it has got to), that value, as plain JSON (dicts and lists).
     Text is gathered per request: a tool call or the end of a request starts the next answer afresh."""
-    from pydantic_core import from_json
 
-    text = ""
-    last: Any = _END
-    try:
-        async for event in stream:
+    def __init__(self, stream: InferenceStream) -> None:
+        super().__init__(stream)
+        self._text = ""
+        self._last: Any = _END
+
+    async def __anext__(self) -> Any:
+        from pydantic_core import from_json
+
+        while True:
+            event = await self._stream.__anext__()
             if isinstance(event, EventTextDelta):
-                text += event.delta
+                self._text += event.delta
                 try:
-                    value = from_json(text, allow_partial="trailing-strings")
+                    value = from_json(self._text, allow_partial="trailing-strings")
                 except ValueError:
                     continue  # not JSON (yet): prose before the answer, say
-                if value != last:
-                    last = value
-                    yield value
+                if value != self._last:
+                    self._last = value
+                    return value
             elif isinstance(event, (EventFinal, EventToolCallRequested)):
-                text, last = "", _END
-    finally:
-        await stream.aclose()
+                self._text, self._last = "", _END
