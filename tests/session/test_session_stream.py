@@ -233,3 +233,18 @@ async def test_a_call_waiting_for_approval_ends_the_stream_with_approval_request
         events = [e async for e in session.stream("weather?")]
     assert isinstance(events[-1], EventApprovalRequested)
     assert [c.name for c in session.pending_approvals] == ["get_weather"]
+
+
+async def test_prompting_while_a_dropped_stream_stops_says_what_to_do(geppetto_sim: Simulator) -> None:
+    from geppetto import SessionBusyError
+
+    geppetto_sim.fail_next(stall_after=6, stall_seconds=30)
+    geppetto_sim.queue(Reply(text="word " * 100))
+    async with engine(geppetto_sim, "openai-responses") as eng:
+        session = Session(eng)
+        async for event in session.stream("talk"):
+            if isinstance(event, EventTextDelta):
+                break
+        with pytest.raises(SessionBusyError, match=r"still stopping \(a stream left with break\); session.run"):
+            session.prompt("now")
+        await session.run("then")  # waits for it

@@ -492,6 +492,13 @@ class Session:
 
     def _check_idle(self, action: str) -> None:
         if self.running:
+            assert self._handle is not None
+            if self._handle._task.cancelling():
+                raise SessionBusyError(
+                    f"cannot {action}: session {self.session_id}'s inference is still stopping (a stream left "
+                    "with break); session.run and session.stream wait for it, or leave the stream with "
+                    "`async with session.stream(...)` or `await stream.aclose()`, which wait too"
+                )
             raise SessionBusyError(
                 f"cannot {action}: session {self.session_id} is running an inference; "
                 "await handle.wait() or call handle.cancel() first"
