@@ -248,3 +248,19 @@ async def test_prompting_while_a_dropped_stream_stops_says_what_to_do(geppetto_s
         with pytest.raises(SessionBusyError, match=r"still stopping \(a stream left with break\); session.run"):
             session.prompt("now")
         await session.run("then")  # waits for it
+
+
+async def test_a_stream_that_cannot_start_raises_once_and_ends(geppetto_sim: Simulator) -> None:
+    from geppetto import SessionBusyError, UsageError
+
+    async with engine(geppetto_sim, "openai-responses") as eng:
+        session = Session(eng)
+        handle_stream = session.stream("first")
+        async with handle_stream:
+            stream = session.stream("second while the first runs")
+            with pytest.raises(SessionBusyError):
+                await stream.__anext__()
+            assert [e async for e in stream] == []  # ended, not half-started
+        with pytest.raises(UsageError, match="pass output=Model too"):
+            async for _ in session.stream("x", validators=[print]):
+                pass

@@ -67,10 +67,13 @@ class InferenceStream:
             else:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
 
-        self._queue = queue
-        with with_sinks(sink):
-            handle = await self._start()
-        self._handle = handle
+        try:
+            with with_sinks(sink):
+                handle = await self._start()
+        except BaseException:
+            self._closed = True  # nothing started (the session was busy, say): the iteration is over
+            raise
+        self._queue, self._handle = queue, handle
         handle._task.add_done_callback(lambda _: queue.put_nowait(_END))
 
     async def __anext__(self) -> Event:
