@@ -24,6 +24,7 @@ from ._exceptions import (
     ProviderConnectionError,
     ProviderError,
     RateLimitError,
+    Retry,
     ServerError,
     SessionBusyError,
     StoreError,
@@ -38,8 +39,18 @@ from .events import publish, with_sinks
 from .middleware import Middleware, with_middleware
 from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
 from .session import ExecutionHandle, Session, SessionUsage, UsageLimits
+from .session import _session as _session_module
 from .testing import FunctionEngine, ScriptedEngine
-from .tools import ApprovalPendingError, ApprovalPolicy, PendingCall, ToolDefinition, ToolRegistry, client_tool, tool
+from .tools import (
+    ApprovalPendingError,
+    ApprovalPolicy,
+    PendingCall,
+    ToolContext,
+    ToolDefinition,
+    ToolRegistry,
+    client_tool,
+    tool,
+)
 from .turns import Block, BlockKind, Key, Turn, load_turn, save_turn
 
 __all__ = [
@@ -70,6 +81,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "RateLimitError",
+    "Retry",
     "ScriptedEngine",
     "ServerError",
     "Session",
@@ -78,6 +90,7 @@ __all__ = [
     "StoreError",
     "StreamError",
     "StructuredOutputConfig",
+    "ToolContext",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolRegistry",
@@ -87,6 +100,7 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "client_tool",
+    "engine_for",
     "load_turn",
     "output_config",
     "output_of",
@@ -97,6 +111,18 @@ __all__ = [
     "with_middleware",
     "with_sinks",
 ]
+
+
+def engine_for(model: str, **settings: _Any) -> Engine:
+    """The engine a model string names (``"openai:gpt-4.1"``, ``"anthropic:claude-sonnet-4-5"``, ``"sim"``...):
+    see :func:`geppetto.runtime.engine_for`, which this calls (imported on first use)."""
+    from .runtime import engine_for as build
+
+    return build(model, **settings)
+
+
+# Session("provider:model") builds its engine here: the session layer sits below the profiles it needs.
+_session_module.MODEL_STRING_ENGINE = engine_for
 
 
 def __getattr__(name: str) -> _Any:

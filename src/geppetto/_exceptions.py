@@ -22,7 +22,8 @@ GeppettoError
 │   ├── ServerError            5xx and Anthropic's 529
 │   ├── ProviderConnectionError  the connection failed or timed out
 │   └── StreamError            a stream that broke, carried a malformed event or ended without its terminal event
-└── InferenceCancelled         control flow: a running inference was cancelled
+├── InferenceCancelled         control flow: a running inference was cancelled
+└── Retry                      control flow: a tool or output validator asks the model to try again
 ```
 """
 
@@ -48,6 +49,7 @@ __all__ = [
     "ProviderConnectionError",
     "ProviderError",
     "RateLimitError",
+    "Retry",
     "ServerError",
     "SessionBusyError",
     "StoreError",
@@ -235,3 +237,17 @@ class StreamError(ProviderError):
 
 class InferenceCancelled(GeppettoError):
     """A running inference was cancelled; the session keeps the turn it started from."""
+
+
+class Retry(GeppettoError):
+    """Raised by a tool or an output validator: the model is told ``message`` and asked to try again.
+
+    From a tool, the message is that call's error (the tool loop runs the model again); a tool that asks
+    more than its ``max_retries`` times (default 2) in one inference ends it with
+    :class:`~geppetto.tools.ToolCallError`. From a validator of ``Session.run(..., output=Model,
+    validators=[fn])``, the message goes back as a user block and the model answers again, up to the
+    output's ``max_retries`` (default 2), then :class:`~geppetto.OutputValidationError`."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

@@ -21,7 +21,9 @@ _NEXT_TURN = re.compile(r"start the next turn with session\.prompt\(text\) or se
 _DECISION = re.compile(r"must be True \(approve\), False \(deny\)")
 _EXAMPLE = re.compile(r"'(?P<id>[^']*)': (?P<value>True|False)")
 # A turn file's reader is told to load it leniently, which only a Python caller can do.
-_LENIENT = re.compile(r",? or load with strict=False to (?:skip unknown fields|read it as 'other')|\(or load with strict=False[^)]*\) ?")
+_LENIENT = re.compile(
+    r",? or load with strict=False to (?:skip unknown fields|read it as 'other')|\(or load with strict=False[^)]*\) ?"
+)
 
 
 def _decisions(example: str) -> str:

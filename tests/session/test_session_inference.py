@@ -335,10 +335,12 @@ async def test_use_switches_engines_and_keeps_middlewares_tools_and_history() ->
 
 
 async def test_bad_input_names_the_fix() -> None:
-    with pytest.raises(gp.UsageError, match="Session needs an engine"):
+    with pytest.raises(gp.UsageError, match="Session needs a model string or an engine"):
         Session(None)
-    with pytest.raises(gp.UsageError, match="Session needs an engine"):
-        Session("not an engine")  # type: ignore[arg-type]
+    with pytest.raises(
+        gp.UsageError, match="model string 'not an engine' names no provider: write it as 'provider:model'"
+    ):
+        Session("not an engine")  # a string is a model string
     with pytest.raises(gp.UsageError, match=r"got the class ScriptedEngine, not an engine.*ScriptedEngine\(\.\.\.\)"):
         Session(ScriptedEngine)  # type: ignore[arg-type]
     session = Session(ScriptedEngine())

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import json
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any
 
+from .._exceptions import UsageError
 from ..turns import result_text
 from ._types import (
     Event,
@@ -29,6 +31,7 @@ __all__ = [
     "JsonLinesPrinter",
     "TextPrinter",
     "add_global_sink",
+    "check_sink",
     "current_sinks",
     "publish",
     "with_sinks",
@@ -44,14 +47,76 @@ _GLOBAL: tuple[EventSink, ...] = ()
 """Sinks that see every event in the process (instrumentation such as OpenTelemetry), after the context's."""
 
 
+def check_sink(sink: object, where: str = "a sink") -> EventSink:
+    """``sink`` when it is a callable taking one event; else a :class:`~geppetto.UsageError` naming the shape
+    (``where`` says where it was given, e.g. ``"Session(sinks=...)"``)."""
+    if callable(sink):
+        # inspect.signature costs ~20x a with_sinks block: a shape seen before (the same code, bound or
+        # not, or the same class of callable object) is not inspected again
+        shape = _shape(sink)
+        if shape is not None and shape in _FITTING:
+            return sink
+        try:
+            signature = inspect.signature(sink)
+        except (TypeError, ValueError):  # a builtin without a signature: taken on trust
+            return sink
+        try:
+            signature.bind(None)
+        except TypeError:
+            raise UsageError(
+                f"{where}: {_named(sink)} takes {_params(signature)}, but a sink is called with one event; "
+                "write it as `def sink(event): ...`"
+            ) from None
+        if shape is not None and len(_FITTING) < 4096:
+            _FITTING.add(shape)
+        return sink
+    hint = ""
+    if callable(getattr(sink, "publish", None)):
+        hint = (
+            f"; an object with a `publish` method is not one: pass a function that calls it "
+            f"(lambda event: {type(sink).__name__.lower()}.publish(...)), or for an EventRouter router.sink(topic)"
+        )
+    raise UsageError(
+        f"{where}: a sink is a callable taking one event (`def sink(event): ...`), got {_named(sink)}{hint}"
+    )
+
+
+_FITTING: set[object] = set()
+"""Shapes of sinks found to take one event (see :func:`_shape`)."""
+
+
+def _shape(sink: object) -> object:
+    """What decides whether ``sink`` takes one event: a function's code (with its defaults count), a bound
+    method's the same and that it is bound, a callable object's class; None for anything else."""
+    func = getattr(sink, "__func__", sink)
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        return (code, len(getattr(func, "__defaults__", None) or ()), func is not sink)
+    # a class's own `def __call__` (a partial's is a slot of its type, and differs per instance)
+    if inspect.isfunction(inspect.getattr_static(type(sink), "__call__", None)):
+        return type(sink)
+    return None
+
+
+def _named(value: object) -> str:
+    name = getattr(value, "__qualname__", None)
+    return f"{name}()" if isinstance(name, str) and callable(value) else f"a {type(value).__name__}"
+
+
+def _params(signature: inspect.Signature) -> str:
+    names = [p.name for p in signature.parameters.values()]
+    return f"({', '.join(names)})" if names else "no arguments"
+
+
 def current_sinks() -> tuple[EventSink, ...]:
     return _SINKS.get()
 
 
 def add_global_sink(sink: EventSink) -> Callable[[], None]:
     """Hand every event of the process to ``sink`` (after the sinks in context); returns the function that
-    removes it again."""
+    removes it again. Raises :class:`~geppetto.UsageError` for anything but a callable taking one event."""
     global _GLOBAL
+    check_sink(sink, "add_global_sink")
     _GLOBAL = (*_GLOBAL, sink)
 
     def remove() -> None:
@@ -63,7 +128,10 @@ def add_global_sink(sink: EventSink) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def with_sinks(*sinks: EventSink) -> Iterator[None]:
-    """Add ``sinks`` for the code inside the block (and the tasks it starts)."""
+    """Add ``sinks`` for the code inside the block (and the tasks it starts). Raises
+    :class:`~geppetto.UsageError` for anything but a callable taking one event."""
+    for sink in sinks:
+        check_sink(sink, "with_sinks")
     token = _SINKS.set(_SINKS.get() + sinks)
     try:
         yield

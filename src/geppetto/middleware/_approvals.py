@@ -79,7 +79,7 @@ async def answer_decided(turn: Turn, registry: ToolRegistry, execute: Execute) -
         return False
     meta = metadata_for(turn)
     approved = [b for b, s in ready if s.get("state") == "approved"]
-    ran = iter(await execute(registry, approved, metadata=meta) if approved else [])
+    ran = iter(await execute(registry, approved, metadata=meta, turn=turn) if approved else [])
     answers = []
     for block, state in ready:
         if state.get("state") == "approved":

@@ -163,7 +163,7 @@ class _Steps:
             await journal.checkpoint(turn)  # before any tool of the step runs
         run_now, held = hold_for_people(turn, active, pending, self.policy, journal)
         if run_now:
-            turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn)))
+            turn.extend(await self.execute(active, run_now, metadata=metadata_for(turn), turn=turn))
         return bool(held)
 
 

@@ -22,11 +22,13 @@ from ._engines import (
     open_engine,
     recording_engine,
 )
+from ._model_string import MODEL_PREFIXES, engine_for
 from ._ports import port_in_use
 
 __all__ = [
     "CHAT_ENGINE",
     "FALLBACK_MODEL",
+    "MODEL_PREFIXES",
     "SIM_API_KEY",
     "EngineSettings",
     "McpHold",
@@ -36,6 +38,7 @@ __all__ = [
     "choose_profile",
     "demo_registry",
     "echo",
+    "engine_for",
     "engine_record",
     "get_weather",
     "mcp_tools",

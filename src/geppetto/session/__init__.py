@@ -3,6 +3,7 @@
 from ._session import ExecutionHandle, Session
 from ._stamp import stamp_inference
 from ._store import EventLogStore, MemoryTurnStore, RecordedEvent, TurnStore
+from ._stream import InferenceStream
 from ._usage import (
     TURN_META_INFERENCE_USAGE,
     TURN_META_SESSION_USAGE,
@@ -18,6 +19,7 @@ __all__ = [
     "TURN_META_STOPPED_BY_LIMIT",
     "EventLogStore",
     "ExecutionHandle",
+    "InferenceStream",
     "MemoryTurnStore",
     "RecordedEvent",
     "Session",

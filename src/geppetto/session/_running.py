@@ -14,6 +14,7 @@ from ..engine import Engine
 from ..events import EventInterrupt, EventSink, metadata_for, publish, with_sinks
 from ..pricing import PriceTable, use_prices
 from ..tools._approval import APPROVAL
+from ..tools._context import using_deps
 from ..tools._journal import JOURNAL, JournalRecord, JournalStore, RunJournal
 from ..tools._pending import pending_tool_calls
 from ..turns import PAYLOAD_ID, TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
@@ -42,6 +43,7 @@ class Session(Protocol):
     record_events: bool
     sinks: tuple[EventSink, ...]
     prices: PriceTable | None
+    deps: Any
     engine: Engine
     _meter: UsageMeter
 
@@ -126,7 +128,7 @@ async def run(session: Session, work: Turn, inference_id: str, prior: set[str]) 
     sinks = session.sinks if recorded is None else (*session.sinks, lambda e: recorded.append((time.time(), e)))
     start = session._meter.begin()
     journal = await _journal_for(session, inference_id)
-    with with_sinks(*sinks), use_prices(session.prices), contextlib.ExitStack() as hooks:
+    with with_sinks(*sinks), use_prices(session.prices), using_deps(session.deps), contextlib.ExitStack() as hooks:
         for hook in RUN_HOOKS:
             hooks.enter_context(hook(work, engine_provider(session.engine)))
         JOURNAL.set(journal)  # this task's context only: the inference's tool calls are journaled

@@ -6,14 +6,16 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from .._exceptions import SessionBusyError, UsageError
 from ..engine import Engine
 from ..events import EventSink
+from ..events._sinks import check_sink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
+from ..output._validators import Validator, validating
 from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
@@ -26,6 +28,7 @@ from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
+from ._stream import InferenceStream, PartialValues, TextDeltas
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
@@ -36,6 +39,9 @@ INCOMING_HOOKS: list[IncomingHook] = []
 inference it starts inherits their context: e.g. an incoming W3C ``traceparent`` as the parent span."""
 
 log = logging.getLogger("geppetto.session")
+
+MODEL_STRING_ENGINE: Callable[[str], Engine] | None = None
+"""What builds the engine of ``Session("provider:model")`` (``geppetto.engine_for``, set by the package)."""
 
 
 class Session:
@@ -56,6 +62,10 @@ class Session:
     each tool's ``requires_approval`` does. An inference whose model calls such a tool (or a client-side
     tool) ends with the call waiting: see :attr:`pending_approvals`, :meth:`resume`, :meth:`drop_pending`.
 
+    ``engine`` may be a model string (``Session("openai:gpt-4.1")``, see :func:`~geppetto.engine_for`);
+    the session then closes that engine in :meth:`aclose` (``async with Session(...) as session``).
+    ``deps`` is handed to every tool that takes a :class:`~geppetto.ToolContext` (``ctx.deps``).
+
     >>> session = Session(engine)                      # doctest: +SKIP
     >>> session.prompt("Hello")                        # doctest: +SKIP
     >>> out = await session.start_inference().wait()   # doctest: +SKIP
@@ -63,7 +73,7 @@ class Session:
 
     def __init__(
         self,
-        engine: Engine | None,
+        engine: Engine | str | None,
         tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] | None = None,
         middlewares: Sequence[Middleware] = (),
         store: TurnStore | None = None,
@@ -75,7 +85,12 @@ class Session:
         limits: UsageLimits | None = None,
         prices: PriceTable | None = None,
         approval: ApprovalPolicy | Require | None = None,
+        deps: Any = None,
     ) -> None:
+        self._owned: Engine | None = None
+        if isinstance(engine, str):
+            assert MODEL_STRING_ENGINE is not None  # set when the geppetto package is imported
+            engine = self._owned = MODEL_STRING_ENGINE(engine)
         checked = self._check_engine(engine)
         self._made = (tuple(middlewares), tool_loop_options, approval)  # what a fork is made with too
         if limits is not None and not isinstance(limits, UsageLimits):
@@ -86,9 +101,15 @@ class Session:
                 "(geppetto.session.stores) or MemoryTurnStore()"
             )
         self.session_id = session_id or new_id()
+        self.deps = deps
+        """The application object this session's tools receive as ``ctx.deps`` (:class:`~geppetto.ToolContext`)."""
         self.store = store
         self.record_events = record_events
-        self.sinks = tuple(sinks)
+        if callable(sinks) or not isinstance(sinks, Iterable):
+            raise UsageError(
+                f"Session(sinks=...) takes a list of sinks, e.g. sinks=[printer]; got a {type(sinks).__name__}"
+            )
+        self.sinks = tuple(check_sink(s, "Session(sinks=...)") for s in sinks)
         self.tools: ToolRegistry | None = None
         chain = [structured_output(), *middlewares]
         if tools is not None:
@@ -124,10 +145,26 @@ class Session:
             )
         if engine is None or not callable(getattr(engine, "run_inference", None)):
             raise UsageError(
-                "Session needs an engine with `async run_inference(turn)`: pass one, e.g. "
-                "Session(ResponsesEngine(model=..., api_key=...)) or Session(geppetto.ScriptedEngine([...]))"
+                "Session needs a model string or an engine with `async run_inference(turn)`: pass one, e.g. "
+                "Session('openai:gpt-4.1'), Session(geppetto.engine_for('anthropic:claude-sonnet-4-5', api_key=...)) "
+                "or Session(geppetto.ScriptedEngine([...]))"
             )
         return cast(Engine, engine)
+
+    async def aclose(self) -> None:
+        """Close the engine this session built from a model string (``Session("openai:gpt-4.1")``): its
+        HTTP client, and the simulator of ``"sim"``. An engine given as an object stays open: its owner
+        closes it."""
+        owned, self._owned = self._owned, None
+        close = getattr(owned, "aclose", None)
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def use(self, engine: Engine) -> None:
         """Run the next inferences on ``engine``, wrapped in this session's middlewares and tool loop.
@@ -163,7 +200,7 @@ class Session:
         self._meter.limits = value
 
     @classmethod
-    async def restore(cls, engine: Engine, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
+    async def restore(cls, engine: Engine | str, store: TurnStore, session_id: str, **kwargs: Any) -> Session:
         """A session continuing ``session_id`` from the latest snapshot ``store`` holds (raises
         :class:`~geppetto.UsageError` when it holds none). Only that snapshot is read: the restored
         session's :attr:`history` starts there, and older snapshots stay in the store
@@ -299,6 +336,7 @@ class Session:
             limits=self.limits,
             prices=self.prices,
             approval=approval,
+            deps=self.deps,
         )
 
     async def _commit_edit(self, seed: Turn) -> Turn:
@@ -384,7 +422,14 @@ class Session:
         self._handle = ExecutionHandle(task, inference_id=inference_id, turn_id=work.id)
         return self._handle
 
-    async def run(self, text: str, *, output: Any = None, files: Iterable[Any] | None = None) -> Turn:
+    async def run(
+        self,
+        text: str,
+        *,
+        output: Any = None,
+        files: Iterable[Any] | None = None,
+        validators: Sequence[Validator] | None = None,
+    ) -> Turn:
         """``prompt(text)``, run the inference and return its output turn. Cancelling the caller (a
         timeout included) cancels the inference, as :meth:`ExecutionHandle.wait` describes.
 
@@ -393,7 +438,66 @@ class Session:
         Read the answer with :func:`~geppetto.output_of` (``output_of(turn, Model)``). It holds for this
         run only; a config you set in the turn's data yourself stays. ``files`` are attachments (paths or
         dicts, as :meth:`Block.user` takes them).
+
+        ``validators`` (with ``output``) are business rules the answer must pass: each is called with the
+        answer (built as ``output`` when it is a type) and raises :class:`~geppetto.Retry` to send its
+        message back and have the model answer again, up to the output's ``max_retries`` (default 2);
+        then :class:`~geppetto.OutputValidationError` names the validator.
         """
+        await self._unwound()
+        with validating(output, validators):
+            self._seed(text, output, files)
+            handle = self.start_inference()
+        return await handle.wait()
+
+    def stream(
+        self,
+        text: str,
+        *,
+        files: Iterable[Any] | None = None,
+        output: Any = None,
+        validators: Sequence[Validator] | None = None,
+    ) -> InferenceStream:
+        """``prompt(text)`` and run the inference, giving its events as they happen::
+
+            async for event in session.stream("Hello"):
+                if isinstance(event, EventTextDelta):
+                    print(event.delta, end="")
+            answer = session.latest
+
+        The events are those a sink gets (``geppetto.events``), the last one the ``final`` event of the
+        last request; ``output``, ``files`` and ``validators`` are as :meth:`run` takes them. The loop raises what the
+        inference raised. Leaving the loop early (``break``, ``await stream.aclose()``, an ``async with``
+        block around it) stops the inference as :meth:`ExecutionHandle.cancel` does: no output is saved and
+        the session can be prompted again. See the guide "Streaming in your own program".
+        """
+        return InferenceStream(self._streamed(text, output, files, validators))
+
+    def stream_text(self, text: str, *, files: Iterable[Any] | None = None) -> TextDeltas:
+        """:meth:`stream`, giving only the answer's text as it arrives (each ``text_delta``)."""
+        return TextDeltas(self.stream(text, files=files))
+
+    def stream_output(self, text: str, output: Any, *, files: Iterable[Any] | None = None) -> PartialValues:
+        """:meth:`stream` with ``output``, giving the structured answer as its JSON arrives: the value parsed
+        so far (plain JSON: a dict growing key by key, a string still open cut where it has got to) each
+        time it changes. These partial values are not validated (a model with required fields cannot be
+        built from half of them); the validated answer is ``output_of(session.latest, Model)`` once the
+        loop ends."""
+        return PartialValues(self.stream(text, files=files, output=output))
+
+    def _streamed(
+        self, text: str, output: Any, files: Iterable[Any] | None, validators: Sequence[Validator] | None
+    ) -> Callable[[], Awaitable[ExecutionHandle]]:
+        async def start() -> ExecutionHandle:
+            await self._unwound()
+            with validating(output, validators):
+                self._seed(text, output, files)
+                return self.start_inference()
+
+        return start
+
+    def _seed(self, text: str, output: Any, files: Iterable[Any] | None) -> Turn:
+        """The prompt of a :meth:`run` or :meth:`stream`, asking for ``output`` (for this run only)."""
         seed = self.prompt(text, files=files)
         if output is not None:
             STRUCTURED_OUTPUT.set(seed.data, output_config(output))
@@ -401,7 +505,13 @@ class Session:
         elif self._run_output:
             STRUCTURED_OUTPUT.delete(seed.data)
             self._run_output = False
-        return await self.start_inference().wait()
+        return seed
+
+    async def _unwound(self) -> None:
+        """Wait for an inference a stream was left by (``break``) to finish stopping."""
+        handle = self._handle
+        if handle is not None and handle.running and handle._task.cancelling():
+            await asyncio.wait({handle._task})
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
         return await _running.run(self, work, inference_id, prior)
@@ -411,6 +521,13 @@ class Session:
 
     def _check_idle(self, action: str) -> None:
         if self.running:
+            assert self._handle is not None
+            if self._handle._task.cancelling():
+                raise SessionBusyError(
+                    f"cannot {action}: session {self.session_id}'s inference is still stopping (a stream left "
+                    "with break); session.run and session.stream wait for it, or leave the stream with "
+                    "`async with session.stream(...)` or `await stream.aclose()`, which wait too"
+                )
             raise SessionBusyError(
                 f"cannot {action}: session {self.session_id} is running an inference; "
                 "await handle.wait() or call handle.cancel() first"

@@ -11,6 +11,7 @@ from ._approval import (
     client_tool,
 )
 from ._config import TOOL_CONFIG, ToolConfig, current_tools, offering_tools, request_tool_choice
+from ._context import ToolContext, TurnView
 from ._executor import (
     DEFAULT_MAX_RESULT_CHARS,
     OnError,
@@ -33,9 +34,11 @@ __all__ = [
     "Tool",
     "ToolCallError",
     "ToolConfig",
+    "ToolContext",
     "ToolDefinition",
     "ToolRegistry",
     "ToolReportedError",
+    "TurnView",
     "approval_policy",
     "awaiting",
     "client_tool",

@@ -25,13 +25,15 @@ from typing import Any, Literal
 
 import pydantic
 
-from .._exceptions import GeppettoError, UsageError
+from .._exceptions import GeppettoError, Retry, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
 from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
+from ._context import context_for
 from ._journal import INTERRUPTED_ERROR, JOURNAL, may_run_again
 from ._pending import pending_tool_calls
 from ._registry import ToolRegistry
+from ._retry import TOOL_RETRY, over_the_bound, retry_error
 from ._tool import Tool, ToolReportedError, serialize_result
 from ._workers import WORKERS
 
@@ -60,8 +62,9 @@ class ToolCallError(GeppettoError):
 class _Failure(Exception):
     """A call that failed before or while running; ``retry`` says whether trying again may help."""
 
-    def __init__(self, message: str, *, retry: bool) -> None:
+    def __init__(self, message: str, *, retry: bool, asked: bool = False) -> None:
         self.retry = retry
+        self.asked = asked  # the tool raised Retry: the model is asked to try again
         super().__init__(message)
 
 
@@ -86,6 +89,7 @@ class _Options:
     on_error: OnError
     metadata: EventMetadata
     max_result_chars: int | None = None
+    turn: Turn | None = None
 
 
 DEFAULT_MAX_RESULT_CHARS = 100_000
@@ -123,6 +127,7 @@ async def execute_tool_calls(
     on_error: OnError = "continue",
     metadata: EventMetadata | None = None,
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    turn: Turn | None = None,
 ) -> list[Block]:
     """Run ``calls`` (``tool_call`` blocks) and return one ``tool_use`` block per call, in call order.
 
@@ -133,12 +138,16 @@ async def execute_tool_calls(
     ``retryable`` one), ``"raise"`` (once all calls have ended, raise :class:`ToolCallError` for the
     first failed one). Retries wait ``backoff_s * 2**attempt``; a sync tool that timed out is not
     retried, since its abandoned thread may still be running and a retry would run a second copy.
+
+    ``turn`` is the Turn the calls were made in: a tool taking a :class:`~geppetto.ToolContext` gets a view
+    of it. A tool raising :class:`~geppetto.Retry` answers with its message as the error; more than the
+    tool's ``max_retries`` of those in one inference raise :class:`ToolCallError` for the call.
     """
     if max_parallel < 1:
         raise ValueError("max_parallel must be at least 1")
     if max_result_chars is not None and max_result_chars < 1:
         raise ValueError("max_result_chars must be at least 1 (or None for no bound)")
-    opts = _Options(timeout_s, on_error, metadata or EventMetadata(), max_result_chars)
+    opts = _Options(timeout_s, on_error, metadata or EventMetadata(), max_result_chars, turn)
     gate = asyncio.Semaphore(max_parallel)
 
     async def one(call: Block) -> Block:
@@ -147,6 +156,13 @@ async def execute_tool_calls(
 
     # One call (the common case) is awaited directly: gather would make a task for it.
     blocks = [await one(calls[0])] if len(calls) == 1 else list(await asyncio.gather(*(one(c) for c in calls)))
+    if (over := over_the_bound(turn, registry, blocks)) is not None:
+        name = TOOL_RETRY.get(over.metadata)
+        raise ToolCallError(
+            f"tool {name} asked the model to try again more than its max_retries allow "
+            f"(@tool(max_retries=...)); the last call, {over.payload[PAYLOAD_ID]}: {over.payload['error']}",
+            block=over,
+        )
     if on_error == "raise":
         failed = next((b for b in blocks if b.payload.get("error") is not None), None)
         if failed is not None:
@@ -164,6 +180,7 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
         return journaled  # it ran before this process picked the inference up: not again, no event again
     result: str | None = None
     error: str | None = None
+    asked = False
     try:
         t = registry.get(name)
         if t is None:
@@ -172,17 +189,20 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
         kwargs = _arguments(t, call.payload.get(PAYLOAD_ARGS))
         if journal is not None and journal.interrupted(call_id) and not may_run_again(t, call):
             raise _Failure(INTERRUPTED_ERROR, retry=False)
+        if t.context_param is not None:
+            kwargs = {t.context_param: context_for(opts.turn, call_id, name), **kwargs}
         publish(EventToolCallStarted(opts.metadata, call_id=call_id, name=name))
         if journal is not None:
             await journal.started(call_id, name)
         result = bound_result(await _with_retries(t, kwargs, opts), opts.max_result_chars)
     except _Failure as exc:
-        error = str(exc)
-    if journal is None:
-        return _answer(call_id, name, result, error, opts.metadata)
-    # journaled before its event: a stop in between loses the event, never runs the tool twice
+        error, asked = str(exc), exc.asked
     answer = Block.tool_use(call_id, result if error is None else "", error)
-    await journal.finished(call_id, name, answer)
+    if asked:
+        TOOL_RETRY.set(answer.metadata, name)  # on the journaled block too: a picked-up run counts the same tries
+    if journal is not None:
+        # journaled before its event: a stop in between loses the event, never runs the tool twice
+        await journal.finished(call_id, name, answer)
     return _answer(call_id, name, result, error, opts.metadata, answer)
 
 
@@ -249,7 +269,7 @@ async def _with_retries(t: Tool, kwargs: dict[str, Any], opts: _Options) -> str:
         except _Failure as exc:
             if attempt >= retries or not exc.retry:
                 if attempt:
-                    raise _Failure(f"{exc} (after {attempt + 1} attempts)", retry=False) from exc
+                    raise _Failure(f"{exc} (after {attempt + 1} attempts)", retry=False, asked=exc.asked) from exc
                 raise
         await _sleep(t.backoff_s * 2**attempt)
         attempt += 1
@@ -267,9 +287,13 @@ async def _run_once(t: Tool, kwargs: dict[str, Any], timeout_s: float) -> str:
         # retry would run a second copy beside it, so a sync tool is not retried after a timeout.
         raise _Failure(f"tool {t.name} timed out after {timeout_s:g}s", retry=t.is_async) from exc
     except _Raised as exc:
+        if isinstance(exc.original, Retry):
+            raise _Failure(retry_error(t.name, exc.original.message), retry=False, asked=True) from exc.original
         if isinstance(exc.original, ToolReportedError):
             raise _Failure(f"tool {t.name} reported an error: {exc.original}", retry=False) from exc.original
         raise _Failure(_raised(t, exc.original), retry=True) from exc.original
+    except Retry as exc:
+        raise _Failure(retry_error(t.name, exc.message), retry=False, asked=True) from exc
     except ToolReportedError as exc:
         raise _Failure(f"tool {t.name} reported an error: {exc}", retry=False) from exc
     except Exception as exc:

@@ -18,6 +18,7 @@ import pydantic
 import pydantic_core
 
 from .._exceptions import ToolDefinitionError
+from ._context import ToolContext
 
 __all__ = ["Tool", "ToolDefinition", "ToolReportedError", "serialize_result", "tool"]
 
@@ -58,6 +59,10 @@ class Tool:
     or a predicate on the call's arguments) pauses the tool loop until a person decides (see
     ``docs/tools.md``); a ``client_side`` tool is run by the client, never here.
     """
+
+    context_param: str | None = None
+    """The name of the parameter that receives the :class:`~geppetto.ToolContext` (None: the tool takes none;
+    MCP tools, which define their own ``__init__``, take none)."""
 
     def __init__(
         self,
@@ -105,7 +110,7 @@ class Tool:
         stopped): ``"retry"`` runs it again, ``"fail"`` answers with an error, ``"ask"`` holds it for approval.
         None: ``"fail"`` when the tool needs approval, else ``"retry"`` (docs/persistence.md)."""
         """The client runs this tool (see :func:`~geppetto.tools.client_tool`); its body never runs here."""
-        self._model = _args_model(fn, self.name)
+        self._model, self.context_param = _args_model(fn, self.name)
         self._positional = tuple(
             p.name for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
         )
@@ -147,14 +152,24 @@ def _summary(fn: Callable[..., Any]) -> str:
     return doc.split("\n\n", 1)[0].strip()
 
 
-def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseModel]:
-    """A pydantic model of ``fn``'s parameters; :class:`ToolDefinitionError` for anything a model
-    could not supply as JSON."""
+def _args_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[pydantic.BaseModel], str | None]:
+    """A pydantic model of ``fn``'s parameters, and the name of its first parameter when that one takes
+    the :class:`~geppetto.ToolContext` (left out of the model); :class:`ToolDefinitionError` for anything
+    a model could not supply as JSON."""
     fname = getattr(fn, "__qualname__", tool_name)
     params = inspect.signature(fn).parameters
     hints = _parameter_hints(fn, fname, list(params))
     fields: dict[str, Any] = {}
-    for pname, param in params.items():
+    context_param: str | None = None
+    for index, (pname, param) in enumerate(params.items()):
+        if hints.get(pname) is ToolContext:
+            if index:
+                raise ToolDefinitionError(
+                    f"tool {fname}: parameter {pname!r} takes the ToolContext, which only the first parameter "
+                    f"can; move it first, e.g. `def {getattr(fn, '__name__', 'f')}({pname}: ToolContext, ...)`"
+                )
+            context_param = pname
+            continue
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             star, example = (
                 ("*", "list[str]") if param.kind is inspect.Parameter.VAR_POSITIONAL else ("**", "dict[str, str]")
@@ -181,7 +196,7 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseMod
         fields[f"p{len(fields)}"] = (annotation, pydantic.Field(default, alias=pname))
     config = pydantic.ConfigDict(extra="forbid")
     model: type[pydantic.BaseModel] = pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
-    return model
+    return model, context_param
 
 
 def _parameter_hints(fn: Callable[..., Any], fname: str, names: list[str]) -> dict[str, Any]:
