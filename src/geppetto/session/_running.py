@@ -20,6 +20,7 @@ from ..turns._known import TURN_META_HISTORY_EDIT
 from ..turns._watch import BlockList
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
+from ._collector import settle
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, UsageMeter
 
@@ -156,6 +157,8 @@ async def complete(session: Session, out: Turn, events: list[TimedEvent] | None)
         if task is not None:
             task.uncancel()
         await saving
+    finally:
+        settle()  # the history is long-lived: out of the collector's passes (session/_collector.py)
 
 
 async def save(session: Session, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:

@@ -21,6 +21,7 @@ from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, n
 from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
 from . import _approvals, _edits, _running
+from ._collector import settle
 from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
@@ -171,6 +172,7 @@ class Session:
             )
         session = cls(engine, store=store, session_id=session_id, **kwargs)
         session._adopt(latest)
+        settle(collect=False)  # what it loaded is long-lived (session/_collector.py); a full cycle waits for a save
         return session
 
     def _push(self, turn: Turn) -> None:
