@@ -46,8 +46,8 @@ from typing import Any
 
 from _common import table
 
-from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, get_state
 from geppetto.providers._chain import block_wire
+from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, get_state
 from geppetto.providers.openai_responses._anchors import scan_anchors, tag_blocks, wire_for
 from geppetto.providers.openai_responses._plan import plan_request
 from geppetto.turns import Block, Turn, copy_json, dumps_json, loads_json

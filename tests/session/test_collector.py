@@ -17,8 +17,7 @@ import pytest
 
 import geppetto as gp
 from geppetto import Block, Turn
-from geppetto.session import MemoryTurnStore, freeze_collector
-from geppetto.session import _collector
+from geppetto.session import MemoryTurnStore, _collector, freeze_collector
 
 
 class Answer:

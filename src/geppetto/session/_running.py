@@ -18,9 +18,9 @@ from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._known import TURN_META_HISTORY_EDIT
 from ..turns._watch import BlockList
+from ._collector import settle
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
-from ._collector import settle
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, UsageMeter
 
