@@ -29,7 +29,8 @@ its tool result and the new prompt appended since). Median and best of 200 loads
 
 Run: `.venv/bin/python bench/anchors.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
 non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target. ``--tiny``
-runs every part at a few hundred blocks and steps (seconds: the smoke test of ``tests/bench``). With
+runs every part at a few hundred blocks and steps (seconds: the smoke test of ``tests/bench``);
+``--sizes 1000,4000`` picks part 1's Turn sizes. With
 ``--memory`` it prints only the bytes per block that what the scans keep adds to a 10,002-block session
 (it also runs on older checkouts, through ``PYTHONPATH``, to compare).
 """
@@ -62,6 +63,8 @@ SAMPLE_EVERY = 500
 TARGET_GROWTH = 1.2
 REPEATS = 20_000
 """Runs of the full pass at each size: this many blocks' worth (at least 3)."""
+if "--sizes" in sys.argv:  # e.g. --sizes 1000,4000: the Turn sizes of part 1
+    SIZES = tuple(int(n) for n in sys.argv[sys.argv.index("--sizes") + 1].split(","))
 if "--tiny" in sys.argv:  # every part at a small size: the smoke test, not a figure
     SIZES, COLD_RUNS, SESSION_STEPS, SAMPLE_EVERY, REPEATS = (100, 400), 5, 200, 100, 0
 
