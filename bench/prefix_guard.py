@@ -9,6 +9,8 @@ with it (``"drop"``, the default), alternately, so the machine's drift falls on 
 (``time.process_time``), medians of the rounds; the guarded request is checked to carry every thinking
 block. ``--instructions`` counts instructions instead (valgrind's callgrind, the same count whatever else
 the machine does): the rounds run in a child per mode, and a child that plans nothing is subtracted.
+The timed run also plans on a Turn as a Session derives it for the next prompt (a list over the stored
+versions, the guard's progress carried along), guarded and not, alternately.
 
 Run: ``.venv/bin/python bench/prefix_guard.py [--rounds 200] [--steps 200] [--instructions]``; ``--tiny``
 runs a few rounds on a short Turn (the smoke test). The last line starts with ``SUMMARY``.
@@ -83,6 +85,23 @@ def timed(steps: int, rounds: int) -> dict[str, list[float]]:
     return figures
 
 
+def derived(steps: int, rounds: int) -> dict[str, list[float]]:
+    """The same planning on a Turn as a Session derives it for the next prompt: a list over the stored
+    (frozen) versions, the guard's progress carried along (``_history._carried``) for the guarded mode."""
+    from geppetto.session._history import _carried
+    from geppetto.turns._cow import freeze
+
+    turn = build(steps)
+    _plan(turn, "drop")  # the guard's pass, whose progress the derived Turn carries
+    figures: dict[str, list[float]] = {"unguarded": [], "guarded": []}
+    for r in range(rounds):
+        frozen = freeze(turn.blocks, None)
+        for mode in ("unguarded", "guarded") if r % 2 == 0 else ("guarded", "unguarded"):
+            fresh = Turn(frozen.lazy(_carried(turn) if mode == "guarded" else None))
+            figures[mode].append(_plan(fresh, None if mode == "unguarded" else "drop"))
+    return figures
+
+
 def _child(mode: str, steps: int, rounds: int) -> None:
     """Callgrind's child: the Turn built, then ``rounds`` steps each planned in ``mode`` (none when 0)."""
     turn = build(steps)
@@ -127,6 +146,10 @@ def main() -> int:
         print(table(["request planned", "CPU ms (median)", "best ms"], rows))
         ratio = median(figures["guarded"]) / median(figures["unguarded"])
         what = "CPU"
+        lazy = derived(steps, rounds)
+        rows = [[mode, f"{median(ms) * 1e3:.3f}", f"{min(ms) * 1e3:.3f}"] for mode, ms in lazy.items()]
+        print(table(["request planned on a Turn a Session derived", "CPU ms (median)", "best ms"], rows))
+        what += f"; on a derived Turn {median(lazy['guarded']) / median(lazy['unguarded']):.2f}x"
     verdict = "met" if ratio <= TARGET else "missed"
     print(
         f"SUMMARY: guarded / unguarded request {ratio:.2f}x {what} at {blocks} blocks (target <= {TARGET}x, {verdict})"
