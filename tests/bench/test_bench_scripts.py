@@ -24,7 +24,7 @@ TINY: dict[str, list[str]] = {
     "cost.py": [],
     "importtime.py": ["1"],
     "long_sessions.py": ["--sizes", "24", "--backends", "sqlite,postgres,serve,agents", "--budget", "60"],
-    "otel.py": ["1"],
+    "otel.py": ["1", "--tiny"],
     "overhead.py": ["2", "--only", "b"],
     "prefix_guard.py": ["--tiny"],
     "serve.py": ["--sessions", "2", "--prompts", "1", "--buses", "memory"],
