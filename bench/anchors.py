@@ -28,7 +28,9 @@ session reads it) and ``warm`` on a Turn whose earlier blocks the previous reque
 its tool result and the new prompt appended since). Median and best of 200 loads each.
 
 Run: `.venv/bin/python bench/anchors.py`. Prints Markdown tables and a last `SUMMARY:` line; exits
-non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target. With
+non-zero only on an error (a wrong anchor, an edit not caught), never on a missed target. ``--tiny``
+runs every part at a few hundred blocks and steps (seconds: the smoke test of ``tests/bench``);
+``--sizes 1000,4000`` picks part 1's Turn sizes. With
 ``--memory`` it prints only the bytes per block that what the scans keep adds to a 10,002-block session
 (it also runs on older checkouts, through ``PYTHONPATH``, to compare).
 """
@@ -45,10 +47,12 @@ from typing import Any
 
 from _common import table
 
-from geppetto.providers.openai_responses import blocks_after_response, get_state
-from geppetto.providers.openai_responses._anchors import _absorb, scan_anchors, tag_blocks
+from geppetto.providers._chain import block_wire
+from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, get_state
+from geppetto.providers.openai_responses._anchors import scan_anchors, tag_blocks, wire_for
 from geppetto.providers.openai_responses._plan import plan_request
 from geppetto.turns import Block, Turn, copy_json, dumps_json, loads_json
+from geppetto.turns._cow import freeze
 
 SIZES = (100, 1_000, 10_000, 100_000)
 COLD_BLOCKS = 100
@@ -57,6 +61,12 @@ COLD_TARGET_MS = 1.0
 SESSION_STEPS = 10_000
 SAMPLE_EVERY = 500
 TARGET_GROWTH = 1.2
+REPEATS = 20_000
+"""Runs of the full pass at each size: this many blocks' worth (at least 3)."""
+if "--sizes" in sys.argv:  # e.g. --sizes 1000,4000: the Turn sizes of part 1
+    SIZES = tuple(int(n) for n in sys.argv[sys.argv.index("--sizes") + 1].split(","))
+if "--tiny" in sys.argv:  # every part at a small size: the smoke test, not a figure
+    SIZES, COLD_RUNS, SESSION_STEPS, SAMPLE_EVERY, REPEATS = (100, 400), 5, 200, 100, 0
 
 
 def build(n: int) -> tuple[Turn, str]:
@@ -68,8 +78,10 @@ def build(n: int) -> tuple[Turn, str]:
     step = 0
     while len(turn.blocks) < n:
         step = respond(turn, step, hasher)
-        _absorb(hasher, turn.blocks[-2], True)
-        _absorb(hasher, turn.blocks[-1], True)
+        for block in turn.blocks[-2:]:
+            data = block_wire(block, wire_for(True))
+            if data is not None:
+                hasher.update(data)
     return turn, f"resp_{step - 1}"
 
 
@@ -101,8 +113,29 @@ def best_of(fn: Callable[[], object], repeat: int, before: Callable[[], object] 
     return best
 
 
+def plain_copy(turn: Turn, into: list[Turn]) -> Callable[[], None]:
+    """Put a copy of ``turn`` that remembers nothing in ``into[0]`` (untimed, before each run)."""
+
+    def make() -> None:
+        into[0] = Turn(blocks=[b.copy() for b in turn.blocks])
+        gc.collect()  # the copy's garbage is not the scan's
+
+    return make
+
+
+def loaded(frozen: Any, into: list[Turn]) -> Callable[[], None]:
+    """Put a Turn over the stored versions ``frozen`` in ``into[0]``, as a store's load makes it."""
+
+    def make() -> None:
+        into[0] = Turn(frozen.lazy())
+        gc.collect()
+
+    return make
+
+
 def by_size() -> tuple[list[list[str]], dict[int, float], dict[int, float]] | None:
     rows, incremental_ms, full_ms = [], {}, {}
+    fresh: list[Turn] = [Turn()]
     for n in SIZES:
         turn, expected = build(n)
         if select(turn, incremental=True) != (expected, 1):  # the first request proves the Turn
@@ -123,12 +156,12 @@ def by_size() -> tuple[list[list[str]], dict[int, float], dict[int, float]] | No
         if scan.rescanned or scan.best() != f"resp_{held[0] - 1}":  # type: ignore[operator]
             print(f"ERROR: {n} blocks: the incremental check read the whole Turn or found the wrong anchor")
             return None
-        repeat = max(3, 20_000 // n)
+        repeat = max(3, REPEATS // n)
         full = best_of(lambda turn=turn: select(turn, incremental=False), repeat)
-        cold = best_of(
-            lambda turn=turn: select(Turn(blocks=[b.copy() for b in turn.blocks]), incremental=False),
-            max(2, repeat // 4),
-        )
+        cold = best_of(lambda: select(fresh[0], incremental=False), max(2, repeat // 4), plain_copy(turn, fresh))
+        frozen = freeze(turn.blocks, None)  # the versions a store holds: a Turn just loaded reads them
+        public = best_of(lambda: find_best_anchor(fresh[0]), max(2, repeat // 4), loaded(frozen, fresh))
+        engine = best_of(lambda: select(fresh[0], incremental=True), max(2, repeat // 4), loaded(frozen, fresh))
         edited = turn.clone()
 
         def edit(edited: Turn = edited) -> None:
@@ -146,6 +179,8 @@ def by_size() -> tuple[list[list[str]], dict[int, float], dict[int, float]] | No
                 f"{full * 1000:.3f}",
                 f"{full / inc:,.0f}x",
                 f"{cold * 1000:.3f}",
+                f"{public * 1000:.3f}",
+                f"{engine * 1000:.3f}",
                 f"{edited_s * 1000:.3f}",
             ]
         )
@@ -182,6 +217,8 @@ def session() -> tuple[float, float, dict[int, tuple[float, float]]] | None:
         full_total += samples[lo] + (samples[hi] - samples[lo]) * share
     window = {}
     for at in (100, 1_000, 10_000):
+        if at > SESSION_STEPS:
+            break
         chunk = sorted(per_step[max(0, at - 100) : at])
         window[at] = (chunk[len(chunk) // 2] * 1e6, samples[at])
     return sum(per_step), full_total, window
@@ -289,7 +326,16 @@ def main() -> int:
     rows, incremental_ms, full_ms = sized
     print(
         table(
-            ["blocks", "incremental us", "full ms (before)", "full / incremental", "cold full ms", "edited ms"],
+            [
+                "blocks",
+                "incremental us",
+                "full ms (before)",
+                "full / incremental",
+                "cold full ms",
+                "loaded: find_best_anchor ms",
+                "loaded: engine ms",
+                "edited ms",
+            ],
             rows,
         )
     )
@@ -304,19 +350,19 @@ def main() -> int:
             [[f"{at:,}", f"{2 + 2 * at:,}", f"{inc:.1f}", f"{full * 1000:.3f}"] for at, (inc, full) in window.items()],
         )
     )
-    growth = incremental_ms[100_000] / incremental_ms[100]
-    full_growth = full_ms[100_000] / full_ms[100]
+    growth = incremental_ms[SIZES[-1]] / incremental_ms[SIZES[0]]
+    full_growth = full_ms[SIZES[-1]] / full_ms[SIZES[0]]
     verdict = "met" if growth <= TARGET_GROWTH else f"missed ({growth:.2f})"
     print()
     print(
-        f"10,000-step session: anchor checks {inc_total:.3f} s cumulative incremental, {full_total:.1f} s with a "
+        f"{SESSION_STEPS:,}-step session: anchor checks {inc_total:.3f} s cumulative incremental, {full_total:.1f} s with a "
         f"full pass per request (estimated from every {SAMPLE_EVERY}th step), {full_total / inc_total:,.0f}x."
     )
     print()
     cold_verdict = report_cold(summary=False)
     print(
-        f"SUMMARY: {cold_verdict}; per-request anchor check 100 -> 100k blocks grows {growth:.2f}x incremental (target <= "
-        f"{TARGET_GROWTH}, {verdict}) vs {full_growth:,.0f}x for a full pass; 10,000-step session {inc_total:.2f} s "
+        f"SUMMARY: {cold_verdict}; per-request anchor check {SIZES[0]:,} -> {SIZES[-1]:,} blocks grows {growth:.2f}x incremental (target <= "
+        f"{TARGET_GROWTH}, {verdict}) vs {full_growth:,.0f}x for a full pass; {SESSION_STEPS:,}-step session {inc_total:.2f} s "
         f"vs {full_total:.1f} s"
     )
     return 0

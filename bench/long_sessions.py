@@ -14,9 +14,13 @@ Backends, side by side in one run:
 
 Per backend and size: time per prompt (median of the first 10 and of the last 10, and their ratio; for
 ``serve`` also prompts 10-19 against 1,991-2,000; beside them, this process's CPU time per prompt, median of
-the first and of the last 100, which a busy machine moves less than wall time), bytes on disk (the SQLite file with its WAL; PostgreSQL:
+the first and of the last 100, which a busy machine moves less than wall time; and for ``sqlite`` and
+``postgres`` the *mean* CPU per prompt of the last 100 against the mean of prompts 11-110 of a fresh session
+in a child process of its own, run prompt for prompt alternately with them, so the garbage collector's
+rare full passes over what a long session holds are counted), bytes on disk (the SQLite file with its WAL; PostgreSQL:
 ``pg_total_relation_size`` of the schema's tables), restore time (``await Session.restore(engine, store,
-id)``; agents: a new ``SQLiteSession`` and ``get_items()``), the memory the restored session holds
+id)``; agents: a new ``SQLiteSession`` and ``get_items()``; for geppetto also "warm": on a newly opened
+store while this process still holds the long session), the memory the restored session holds
 (tracemalloc, from before the restore to after it, with the session alive) and the JSON of the final Turn
 (``turn_to_dict``; agents: its items), against which bytes on disk and memory are compared. The targets of
 issue 29 are printed beside the figures.
@@ -90,7 +94,10 @@ class Result:
     size: int
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    fresh_cpu: list[float] = field(default_factory=list)
     note: str = ""
+    warm_restore: float | None = None
+    warm_restore_cpu: float | None = None
     disk: int | None = None
     final_json: int | None = None
     restore: float | None = None
@@ -118,6 +125,23 @@ class Result:
         first, last = median(self.cpu[:CPU_WINDOW]), median(self.cpu[-CPU_WINDOW:])
         return f"{first * 1e3:.2f} / {last * 1e3:.2f} ({last / first:.2f}x)" if first else "-"
 
+    def mean_ratio(self) -> float | None:
+        """Mean CPU per prompt of the last ``CPU_WINDOW`` prompts against the mean of a fresh session's
+        prompts 11-110 run alternately with them (means: the collector's rare full passes count)."""
+        if not self.fresh_cpu or len(self.cpu) < len(self.fresh_cpu):
+            return None
+        last = self.cpu[-len(self.fresh_cpu) :]
+        fresh = sum(self.fresh_cpu) / len(self.fresh_cpu)
+        return (sum(last) / len(last)) / fresh if fresh else None
+
+    def mean_cell(self) -> str:
+        ratio = self.mean_ratio()
+        if ratio is None:
+            return "-"
+        n = len(self.fresh_cpu)
+        last, fresh = sum(self.cpu[-n:]) / n, sum(self.fresh_cpu) / n
+        return f"{last * 1e3:.2f} / {fresh * 1e3:.2f} ({ratio:.2f}x)"
+
     def early(self) -> float | None:
         return self.window(1, WINDOW)
 
@@ -136,18 +160,93 @@ class Budget:
         return self.seconds - self.spent()
 
 
-async def run_prompts(result: Result, budget: Budget, one: Callable[[int], Awaitable[None]]) -> None:
+async def run_prompts(
+    result: Result, budget: Budget, one: Callable[[int], Awaitable[None]], fresh: FreshSession | None = None
+) -> None:
     """Run ``one(i)`` for each prompt, timing each, until the size is reached or the budget spent (counted
-    from the first prompt: imports and a server's start are not the session's cost)."""
+    from the first prompt: imports and a server's start are not the session's cost). With ``fresh``, the
+    last ``CPU_WINDOW`` prompts alternate with prompts 11-110 of a fresh session in another process."""
     budget.start = time.monotonic()
+    tail = min(CPU_WINDOW, result.size // 2) if fresh is not None else 0
     for i in range(1, result.size + 1):
+        if fresh is not None and i == result.size - tail + 1:
+            fresh.warm_up()
         start, cpu = time.perf_counter(), time.process_time()
         await one(i)
         result.times.append(time.perf_counter() - start)
         result.cpu.append(time.process_time() - cpu)
+        if fresh is not None and i > result.size - tail:
+            result.fresh_cpu.append(fresh.prompt())
         if budget.left() < 0 and i < result.size:
             result.note = f"aborted after {i} prompts: over the {budget.seconds:.0f} s budget"
+            result.fresh_cpu.clear()
             return
+
+
+FRESH_WARM_UP = 10
+"""Prompts of the fresh session run before it is timed (its prompts 11-110 are compared)."""
+
+
+class FreshSession:
+    """A fresh session on a store of its own in a child process (its own heap and collector, as a new
+    process's session has), one prompt per request: what a long session's last prompts are compared with,
+    prompt for prompt, in the same run."""
+
+    def __init__(self, target: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--fresh-child", target],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        self.i = 0
+
+    def prompt(self) -> float:
+        """Run the fresh session's next prompt; its CPU seconds (the child's process time)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.i += 1
+        self.proc.stdin.write(f"{self.i}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the fresh session's process exited")
+        return float(line)
+
+    def warm_up(self) -> None:
+        while self.i < FRESH_WARM_UP:
+            self.prompt()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(60)
+
+
+def _fresh_child(target: str) -> None:
+    """The child of :class:`FreshSession`: one prompt per line read, its CPU seconds written back."""
+
+    async def go() -> None:
+        with contextlib.closing(open_store(target)) as store:
+            session = Session(Answer(), store=store)
+            for line in sys.stdin:
+                cpu = time.process_time()
+                await session.run(prompt_text(int(line)))
+                print(time.process_time() - cpu, flush=True)
+
+    asyncio.run(go())
+
+
+@contextlib.contextmanager
+def fresh_session(target: str | None) -> Iterator[FreshSession | None]:
+    if target is None:
+        yield None
+        return
+    fresh = FreshSession(target)
+    try:
+        yield fresh
+    finally:
+        fresh.close()
 
 
 def held_memory(make: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[tuple[Any, int]]]:
@@ -173,25 +272,38 @@ def file_size(path: Path) -> int:
 
 
 # -- geppetto: Session on a store ----------------------------------------------------------------------
-async def geppetto_store(result: Result, budget: Budget, target: str, size_of: Callable[[], int]) -> None:
-    session_id = await geppetto_prompts(result, budget, target)
+async def geppetto_store(
+    result: Result, budget: Budget, target: str, size_of: Callable[[], int], fresh_target: str | None = None
+) -> None:
+    session_id = await geppetto_prompts(result, budget, target, fresh_target)
     result.disk = size_of()
     if not result.aborted:
         await restore_geppetto(result, budget, target, session_id)
 
 
-async def geppetto_prompts(result: Result, budget: Budget, target: str) -> str:
-    """One session of prompts on a store opened for it; returns the session's id."""
+async def geppetto_prompts(result: Result, budget: Budget, target: str, fresh_target: str | None = None) -> str:
+    """One session of prompts on a store opened for it (its last prompts alternating with a fresh session's
+    on ``fresh_target``, when given); then, while this process still holds the session, its restore on a
+    newly opened store (``warm_restore``). Returns the session's id."""
     with contextlib.closing(open_store(target)) as store:
         session = Session(Answer(), store=store)
 
         async def one(i: int) -> None:
             await session.run(prompt_text(i))
 
-        await run_prompts(result, budget, one)
+        with fresh_session(fresh_target) as fresh:
+            await run_prompts(result, budget, one, fresh)
         latest = session.latest
         assert latest is not None
         result.final_json = len(json.dumps(turn_to_dict(latest), ensure_ascii=False).encode())
+        if not result.aborted:
+            with contextlib.closing(open_store(target)) as other:
+                start, cpu = time.perf_counter(), time.process_time()
+                restored = await Session.restore(Answer(), other, session.session_id)
+                result.warm_restore = time.perf_counter() - start
+                result.warm_restore_cpu = time.process_time() - cpu
+                assert restored.latest is not None and len(restored.latest.blocks) == 2 * result.size
+                del restored
         return session.session_id
 
 
@@ -221,7 +333,8 @@ async def restore_geppetto(result: Result, budget: Budget, target: str, session_
 def run_sqlite(size: int, budget: Budget, folder: Path) -> Result:
     result = Result("sqlite", size)
     path = folder / f"sqlite-{size}.db"
-    asyncio.run(geppetto_store(result, budget, str(path), lambda: file_size(path)))
+    fresh = str(folder / f"sqlite-{size}-fresh.db")
+    asyncio.run(geppetto_store(result, budget, str(path), lambda: file_size(path), fresh))
     return result
 
 
@@ -262,7 +375,7 @@ def run_postgres(size: int, budget: Budget, folder: Path) -> Result:
     result = Result("postgres", size)
     try:
         with postgres_schema() as (url, schema):
-            asyncio.run(geppetto_store(result, budget, url, lambda: postgres_size(schema)))
+            asyncio.run(geppetto_store(result, budget, url, lambda: postgres_size(schema), url))
     except RuntimeError as exc:
         result.note = f"skipped: {exc}"
     return result
@@ -454,11 +567,14 @@ def report(results: list[Result], budget: float) -> None:
                 _mb(r.memory),
                 _ratio(r.memory, r.final_json),
                 r.cpu_ratio(),
+                r.mean_cell(),
+                "-" if r.warm_restore is None else f"{r.warm_restore:.3f} ({r.warm_restore_cpu or 0:.3f})",
             ]
         )
     headers = ["backend", "prompts", "run", "first 10 ms (median)", "last 10 ms", "last/first (<= 1.5x)", "disk MB"]
     headers += ["final JSON MB", "disk/JSON (<= 3x)", "restore s (< 1 s at 10,000)", "memory MB"]
-    headers += ["memory/JSON (<= 20x)", "CPU ms first 100 / last 100"]
+    headers += ["memory/JSON (<= 20x)", "CPU ms first 100 / last 100 (medians)"]
+    headers += ["mean CPU ms last 100 / fresh 11-110 (<= 1.5x)", "warm restore s (CPU s) (< 0.3 s)"]
     print(table(headers, rows))
     serve = [r for r in results if r.backend == "serve" and r.times]
     if serve:
@@ -499,6 +615,17 @@ def summary(results: list[Result]) -> str:
             clause += f", disk {disk:.1f}x final JSON at {top.size} (target <= 3x)"
         if mem is not None:
             clause += f", memory {mem:.1f}x (target <= 20x)"
+        alternated = [r for r in mine.values() if r.mean_ratio() is not None]
+        if alternated:
+            last = max(alternated, key=lambda r: r.size)
+            clause += f", mean CPU last 100 / fresh {last.mean_ratio():.2f}x at {last.size} (target <= 1.5x)"
+        warm = [r for r in mine.values() if r.warm_restore is not None]
+        if warm:
+            last = max(warm, key=lambda r: r.size)
+            clause += (
+                f", warm restore {last.warm_restore:.3f} s ({last.warm_restore_cpu or 0:.3f} s CPU) at {last.size}"
+                " (target < 0.3 s at 10,000)"
+            )
         restored = [r for r in mine.values() if r.restore is not None]
         if restored:
             last = max(restored, key=lambda r: r.size)
@@ -545,5 +672,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve-child"]:
         _serve_child(int(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1:2] == ["--fresh-child"]:
+        _fresh_child(sys.argv[2])
     else:
         main()

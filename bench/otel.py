@@ -17,7 +17,8 @@ speed by a percent or two), and the parent runs the rounds one at a time, every 
 machine's drift falls on every mode alike. CPU is time.process_time of the mode's process (its threads
 included, so the batch processor's export thread counts); medians of the rounds.
 
-Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30).
+Run: `.venv/bin/python bench/otel.py [ROUNDS]` (default 30; ``--tiny``: one process per mode and two
+sessions a round, the smoke test).
 
 `--peers` (run with the benchmark venv, `sh bench/setup.sh`: `bench/.venv/bin/python bench/otel.py --peers`)
 adds pydantic-ai on the same loop (an Agent with OpenAIResponsesModel, as in bench/overhead.py) without
@@ -61,6 +62,10 @@ from _common import (
 STEPS = 5
 SESSIONS_PER_ROUND = 20
 PROCESSES_PER_MODE = 4
+if "--tiny" in sys.argv:  # the smoke test (tests/bench): one process per mode, two sessions a round
+    os.environ["GEPPETTO_BENCH_TINY"] = "1"  # the workers are started without the flag
+if os.environ.get("GEPPETTO_BENCH_TINY") == "1":
+    SESSIONS_PER_ROUND, PROCESSES_PER_MODE = 2, 1
 MODES = ("off", "traces", "traces+metrics", "traces, 1 in 10 sampled", "geppetto alone")
 PEER_MODES = ("pydantic-ai off", "pydantic-ai traces, content off", "pydantic-ai traces, its defaults")
 
@@ -312,7 +317,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--count"]:
         asyncio.run(_counted_runs(sys.argv[2], sys.argv[3], int(sys.argv[4])))
         return
-    args = [a for a in sys.argv[1:] if a != "--peers"]
+    args = [a for a in sys.argv[1:] if a not in ("--peers", "--tiny")]
     if args[:1] == ["--instructions"]:
         count_instructions(int(args[1]) if len(args) > 1 else 40, _peers(sys.argv))
         return

@@ -7,12 +7,13 @@ the server compactions, and the requests that were not chained. Without compacti
 with every step; with it the server folds its copy whenever it passes the threshold, the chain goes on,
 and what the model reads stays bounded.
 
-Run: `.venv/bin/python bench/server_compaction.py`. Prints a Markdown table and a last `SUMMARY:` line.
+Run: `.venv/bin/python bench/server_compaction.py` (``--tiny``: 10 steps). Prints a Markdown table and a last `SUMMARY:` line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from _common import table
@@ -23,7 +24,7 @@ from geppetto.providers.openai_responses._items import server_compaction
 from geppetto.simulator import Reply, ToolCall, serve
 from geppetto.turns import TURN_META_USAGE, Turn
 
-STEPS = 300
+STEPS = 10 if "--tiny" in sys.argv else 300  # --tiny: the smoke test of tests/bench
 
 
 @gp.tool

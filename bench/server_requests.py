@@ -97,6 +97,7 @@ def main() -> None:
         rows = asyncio.run(_drive(url, n, _child_pid()))
     print(f"geppetto serve, one request at a time; {machine()}")
     print(table(["request", "count", "server CPU ms each", "wall ms each"], rows))
+    print("SUMMARY server CPU ms per request: " + "; ".join(f"{r[0]} {float(r[2]):.2f}" for r in rows))  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def main() -> None:
         print(json.dumps(step(int(sys.argv[2]), sys.argv[3], Path(sys.argv[4]))))
         return
     million = "--million" in sys.argv or "--million-yaml" in sys.argv
-    sizes = [10_000, 100_000] + ([1_000_000] if million else [])
+    sizes = [1_000] if "--tiny" in sys.argv else [10_000, 100_000] + ([1_000_000] if million else [])
     print("turn files: save time, file size, load time (wall and CPU) and the load's own peak memory")
     print(
         f"{'blocks':>9} {'format':>10} {'MB':>7} {'save s':>8} {'load s':>8} {'load cpu':>8} "

@@ -46,6 +46,7 @@ __all__ = [
     "log_candidates",
     "prefix_hasher",
     "scan_chain",
+    "scan_reusing",
     "seal",
     "tag_chain",
     "timed_scan",
@@ -181,6 +182,18 @@ def scan_chain(turn: Turn, wire: Wire, *, seed: str, incremental: bool = False) 
     return _result(proof, rescanned=start == 0, hashed=n - start)
 
 
+def scan_reusing(turn: Turn, wire: Wire, *, seed: str) -> AnchorScan:
+    """The scan a caller outside the engine makes (``find_best_anchor``, ``is_valid_anchor``): when the Turn
+    holds an engine's proof under the same wire form and seed, that proof is extended as the engine's next
+    request would extend it (O(new blocks)); otherwise one pass that keeps nothing and changes no block."""
+    blocks = turn.blocks
+    watch = blocks.watch if isinstance(blocks, BlockList) else None
+    proof = watch.state if watch is not None else None
+    if isinstance(proof, _Proof) and proof.wire is wire and proof.seed == seed:
+        return scan_chain(turn, wire, seed=seed, incremental=True)
+    return scan_chain(turn, wire, seed=seed)
+
+
 def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None) -> bool:
     """Read ``blocks[start:]`` into ``proof`` (sealing them for ``watch``). False when a block belongs to
     an answer seen before ``start``: the proof cannot be extended, read the whole Turn."""
@@ -188,13 +201,14 @@ def _advance(blocks: list[Block], start: int, proof: _Proof, watch: Watch | None
     count_key, refused_key = wire.count_key, wire.refused_key
     touched: list[str] = []
     n = len(blocks)
-    lazy = watch is not None and isinstance(blocks, LazyBlockList)
+    lazy = isinstance(blocks, LazyBlockList)
     for i in range(start, n):
         block = list.__getitem__(blocks, i) if lazy else blocks[i]
         if lazy and type(block) is FrozenBlock:
             # A version shared with stored snapshots stays as it is: nobody holds it, and a read of it
-            # later gets a copy sealed for this watch (LazyBlockList._read), so the proof still sees any
-            # change. Its wire form is remembered on it, and handed to that copy.
+            # later gets a copy (sealed for this watch, if any: LazyBlockList._read), so a proof still sees
+            # any change. Its wire form is remembered on it, and handed to that copy. Without a watch,
+            # thawing every block only to read it would copy the whole Turn (and feed the collector).
             loose, data = False, _frozen_wire(block, wire)
         else:
             loose = watch is not None and seal_block(block, watch).loose

@@ -27,6 +27,12 @@ What happens to stale reasoning is the engine's ``prefix_policy`` (:data:`PREFIX
 
 A reasoning block with no recorded digest (made before this guard, or by a stateless path that records
 none) cannot be proven either way and is replayed as it is.
+
+Like the anchor proof, a pass is incremental: an engine whose request is a list of messages keeps with the
+Turn (:class:`Progress`, in its blocks' edit watch, ``geppetto.turns._watch``) how many whole messages it
+proved and the running digest after them; while no block they came from changed, the next pass reads only
+the messages after them (:func:`proven`, :func:`keep`), so a request whose prefix did not change costs
+O(new blocks). Any change the watch sees, another header or scope, or a stale block found, means a whole pass.
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ from typing import Any
 
 from .._exceptions import ConfigurationError, PrefixChangedError
 from ..events import EventLog, metadata_for, publish
-from ..turns import BLOCK_META_MIDDLEWARE, Block, Turn, block_meta_key, turn_meta_key
+from ..turns import BLOCK_META_MIDDLEWARE, BLOCK_META_PROVIDER, Block, Turn, block_meta_key, turn_meta_key
+from ..turns._cow import FrozenBlock
+from ..turns._model import seal_block
+from ..turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
 __all__ = [
     "PREFIX_POLICIES",
@@ -48,6 +57,7 @@ __all__ = [
     "REASONING_STALE",
     "TURN_META_PREFIX_GUARD",
     "GuardMetrics",
+    "Progress",
     "Stale",
     "Unit",
     "apply_policy",
@@ -55,6 +65,8 @@ __all__ = [
     "check_policy",
     "guard_metrics",
     "header_digest",
+    "keep",
+    "proven",
     "stamp",
     "start_digest",
 ]
@@ -74,6 +86,8 @@ REASONING_STALE = block_meta_key("geppetto", "reasoning_stale", 1, bool)
 """``geppetto.reasoning_stale@v1``: set by an engine that left the block out because its prefix changed; a
 stale block stays out of every later request (its prefix cannot come back) and out of the wire form the
 Responses anchor proof fingerprints, since the server never received it."""
+
+watch_metadata_keys(REASONING_PREFIX, REASONING_STALE, BLOCK_META_PROVIDER)  # what a block's unit depends on
 
 TURN_META_PREFIX_GUARD = turn_meta_key("geppetto", "prefix_guard", 1, dict)
 """What the guard did on the Turn's last request: ``{"policy", "dropped", "dropped_bytes", "rewritten",
@@ -139,11 +153,13 @@ def stamp(units: Sequence[Unit], head: str, new: Iterable[Block], *, start: Any 
     return stamped
 
 
-def check(units: Sequence[Unit], head: str, *, scope: str = "") -> list[Stale]:
+def check(units: Sequence[Unit], head: str, *, scope: str = "", start: Any = None) -> list[Stale]:
     """The replayed reasoning units whose recorded prefix is not what now precedes them (stale ones are
     left out of the running digest: they are not sent, and what follows is judged without them). A
-    digest recorded in another ``scope`` (see :func:`stamp`) proves nothing here: replayed as it is."""
-    h = start_digest(head)
+    digest recorded in another ``scope`` (see :func:`stamp`) proves nothing here: replayed as it is.
+    ``start``: a running digest over units before ``units`` that a pass proved (:class:`Progress`; it is
+    updated in place); the indexes of what is found are then ``units``'."""
+    h = start if start is not None else start_digest(head)
     stale: list[Stale] = []
     for index, unit in enumerate(units):
         if unit.reasoning and unit.block is not None:
@@ -157,6 +173,62 @@ def check(units: Sequence[Unit], head: str, *, scope: str = "") -> list[Stale]:
                 continue
         h.update(unit.wire)
     return stale
+
+
+@dataclass
+class Progress:
+    """What the guard's last pass over a Turn proved: the first ``messages`` whole messages of its request
+    (``units`` units, none stale; ``reasoning``: whether any is replayed reasoning) under ``head`` and
+    ``scope``, and the running digest after them."""
+
+    head: str
+    scope: str
+    messages: int
+    units: int
+    hasher: Any
+    reasoning: bool = False
+
+    def copy(self) -> Progress:
+        """The progress for a copy of the Turn (``Turn.clone``, a session's next prompt)."""
+        return Progress(self.head, self.scope, self.messages, self.units, self.hasher.copy(), self.reasoning)
+
+
+def proven(turn: Turn, head: str, scope: str = "") -> Progress | None:
+    """The guard's progress kept with ``turn`` when it still holds (no block it covers changed, moved or
+    went; the same header and scope), else None. Its ``hasher`` is the Turn's: copy it before adding."""
+    blocks = turn.blocks
+    watch = blocks.held() if isinstance(blocks, BlockList) else None
+    progress = watch.state if watch is not None else None
+    if isinstance(progress, Progress) and progress.head == head and progress.scope == scope:
+        return progress
+    return None
+
+
+def keep(turn: Turn, progress: Progress | None) -> None:
+    """Keep ``progress`` with ``turn``, its blocks sealed so that a change of any of them is seen (None:
+    forget any kept). A Turn whose blocks another reader watches (an anchor proof) is left alone: one
+    watch per list, and the proof is worth more than the guard's shortcut."""
+    blocks = turn.blocks
+    if not isinstance(blocks, BlockList):
+        return
+    watch = blocks.watch
+    if watch is not None and not isinstance(watch.state, Progress):
+        return
+    if progress is None:
+        if watch is not None:
+            watch.state, watch.k = None, 0
+        return
+    held = blocks.held()
+    if watch is None:
+        watch = blocks.watch = Watch()
+    n = len(blocks)
+    for i in range(held.k if held is not None else 0, n):
+        block = list.__getitem__(blocks, i)
+        # a stored version nobody edits; a later read of it gets a copy sealed for this watch
+        if type(block) is not FrozenBlock and seal_block(block, watch).loose:
+            watch.state, watch.k = None, 0  # a value that cannot be watched: every pass reads the Turn
+            return
+    watch.state, watch.k, watch.dirty, blocks.low = progress, n, False, NO_EDIT
 
 
 def _culprit(before: Sequence[Unit], header_changed: bool, stale: list[Stale]) -> tuple[str, str]:

@@ -1,5 +1,6 @@
 """Sessions: an append-only history of turn snapshots, one inference at a time, provenance stamped."""
 
+from ._collector import freeze_collector
 from ._session import ExecutionHandle, Session
 from ._stamp import stamp_inference
 from ._store import EventLogStore, MemoryTurnStore, RecordedEvent, TurnStore
@@ -27,5 +28,6 @@ __all__ = [
     "TurnStore",
     "UsageLimits",
     "UsageMeter",
+    "freeze_collector",
     "stamp_inference",
 ]

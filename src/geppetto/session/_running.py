@@ -22,6 +22,7 @@ from ..turns._cow import Frozen, LazyBlockList
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._known import TURN_META_HISTORY_EDIT
 from ..turns._watch import BlockList
+from ._collector import settle
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
@@ -235,6 +236,8 @@ async def complete(session: Session, out: Turn, events: list[TimedEvent] | None)
         if task is not None:
             task.uncancel()
         await saving
+    finally:
+        settle()  # the history is long-lived: out of the collector's passes (session/_collector.py)
 
 
 async def save(session: Session, out: Turn, frozen: Frozen, events: list[TimedEvent] | None) -> None:

@@ -24,6 +24,7 @@ from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, n
 from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
 from . import _approvals, _edits, _journal, _running
+from ._collector import settle
 from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
 from ._running import RUN_HOOKS
@@ -223,6 +224,7 @@ class Session:
             session._stored = latest
         session._interrupted = interrupted
         session._journal_dirty = interrupted is not None
+        settle(collect=False)  # what it loaded is long-lived (session/_collector.py); a full cycle waits for a save
         return session
 
     def _push(self, turn: Turn) -> None:

@@ -24,7 +24,18 @@ from typing import Any
 
 from ...events import EventLog, metadata_for, publish
 from ...turns import Block, Turn, turn_data_key, turn_meta_key
-from .._prefix_guard import Unit, apply_policy, check, guard_metrics, header_digest, stamp
+from .._prefix_guard import (
+    Progress,
+    Unit,
+    apply_policy,
+    check,
+    guard_metrics,
+    header_digest,
+    keep,
+    proven,
+    stamp,
+    start_digest,
+)
 
 __all__ = [
     "BINDING_BETA",
@@ -145,12 +156,57 @@ def _calls(message: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "tool_use" for c in content)
 
 
+def _progress(turn: Turn, head: str, messages: list[dict[str, Any]]) -> Progress | None:
+    """The guard's progress on ``turn`` when it holds for ``messages`` (some message after the proven ones)."""
+    progress = proven(turn, head)
+    return progress if progress is not None and progress.messages < len(messages) else None
+
+
+def _parts(message: dict[str, Any]) -> int:
+    content = message["content"]
+    return len(content) if isinstance(content, list) else 1
+
+
+def _advanced(progress: Progress | None, head: str, messages: list[dict[str, Any]], units: list[Unit]) -> Progress:
+    """The progress after a pass without stale blocks over ``messages`` (``units``: theirs from
+    ``progress``'s end on): every message but the last, which the next blocks may still add to."""
+    start = progress.hasher.copy() if progress is not None else start_digest(head)
+    last = len(units) - _parts(messages[-1])
+    reasoning = progress is not None and progress.reasoning
+    for unit in units[:last]:
+        start.update(unit.wire)
+        reasoning = reasoning or unit.reasoning
+    return Progress(head, "", len(messages) - 1, (progress.units if progress else 0) + last, start, reasoning)
+
+
+def _quick_check(turn: Turn, body: dict[str, Any], origin: dict[int, Block], head: str) -> bool | None:
+    """The guard's pass over what follows its proven messages, when they hold: whether the request replays
+    reasoning, once it found nothing stale (the progress went on); None when a whole pass must run."""
+    messages = body["messages"]
+    progress = _progress(turn, head, messages)
+    if progress is None:
+        return None
+    units, _ = units_of(messages[progress.messages :], origin)
+    if check(units, head, start=progress.hasher.copy()):
+        return None  # stale: the whole pass names the culprit and drops what it must
+    keep(turn, _advanced(progress, head, messages, units))
+    return progress.reasoning or any(u.reasoning for u in units)
+
+
 def guard_request(
     turn: Turn, body: dict[str, Any], origin: dict[int, Block], *, policy: str, model: str
 ) -> dict[str, Any]:
     """Apply the prefix guard to ``body`` (changed in place and returned). Under ``rewrite`` a pinned
     system prompt and its notes go into every request, replaying thinking or not: thinking made in answer
-    to this one is bound to what it carries."""
+    to this one is bound to what it carries. While the messages an earlier pass proved did not change, only
+    those after them are read."""
+    if policy != "rewrite" and body["messages"]:
+        replays = _quick_check(turn, body, origin, head_of(body))
+        if replays is not None:
+            apply_policy(turn, "anthropic", model, policy, [], [])
+            if replays:
+                _ask_binding(body, policy)
+            return body
     units, parts = units_of(body["messages"], origin)
     replays = any(u.reasoning for u in units)
     stale = check(units, head_of(body)) if replays else []
@@ -167,6 +223,8 @@ def guard_request(
         body["messages"] = _without(body["messages"], {id(parts[s.index]) for s in stale})
     if replays:
         _ask_binding(body, policy)
+    if policy != "rewrite" and body["messages"]:
+        keep(turn, None if stale else _advanced(None, head_of(body), body["messages"], units))
     return body
 
 
@@ -205,7 +263,12 @@ def record_response(
     sent = {**body, "system": system, "messages": messages}
     if policy == "rewrite":
         _rewrite(turn, sent)
-    stamp(units_of(sent["messages"], origin)[0], head_of(sent), new)
+    head = head_of(sent)
+    progress = _progress(turn, head, messages) if policy != "rewrite" else None
+    if progress is not None:  # the request's proven messages are the Turn's first ones still
+        stamp(units_of(messages[progress.messages :], origin)[0], head, new, start=progress.hasher)
+        return
+    stamp(units_of(sent["messages"], origin)[0], head, new)
 
 
 def report_transformations(turn: Turn, transformations: list[Any] | None, model: str) -> None:

@@ -26,7 +26,7 @@ from geppetto.turns import (
     block_meta_key,
 )
 
-from .._chain import REASON_TEXT, AnchorScan, Wire, blocks_after_response, scan_chain, seal, tag_chain
+from .._chain import REASON_TEXT, AnchorScan, Wire, blocks_after_response, scan_chain, scan_reusing, seal, tag_chain
 from .._chain import prefix_hasher as _hasher
 from ._items import RESPONSE_BLOCKS, arguments_text, block_identity, compact_json, tool_output_text
 from ._state import ConversationState, get_state
@@ -153,14 +153,20 @@ def scan_anchors(
     return scan_chain(turn, wire_for(include_system), seed=seed, incremental=incremental)
 
 
+def _reusing(turn: Turn, include_system: bool) -> AnchorScan:
+    return scan_reusing(turn, wire_for(include_system), seed=chain_seed(get_state(turn)))
+
+
 def find_best_anchor(turn: Turn, *, include_system: bool = True) -> str | None:
-    """The latest response id that is a valid anchor, or None (send the whole Turn)."""
-    return scan_anchors(turn, include_system=include_system).best()
+    """The latest response id that is a valid anchor, or None (send the whole Turn). On a Turn the engine
+    proved it reads only the blocks added since (the engine's own proof, extended); on a Turn just loaded
+    it reads each stored block in place."""
+    return _reusing(turn, include_system).best()
 
 
 def is_valid_anchor(turn: Turn, response_id: str, *, include_system: bool = True) -> bool:
     """True when all of ``response_id``'s blocks are there, contiguous, and its fingerprint still matches."""
-    return scan_anchors(turn, include_system=include_system).valid(response_id)
+    return _reusing(turn, include_system).valid(response_id)
 
 
 def tag_blocks(
