@@ -133,3 +133,22 @@ def test_import_geppetto_loads_no_optional_or_metadata_machinery() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert out.stdout == "[]\n", out.stderr
+
+
+def test_ctrl_c_while_the_command_loads_is_a_line_not_a_traceback() -> None:
+    """Ctrl-C in the first second of ``geppetto run`` lands while the command's modules load (a second or so
+    on a slow machine): it ends with one line and exit 130. The interrupt is raised by an import hook at the
+    moment the command module loads, so the test does not depend on timing."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'geppetto.cli._app':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['geppetto', 'run', '--profile', 'sim', 'Hi']\n"
+        "from geppetto.cli import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (130, "", "\ninterrupted\n")
