@@ -119,9 +119,12 @@ class _Steps:
         active = self.registry.subset(config.enabled)
         disabled = config.tool_choice == "none"
         offered = [] if disabled else active.list()
-        resumed = await answer_decided(turn, active, self.execute)
-        if still_waiting(turn):
-            return turn  # some calls still wait for a decision: the model cannot go on yet
+        # a Turn with no call left open (a new prompt's) has nothing decided or waiting: one scan, not two
+        resumed = False
+        if pending_tool_calls(turn):
+            resumed = await answer_decided(turn, active, self.execute)
+            if still_waiting(turn):
+                return turn  # some calls still wait for a decision: the model cannot go on yet
         for step in range(1, limit + 1):
             with offering_tools(offered, follow_up=step > 1 or resumed):
                 turn = await _model_step(turn, next_handler, step)

@@ -12,12 +12,14 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
-import pydantic
 import pydantic_core
 
 from .._exceptions import ToolDefinitionError
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["Tool", "ToolDefinition", "ToolReportedError", "serialize_result", "tool"]
 
@@ -138,6 +140,8 @@ def _summary(fn: Callable[..., Any]) -> str:
 def _args_model(fn: Callable[..., Any], tool_name: str) -> type[pydantic.BaseModel]:
     """A pydantic model of ``fn``'s parameters; :class:`ToolDefinitionError` for anything a model
     could not supply as JSON."""
+    import pydantic  # loaded by the first tool made, not by `import geppetto`
+
     fname = getattr(fn, "__qualname__", tool_name)
     params = inspect.signature(fn).parameters
     hints = _parameter_hints(fn, fname, list(params))
