@@ -238,7 +238,7 @@ async def counted_loops(url: str, driver: str, mode: str, n: int) -> None:
         await close()
 
 
-def count_instructions(n: int) -> None:
+def count_instructions(n: int, modes: tuple[str, ...] = INSTRUCTION_MODES) -> None:
     """geppetto's client instructions per step beside raw httpx sending the same bytes, per mode, one run."""
     with simulator_process(STEPS) as url:
 
@@ -248,7 +248,7 @@ def count_instructions(n: int) -> None:
 
             return (count(n) - count(0)) / (n * STEPS)
 
-        counts = {mode: (per_step("raw", mode), per_step("geppetto", mode)) for mode in INSTRUCTION_MODES}
+        counts = {mode: (per_step("raw", mode), per_step("geppetto", mode)) for mode in modes}
     print(f"# client instructions per model step, {STEPS}-step tool loop (callgrind, {n} loops); {machine()}")
     rows = [[m, f"{r / 1e3:,.0f}k", f"{g / 1e3:,.0f}k", f"{g / r:.2f}x"] for m, (r, g) in counts.items()]
     print(table(["mode", "raw httpx, same bytes", "geppetto", "geppetto x raw"], rows))
@@ -271,8 +271,11 @@ if __name__ == "__main__":
         metavar="N",
         help="count geppetto's instructions per step over N loops per mode (callgrind) instead of timing",
     )
+    parser.add_argument(
+        "--modes", default=",".join(INSTRUCTION_MODES), help="with --instructions: chained, stateless or both"
+    )
     args = parser.parse_args()
     if args.instructions is not None:
-        count_instructions(args.instructions)
+        count_instructions(args.instructions, tuple(m.strip() for m in args.modes.split(",")))
         sys.exit(0)
     sys.exit(asyncio.run(main(args.rounds, args.only)))

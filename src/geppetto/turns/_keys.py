@@ -362,6 +362,8 @@ class Key(Generic[T]):
         return value
 
     def _decode(self, raw: Any) -> Any:
+        if type(raw) is self._exact:  # a str, int, dict, ... under a key of exactly that type: nothing to check
+            return raw
         t = self.type
         if self._codec:
             if isinstance(raw, t):  # a value placed in the map directly
