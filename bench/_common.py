@@ -50,34 +50,35 @@ def pydantic_ai_loop(url: str, **agent_options: Any) -> Callable[[], Awaitable[i
     return run
 
 
-def _scripted_decide(steps: int) -> Any:
+def _scripted_decide(steps: int, tool: str = "get_weather") -> Any:
     from geppetto.simulator._model import Msg, Reply, ToolCall
 
     def decide(msgs: list[Msg], tools: Any, choice: str = "auto", schema: Any = None) -> Reply:
         last_user = max((i for i, m in enumerate(msgs) if m.role == "user"), default=-1)
         results = sum(1 for m in msgs[last_user + 1 :] if m.role == "result")
         if results < steps - 1:
-            return Reply(tool_calls=[ToolCall("get_weather", {"city": f"City{results}"})])
+            return Reply(tool_calls=[ToolCall(tool, {"city": f"City{results}"})])
         return Reply(text=f"Done after {results} tool results.")
 
     return decide
 
 
-def _serve(steps: int) -> None:
+def _serve(steps: int, tool: str) -> None:
     import geppetto.simulator._openai as openai_api
     from geppetto.simulator import serve
 
-    openai_api.decide = _scripted_decide(steps)  # type: ignore[attr-defined]
+    openai_api.decide = _scripted_decide(steps, tool)  # type: ignore[attr-defined]
     with serve() as sim:
         print(sim.openai_url, flush=True)
         sys.stdin.read()  # the parent closes stdin to stop us
 
 
 @contextlib.contextmanager
-def simulator_process(steps: int) -> Iterator[str]:
-    """Run the scripted simulator in a child process; yield its OpenAI base URL."""
+def simulator_process(steps: int, tool: str = "get_weather") -> Iterator[str]:
+    """Run the scripted simulator in a child process (its model calls ``tool`` until ``steps`` - 1 results are
+    in); yield its OpenAI base URL."""
     proc = subprocess.Popen(
-        [sys.executable, __file__, "serve", str(steps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "serve", str(steps), tool], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
@@ -145,7 +146,7 @@ def _fmt(c: Any) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "serve":
-        _serve(int(sys.argv[2]))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "serve":
+        _serve(int(sys.argv[2]), sys.argv[3] if len(sys.argv) == 4 else "get_weather")
     else:
-        sys.exit("usage: python bench/_common.py serve STEPS")
+        sys.exit("usage: python bench/_common.py serve STEPS [TOOL]")

@@ -74,9 +74,9 @@ async def make_geppetto(url: str, capture: list[bytes] | None = None, mode: str 
     return run
 
 
-async def make_raw(url: str) -> Driver:
+async def make_raw(url: str, mode: str = "chained") -> Driver:
     bodies: list[bytes] = []
-    capture = await make_geppetto(url, bodies)
+    capture = await make_geppetto(url, bodies, mode=mode)
     await capture()
     if len(bodies) != STEPS:
         raise RuntimeError(f"captured {len(bodies)} geppetto requests, expected {STEPS}")
@@ -227,30 +227,38 @@ async def main(rounds: int, only: str) -> int:
 INSTRUCTION_MODES = ("chained", "stateless")
 
 
-async def counted_loops(url: str, mode: str, n: int) -> None:
-    """Driver (b) in ``mode``: three warm-up loops (counted in every child alike), then ``n``."""
-    run = await make_geppetto(url, mode=mode)
+async def counted_loops(url: str, driver: str, mode: str, n: int) -> None:
+    """Driver ``driver`` ("raw": raw httpx replaying the bodies geppetto sends in ``mode``, or "geppetto") in
+    ``mode``: three warm-up loops (counted in every child alike), then ``n``."""
+    run = await make_raw(url, mode) if driver == "raw" else await make_geppetto(url, mode=mode)
     for _ in range(3 + n):
         if await run() != STEPS:
-            raise RuntimeError(f"the {mode} loop did not run {STEPS} model steps")
+            raise RuntimeError(f"the {driver} {mode} loop did not run {STEPS} model steps")
     for close in CLOSE:
         await close()
 
 
-def count_instructions(n: int) -> None:
+def count_instructions(n: int, modes: tuple[str, ...] = INSTRUCTION_MODES) -> None:
+    """geppetto's client instructions per step beside raw httpx sending the same bytes, per mode, one run."""
     with simulator_process(STEPS) as url:
 
-        def count(mode: str, loops: int) -> int:
-            return callgrind_instructions(sys.executable, __file__, "--count", url, mode, str(loops))
+        def per_step(driver: str, mode: str) -> float:
+            def count(loops: int) -> int:
+                return callgrind_instructions(sys.executable, __file__, "--count", url, driver, mode, str(loops))
 
-        per_step = {mode: (count(mode, n) - count(mode, 0)) / (n * STEPS) for mode in INSTRUCTION_MODES}
-    print(f"# geppetto client instructions per model step, {STEPS}-step tool loop (callgrind, {n} loops); {machine()}")
-    print(table(["mode", "instructions per step"], [[m, f"{c / 1e3:,.0f}k"] for m, c in per_step.items()]))
+            return (count(n) - count(0)) / (n * STEPS)
+
+        counts = {mode: (per_step("raw", mode), per_step("geppetto", mode)) for mode in modes}
+    print(f"# client instructions per model step, {STEPS}-step tool loop (callgrind, {n} loops); {machine()}")
+    rows = [[m, f"{r / 1e3:,.0f}k", f"{g / 1e3:,.0f}k", f"{g / r:.2f}x"] for m, (r, g) in counts.items()]
+    print(table(["mode", "raw httpx, same bytes", "geppetto", "geppetto x raw"], rows))
+    ratios = ", ".join(f"{g / r:.2f}x {m}" for m, (r, g) in counts.items())
+    print(f"SUMMARY geppetto instructions/step = {ratios} raw httpx sending the same bytes (target <= 1.3)")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--count"]:
-        asyncio.run(counted_loops(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        asyncio.run(counted_loops(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rounds", nargs="?", type=int, default=30)
@@ -263,8 +271,11 @@ if __name__ == "__main__":
         metavar="N",
         help="count geppetto's instructions per step over N loops per mode (callgrind) instead of timing",
     )
+    parser.add_argument(
+        "--modes", default=",".join(INSTRUCTION_MODES), help="with --instructions: chained, stateless or both"
+    )
     args = parser.parse_args()
     if args.instructions is not None:
-        count_instructions(args.instructions)
+        count_instructions(args.instructions, tuple(m.strip() for m in args.modes.split(",")))
         sys.exit(0)
     sys.exit(asyncio.run(main(args.rounds, args.only)))

@@ -29,7 +29,7 @@ FORMATS = ("json", "yaml", "yaml-nodes", "yaml-py")
 def _geppetto(fmt: str) -> Any:
     sys.path.insert(0, SRC)
     import geppetto as gp
-    from geppetto.turns import _serde as serde
+    from geppetto.turns import _serde_yaml as serde  # the YAML reader and writer turn files use
 
     if fmt in ("yaml-nodes", "yaml-py"):
 

@@ -412,3 +412,44 @@ def test_a_value_nested_ten_thousand_deep_is_refused_by_copy_and_check_naming_th
     shallow = _deep(200)  # as deep as JSON from a provider may go: copied and checked
     assert copy_json(shallow) == shallow and copy_json(shallow) is not shallow
     check_json_value(shallow)
+
+
+class _Watched(dict[str, Any]):
+    """A dict subclass, as a watched payload's dicts are."""
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"usage": {"input_tokens": 1200, "output_tokens": 30}, "cost": None, "model": "gpt-4.1-mini"},
+        {"a": [1, 2.5, -0.0, True, None, "ünï\tcode\n", [{"b": []}]], "": {}},
+        [{"x": "é"}, [], 2**14_000],
+        _Watched(inner=[_Watched(k="v")]),
+        "plain",
+    ],
+)
+def test_set_checks_and_copies_in_one_walk_storing_what_a_check_then_a_copy_would(value: Any) -> None:
+    key = turn_meta_key("myapp", "any", 1, object)
+    meta = TurnMetadata()
+    key.set(meta, value)
+    stored = meta["myapp.any@v1"]
+    check_json_value(value)
+    assert stored == copy_json(value)
+
+    def containers(v: Any) -> list[int]:
+        if isinstance(v, dict):
+            return [id(v), *(i for x in v.values() for i in containers(x))]
+        if isinstance(v, list):
+            return [id(v), *(i for x in v for i in containers(x))]
+        return []
+
+    assert not set(containers(stored)) & set(containers(value))  # nothing shared with the caller's value
+    assert all(type(c) in (dict, list) for c in _walk(stored))  # subclasses stored as plain dicts and lists
+
+
+def _walk(v: Any) -> list[Any]:
+    if isinstance(v, dict):
+        return [v, *(c for x in v.values() for c in _walk(x))]
+    if isinstance(v, list):
+        return [v, *(c for x in v for c in _walk(x))]
+    return []

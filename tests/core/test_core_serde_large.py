@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 import geppetto as gp
-from geppetto.turns import MAX_TURN_FILE_BYTES, dumps_yaml
-from geppetto.turns import _serde as serde
+from geppetto.turns import MAX_TURN_FILE_BYTES, check_json_value, dumps_yaml
+from geppetto.turns import _serde_yaml as serde  # the YAML reader and writer turn files use
 
 
 def _turn(n: int) -> gp.Turn:
@@ -143,7 +143,7 @@ def test_streamed_yaml_reads_every_scalar_as_the_loader_does(scalar: str) -> Non
 
 def _plain(value: object) -> bool:
     try:
-        serde.check_json_value(value)
+        check_json_value(value)
     except gp.MetadataTypeError:
         return False
     return True

@@ -121,18 +121,21 @@ class _Steps:
         disabled = config.tool_choice == "none"
         offered = [] if disabled else active.list()
         journal = JOURNAL.get()
-        if journal is not None and has_unrun_decisions(turn):
-            await journal.checkpoint(turn)  # before the approved calls run
-        resumed = await answer_decided(turn, active, self.execute)
-        if journal is not None and journal.resumed and not disabled:
-            # a Turn rebuilt from the journal ends with the calls of the step that was cut off
-            left = [b for b in pending_tool_calls(turn) if APPROVAL.get(b.metadata) is None]
-            if left:
-                resumed = True
-                if await self._run_calls(turn, active, left, checkpoint=False):
-                    return turn
-        if still_waiting(turn):
-            return turn  # some calls still wait for a decision: the model cannot go on yet
+        resumed = False
+        # a Turn with no call left open (a new prompt's) has nothing decided or waiting: one scan, not two
+        if pending_tool_calls(turn):
+            if journal is not None and has_unrun_decisions(turn):
+                await journal.checkpoint(turn)  # before the approved calls run
+            resumed = await answer_decided(turn, active, self.execute)
+            if journal is not None and journal.resumed and not disabled:
+                # a Turn rebuilt from the journal ends with the calls of the step that was cut off
+                left = [b for b in pending_tool_calls(turn) if APPROVAL.get(b.metadata) is None]
+                if left:
+                    resumed = True
+                    if await self._run_calls(turn, active, left, checkpoint=False):
+                        return turn
+            if still_waiting(turn):
+                return turn  # some calls still wait for a decision: the model cannot go on yet
         for step in range(1, limit + 1):
             with offering_tools(offered, follow_up=step > 1 or resumed):
                 turn = await _model_step(turn, next_handler, step)

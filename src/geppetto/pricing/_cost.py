@@ -36,14 +36,23 @@ class Rates:
         read, write = usage.cached_tokens, usage.cache_write_tokens
         uncached = max(usage.input_tokens - read - write, 0)
         reasoning = min(usage.reasoning_tokens, usage.output_tokens)
-        parts = {
-            "input": uncached * self.input,
-            "cached_input": read * _or(self.cached_input, self.input),
-            "cache_write": write * _or(self.cache_write, self.input),
-            "output": (usage.output_tokens - reasoning) * self.output,
-            "reasoning": reasoning * _or(self.reasoning, self.output),
-        }
-        return Cost(**{k: v / _MTOK for k, v in parts.items()})
+        return Cost(
+            input=uncached * self.input / _MTOK,
+            cached_input=read * _or(self.cached_input, self.input) / _MTOK,
+            cache_write=write * _or(self.cache_write, self.input) / _MTOK,
+            output=(usage.output_tokens - reasoning) * self.output / _MTOK,
+            reasoning=reasoning * _or(self.reasoning, self.output) / _MTOK,
+        )
+
+    def uncached_total(self, usage: Usage) -> float:
+        """USD of ``usage``'s tokens had nothing been read from or written to a cache: every input token at
+        ``input``, the output as in :meth:`cost` (the ``uncached`` figure of a recorded cost)."""
+        reasoning = min(usage.reasoning_tokens, usage.output_tokens)
+        return (
+            usage.input_tokens * self.input / _MTOK
+            + (usage.output_tokens - reasoning) * self.output / _MTOK
+            + reasoning * _or(self.reasoning, self.output) / _MTOK
+        )
 
 
 def _or(value: float | None, default: float) -> float:
@@ -69,7 +78,14 @@ class Cost:
         return Cost(**{k: getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__})
 
     def to_dict(self) -> dict[str, float]:
-        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "total": self.total}
+        return {
+            "input": self.input,
+            "cached_input": self.cached_input,
+            "cache_write": self.cache_write,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "total": self.total,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cost:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..events import EventMetadata, Usage
 from ..turns import TURN_META_USAGE, Block, Turn, block_meta_key, turn_meta_key
@@ -27,30 +26,24 @@ def record_usage(
     ``turn`` (removed when absent, so a stale figure of an earlier request never stays), ``BLOCK_META_USAGE`` on
     the last of ``blocks``, ``usage`` and ``cost`` on ``meta`` (the ``final`` event's). Returns the cost."""
     rates = current_prices().rates(provider, model, usage) if usage is not None and model else None
-    cost = rates.cost(usage) if rates is not None and usage is not None else None
     priced: dict[str, float] | None = None
-    if cost is not None:
-        assert rates is not None and usage is not None
-        plain = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
-        plain.reasoning_tokens = usage.reasoning_tokens
+    cost: Cost | None = None
+    if rates is not None and usage is not None:
+        cost = rates.cost(usage)
         # what the same tokens cost with nothing read from or written to a cache (a stateless request is
         # billed the same input tokens as a chained one: only caching changes the price)
-        priced = {**cost.to_dict(), "uncached": rates.cost(plain).total}
-    if usage is None:
+        priced = {**cost.to_dict(), "uncached": rates.uncached_total(usage)}
+    used = usage.to_dict() if usage is not None else None
+    if used is None:
         TURN_META_USAGE.delete(turn.metadata)
     else:
-        TURN_META_USAGE.set(turn.metadata, usage.to_dict())
+        TURN_META_USAGE.set(turn.metadata, used)
     if priced is None:
         TURN_META_COST.delete(turn.metadata)
     else:
         TURN_META_COST.set(turn.metadata, priced)
     if blocks:
-        stamp: dict[str, Any] = {
-            "usage": usage.to_dict() if usage is not None else None,
-            "cost": priced,
-            "model": model,
-        }
-        BLOCK_META_USAGE.set(blocks[-1].metadata, stamp)
+        BLOCK_META_USAGE.set(blocks[-1].metadata, {"usage": used, "cost": priced, "model": model})
     meta.usage = usage
     meta.cost = priced
     return cost

@@ -21,6 +21,7 @@ from ..tools._approval import (
     drop_calls,
     has_unrun_decisions,
 )
+from ..tools._pending import pending_tool_calls
 from ..turns import Turn
 
 
@@ -55,7 +56,8 @@ def check_no_waiting(session: Session, action: str) -> bool:
     waiting for a decision that has not expired, or decided calls not yet answered. Returns whether some
     waiting calls expired (the caller refuses them with :func:`drop_calls` before going on)."""
     latest = session.latest
-    if latest is None:
+    # the common case, no call left open, in one scan (awaiting and has_unrun_decisions would make two)
+    if latest is None or not pending_tool_calls(latest):
         return False
     waiting = awaiting(latest)
     live = [c for c in waiting if not c.expired]
@@ -79,7 +81,7 @@ def check_can_start(session: Session) -> None:
     """An inference may start when no call waits, or when some waiting call was decided (a resume):
     else :class:`~geppetto.ApprovalPendingError` naming the fix (the inference could only stop again)."""
     latest = session.latest
-    if latest is not None and not has_unrun_decisions(latest):
+    if latest is not None and pending_tool_calls(latest) and not has_unrun_decisions(latest):
         check_no_waiting(session, "start an inference")
 
 

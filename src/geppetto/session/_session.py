@@ -23,7 +23,7 @@ from ..tools._journal import JournalRecord
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
 from ..turns._cow import Frozen
 from ..turns._known import TURN_META_HISTORY_EDIT
-from . import _approvals, _edits, _journal, _running
+from . import _approvals, _journal, _running
 from ._collector import settle
 from ._handle import ExecutionHandle
 from ._history import History, Timeline, _derive
@@ -303,6 +303,8 @@ class Session:
         the Turn as it was before the ``n``-th last prompt. The next request re-anchors on the latest
         response still in it (a conversation is cut back to it). Raises :class:`~geppetto.UsageError` when the
         Turn holds fewer prompts (prompts folded into a compaction summary are not counted)."""
+        from . import _edits  # loaded by the first history edit, not by `import geppetto`
+
         return await _edits.rewind(self, n)
 
     async def fork(self, *, session_id: str | None = None) -> Session:
@@ -310,17 +312,23 @@ class Session:
         same engine, tools, middlewares, store and options; its first snapshot (saved) is this session's
         latest. Each goes on on its own: chained requests of both continue from the shared response; in
         conversation mode the fork's first request starts its own conversation."""
+        from . import _edits
+
         return await _edits.fork(self, session_id)
 
     async def edit(self, block_id: str, text: str | None = None, *, payload: Mapping[str, Any] | None = None) -> Turn:
         """Change block ``block_id`` of the latest turn: its ``text``, and/or the ``payload`` fields given. A new
         latest snapshot (saved) holds it, marked as edited by ``session.edit``; the next request re-anchors on
         the latest response before it."""
+        from . import _edits
+
         return await _edits.edit(self, block_id, text, payload)
 
     async def remove(self, block_id: str) -> Turn:
         """Remove block ``block_id`` from the latest turn (a tool call together with its result, and the
         other way round): a new latest snapshot (saved); the next request re-anchors before it."""
+        from . import _edits
+
         return await _edits.remove(self, block_id)
 
     def _sibling(self, session_id: str) -> Session:

@@ -85,7 +85,8 @@ class SessionUsage:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = dataclasses.asdict(self)
+        # every field is a number: dataclasses.asdict's recursive copy would only cost time
+        out: dict[str, Any] = {name: getattr(self, name) for name in self.__dataclass_fields__}
         out["total_tokens"] = self.total_tokens
         out["cost"] = self.cost
         return out

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import pydantic
+from pydantic_core import ValidationError
 
 from .._exceptions import GeppettoError, Retry, UsageError
 from .._json import JSONTooDeep, parse_json
@@ -255,7 +255,7 @@ def _arguments(t: Tool, raw: Any) -> dict[str, Any]:
         raise _Failure(f"arguments for {t.name} must be a JSON object, got {type(raw).__name__}", retry=False)
     try:
         return t.validate(raw)
-    except pydantic.ValidationError as exc:
+    except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
         raise _Failure(f"invalid arguments for {t.name}: {problems}", retry=False) from exc
 

@@ -12,13 +12,15 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-import pydantic
 import pydantic_core
 
 from .._exceptions import ToolDefinitionError
 from ._context import ToolContext
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ["Tool", "ToolDefinition", "ToolReportedError", "serialize_result", "tool"]
 
@@ -156,6 +158,8 @@ def _args_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[pydantic.B
     """A pydantic model of ``fn``'s parameters, and the name of its first parameter when that one takes
     the :class:`~geppetto.ToolContext` (left out of the model); :class:`ToolDefinitionError` for anything
     a model could not supply as JSON."""
+    import pydantic  # loaded by the first tool made, not by `import geppetto`
+
     fname = getattr(fn, "__qualname__", tool_name)
     params = inspect.signature(fn).parameters
     hints = _parameter_hints(fn, fname, list(params))

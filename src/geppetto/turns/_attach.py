@@ -5,7 +5,6 @@ belong in a user block's payload (images under ``images``, other files under ``f
 from __future__ import annotations
 
 import base64
-import mimetypes
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
@@ -60,6 +59,8 @@ def file_attachment(path: str | PathLike[str], *, max_bytes: int = MAX_ATTACHMEN
             f"cannot attach {str(file)!r}: {size} bytes is more than the {max_bytes} bytes sent inline; "
             "upload it to the provider and attach its file_id instead"
         )
+    import mimetypes  # loaded by the first file attached, not by `import geppetto`
+
     media_type = _MEDIA_FIXES.get(file.suffix.lower()) or mimetypes.guess_type(file.name)[0]
     if not media_type:
         raise UsageError(

@@ -103,6 +103,53 @@ def _copy(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+class _NotPlain(Exception):
+    """A value :func:`_checked_copy` leaves to the full check (and its message)."""
+
+
+def _checked_copy(value: Any) -> Any:
+    """A copy of ``value`` made in the same walk that checks it is plain JSON (what ``check_json_value``
+    then ``copy_json`` do in two); :class:`_NotPlain` at anything it does not pass at a glance."""
+    t = type(value)
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            tv = type(v)
+            # the common scalars inline; the rest (and every doubt) through _checked_item
+            if (tv is str and v.isascii()) or v is None or tv is bool or (tv is int and v.bit_length() <= 14_000):
+                out[k] = v
+            else:
+                out[k] = _checked_item(v)
+        return out
+    if t is list:
+        return [_checked_item(v) for v in value]
+    return _checked_item(value)
+
+
+def _checked_item(v: Any) -> Any:
+    t = type(v)
+    if t is str:
+        # only a string with a non-ASCII character can hold a lone surrogate, which UTF-8 cannot encode
+        if not v.isascii():
+            v.encode("utf-8")
+        return v
+    if t is int:
+        if v.bit_length() > 14_000:  # maybe past Python's 4,300 digits: the full check decides
+            raise _NotPlain
+        return v
+    if v is None or t is bool:
+        return v
+    if t is float:
+        if not math.isfinite(v):
+            raise _NotPlain
+        return v
+    if t is dict or t is list:
+        return _checked_copy(v)
+    raise _NotPlain
+
+
 class KeyFamily(enum.Enum):
     """Which map a key belongs to."""
 
@@ -285,8 +332,12 @@ class Key(Generic[T]):
         """
         self._check_family(m)
         raw = self._encode(value)
-        check_json_value(raw, what=self._text)
-        m[self._text] = copy_json(raw)
+        try:
+            m[self._text] = _checked_copy(raw)
+        except (_NotPlain, RecursionError, UnicodeEncodeError):
+            # the slow path names the field that does not fit (or copies a value of dict and list subclasses)
+            check_json_value(raw, what=self._text)
+            m[self._text] = copy_json(raw)
 
     def delete(self, m: dict[str, Any]) -> None:
         """Remove the key if present."""
@@ -311,6 +362,8 @@ class Key(Generic[T]):
         return value
 
     def _decode(self, raw: Any) -> Any:
+        if type(raw) is self._exact:  # a str, int, dict, ... under a key of exactly that type: nothing to check
+            return raw
         t = self.type
         if self._codec:
             if isinstance(raw, t):  # a value placed in the map directly

@@ -33,8 +33,6 @@ import json
 import re
 from typing import Any
 
-import yaml
-
 from .._exceptions import MetadataTypeError, TurnFormatError
 from ._keys import (
     TOO_MANY_DIGITS,
@@ -42,11 +40,7 @@ from ._keys import (
     check_json_value,
 )
 from ._model import Block, Turn
-from ._serde_doc import _TOO_DEEP, FORMAT, _block, _doc, _from_doc, turn_from_dict, turn_to_dict
-from ._serde_yaml import _CLoader as _CLoader
-from ._serde_yaml import _Dumper, _Loader, _PyLoader, _read, _yaml_problem
-from ._serde_yaml import _str_presenter as _str_presenter
-from ._yaml_stream import NotStreamable, stream_yaml
+from ._serde_doc import _TOO_DEEP, FORMAT, _block, _doc, _from_doc, _why_unreadable, turn_from_dict, turn_to_dict
 
 __all__ = [
     "FORMAT",
@@ -109,70 +103,17 @@ def _parse_int(text: str) -> int | Unreadable:
 
 def dumps_yaml(turn: Turn) -> str:
     """YAML text ending in the explicit end line ``...``, so a file cut short can be told from a whole one."""
-    return yaml.dump(
-        turn_to_dict(turn), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 30, explicit_end=True
-    )
+    from ._serde_yaml import dumps_yaml as dump  # PyYAML is loaded by the first YAML file, not by import geppetto
+
+    return dump(turn)
 
 
 def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
     """A Turn from YAML text; raises :class:`TurnFormatError` naming what is wrong and where (by line and
     column, never quoting the text)."""
-    try:
-        doc, plain = _read_yaml(text)
-    except yaml.YAMLError as exc:
-        if isinstance(exc, yaml.reader.ReaderError):
-            problem = f"not text: {exc.reason} at byte {exc.position}"
-            raise TurnFormatError(f"not valid YAML ({problem}); {_NOT_A_TURN}", source=source) from None
-        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
-        raise TurnFormatError(
-            f"not valid YAML ({_yaml_problem(exc)}); {_why_unreadable(text, mark.index if mark else None)}",
-            source=source,
-        ) from None
-    except RecursionError:
-        raise TurnFormatError(_TOO_DEEP, source=source) from None
-    # YAML cut at a line end still parses; a saved turn (it names its format) ends with the line "..."
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if isinstance(doc, dict) and "format" in doc and not raw.rstrip().endswith(b"\n..."):
-        raise TurnFormatError(
-            "the document does not end with the line '...', so it may have been cut short; "
-            "if it is complete, add a line '...' at its end",
-            source=source,
-        )
-    return _from_doc(doc, source=source, strict=strict, plain=plain)
+    from ._serde_yaml import loads_yaml as load
 
-
-def _read_yaml(text: str | bytes) -> tuple[Any, bool]:
-    """The document and whether its values are known to be plain JSON: streamed from libyaml's events
-    (see :mod:`._yaml_stream`), or read by the full loader when the text holds what the stream does not
-    take (then every value is walked, as before)."""
-    try:
-        return stream_yaml(text, _PyLoader)
-    except NotStreamable:
-        return _load_yaml(text), False
-
-
-def _load_yaml(text: str | bytes) -> Any:
-    """The document, read by libyaml when it is there. What libyaml refuses is read again by the pure-Python
-    loader, which takes a little more (an escaped lone surrogate, which the JSON check then names with its
-    field) and words its errors the same way everywhere. Nodes are checked for aliases only when the text
-    holds a ``*``, without which YAML has none."""
-    star = ("*" in text) if isinstance(text, str) else (b"*" in text)
-    try:
-        return _read(_Loader, text, star)
-    except yaml.YAMLError:
-        if _Loader is _PyLoader:
-            raise
-        return _read(_PyLoader, text, star)
-
-
-_NOT_A_TURN = "is it a turn file? geppetto writes them with --save-turn, /save or `geppetto sessions export`"
-
-
-def _why_unreadable(text: str | bytes, at: int | None) -> str:
-    """The likely cause of a parse error at character ``at``: a file cut short when it is at the end (only
-    blank text follows), else a file that is not a turn at all (a README, a config file)."""
-    rest = text[at:] if at is not None else text
-    return "was the file cut short?" if at is not None and not rest.strip() else _NOT_A_TURN
+    return load(text, source=source, strict=strict)
 
 
 # -- one block at a time (the session stores keep each block version as its own JSON text) ------------

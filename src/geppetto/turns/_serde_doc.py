@@ -236,3 +236,13 @@ def _kind(value: Any) -> str:
     if isinstance(value, Unreadable):
         return f"a value that {value.problem}"
     return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+_NOT_A_TURN = "is it a turn file? geppetto writes them with --save-turn, /save or `geppetto sessions export`"
+
+
+def _why_unreadable(text: str | bytes, at: int | None) -> str:
+    """The likely cause of a parse error at character ``at``: a file cut short when it is at the end (only
+    blank text follows), else a file that is not a turn at all (a README, a config file)."""
+    rest = text[at:] if at is not None else text
+    return "was the file cut short?" if at is not None and not rest.strip() else _NOT_A_TURN

@@ -1,5 +1,7 @@
 """The YAML reader and writer turn files use: libyaml's safe classes when PyYAML has them, constructing only
-plain values, never aliases, dates as text, and a value no reader can build set aside to be named."""
+plain values, never aliases, dates as text, and a value no reader can build set aside to be named. Loaded by
+the first YAML turn file read or written (``geppetto.turns``' ``dumps_yaml`` and ``loads_yaml``), not by
+``import geppetto``."""
 
 from __future__ import annotations
 
@@ -8,10 +10,14 @@ from typing import Any
 
 import yaml
 
+from .._exceptions import TurnFormatError
 from ._keys import (
     TOO_MANY_DIGITS,
     Unreadable,
 )
+from ._model import Turn
+from ._serde_doc import _NOT_A_TURN, _TOO_DEEP, _from_doc, _why_unreadable, turn_to_dict
+from ._yaml_stream import NotStreamable, stream_yaml
 
 _SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -148,3 +154,62 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     mark = exc.problem_mark or exc.context_mark
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     return "; ".join(parts) + where if parts else f"{type(exc).__name__}{where}"
+
+
+# -- turn files (dumps_yaml and loads_yaml of geppetto.turns call these) -----------------------------
+def dumps_yaml(turn: Turn) -> str:
+    """YAML text ending in the explicit end line ``...``, so a file cut short can be told from a whole one."""
+    return yaml.dump(
+        turn_to_dict(turn), Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 30, explicit_end=True
+    )
+
+
+def loads_yaml(text: str | bytes, *, source: str = "<yaml>", strict: bool = True) -> Turn:
+    """A Turn from YAML text; raises :class:`TurnFormatError` naming what is wrong and where (by line and
+    column, never quoting the text)."""
+    try:
+        doc, plain = _read_yaml(text)
+    except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.reader.ReaderError):
+            problem = f"not text: {exc.reason} at byte {exc.position}"
+            raise TurnFormatError(f"not valid YAML ({problem}); {_NOT_A_TURN}", source=source) from None
+        mark = exc.problem_mark if isinstance(exc, yaml.MarkedYAMLError) else None
+        raise TurnFormatError(
+            f"not valid YAML ({_yaml_problem(exc)}); {_why_unreadable(text, mark.index if mark else None)}",
+            source=source,
+        ) from None
+    except RecursionError:
+        raise TurnFormatError(_TOO_DEEP, source=source) from None
+    # YAML cut at a line end still parses; a saved turn (it names its format) ends with the line "..."
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if isinstance(doc, dict) and "format" in doc and not raw.rstrip().endswith(b"\n..."):
+        raise TurnFormatError(
+            "the document does not end with the line '...', so it may have been cut short; "
+            "if it is complete, add a line '...' at its end",
+            source=source,
+        )
+    return _from_doc(doc, source=source, strict=strict, plain=plain)
+
+
+def _read_yaml(text: str | bytes) -> tuple[Any, bool]:
+    """The document and whether its values are known to be plain JSON: streamed from libyaml's events
+    (see :mod:`._yaml_stream`), or read by the full loader when the text holds what the stream does not
+    take (then every value is walked, as before)."""
+    try:
+        return stream_yaml(text, _PyLoader)
+    except NotStreamable:
+        return _load_yaml(text), False
+
+
+def _load_yaml(text: str | bytes) -> Any:
+    """The document, read by libyaml when it is there. What libyaml refuses is read again by the pure-Python
+    loader, which takes a little more (an escaped lone surrogate, which the JSON check then names with its
+    field) and words its errors the same way everywhere. Nodes are checked for aliases only when the text
+    holds a ``*``, without which YAML has none."""
+    star = ("*" in text) if isinstance(text, str) else (b"*" in text)
+    try:
+        return _read(_Loader, text, star)
+    except yaml.YAMLError:
+        if _Loader is _PyLoader:
+            raise
+        return _read(_PyLoader, text, star)
