@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .._exceptions import AuthenticationError, NotFoundError, ProviderError
 
-__all__ = ["TOO_LARGE", "key_hint", "too_large_hint", "with_fix", "with_hint"]
+__all__ = ["TOO_LARGE", "key_hint", "reworded", "too_large_hint", "with_fix", "with_hint"]
 
 
 def key_hint(env_names: tuple[str, ...], *, sent: bool) -> str:
@@ -39,8 +39,13 @@ def too_large_hint(exc: ProviderError) -> ProviderError:
 
 def with_hint(exc: ProviderError, hint: str) -> ProviderError:
     """``exc`` with ``hint`` (the fix, e.g. from :func:`key_hint`) after its message."""
+    return reworded(exc, f"{exc.message} ({hint})")
+
+
+def reworded(exc: ProviderError, message: str) -> ProviderError:
+    """``exc`` (its class, status, code and body kept) saying ``message`` instead."""
     return type(exc)(
-        f"{exc.message} ({hint})",
+        message,
         status=exc.status,
         provider=exc.provider,
         code=exc.code,

@@ -28,6 +28,7 @@ from geppetto._exceptions import (
 from geppetto._json import dumps
 from geppetto.events import metadata_for
 from geppetto.providers._chain import likely_edit
+from geppetto.providers._hints import reworded
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
 from geppetto.providers._landed import LandedCheck
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, BlockKind, Turn
@@ -162,16 +163,7 @@ async def _create_conversation(http: Api, items: list[dict[str, Any]]) -> Any:
             f"the server has no Conversations API: POST /conversations answered {exc.status} ({exc.message}); "
             'mode="conversation" needs it, use ResponsesEngine(mode="chained") with this server'
         )
-        raise type(exc)(
-            message,
-            status=exc.status,
-            provider=exc.provider,
-            code=exc.code,
-            error_type=exc.error_type,
-            param=exc.param,
-            request_id=exc.request_id,
-            body=exc.body,
-        ) from exc
+        raise reworded(exc, message) from exc
 
 
 async def _prepare_conversation(http: Api, plan: Plan) -> None:
