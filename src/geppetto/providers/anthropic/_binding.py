@@ -22,6 +22,7 @@ import json
 import logging
 from typing import Any
 
+from ..._json import EncodedJSON
 from ...events import EventLog, metadata_for, publish
 from ...turns import Block, Turn, turn_data_key, turn_meta_key
 from .._prefix_guard import (
@@ -62,7 +63,15 @@ INPUT_TRANSFORMATIONS = turn_meta_key("anthropic", "input_transformations", 1, l
 _THINKING = ("thinking", "redacted_thinking")
 
 
-_CANON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+def _plain(value: Any) -> Any:
+    # A structured-output tool's schema is an EncodedJSON (encoded once, sent many times): its dict is
+    # what the digest canonicalizes, so the digest does not depend on how the schema was held.
+    if isinstance(value, EncodedJSON):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_CANON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=_plain).encode
 
 
 def _canon(value: Any) -> bytes:
