@@ -35,6 +35,7 @@ TINY: dict[str, list[str]] = {
     "stream.py": ["1"],
     "structured_output.py": ["4", "1"],
     "turnfiles.py": ["--tiny"],
+    "workloads.py": ["--tiny", "--workloads", "W1", "--drivers", "geppetto"],
 }
 """The tiny configuration of each script (its own size flags, or ``--tiny`` where it has none)."""
 
