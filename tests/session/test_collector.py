@@ -82,7 +82,10 @@ def test_frozen_cycles_are_reclaimed_once_the_tracked_objects_doubled() -> None:
     _collector._State.frozen, _collector._State.mark = 0, _collector._seen() - _collector.MIN_GROWTH
     _collector.settle()
     assert ref() is None  # unfrozen, collected
-    assert gc.get_freeze_count() > 0 and _collector._State.frozen == gc.get_freeze_count()
+    # frozen again, and the count recorded: frozen objects that other threads (the shared simulator's) free
+    # meanwhile leave the permanent generation, so in a full test run the count can only have gone down a little
+    frozen, now = _collector._State.frozen, gc.get_freeze_count()
+    assert now > 0 and now <= frozen <= now * 1.01 + 100
     assert _collector._State.mark == _collector._seen()
 
 
