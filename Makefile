@@ -53,11 +53,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The whole suite, as CI runs it: about 2,600 tests, 10-12 minutes on a 2-core machine (it starts simulators,
+# The whole suite, as CI runs it: about 3,000 tests, 15-20 minutes on a 2-core machine (it starts simulators,
 # servers, brokers' clients and a browser). Each line of dots ends with how far it has got; the 15 slowest
 # tests are listed at the end.
 pytest: $(STAMP) $(LITELLM_STAMP)
-	@echo "pytest: the whole suite (about 2,600 tests, 10-12 minutes on 2 cores; make check is the quick loop)"
+	@echo "pytest: the whole suite (about 3,000 tests, 15-20 minutes on 2 cores; make check is the quick loop)"
 	$(BIN)/pytest -q --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: lint, types and the in-process tests of the library (data model, sessions, tools, costs,
