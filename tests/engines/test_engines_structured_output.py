@@ -17,12 +17,10 @@ from conformance_support import check_sent
 from geppetto import BadRequestError, OutputValidationError, Session, output_config, output_of
 from geppetto.events import EventTextDelta, with_sinks
 from geppetto.output import BLOCK_META_OUTPUT, BLOCK_META_OUTPUT_ERRORS, STRUCTURED_OUTPUT
-from geppetto.providers._http import RetryPolicy
 from geppetto.simulator import Reply, Simulator
 from geppetto.tools import ToolRegistry
 from geppetto.turns import BLOCK_META_MIDDLEWARE, BlockKind, Turn
-
-FAST = RetryPolicy(max_retries=0)
+from sim_engines import PROVIDERS, engine
 
 
 class City(pydantic.BaseModel):
@@ -32,18 +30,7 @@ class City(pydantic.BaseModel):
     kind: Literal["capital", "town"]
 
 
-MODELS = {
-    "openai-responses": "sim-1",
-    "openai-chat": "sim-1",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-PROVIDERS = list(MODELS)
 PROMPT = "Describe Paris, a capital of 2100000 people"
-
-
-def engine(sim: Simulator, provider: str, **options: Any) -> Any:
-    return sim.engine(provider, model=options.pop("model", MODELS[provider]), retry=FAST, **options)
 
 
 def sent(sim: Simulator) -> list[dict[str, Any]]:

@@ -18,23 +18,10 @@ from geppetto.events import (
     EventToolCallRequested,
     EventToolResult,
 )
-from geppetto.providers._http import RetryPolicy
 from geppetto.session import MemoryTurnStore
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BlockKind
-
-FAST = RetryPolicy(max_retries=0)
-MODELS = {
-    "openai-responses": "sim-1",
-    "openai-chat": "sim-1",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-PROVIDERS = list(MODELS)
-
-
-def engine(sim: Simulator, provider: str, **options: Any) -> Any:
-    return sim.engine(provider, model=options.pop("model", MODELS[provider]), retry=FAST, **options)
+from sim_engines import PROVIDERS, engine
 
 
 def get_weather(city: str) -> str:

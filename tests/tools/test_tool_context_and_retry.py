@@ -11,23 +11,10 @@ import pydantic
 import pytest
 
 import geppetto as gp
-from geppetto.providers._http import RetryPolicy
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import ToolCallError, ToolRegistry, execute_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, Block, BlockKind
-
-FAST = RetryPolicy(max_retries=0)
-MODELS = {
-    "openai-responses": "sim-1",
-    "openai-chat": "sim-1",
-    "anthropic": "claude-sonnet-4-5",
-    "gemini": "gemini-2.5-flash",
-}
-PROVIDERS = list(MODELS)
-
-
-def engine(sim: Simulator, provider: str) -> Any:
-    return sim.engine(provider, model=MODELS[provider], retry=FAST)
+from sim_engines import PROVIDERS, engine
 
 
 @dataclass
