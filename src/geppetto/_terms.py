@@ -56,5 +56,5 @@ def for_cli(text: str) -> str:
     text = _RESUME.sub("y or n when geppetto chat asks, or --yes to allow every call", text)
     text = _HOW.sub("", text)
     text = _DROP.sub("", text)
-    text = _LENIENT.sub("", text).replace(" ()", "")
+    text = _LENIENT.sub("", text)
     return _FINISH.sub("the next prompt in geppetto chat", text)
