@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import test_web
 from server_support import running_app, sim_profile
@@ -111,3 +112,18 @@ def test_a_prompt_while_a_call_waits_says_what_to_press_and_the_box_goes_once_an
     expect(p.locator(".tool-card").first.locator(".result")).to_have_text("deleted d.txt")
     expect(box).to_have_count(0)
     assert deleted == ["d.txt"]
+
+
+def test_a_call_denied_by_another_client_shows_denied_not_failed(served: str, page: Page) -> None:
+    p = page.page
+    sid = new_session(p, served)
+    send(p, "delete_file for 'e.txt'")
+    expect(p.locator(".tool-card.waiting .badge")).to_have_text("waits for your approval")
+    [call] = httpx.get(f"{served}/api/sessions/{sid}").json()["pending_approvals"]
+    # another tab, or any HTTP client, answers it: this page only sees the events
+    answer = httpx.post(f"{served}/api/sessions/{sid}/approvals", json={"decisions": {call["call_id"]: False}})
+    assert answer.status_code == 202, answer.text
+    card = p.locator(".tool-card").first
+    expect(card.locator(".badge")).to_have_text("denied")
+    expect(card.locator(".result")).to_have_text("not run: the user denied this tool call; do not retry it")
+    assert "failed" not in (card.get_attribute("class") or "") and deleted == []

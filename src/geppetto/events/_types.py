@@ -138,11 +138,21 @@ class EventToolCallStarted(Event):
 
 @dataclass
 class EventToolResult(Event):
+    """A tool call's result, or its ``error``; ``denied`` when a person refused the call (the error is then
+    the refusal the model reads: nothing ran and nothing failed), so every reader can tell the two apart."""
+
     type: ClassVar[str] = "tool_result"
     call_id: str = ""
     name: str = ""
     result: Any = None
     error: str | None = None
+    denied: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if not self.denied:  # said only when true, so the dict of every other result stays as it was
+            del data["denied"]
+        return data
 
 
 @dataclass

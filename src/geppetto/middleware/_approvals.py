@@ -96,5 +96,6 @@ def _answer(block: Block, state: dict[str, Any], meta: EventMetadata) -> Block:
     call_id, name = str(block.payload.get(PAYLOAD_ID, "")), str(block.payload.get(PAYLOAD_NAME, ""))
     error = refusal_for(state)
     result = None if error is not None else str(state.get("result", ""))
-    publish(EventToolResult(meta, call_id=call_id, name=name, result=result, error=error))
+    denied = state.get("state") == "denied"
+    publish(EventToolResult(meta, call_id=call_id, name=name, result=result, error=error, denied=denied))
     return Block.tool_use(call_id, result if error is None else "", error)

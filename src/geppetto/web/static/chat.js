@@ -53,9 +53,10 @@ async function follow(sessionId, view, after, inferenceId, promptShown) {
           break;
         case "approval_requested":
           for (const call of d.calls || []) view.waiting(call, (callId, value) => decideCall(sessionId, view, callId, value));
+          watchWaiting(sessionId, view);
           break;
         case "tool_result":
-          view.toolResult(d.call_id, d.name, d.result, d.error);
+          view.toolResult(d.call_id, d.name, d.result, d.error, d.denied);
           break;
         case "builtin_tool":
           view.builtinTool(d);
@@ -128,6 +129,34 @@ async function sendPrompt(sessionId) {
   if (picker) picker.value = "";
   state.view.user(text, files);
   follow(sessionId, state.view, started.after, started.inference_id, true);
+}
+
+// Another tab or HTTP client may answer a call that waits here: while one waits and this page runs nothing,
+// look at the session every 2 s and follow the run the answer started (or show the session again if that run
+// has already ended), so the card ends as approved, denied or failed without a reload.
+function watchWaiting(sessionId, view) {
+  if (view.watching) return;
+  view.watching = setInterval(async () => {
+    const calls = view.waitingCalls();
+    if (state.view !== view || !calls.length) {
+      clearInterval(view.watching);
+      view.watching = null;
+      return;
+    }
+    if (state.stream || state.sending) return;
+    let session;
+    try {
+      session = await api(`/api/sessions/${enc(sessionId)}`);
+    } catch {
+      return; // the next look tries again
+    }
+    const waiting = new Set((session.pending_approvals || []).map((call) => call.call_id));
+    if (state.view !== view || state.stream || calls.every((callId) => waiting.has(callId))) return;
+    clearInterval(view.watching);
+    view.watching = null;
+    if (session.status === "running" && session.running_inference) follow(sessionId, view, "0", session.running_inference, true);
+    else showChat(sessionId);
+  }, 2000);
 }
 
 // Answers one waiting call (true approves, false denies) and follows the inference that resumes.
@@ -228,6 +257,7 @@ export async function showChat(sessionId) {
   const last = session.latest;
   if (last) view.history(last.blocks, session.sources || {}); // what each cited text block cites, normalized
   for (const call of session.pending_approvals || []) view.waiting(call, (callId, value) => decideCall(sessionId, view, callId, value));
+  if ((session.pending_approvals || []).length) watchWaiting(sessionId, view);
   if (session.status === "running" && session.running_inference) {
     follow(sessionId, view, "0", session.running_inference, false);
   } else {

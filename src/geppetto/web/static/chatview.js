@@ -124,14 +124,22 @@ export class ChatView {
     if (!typing && !(active && active.closest && active.closest(".approval"))) approve.focus();
   }
 
+  // The calls whose cards still wait for an answer given on this page.
+  waitingCalls() {
+    return [...this.cards].filter(([, card]) => card.approval).map(([callId]) => callId);
+  }
+
   toolStarted(callId) {
     const card = this.cards.get(callId);
     if (card) card.status.textContent = "running";
   }
 
-  toolResult(callId, name, result, error) {
+  toolResult(callId, name, result, error, denied = false) {
     if (!this.cards.has(callId)) this.toolCall(callId, name, null);
+    if (denied) this.denied.add(callId); // refused here, in another tab or by another client
     const card = this.cards.get(callId);
+    if (card.approval) card.approval.remove(); // answered elsewhere: nothing is left to press here
+    card.approval = null;
     const failed = error !== null && error !== undefined;
     // a denied call is answered with a refusal for the model: it was not run, and nothing failed
     const outcome = failed ? (this.denied.has(callId) ? "denied" : "failed") : "done";
