@@ -105,8 +105,8 @@ class Runner:
     ``engine_for(settings)`` gives the engine for a session's settings (model, mode); ``tools`` are offered
     to every session; a session's ``system`` setting becomes a system prompt middleware.
 
-    Every ``sweep_interval`` seconds (0: never) a worker runs :meth:`sweep` (its sweeper's): it cancels its
-    inferences whose lease it lost and settles inferences left ``running`` by a worker that is gone."""
+    Every ``sweep_interval`` seconds (0: never) a worker runs ``sweep()``: it cancels its inferences whose
+    lease it lost and settles inferences left ``running`` by a worker that is gone."""
 
     def __init__(
         self,
@@ -150,8 +150,8 @@ class Runner:
 
     async def sweep(self) -> None:
         """One sweep: record the ends the store refused earlier, cancel the inferences of this worker
-        whose lease is gone, and settle inferences recorded ``running`` whose session nobody holds (see
-        :meth:`Sweeper.sweep <geppetto.server._sweep.Sweeper.sweep>`)."""
+        whose lease is gone, and settle inferences recorded ``running`` whose session nobody holds (its
+        sweeper's)."""
         await self._sweeper.sweep()
 
     async def settings(self, session_id: str) -> dict[str, Any]:

@@ -63,6 +63,7 @@ class SQLTurnStore:
 
     @property
     def location(self) -> str:
+        """What messages name the store by: its file, or its URL without the password."""
         return self.database.location
 
     @property
