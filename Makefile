@@ -61,12 +61,15 @@ pytest: $(STAMP) $(LITELLM_STAMP)
 	$(BIN)/pytest -q --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: lint, types and the in-process tests of the library (data model, sessions, tools, costs,
-# the engines against the simulator), a few minutes; `make test` is what CI runs.
+# the engines against the simulator) on two processes (pytest-xdist), leaving out the few long scenarios
+# marked slow: under 3 minutes on 2 cores. `make test` runs everything, and is what CI runs.
 CHECK_TESTS = tests/core tests/session tests/tools tests/cost tests/responses tests/engines
 
+CHECK_WORKERS ?= 2
+
 check: lint typecheck
-	@echo "pytest: the library's in-process tests ($(CHECK_TESTS)); make test runs everything"
-	$(BIN)/pytest -q --durations=5 $(CHECK_TESTS) --ignore=tests/responses/test_litellm_proxy.py $(PYTEST_ARGS)
+	@echo "pytest: the library's in-process tests ($(CHECK_TESTS)) but the slow ones, on $(CHECK_WORKERS) processes; make test runs everything"
+	$(BIN)/pytest -q -n $(CHECK_WORKERS) -m "not slow" --durations=5 $(CHECK_TESTS) --ignore=tests/responses/test_litellm_proxy.py $(PYTEST_ARGS)
 
 # The documentation site (mkdocs.yml: the guides in docs/, the README's quick start, the API reference from
 # the docstrings). `make docs` serves it while you edit; `make docs-check` builds it with --strict into a

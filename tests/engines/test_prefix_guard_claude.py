@@ -118,6 +118,7 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
             turn.append(Block.tool_use(call.payload[PAYLOAD_ID], f"result {step}"))
 
 
+@pytest.mark.slow
 @under_every_policy
 def test_no_stale_thinking_is_ever_sent(sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]) -> None:
     sim.reset()

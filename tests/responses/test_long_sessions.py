@@ -127,6 +127,7 @@ def test_the_cut_keeps_system_blocks_pairs_and_the_last_steps() -> None:
     assert compaction_range([Block.system("s"), Block.user("q"), Block.user("q2")], 1) is None  # one block only
 
 
+@pytest.mark.slow
 async def test_a_500_step_tool_loop_stays_bounded_and_chains_again_after_every_compaction(
     geppetto_sim: Simulator, summarizer_sim: Simulator
 ) -> None:

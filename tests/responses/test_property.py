@@ -60,6 +60,7 @@ async def _scenario(sim: Simulator, mode: str, steps: list[tuple[str, int, str]]
 STEPS = edit_steps(ACTIONS, REPLIES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["chained", "conversation"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)

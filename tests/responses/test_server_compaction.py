@@ -77,6 +77,7 @@ def _editor(at: int, edits: list[int]) -> Any:
     return middleware
 
 
+@pytest.mark.slow
 async def test_a_300_step_tool_loop_chains_through_every_server_compaction(geppetto_sim: Simulator) -> None:
     sim, steps = geppetto_sim, 300
     sim.queue(*[Reply(tool_calls=[ToolCall("get_weather", {"city": f"city{i}"})]) for i in range(steps - 1)])
@@ -319,6 +320,7 @@ async def test_compact_by_reference_sends_the_blocks_when_the_response_expired(g
     assert out[-1].payload[PAYLOAD_ITEM]["type"] == "compaction"
 
 
+@pytest.mark.slow
 async def test_validation_with_the_server_matches_through_compactions_and_a_fallback(geppetto_sim: Simulator) -> None:
     sim, steps = geppetto_sim, 120
     sim.queue(*[Reply(tool_calls=[ToolCall("get_weather", {"city": f"city{i}"})]) for i in range(steps - 1)])
