@@ -75,8 +75,11 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"_exceptions", "_extras", "_json", "_redact", "_terms", "_output_schema", "_asgi"}),
     ("data model", {"turns"}),
     ("contracts", {"engine", "events", "tools", "output", "pricing", "middleware", "testing"}),
-    ("engines", {"providers", "web"}),  # web: the turn report (sizes, costs) and the page the server serves
+    ("engines", {"providers"}),
     ("sessions", {"session"}),
+    # web: the turn report and dashboard (from the request totals a session's store keeps) and the page the
+    # server serves
+    ("reports", {"web"}),
     ("configuration", {"profiles", "simulator", "observability"}),
     ("runtime", {"runtime"}),  # profile -> engine with its tools; the demo tools
     ("server", {"server"}),

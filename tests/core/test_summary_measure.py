@@ -1,5 +1,5 @@
 """A store's per-session summary measures each saved snapshot from the last measure that still holds
-(geppetto.web._sizes): over any derivations (appends, edits, inserts, removals, reasoning pairs that
+(geppetto.session._sizes): over any derivations (appends, edits, inserts, removals, reasoning pairs that
 depend on the block after them), its totals equal those measured from every block."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geppetto.session import RecordedEvent
+from geppetto.session._requests import inference_totals
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ENCRYPTED_CONTENT, PAYLOAD_ITEM_ID, Block
 from geppetto.turns._cow import Frozen, freeze
-from geppetto.web._report import inference_totals
 
 
 def _response(rid: str, n: int, reasoning: bool) -> list[Block]:

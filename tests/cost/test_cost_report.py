@@ -9,8 +9,9 @@ import geppetto as gp
 from geppetto.events import Event, with_sinks
 from geppetto.pricing import Rates, StaticPrices
 from geppetto.session import MemoryTurnStore
+from geppetto.session._totals import add_totals
 from geppetto.simulator import Simulator
-from geppetto.web._report import add_totals, dashboard, session_report
+from geppetto.web import dashboard, session_report
 
 PRICES = StaticPrices({"sim-1": Rates(input=2.0, output=8.0, cached_input=0.2, cache_write=2.5)})
 LONG = " ".join(f"rule{i} applies." for i in range(700))

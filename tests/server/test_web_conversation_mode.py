@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import geppetto as gp
+from geppetto.session._totals import add_totals
 from geppetto.session.stores import open_store
 from geppetto.simulator import Simulator
 from geppetto.turns import save_turn
 from geppetto.web import dashboard, session_report
-from geppetto.web._report import add_totals
 
 
 async def conversation_report(sim: Simulator, path: Path) -> tuple[dict[str, Any], gp.Turn]:

@@ -1,28 +1,49 @@
 """The inferences a server worker runs: one per session across every worker (the store's lease), events
 published to the bus in order, the outcome recorded, a cancel heard from any worker.
 
-:class:`Runner` starts and cancels inferences and follows the control topic; how one runs is in
-``_inference``, the sweep of inferences whose worker died in ``_sweep``."""
+:class:`Runner` starts, runs and cancels inferences and follows the control topic; it owns a
+:class:`~geppetto.server._sweep.Sweeper`, which settles the inferences whose worker died. What an inference
+running here is (and how one a stopped worker left is prepared) is in ``_inference``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._exceptions import UsageError, UsageLimitExceeded
-from ..session import Session
+from .._exceptions import InferenceCancelled, StoreError, UsageError, UsageLimitExceeded
+from .._terms import for_http
+from ..engine import Engine
+from ..events import Event
+from ..events.bus import EventBus
+from ..middleware import Middleware, system_prompt
+from ..providers._background import BACKGROUND_OBSERVER
+from ..runtime import recording_engine
+from ..session import Session, UsageLimits
 from ..session._approvals import prepare_resume
-from ..session.stores import SessionLease
-from ..tools import ToolDefinition
-from ..turns import Turn, new_id
+from ..session.stores import SessionLease, SQLTurnStore
+from ..tools import ToolDefinition, ToolRegistry
+from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
+from ._background import Created, Follow, Published
 from ._client_tools import SessionTools
-from ._inference import HOT_SESSIONS, RUN_FINISHED, RUN_STARTED, SWEEP_INTERVAL, NotFound, _Running, worker_name
+from ._inference import (
+    HANDED_OVER,
+    HOT_SESSIONS,
+    RUN_FINISHED,
+    RUN_STARTED,
+    SWEEP_INTERVAL,
+    NotFound,
+    _Hot,
+    _Running,
+    picked_up,
+    worker_name,
+)
 from ._metrics import server_metrics
-from ._sweep import SweepingRunner
+from ._publish import Publisher
+from ._sweep import Sweeper
 
 __all__ = [
     "CONTROL_TOPIC",
@@ -78,7 +99,7 @@ def _refuse_over_limit(session: Session) -> None:
     )
 
 
-class Runner(SweepingRunner):
+class Runner:
     """Starts, runs and cancels inferences for the sessions in ``store``; events go to ``bus``.
 
     ``engine_for(settings)`` gives the engine for a session's settings (model, mode); ``tools`` are offered
@@ -86,6 +107,64 @@ class Runner(SweepingRunner):
 
     Every ``sweep_interval`` seconds (0: never) a worker runs ``sweep()``: it cancels its inferences whose
     lease it lost and settles inferences left ``running`` by a worker that is gone."""
+
+    def __init__(
+        self,
+        store: SQLTurnStore,
+        bus: EventBus,
+        engine_for: Callable[[dict[str, Any]], Engine],
+        tools: ToolRegistry | None = None,
+        *,
+        sweep_interval: float = SWEEP_INTERVAL,
+        limits: UsageLimits | None = None,
+    ) -> None:
+        self.store, self.bus, self.engine_for, self.tools = store, bus, engine_for, tools
+        self.limits = limits
+        """The usage limits of every session this worker runs (``geppetto serve --limits``; counted per session,
+        its stored totals included)."""
+        self.profile_name = ""  # shown by GET /api/info
+        self.engine_record: dict[str, Any] = {}
+        """The profile the sessions run on, recorded on each answer so ``geppetto chat --continue`` resumes a
+        served session on it (empty when the caller gave the engines)."""
+        self.worker = worker_name()
+        self._running: dict[str, _Running] = {}
+        self._hot: dict[str, _Hot] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._control: asyncio.Task[None] | None = None
+        self.publisher = Publisher(bus)  # a session's events, in order, retried while the broker is away
+        self._sweeper = Sweeper(
+            store,
+            self.publisher,
+            self._running,
+            sweep_interval=sweep_interval,
+            settings=self.settings,
+            cancel_here=self._cancel_here,
+            run=self._run,
+            spawn=self._spawn,
+        )
+
+    @property
+    def sweep_interval(self) -> float:
+        """Seconds between two sweeps of this worker (0: none)."""
+        return self._sweeper.sweep_interval
+
+    async def sweep(self) -> None:
+        """One sweep: record the ends the store refused earlier, cancel the inferences of this worker
+        whose lease is gone, and settle inferences recorded ``running`` whose session nobody holds (its
+        sweeper's)."""
+        await self._sweeper.sweep()
+
+    async def settings(self, session_id: str) -> dict[str, Any]:
+        settings = await self.store.session_settings(session_id)
+        if settings is None:
+            raise NotFound(f"no session {session_id!r}; list them with GET /api/sessions or make one with POST")
+        return settings
+
+    def _spawn(self, run: Coroutine[Any, Any, None]) -> None:
+        """Run ``run`` in a task :meth:`close` waits for."""
+        task = asyncio.get_running_loop().create_task(run)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # -- life ---------------------------------------------------------------------------------
     async def start_listening(self) -> None:
@@ -97,8 +176,7 @@ class Runner(SweepingRunner):
         except Exception:  # logged and counted by the listener, which asks again
             after = None
         self._control = asyncio.get_running_loop().create_task(self._listen(after))
-        if self.sweep_interval > 0:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_every())
+        self._sweeper.start()
 
     async def _listen(self, after: str | None) -> None:
         delay, failed = _LISTEN_FIRST_DELAY, False
@@ -139,10 +217,7 @@ class Runner(SweepingRunner):
             self._control.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._control
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        await self._sweeper.stop()
 
     # -- sessions -----------------------------------------------------------------------------
     async def ensure_session(self, session_id: str) -> dict[str, Any]:
@@ -212,7 +287,7 @@ class Runner(SweepingRunner):
             session_id, f"wait for its {RUN_FINISHED} event or POST /api/sessions/{session_id}/cancel"
         )
         try:
-            picked = await self._settle_stale(session_id, lease)
+            picked = await self._sweeper.settle_stale(session_id, lease)
         except BaseException:
             await lease.release()
             raise
@@ -262,3 +337,224 @@ class Runner(SweepingRunner):
                 CONTROL_TOPIC, {"type": CANCEL_REQUESTED, "session_id": session_id, "inference_id": inference_id}
             )
         return inference_id
+
+    # -- running one inference --------------------------------------------------------------
+    async def _run(
+        self,
+        session_id: str,
+        text: str,
+        settings: dict[str, Any],
+        running: _Running,
+        lease: SessionLease,
+        session: Session | None = None,
+    ) -> None:
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        follow = Follow(queue, running.inference_id, lambda: running.cancelled and running.reason is None)
+        published = Published(self.store, session_id, running.inference_id)
+
+        def sink(event: Event) -> None:
+            queue.put_nowait((event.to_dict(), *follow.key()))
+
+        pumping = asyncio.get_running_loop().create_task(self._pump(session_id, running, queue, published))
+        status, error, turn_id = "failed", None, None
+        unsaved: Turn | None = None
+        try:
+            if session is None:  # an inference picked up from a worker that stopped
+                session = await self._session(session_id, settings, sink)
+                await picked_up(session, text, running, published)
+            else:  # prepared by start(): prompted, or carrying the decisions it resumes with
+                session.sinks = (sink,)
+            BACKGROUND_OBSERVER.set(follow)  # the inference's task starts with this context
+            running.handle = session.start_inference(inference_id=running.inference_id)
+            if running.cancelled:
+                running.handle.cancel()
+            out = await running.handle.wait()
+            status, turn_id = "completed", out.id
+            await self._keep_hot(session_id, settings, session)
+        except InferenceCancelled:
+            status, error = "cancelled", running.reason or "cancelled by a request"
+        except asyncio.CancelledError:
+            status, error = "cancelled", "the server shut down"
+            if published.response_id and not running.cancelled:
+                status = HANDED_OVER  # its background response goes on: another worker picks the inference up
+            raise
+        except Exception as exc:
+            status = "failed"
+            error, unsaved = self._failure(session_id, running, session, exc)
+        finally:
+            queue.put_nowait(None)
+            await asyncio.shield(
+                self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved, published)
+            )
+
+    async def _pump(self, session_id: str, running: _Running, queue: asyncio.Queue[Any], published: Published) -> None:
+        """Publish the inference's events from ``queue`` in order (None ends), noting how far they went."""
+        skip_start = True  # when the response a dead worker was reading is read on: it published its start
+        while (item := await queue.get()) is not None:
+            if isinstance(item, Created):
+                await published.created(item)
+                continue
+            data, key, cursor = item
+            if skip_start and running.resume is not None and data.get("type") == "start":
+                skip_start = False
+                continue
+            data["inference_id"] = running.inference_id
+            await self.publisher.publish(session_id, data, key=key)
+            await published.published(cursor)
+
+    def _failure(
+        self, session_id: str, running: _Running, session: Session | None, exc: Exception
+    ) -> tuple[str, Turn | None]:
+        """The error an inference that raised ``exc`` ends with, and its output when the engine answered but
+        the store refused the snapshot (logged in full)."""
+        error = f"{type(exc).__name__}: {for_http(str(exc), session_id)}"
+        unsaved: Turn | None = None
+        latest = session.latest if session is not None else None
+        if (
+            isinstance(exc, StoreError)
+            and latest
+            and TURN_META_INFERENCE_ID.get(latest.metadata) == running.inference_id
+        ):
+            unsaved = latest  # the engine answered; the store refused the snapshot
+            error = (
+                f"the answer could not be saved: {exc.__cause__ or exc}; the worker's log holds it "
+                f"(inference {running.inference_id})"
+            )
+            log.error(
+                "inference %s of session %s completed but its output could not be saved (%s); the output turn: %s",
+                running.inference_id,
+                session_id,
+                exc.__cause__ or exc,
+                dumps_json(latest),
+            )
+        else:
+            log.warning("inference %s of session %s failed: %s", running.inference_id, session_id, error)
+        server_metrics.count("inferences_failed", type(exc).__name__)
+        return error, unsaved
+
+    async def _finish(
+        self,
+        session_id: str,
+        running: _Running,
+        lease: SessionLease,
+        pumping: asyncio.Task[None],
+        status: str,
+        error: str | None,
+        turn_id: str | None,
+        unsaved: Turn | None = None,
+        published: Published | None = None,
+    ) -> None:
+        try:
+            await pumping
+            if status == HANDED_OVER:
+                log.warning(
+                    "inference %s of session %s left running as this worker stops: its background response goes "
+                    "on, and another worker's sweep picks the inference up",
+                    running.inference_id,
+                    session_id,
+                )
+                return
+            if published is not None:
+                await published.forget()
+            try:
+                await self.store.end_inference(session_id, running.inference_id, status, error)
+            except Exception:  # readers still get run_finished; the next sweep records the end
+                log.exception("could not record the end of inference %s; the next sweep will", running.inference_id)
+                self._sweeper.record_later(session_id, running.inference_id, status, error)
+        finally:
+            if self._running.get(session_id) is running:
+                del self._running[session_id]
+            running.done.set()
+            await lease.release()
+        # The session is free before its readers hear that the run finished, so a client that prompts again
+        # on run_finished (on any worker) is never told the session is busy.
+        await self._publish_finished(session_id, running.inference_id, status, error, turn_id, unsaved)
+
+    async def _publish_finished(
+        self,
+        session_id: str,
+        inference_id: str,
+        status: str,
+        error: str | None,
+        turn_id: str | None,
+        unsaved: Turn | None,
+    ) -> None:
+        finished: dict[str, Any] = {
+            "type": RUN_FINISHED,
+            "session_id": session_id,
+            "inference_id": inference_id,
+            "status": status,
+        }
+        if error is not None:
+            finished["error"] = error
+        if turn_id is not None:
+            finished["turn_id"] = turn_id
+        try:
+            if unsaved is not None:
+                try:
+                    await self.publisher.publish(
+                        session_id,
+                        {**finished, "error": f"{error}, and so does the turn field", "turn": turn_to_dict(unsaved)},
+                    )
+                    return
+                except Exception:  # too big for the bus, say: the error still says where the answer is
+                    log.exception("could not publish the unsaved output of inference %s", inference_id)
+            await self.publisher.publish(session_id, finished)
+        except Exception:
+            log.exception("could not publish the end of inference %s", inference_id)
+
+    async def _session(self, session_id: str, settings: dict[str, Any], sink: Callable[[Event], None]) -> Session:
+        """The session, kept hot in this worker since its last inference here when the store holds nothing
+        newer (another worker may have run it since); else restored from its latest snapshot alone."""
+        seq = await self.store.latest_seq(session_id)
+        hot = self._hot.pop(session_id, None)
+        if hot is not None and hot.seq == seq and hot.settings == settings:
+            hot.session.sinks = (sink,)
+            return hot.session
+        middlewares: list[Middleware] = []
+        if self.engine_record:
+            ran_on = {**self.engine_record, **{k: settings[k] for k in ("model", "mode") if settings.get(k)}}
+            middlewares.append(recording_engine(lambda: ran_on))
+        if settings.get("system"):
+            middlewares.append(system_prompt(str(settings["system"])))
+        session = Session(
+            self.engine_for(settings),
+            tools=SessionTools(self.tools),
+            middlewares=middlewares,
+            store=self.store,
+            session_id=session_id,
+            sinks=[sink],
+            record_events=True,
+            limits=self.limits,
+        )
+        if seq:
+            latest = await self.store.load_latest(session_id)
+            if latest is not None:
+                session.append(latest)
+                session._stored = latest  # what the journal's first checkpoint need not write again
+        return session
+
+    async def _keep_hot(self, session_id: str, settings: dict[str, Any], session: Session) -> None:
+        """Keep ``session`` for its next prompt: holding the lease, what it just saved is the store's latest
+        (which the store remembers, so no query is needed)."""
+        known = getattr(self.store, "known_seq", None)
+        seq = known(session_id) if known is not None else None
+        self._hot[session_id] = _Hot(
+            seq if seq is not None else await self.store.latest_seq(session_id), settings, session
+        )
+        if len(self._hot) > HOT_SESSIONS:
+            del self._hot[next(iter(self._hot))]
+
+    def _cancel_here(self, session_id: str, inference_id: str, *, reason: str | None = None) -> bool:
+        running = self._running.get(session_id)
+        if running is None or running.inference_id != inference_id:
+            return False
+        running.cancelled = True
+        running.reason = reason
+        if running.handle is not None:
+            running.handle.cancel()
+        return True
+
+    def running_here(self, session_id: str) -> str | None:
+        running = self._running.get(session_id)
+        return running.inference_id if running is not None else None

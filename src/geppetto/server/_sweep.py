@@ -1,27 +1,73 @@
 """A server worker's sweep: inferences whose worker died are settled (or, when they were reading a background
 response, picked up), the ends the store refused are recorded again, inferences whose lease this worker lost
-are stopped."""
+are stopped. The :class:`~geppetto.server._runner.Runner` owns one :class:`Sweeper`."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
-from ..session.stores import InferenceRecord, SessionLease
+from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore
 from ..tools._journal import JournalRecord
 from ._background import record_of
-from ._inference import RUN_FINISHED, InferenceRunner, _Running
+from ._inference import RUN_FINISHED, _Running
+from ._publish import Publisher
 
-__all__ = ["SweepingRunner"]
+__all__ = ["Sweeper"]
 
 log = logging.getLogger("geppetto.server")
 
 
-class SweepingRunner(InferenceRunner):
-    """Every ``sweep_interval`` seconds (0: never) a worker runs :meth:`sweep`: it cancels its inferences whose
-    lease it lost and settles inferences left ``running`` by a worker that is gone."""
+class Sweeper:
+    """Every ``sweep_interval`` seconds (0: never), once started, a worker runs :meth:`sweep`: it cancels its
+    inferences whose lease it lost and settles inferences left ``running`` by a worker that is gone.
 
-    async def _settle_stale(self, session_id: str, lease: SessionLease) -> str | None:
+    What it needs of its runner is given: the store and publisher, the inferences running in this worker
+    (``running``, by session; the runner's own dict), how to read a session's settings, cancel an inference
+    here, and run an inference it picks up (``run``, in a task made by ``spawn``)."""
+
+    def __init__(
+        self,
+        store: SQLTurnStore,
+        publisher: Publisher,
+        running: dict[str, _Running],
+        *,
+        sweep_interval: float,
+        settings: Callable[[str], Awaitable[dict[str, Any]]],
+        cancel_here: Callable[..., bool],
+        run: Callable[[str, str, dict[str, Any], _Running, SessionLease], Coroutine[Any, Any, None]],
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self.store, self.publisher, self._running = store, publisher, running
+        self.sweep_interval = sweep_interval
+        self.settings, self._cancel_here, self._run, self._spawn = settings, cancel_here, run, spawn
+        self._stale_seen: dict[str, str] = {}  # session -> its running inference found without a lease
+        self._unrecorded: dict[tuple[str, str], tuple[str, str | None]] = {}  # ends the store did not take
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Sweep every ``sweep_interval`` seconds from now on (never when it is 0)."""
+        if self.sweep_interval > 0:
+            self._task = asyncio.get_running_loop().create_task(self._sweep_every())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def done(self) -> bool:
+        """Whether no sweep runs by itself (it was stopped, or never started)."""
+        return self._task is None or self._task.done()
+
+    def record_later(self, session_id: str, inference_id: str, status: str, error: str | None) -> None:
+        """The store refused the end of an inference: the next sweep records it."""
+        self._unrecorded[session_id, inference_id] = (status, error)
+
+    async def settle_stale(self, session_id: str, lease: SessionLease) -> str | None:
         """Inferences recorded as running while nobody holds the session's lease: their worker died. One that
         was reading a background response is picked up (holding ``lease``; its id is returned), the others
         are settled."""

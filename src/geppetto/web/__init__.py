@@ -19,7 +19,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ._report import dashboard, session_report, session_totals, turn_report
+from ..session._requests import session_totals
+from ..session._totals import dashboard
+from ._report import session_report, turn_report
 
 __all__ = [
     "ASSETS",

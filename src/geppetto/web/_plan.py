@@ -10,14 +10,7 @@ from .._exceptions import UsageError
 from ..providers._chain import likely_edit
 from ..turns import TURN_META_PROVIDER, Block, Turn
 
-__all__ = ["ChainedPlan", "anchor_field_of", "chained_plan"]
-
-_ANCHOR_FIELDS = {"gemini-interactions": "previous_interaction_id"}
-
-
-def anchor_field_of(provider: str | None) -> str:
-    """The request field that names a chained request's anchor on ``provider``'s API."""
-    return _ANCHOR_FIELDS.get(provider or "", "previous_response_id")
+__all__ = ["ChainedPlan", "chained_plan"]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..session._requests import last_index, session_requests
+from ..session._totals import totals
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -34,20 +36,14 @@ from ..turns import (
 )
 from ..turns._known import TURN_META_HISTORY_EDIT
 from ._plan import ChainedPlan, chained_plan
-from ._requests import inference_totals, last_index, session_requests
-from ._totals import add_totals, dashboard, totals
 
 __all__ = [
     "ChainedPlan",
-    "add_totals",
     "chained_plan",
-    "dashboard",
     "describe",
-    "inference_totals",
     "plural",
     "request_marks",
     "session_report",
-    "session_totals",
     "snapshot_diff",
     "turn_report",
 ]
@@ -225,11 +221,3 @@ def session_report(
         }
     )
     return report
-
-
-def session_totals(
-    snapshots: Sequence[Turn], events: Sequence[Any] = (), *, session_id: str | None = None
-) -> dict[str, Any]:
-    """What :func:`dashboard` needs of a session (its id and request totals), without the blocks and diffs
-    of :func:`session_report`."""
-    return {"session_id": session_id, "totals": totals(*session_requests(snapshots, events))}

@@ -1,4 +1,6 @@
-"""A :class:`~geppetto.session.TurnStore` in PostgreSQL (psycopg 3 with a connection pool, in worker threads)."""
+"""A :class:`~geppetto.session.TurnStore` in PostgreSQL (psycopg 3 with a connection pool, in worker threads):
+the PostgreSQL dialect, the database the store's operations run on, and :class:`PostgresTurnStore`, which puts
+them together."""
 
 from __future__ import annotations
 
@@ -6,18 +8,19 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import StoreError
 from ..._extras import install_hint
 from ..._redact import redact_url
+from ._dialect import HELD_LOCK, Dialect
 from ._sql import SQLTurnStore, _backoff
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresTurnStore", "redact_url"]
+__all__ = ["POSTGRES", "PostgresDatabase", "PostgresTurnStore", "redact_url"]
 
 log = logging.getLogger("geppetto.session")
 
@@ -28,29 +31,22 @@ _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 _MIGRATION_LOCK = 0x6765707065747401
 
 
+POSTGRES = Dialect(
+    "postgres",
+    insert_session="INSERT INTO sessions (id) VALUES (?) ON CONFLICT (id) DO NOTHING",
+    placeholder="%s",
+    # Two processes saving to one session take turns, so each reads the true next snapshot number.
+    lock_session="SELECT id FROM sessions WHERE id = ? FOR UPDATE",
+)
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-class PostgresTurnStore(SQLTurnStore):
-    """Session snapshots in a PostgreSQL database: the same schema and behaviour as
-    :class:`~geppetto.session.stores.SQLiteTurnStore`, for many processes and machines at once.
-
-    ``url`` is a libpq connection string (``postgresql://user@host:5432/db``; a schema is chosen with
-    ``?options=-csearch_path%3Dmyschema``). The first use connects, applies migrations (under an advisory
-    lock, so concurrent processes migrate once) and opens a pool of up to ``max_connections``.
-    An operation whose connection is lost (a server restart) is tried again on a new one for up to
-    ``reconnect_for`` seconds; a transaction whose COMMIT lost its answer is looked up, never done twice.
-    A server that is down is reported (:class:`~geppetto.StoreError`) once no connection came within
-    ``connect_timeout`` seconds (3 by default), so a request during an outage is answered quickly.
-    JSON columns are ``jsonb``, so provenance queries can use ``payload->>'text'``.
-    """
-
-    dialect = "postgres"
-    placeholder = "%s"
-    insert_session = "INSERT INTO sessions (id) VALUES (?) ON CONFLICT (id) DO NOTHING"
-    # Two processes saving to one session take turns, so each reads the true next snapshot number.
-    lock_session = "SELECT id FROM sessions WHERE id = ? FOR UPDATE"
+class PostgresDatabase:
+    """A PostgreSQL database as a store's database: a pool of up to ``max_connections`` connections, and one
+    more holding the session leases (advisory locks) of this process."""
 
     def __init__(
         self, url: str, *, max_connections: int = 8, connect_timeout: float = 3.0, reconnect_for: float = 15.0
@@ -63,7 +59,7 @@ class PostgresTurnStore(SQLTurnStore):
                 f"PostgreSQL stores need psycopg 3 with its pool ({exc.name} is missing); "
                 f"install them with: {install_hint('postgres')}"
             ) from None
-        self.db_errors = (psycopg.Error,)
+        self.errors: tuple[type[BaseException], ...] = (psycopg.Error,)
         self.url = url
         self.location = redact_url(url)
         self.max_connections = max_connections
@@ -73,15 +69,16 @@ class PostgresTurnStore(SQLTurnStore):
         self._lock = threading.Lock()
         self._lock_conn: Any = None
         self._lost: set[int] = set()
+        self.held: set[int] = set()
 
-    def _open(self) -> ConnectionPool[Any]:
+    def _open(self, prepare: Callable[[Any], None]) -> ConnectionPool[Any]:
         import psycopg
 
         try:
             with psycopg.connect(
                 self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
             ) as conn:
-                self._migrate(conn)
+                prepare(conn)
         except psycopg.errors.DuplicateTable as exc:
             raise StoreError(
                 f"the PostgreSQL database {self.location} already has a table geppetto did not create "
@@ -110,12 +107,12 @@ class PostgresTurnStore(SQLTurnStore):
         )
 
     @contextlib.contextmanager
-    def _connection(self) -> Iterator[Any]:
+    def connection(self, prepare: Callable[[Any], None]) -> Iterator[Any]:
         from psycopg_pool import PoolTimeout
 
         with self._lock:
             if self._pool is None:
-                self._pool = self._open()
+                self._pool = self._open(prepare)
             pool = self._pool
         try:
             conn = pool.getconn()
@@ -151,7 +148,7 @@ class PostgresTurnStore(SQLTurnStore):
         return fresh
 
     @contextlib.contextmanager
-    def _transaction(self, conn: Any) -> Iterator[None]:
+    def transaction(self, conn: Any) -> Iterator[None]:
         import psycopg
 
         # The transaction's id, so a COMMIT whose answer the connection lost can be looked up: retrying a
@@ -163,7 +160,7 @@ class PostgresTurnStore(SQLTurnStore):
                 yield
                 body_done = True
         except psycopg.OperationalError as exc:
-            if body_done and xid is not None and self._connection_lost(exc) and self._committed(xid):
+            if body_done and xid is not None and self.connection_lost(exc) and self._committed(xid):
                 return
             raise
 
@@ -192,7 +189,7 @@ class PostgresTurnStore(SQLTurnStore):
             "check the server, then look for the change before doing it again"
         )
 
-    def _connection_lost(self, exc: BaseException) -> bool:
+    def connection_lost(self, exc: BaseException) -> bool:
         """True for errors that mean a connection in use went away (a server restart), which a new
         connection may cure; never for an error the statement itself caused (a constraint, bad SQL, a lock
         timeout), nor for a pool that found no connection within ``connect_timeout`` (the server is down:
@@ -208,7 +205,7 @@ class PostgresTurnStore(SQLTurnStore):
         state = getattr(exc, "sqlstate", None)
         return state is None or state.startswith("08") or state in _SERVER_GONE
 
-    def _lock_migrations(self, conn: Any) -> None:
+    def lock_migrations(self, conn: Any) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
     # A session-level advisory lock per running inference, all on one connection of this process: the
@@ -216,17 +213,17 @@ class PostgresTurnStore(SQLTurnStore):
     # The connection can also drop while the process lives (a server restart): its locks are gone then,
     # and the next use takes them all again on a new one; those another process took meanwhile are lost.
     def _lock_connection(self) -> Any:
-        """The live lock connection (called holding ``_held_lock``)."""
+        """The live lock connection (called holding ``HELD_LOCK``)."""
         import psycopg
 
         if self._lock_conn is not None and not self._lock_conn.closed:
             return self._lock_conn
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout)))
         try:
-            for key in sorted(self._held):
+            for key in sorted(self.held):
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
                 if not (row and row[0]):
-                    self._held.discard(key)
+                    self.held.discard(key)
                     self._lost.add(key)
         except BaseException:
             conn.close()
@@ -239,7 +236,7 @@ class PostgresTurnStore(SQLTurnStore):
             self._lock_conn.close()  # every lock it held is gone with it; the next use reconnects
             self._lock_conn = None
 
-    def _try_lock_key(self, key: int) -> bool:
+    def try_lock_key(self, key: int) -> bool:
         import psycopg
 
         # The lock connection lives as long as the process: one from before a server restart fails at its
@@ -250,13 +247,13 @@ class PostgresTurnStore(SQLTurnStore):
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             except psycopg.OperationalError as exc:
                 self._drop_lock_connection()
-                if attempt == 2 or not self._connection_lost(exc):
+                if attempt == 2 or not self.connection_lost(exc):
                     raise
                 continue
             return bool(row and row[0])
         raise AssertionError("unreachable")
 
-    def _unlock_key(self, key: int) -> None:
+    def unlock_key(self, key: int) -> None:
         import psycopg
 
         if self._lock_conn is not None and not self._lock_conn.closed:
@@ -265,35 +262,65 @@ class PostgresTurnStore(SQLTurnStore):
             except psycopg.Error:
                 self._drop_lock_connection()
 
-    def _check_leases(self) -> set[int]:
+    def check_leases(self) -> set[int]:
         import psycopg
 
-        with self._held_lock:
-            if self._held and self._lock_conn is not None and not self._lock_conn.closed:
+        with HELD_LOCK:
+            if self.held and self._lock_conn is not None and not self._lock_conn.closed:
                 try:
                     self._lock_conn.execute("SELECT 1")
                 except psycopg.Error:
                     self._drop_lock_connection()
-            if self._held:
+            if self.held:
                 # The server is away: nobody can take the sessions meanwhile; asked again next time.
                 with contextlib.suppress(psycopg.OperationalError):
                     self._lock_connection()
             lost, self._lost = self._lost, set()
             return lost
 
-    def _refuse(self, exc: BaseException) -> StoreError:
+    def refuse(self, exc: BaseException) -> StoreError:
         return StoreError(
             f"PostgreSQL session store {self.location} failed: {_first_line(exc)}; check the server is up and reachable"
         )
 
     def close(self) -> None:
-        """Close the pool (the store reopens it on next use)."""
+        """Close the pool and the lock connection (the store reopens them on next use)."""
         with self._lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
-        with self._held_lock:
+        with HELD_LOCK:
             if self._lock_conn is not None:
                 self._lock_conn.close()
                 self._lock_conn = None
-                self._held.clear()
+                self.held.clear()
+
+
+class PostgresTurnStore(SQLTurnStore):
+    """Session snapshots in a PostgreSQL database: the same schema and behaviour as
+    :class:`~geppetto.session.stores.SQLiteTurnStore`, for many processes and machines at once.
+
+    ``url`` is a libpq connection string (``postgresql://user@host:5432/db``; a schema is chosen with
+    ``?options=-csearch_path%3Dmyschema``). The first use connects, applies migrations (under an advisory
+    lock, so concurrent processes migrate once) and opens a pool of up to ``max_connections``.
+    An operation whose connection is lost (a server restart) is tried again on a new one for up to
+    ``reconnect_for`` seconds; a transaction whose COMMIT lost its answer is looked up, never done twice.
+    A server that is down is reported (:class:`~geppetto.StoreError`) once no connection came within
+    ``connect_timeout`` seconds (3 by default), so a request during an outage is answered quickly.
+    JSON columns are ``jsonb``, so provenance queries can use ``payload->>'text'``.
+    """
+
+    def __init__(
+        self, url: str, *, max_connections: int = 8, connect_timeout: float = 3.0, reconnect_for: float = 15.0
+    ) -> None:
+        database = PostgresDatabase(
+            url, max_connections=max_connections, connect_timeout=connect_timeout, reconnect_for=reconnect_for
+        )
+        self.url, self.max_connections, self.connect_timeout = url, max_connections, connect_timeout
+        super().__init__(POSTGRES, database)
+        self.database: PostgresDatabase = database
+
+    @property
+    def _lock_conn(self) -> Any:
+        """The connection holding this process's session leases (None: none open yet)."""
+        return self.database._lock_conn

@@ -1,19 +1,37 @@
-"""What the SQL turn stores share: the statements, the migrations runner, saving, loading and listing.
+"""The SQL turn store: session snapshots (and their event logs) in SQLite or PostgreSQL, each save one
+transaction.
 
-A dialect (SQLite, PostgreSQL) only opens connections and spells a few statements; every operation is one
-synchronous function over a DB-API connection, run in a worker thread, so the logic exists once."""
+One class, :class:`SQLTurnStore`, given a dialect and a database (``_dialect``): every operation is one
+synchronous function over a DB-API connection, run in a worker thread, so the logic exists once. Saving,
+loading and migrating are the plain functions of ``_sql_save``, ``_sql_load`` and ``_sql_migrate``; they
+run their statements through the store's :meth:`~SQLTurnStore._rows` and :meth:`~SQLTurnStore._exec`."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import json
+import logging
 import time
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ..._exceptions import StoreError, UsageError
 from ...tools._journal import JournalRecord
+from ...turns import TURN_META_INFERENCE_ID, Turn, dumps_json
+from ...turns._cow import FrozenBlock, LazyBlockList, freeze
+from .._store import RecordedEvent, TimedEvent
+from ._dialect import HELD_LOCK, Database, Dialect
 from ._records import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, lock_key
-from ._sql_migrate import SQLMigrations
-from ._sql_parts import _backoff, _conditions, _engine_of, _payload, _usage_of
+from ._sql_load import events_of, load_one, load_range
+from ._sql_migrate import migrate, store_blocks_once, summarize_sessions
+from ._sql_parts import _TIPS, _backoff, _conditions, _engine_of, _event_rows, _payload, _Tip, _usage_of
+from ._sql_save import save, save_events
+
+R = TypeVar("R")
+
+log = logging.getLogger("geppetto.session")
 
 __all__ = [
     "InferenceRecord",
@@ -27,13 +45,225 @@ __all__ = [
 ]
 
 
-class SQLTurnStore(SQLMigrations):
+class SQLTurnStore:
     """Session snapshots (and optional event logs) in a SQL database; each save is one transaction.
 
-    Subclasses open connections (:meth:`_connection`), run transactions (:meth:`_transaction`) and name
-    their dialect; the statements below are written with ``?`` placeholders and translated once.
+    ``dialect`` spells the statements (written with ``?`` placeholders, translated once); ``database``
+    opens connections, runs transactions and holds the cross-process locks of session leases.
+    :class:`~geppetto.session.stores.SQLiteTurnStore` and
+    :class:`~geppetto.session.stores.PostgresTurnStore` pick both.
     """
 
+    reads_at_once = True
+
+    """``save_snapshot`` reads all it keeps of the Turn before it first awaits (see ``MemoryTurnStore``)."""
+
+    def __init__(self, dialect: Dialect, database: Database) -> None:
+        self.dialect, self.database = dialect, database
+
+    @property
+    def location(self) -> str:
+        """What messages name the store by: its file, or its URL without the password."""
+        return self.database.location
+
+    @property
+    def reconnect_for(self) -> float:
+        """Seconds an operation whose connection was lost is tried again for (0: not at all)."""
+        return self.database.reconnect_for
+
+    # -- one inference per session, across processes ------------------------------------------
+    def _take_key(self, key: int) -> bool:
+        with HELD_LOCK:
+            held = self.database.held
+            if key in held:  # the process-wide lock is reentrant; one holder per process is this set's job
+                return False
+            if not self.database.try_lock_key(key):
+                return False
+            held.add(key)
+            return True
+
+    def _release_key(self, key: int) -> None:
+        with HELD_LOCK:
+            if key in self.database.held:
+                self.database.held.discard(key)
+                self.database.unlock_key(key)
+
+    async def try_lock(self, session_id: str) -> SessionLease | None:
+        """A lease on ``session_id`` when no process holds one, else None. Released by
+        :meth:`SessionLease.release`, or by the holder's exit."""
+        key = lock_key(session_id)
+        try:
+            taken = await asyncio.to_thread(self._take_key, key)
+        except self.database.errors as exc:
+            raise self.database.refuse(exc) from exc
+        return SessionLease(self, session_id, key) if taken else None
+
+    async def lost_leases(self, leases: Iterable[SessionLease]) -> list[SessionLease]:
+        """Those of ``leases`` this process no longer holds: its lock connection to the database dropped
+        (a server restart) and another process took the session before this one could take it again.
+        Checking also reconnects, so a lease nobody took meanwhile is held again."""
+        try:
+            keys = await asyncio.to_thread(self.database.check_leases)
+        except self.database.errors as exc:
+            raise self.database.refuse(exc) from exc
+        return [lease for lease in leases if lease.key in keys]
+
+    # -- running one operation: what the saving, loading and migrating functions use ----------
+    def _connection(self) -> contextlib.AbstractContextManager[Any]:
+        return self.database.connection(self._migrate)
+
+    def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]:
+        return self.database.transaction(conn)
+
+    def _migrate(self, conn: Any) -> None:
+        migrate(self, conn)
+
+    # The data steps of migrations 4 and 5, looked up on the store (so a test can make one fail).
+    _store_blocks_once = store_blocks_once
+    _summarize_sessions = summarize_sessions
+
+    def _sql(self, statement: str) -> str:
+        return self.dialect.sql(statement)
+
+    def _rows(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = conn.execute(self._sql(statement), params)
+        return list(cursor.fetchall())
+
+    def _exec(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> None:
+        conn.execute(self._sql(statement), params)
+
+    def _exec_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        conn.cursor().executemany(self._sql(statement), rows)
+
+    def _call(self, fn: Callable[..., R], *args: Any) -> R:
+        # An operation whose connection was lost runs again on a new one (each is one transaction, and a
+        # database's transaction makes sure a commit whose answer was lost is not done twice).
+        retries = _backoff(self.reconnect_for)
+        while True:
+            try:
+                with self._connection() as conn:
+                    return fn(conn, *args)
+            except StoreError:
+                raise
+            except self.database.errors as exc:
+                delay = next(retries, None) if self.database.connection_lost(exc) else None
+                if delay is None:
+                    raise self.database.refuse(exc) from exc
+                log.warning("session store %s: connection lost (%s); trying again in %.2g s", self.location, exc, delay)
+                time.sleep(delay)
+
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        return await asyncio.to_thread(self._call, fn, *args)
+
+    def _ensure_session(self, conn: Any, session_id: str) -> None:
+        self._exec(conn, self.dialect.insert_session, (session_id,))
+        if self.dialect.lock_session is not None:
+            self._exec(conn, self.dialect.lock_session, (session_id,))
+
+    # -- what this process remembers of each session's latest snapshot ---------------------------
+    @functools.cached_property
+    def _tips(self) -> dict[str, _Tip]:
+        return {}
+
+    @functools.cached_property
+    def _marker(self) -> object:
+        """What a frozen block records as the store that keeps it (see ``FrozenBlock.stored``)."""
+        return object()
+
+    def _vid(self, block: FrozenBlock, sk: int) -> int | None:
+        stored = block.__dict__.get("stored")
+        if stored is not None and stored[0] is self._marker and stored[1] == sk:
+            return int(stored[2])
+        return None
+
+    def _sk(self, conn: Any, session_id: str) -> int:
+        return int(self._rows(conn, "SELECT created_seq FROM sessions WHERE id = ?", (session_id,))[0][0])
+
+    def _source(self, session_id: str) -> str:
+        return f"{self.location} session {session_id}"
+
+    def _remember(self, session_id: str, tip: _Tip) -> None:
+        tips = self._tips
+        tips.pop(session_id, None)
+        tips[session_id] = tip
+        if len(tips) > _TIPS:
+            del tips[next(iter(tips))]
+
+    # -- saving ------------------------------------------------------------------------------
+    async def save_snapshot(self, session_id: str, turn: Turn, *, events: Sequence[TimedEvent] | None = None) -> None:
+        """Append ``turn`` as the newest snapshot of ``session_id``, with the events of the inference that
+        produced it when given; all in one transaction, so all of it or nothing. Only blocks that are new
+        or changed since the snapshot before are written (see docs/persistence.md)."""
+        inference_id = TURN_META_INFERENCE_ID.get(turn.metadata) or ""
+        rows = _event_rows(session_id, inference_id, events) if events else None
+        blocks = turn.blocks
+        tip = self._tips.get(session_id)
+        if isinstance(blocks, LazyBlockList) and blocks.origin is not None:
+            frozen = freeze(blocks, blocks.origin)
+        else:  # a Turn from elsewhere: compared with what this store last held, block by block
+            frozen = freeze(blocks, tip.frozen if tip is not None else None)
+        document = dumps_json(Turn(id=turn.id, metadata=turn.metadata, data=turn.data))
+        # Everything is read from ``turn`` before the first await (see ``TurnStore.reads_at_once``).
+        ids = (turn.id, TURN_META_INFERENCE_ID.get(turn.metadata))
+        self._remember(
+            session_id, await self._run(functools.partial(save, self), session_id, ids, frozen, document, rows)
+        )
+
+    async def save_events(self, session_id: str, inference_id: str, events: Sequence[TimedEvent]) -> None:
+        """Record the event log of an inference that produced no snapshot (it failed or was cancelled)."""
+        if events:
+            await self._run(
+                functools.partial(save_events, self), session_id, _event_rows(session_id, inference_id, events)
+            )
+
+    # -- loading -----------------------------------------------------------------------------
+    async def load_session(self, session_id: str) -> list[Turn]:
+        """The snapshots of ``session_id``, oldest first (empty when unknown). A block kind this version does
+        not know (written by a newer geppetto) reads back as ``other`` with its kind kept in the payload.
+        Snapshots share the versions of their unchanged blocks (copied when read)."""
+        return await self._run(functools.partial(load_range, self), session_id)
+
+    async def load_latest(self, session_id: str) -> Turn | None:
+        """The latest snapshot of ``session_id`` (None when it has none): one snapshot read, whatever the
+        length of the history."""
+        return await self._run(functools.partial(load_one, self), session_id, None)
+
+    async def load_snapshot(self, session_id: str, seq: int) -> Turn | None:
+        """Snapshot number ``seq`` (1 is the first) of ``session_id``, None when there is no such one."""
+        return await self._run(functools.partial(load_one, self), session_id, seq)
+
+    async def load_snapshots(self, session_id: str, first: int, last: int) -> list[Turn]:
+        """Snapshots ``first`` to ``last`` (both included) of ``session_id``, oldest first: a window of the
+        history, read in one pass over the blocks those snapshots hold."""
+        return await self._run(functools.partial(load_range, self), session_id, first, last)
+
+    def known_seq(self, session_id: str) -> int | None:
+        """The number of the latest snapshot of ``session_id`` this process saved or read, without asking the
+        database (None: none known). The database's own latest may be newer when another process saved since."""
+        tip = self._tips.get(session_id)
+        return tip.seq if tip is not None else None
+
+    async def latest_seq(self, session_id: str) -> int:
+        """The number of the latest snapshot of ``session_id`` (0 when it has none)."""
+        rows = await self._run(
+            self._rows, "SELECT coalesce(max(seq), 0) FROM snapshots WHERE session_id = ?", (session_id,)
+        )
+        return int(rows[0][0])
+
+    async def load_events(
+        self,
+        session_id: str,
+        inference_id: str | None = None,
+        *,
+        after: float | None = None,
+        until: float | None = None,
+    ) -> list[RecordedEvent]:
+        """The recorded events of ``session_id`` (of one inference when given), in the order published;
+        with ``after``/``until`` (Unix seconds), only those published in that window of time (after ``after``,
+        up to ``until`` included), e.g. between the saves of two snapshots."""
+        return await self._run(functools.partial(events_of, self), session_id, inference_id, after, until)
+
+    # -- listing and deleting sessions -------------------------------------------------------
     async def list_sessions(self) -> list[str]:
         """Every session id with a snapshot, in the order first saved."""
         rows = await self._run(
@@ -170,7 +400,7 @@ class SQLTurnStore(SQLMigrations):
             with self._transaction(conn):
                 if self._rows(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
                     return 0
-                self._exec(conn, self.insert_session, (session_id,))
+                self._exec(conn, self.dialect.insert_session, (session_id,))
                 self._exec(
                     conn,
                     "UPDATE sessions SET settings = ?, created_at = ? WHERE id = ?",
@@ -268,6 +498,7 @@ class SQLTurnStore(SQLMigrations):
 
     def close(self) -> None:
         """Release the connection(s); the store reopens on next use."""
+        self.database.close()
 
     def __enter__(self) -> SQLTurnStore:
         return self

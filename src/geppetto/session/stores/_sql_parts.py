@@ -1,21 +1,25 @@
-"""Small pieces the SQL store layers share: the remembered latest snapshot, statements, row and column helpers."""
+"""Small pieces the SQL store's functions share: what they use of their store, the remembered latest snapshot,
+statements, row and column helpers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Block
-from ...turns._cow import Frozen
+from ...turns._cow import Frozen, FrozenBlock
 from ...turns._serde import block_to_json
 from .._store import TimedEvent, event_json
+from ._dialect import Database, Dialect
 
 __all__ = [
     "_SPANS",
     "_TIPS",
+    "Operations",
     "_Tip",
     "_backoff",
     "_column_id",
@@ -36,6 +40,46 @@ class _Tip:
     sk: int
     seq: int
     frozen: Frozen
+
+
+class Operations(Protocol):
+    """What the saving, loading and migrating functions use of the store they run in (a
+    :class:`~geppetto.session.stores.SQLTurnStore`): its statements run on the operation's connection, its
+    transactions, and what it remembers of each session's latest snapshot."""
+
+    dialect: Dialect
+    database: Database
+
+    @property
+    def location(self) -> str: ...
+
+    @property
+    def _tips(self) -> dict[str, _Tip]: ...
+
+    @property
+    def _marker(self) -> object: ...
+
+    def _transaction(self, conn: Any) -> contextlib.AbstractContextManager[None]: ...
+
+    def _rows(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def _exec(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> None: ...
+
+    def _exec_many(self, conn: Any, statement: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def _ensure_session(self, conn: Any, session_id: str) -> None: ...
+
+    def _vid(self, block: FrozenBlock, sk: int) -> int | None: ...
+
+    def _sk(self, conn: Any, session_id: str) -> int: ...
+
+    def _source(self, session_id: str) -> str: ...
+
+    def _remember(self, session_id: str, tip: _Tip) -> None: ...
+
+    def _store_blocks_once(self, conn: Any) -> None: ...
+
+    def _summarize_sessions(self, conn: Any) -> None: ...
 
 
 _SPANS = "SELECT p.position, p.vid, v.block FROM spans p JOIN block_versions v ON v.sk = p.sk AND v.vid = p.vid "

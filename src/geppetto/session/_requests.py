@@ -1,6 +1,10 @@
 """The requests of a session: read from its ``final`` events and the snapshots its inferences saved (mode,
 anchor, the blocks of its delta, input bytes against the stateless equivalent, fallback), or, for a Turn
-without an event log, inferred from its blocks' response tags by the engine's own planning code."""
+without an event log, inferred from its blocks' response tags by the engine's own planning code.
+
+What a store keeps per session at save time (:func:`inference_totals`) and what the web report and
+dashboard show (``geppetto.web``) both come from here: the web package reads this module and
+``_totals`` as an internal API."""
 
 from __future__ import annotations
 
@@ -17,11 +21,17 @@ from ..turns import (
     Turn,
 )
 from ..turns._cow import Frozen
-from ._plan import anchor_field_of
 from ._sizes import Measured
 from ._totals import totals
 
-__all__ = ["inference_totals", "last_index", "session_requests"]
+__all__ = ["anchor_field_of", "inference_totals", "last_index", "session_requests", "session_totals"]
+
+_ANCHOR_FIELDS = {"gemini-interactions": "previous_interaction_id"}
+
+
+def anchor_field_of(provider: str | None) -> str:
+    """The request field that names a chained request's anchor on ``provider``'s API."""
+    return _ANCHOR_FIELDS.get(provider or "", "previous_response_id")
 
 
 def last_index(blocks: Sequence[Block], response_id: str | None, end: int | None = None) -> int:
@@ -240,7 +250,7 @@ def inference_totals(blocks: Sequence[Block] | Frozen | None, events: Sequence[A
     (None: it saved none). Adding these up with :func:`add_totals` gives :func:`session_totals`.
 
     Given the snapshot as a store's frozen versions, the cost is that of what changed since a snapshot it
-    was derived from was measured (see ``geppetto.web._sizes``), not of every block."""
+    was derived from was measured (see ``geppetto.session._sizes``), not of every block."""
     finals = [e for e in events if e.type == "final"]
     wanted = {str(((e.event.get("metadata") or {}).get("extra") or {}).get("response_id") or "") for e in finals}
     snapshot: _Snapshot | None = None
@@ -256,3 +266,11 @@ def inference_totals(blocks: Sequence[Block] | Frozen | None, events: Sequence[A
         if e.type == "error"
     ]
     return totals(requests, errors)
+
+
+def session_totals(
+    snapshots: Sequence[Turn], events: Sequence[Any] = (), *, session_id: str | None = None
+) -> dict[str, Any]:
+    """What :func:`~geppetto.web.dashboard` needs of a session (its id and request totals), without the
+    blocks and diffs of :func:`~geppetto.web.session_report`."""
+    return {"session_id": session_id, "totals": totals(*session_requests(snapshots, events))}

@@ -1,5 +1,5 @@
 """What a store's per-session summary measures on each saved snapshot, at the cost of what changed since
-the snapshot measured before (see :func:`geppetto.web.inference_totals`).
+the snapshot measured before (see ``geppetto.session._requests.inference_totals``).
 
 A snapshot (:class:`~geppetto.turns._cow.Frozen`) remembers, in its ``memo``, the summed item sizes of its
 first ``q`` blocks; a snapshot derived from it whose first ``q`` blocks provably did not change (the
