@@ -13,7 +13,7 @@ seed the session made; :class:`~geppetto.Session` adds the result to its history
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._exceptions import UsageError
 from ..tools._approval import (
@@ -27,8 +27,13 @@ from ..tools._approval import (
 from ..tools._pending import pending_tool_calls
 from ..turns import Turn
 
-if TYPE_CHECKING:
-    from ._session import Session
+
+class _Resumable(Protocol):
+    """What :func:`prepare_resume` uses of a :class:`~geppetto.Session` (a protocol: the session module
+    imports this one)."""
+
+    def _resume_seed(self, decisions: Mapping[str, Any]) -> Turn: ...
+
 
 __all__ = ["check_can_start", "check_drop", "check_no_waiting", "check_resume", "decided", "dropped", "prepare_resume"]
 
@@ -107,7 +112,7 @@ def dropped(seed: Turn, reason: str) -> Turn:
     return seed
 
 
-def prepare_resume(session: Session, decisions: Mapping[str, Any]) -> Turn:
+def prepare_resume(session: _Resumable, decisions: Mapping[str, Any]) -> Turn:
     """Check ``decisions`` and add the seed snapshot that carries them to ``session`` (the same Turn, going
     on); the caller starts the inference (``session.start_inference()``). Nothing changes when they are
     refused. The server's entry to :meth:`Session.resume <geppetto.Session.resume>`'s first half."""

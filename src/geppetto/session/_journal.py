@@ -4,14 +4,19 @@ The session itself keeps which inference was interrupted and adds that Turn to i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..tools._journal import JournalRecord, base_key
 from ..turns import TURN_META_INFERENCE_ID, Turn
 from ._usage import TURN_META_SESSION_USAGE, SessionUsage
 
-if TYPE_CHECKING:
-    from ._session import Session
+
+class _Resumable(Protocol):
+    """What :func:`prepare_go_on` uses of a :class:`~geppetto.Session` (a protocol: the session module imports
+    this one)."""
+
+    def _go_on_from(self, inference_id: str, records: list[JournalRecord], turn: Turn) -> None: ...
+
 
 __all__ = ["carried_totals", "interrupted_in", "journal_records", "prepare_go_on", "seed_of"]
 
@@ -55,7 +60,7 @@ def carried_totals(turn: Turn, totals: SessionUsage) -> SessionUsage | None:
     return usage if usage.requests > totals.requests else None
 
 
-def prepare_go_on(session: Session, inference_id: str, records: list[JournalRecord], turn: Turn) -> None:
+def prepare_go_on(session: _Resumable, inference_id: str, records: list[JournalRecord], turn: Turn) -> None:
     """Make ``turn`` (rebuilt from ``records``) ``session``'s latest snapshot, for ``inference_id`` to go on
     from; the caller starts the inference under that id. The server's entry to the first half of
     :meth:`Session.resume <geppetto.Session.resume>` for an interrupted inference."""
