@@ -12,50 +12,28 @@ prefix is unchanged (chained), or cuts its conversation back to it (conversation
 compaction is kept as the blocks it replaced. A fork shares the history so far: in chained mode both
 sessions go on from the same response (a response can be continued twice); a conversation cannot hold
 two branches, so the fork's first request starts its own (``docs/decisions.md``).
+
+An edit here is a function ``Turn -> Turn`` made by :func:`rewind`, :func:`edit`, :func:`remove` or
+:func:`fork` (making it checks its arguments). :class:`~geppetto.Session` applies it to a seed, a fresh copy
+of its latest snapshot that the edit may change in place, and adds the result to its history; nothing here
+reads or changes a session.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .._exceptions import UsageError
 from ..middleware.compaction import COMPACTION
-from ..turns import (
-    BLOCK_META_MIDDLEWARE,
-    PAYLOAD_ID,
-    PAYLOAD_TEXT,
-    TURN_META_INFERENCE_ID,
-    TURN_META_SESSION_ID,
-    Block,
-    BlockKind,
-    Turn,
-    new_id,
-)
-from ..turns._cow import Frozen
+from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_TEXT, TURN_META_SESSION_ID, Block, BlockKind, Turn
 from ..turns._known import TURN_META_HISTORY_EDIT
-from ._history import _derive
-from ._usage import TURN_META_INFERENCE_USAGE
 
-S = TypeVar("S", bound="Session")
+__all__ = ["EDITED_BY", "Edit", "edit", "fork", "prompt_positions", "remove", "rewind"]
 
-
-class Session(Protocol):
-    """What a history edit uses of a :class:`~geppetto.Session` (a protocol: the session module imports
-    this one)."""
-
-    session_id: str
-
-    @property
-    def latest(self) -> Turn | None: ...
-    def _check_idle(self, action: str) -> None: ...
-    def _settle_latest(self) -> Frozen | None: ...
-    async def _commit_edit(self, seed: Turn) -> Turn: ...
-    def _sibling(self: S, session_id: str) -> S: ...
-
-
-__all__ = ["EDITED_BY", "edit", "fork", "prompt_positions", "remove", "rewind"]
+Edit = Callable[[Turn], Turn]
+"""A history edit: given the seed (a copy of the latest snapshot under a fresh Turn id), the edited Turn."""
 
 EDITED_BY = "session.edit"
 """What ``geppetto.middleware@v1`` names on a block :meth:`Session.edit` changed (the inspector shows it)."""
@@ -65,20 +43,6 @@ def prompt_positions(turn: Turn) -> builtins.list[int]:
     """The indexes of the Turn's prompts: user blocks, not the ones compaction made (a summary, the user
     messages a server compaction keeps)."""
     return [i for i, b in enumerate(turn.blocks) if b.kind is BlockKind.USER and not COMPACTION.has(b.metadata)]
-
-
-def _seed(session: Session, action: str) -> Turn:
-    """A copy of the latest snapshot under a fresh Turn id, not the product of an inference."""
-    session._check_idle(action)
-    frozen = session._settle_latest()
-    latest = session.latest
-    if latest is None or frozen is None:
-        raise UsageError(f"cannot {action}: the session holds no turn yet; call session.run(text) first")
-    seed = _derive(latest, frozen, new_id())
-    TURN_META_INFERENCE_ID.delete(seed.metadata)
-    TURN_META_INFERENCE_USAGE.delete(seed.metadata)
-    TURN_META_SESSION_ID.set(seed.metadata, session.session_id)
-    return seed
 
 
 def _index(turn: Turn, block_id: str) -> int:
@@ -91,41 +55,48 @@ def _index(turn: Turn, block_id: str) -> int:
     )
 
 
-async def rewind(session: Session, n: int) -> Turn:
+def rewind(n: int) -> Edit:
     """Drop the last ``n`` prompts with their answers (see :meth:`Session.rewind`)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise UsageError(f"rewind takes a number of prompts of at least 1, got {n!r}")
-    seed = _seed(session, "rewind")
-    prompts = prompt_positions(seed)
-    if n > len(prompts):
-        raise UsageError(
-            f"cannot rewind {n} prompts: the session's latest turn holds {len(prompts)} (prompts folded into a "
-            "compaction summary are not counted); pass a smaller number"
-        )
-    cut = prompts[-n]
-    removed = [b.id for b in seed.blocks[cut:]]
-    del seed.blocks[cut:]
-    TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "rewind", "prompts": n, "removed": removed})
-    return await session._commit_edit(seed)
+
+    def rewound(seed: Turn) -> Turn:
+        prompts = prompt_positions(seed)
+        if n > len(prompts):
+            raise UsageError(
+                f"cannot rewind {n} prompts: the session's latest turn holds {len(prompts)} (prompts folded into "
+                "a compaction summary are not counted); pass a smaller number"
+            )
+        cut = prompts[-n]
+        removed = [b.id for b in seed.blocks[cut:]]
+        del seed.blocks[cut:]
+        TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "rewind", "prompts": n, "removed": removed})
+        return seed
+
+    return rewound
 
 
-async def edit(session: Session, block_id: str, text: str | None, payload: Mapping[str, Any] | None) -> Turn:
+def edit(block_id: str, text: str | None, payload: Mapping[str, Any] | None) -> Edit:
     """Change one block's text or payload fields (see :meth:`Session.edit`)."""
     if text is None and not payload:
         raise UsageError("session.edit(block_id, ...) needs the new text, or payload={field: value} to change")
-    seed = _seed(session, "edit a block")
-    block = seed.blocks[_index(seed, block_id)]
-    if text is not None:
-        if not isinstance(block.payload.get(PAYLOAD_TEXT), str):
-            raise UsageError(
-                f"block {block_id!r} is a {block.kind.value} block without text: pass payload={{field: value}} instead"
-            )
-        block.payload[PAYLOAD_TEXT] = text
-    if payload:
-        block.payload.update(dict(payload))
-    BLOCK_META_MIDDLEWARE.set(block.metadata, EDITED_BY)
-    TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "edit", "block": block_id})
-    return await session._commit_edit(seed)
+
+    def edited(seed: Turn) -> Turn:
+        block = seed.blocks[_index(seed, block_id)]
+        if text is not None:
+            if not isinstance(block.payload.get(PAYLOAD_TEXT), str):
+                raise UsageError(
+                    f"block {block_id!r} is a {block.kind.value} block without text: "
+                    "pass payload={field: value} instead"
+                )
+            block.payload[PAYLOAD_TEXT] = text
+        if payload:
+            block.payload.update(dict(payload))
+        BLOCK_META_MIDDLEWARE.set(block.metadata, EDITED_BY)
+        TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "edit", "block": block_id})
+        return seed
+
+    return edited
 
 
 def _with_pair(turn: Turn, block: Block) -> set[str]:
@@ -139,16 +110,19 @@ def _with_pair(turn: Turn, block: Block) -> set[str]:
     return ids
 
 
-async def remove(session: Session, block_id: str) -> Turn:
+def remove(block_id: str) -> Edit:
     """Remove one block (a tool call together with its result; see :meth:`Session.remove`)."""
-    seed = _seed(session, "remove a block")
-    ids = _with_pair(seed, seed.blocks[_index(seed, block_id)])
-    removed = [b.id for b in seed.blocks if b.id in ids]
-    for i in reversed(range(len(seed.blocks))):
-        if seed.blocks[i].id in ids:
-            del seed.blocks[i]
-    TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "remove", "removed": removed})
-    return await session._commit_edit(seed)
+
+    def removed(seed: Turn) -> Turn:
+        ids = _with_pair(seed, seed.blocks[_index(seed, block_id)])
+        gone = [b.id for b in seed.blocks if b.id in ids]
+        for i in reversed(range(len(seed.blocks))):
+            if seed.blocks[i].id in ids:
+                del seed.blocks[i]
+        TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "remove", "removed": gone})
+        return seed
+
+    return removed
 
 
 def _forget_conversation(turn: Turn) -> None:
@@ -160,16 +134,16 @@ def _forget_conversation(turn: Turn) -> None:
         set_state(turn, ConversationState("conversation", None, state.previous_response_id, None))
 
 
-async def fork(session: S, session_id: str | None) -> S:
-    """A new session sharing the history so far (see :meth:`Session.fork`)."""
-    seed = _seed(session, "fork")
-    origin = session.latest
-    assert origin is not None
-    child = session._sibling(session_id or new_id())
-    if child.session_id == session.session_id:
-        raise UsageError(f"a fork needs its own session id, not {session.session_id!r}: leave session_id out")
-    TURN_META_SESSION_ID.set(seed.metadata, child.session_id)
-    TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "fork", "from": session.session_id, "turn": origin.id})
-    _forget_conversation(seed)
-    await child._commit_edit(seed)
-    return child
+def fork(origin_session: str, origin_turn: str, session_id: str) -> Edit:
+    """The first snapshot of session ``session_id``, forked from turn ``origin_turn`` of ``origin_session``
+    (see :meth:`Session.fork`)."""
+    if session_id == origin_session:
+        raise UsageError(f"a fork needs its own session id, not {origin_session!r}: leave session_id out")
+
+    def forked(seed: Turn) -> Turn:
+        TURN_META_SESSION_ID.set(seed.metadata, session_id)
+        TURN_META_HISTORY_EDIT.set(seed.metadata, {"op": "fork", "from": origin_session, "turn": origin_turn})
+        _forget_conversation(seed)
+        return seed
+
+    return forked

@@ -6,12 +6,13 @@ import asyncio
 import builtins
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from .._exceptions import SessionBusyError, UsageError
+from .._exceptions import SessionBusyError, StoreError, UsageError, UsageLimitExceeded
 from ..engine import Engine
-from ..events import EventSink
+from ..events import EventInterrupt, EventSink, metadata_for, publish
 from ..events._sinks import check_sink
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
 from ..output import STRUCTURED_OUTPUT, output_config
@@ -19,10 +20,11 @@ from ..output._validators import Validator, validating
 from ..pricing import PriceTable
 from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
-from ..tools._journal import JournalRecord
+from ..tools._journal import JournalRecord, RunJournal, rebuild
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen
+from ..turns._cow import Frozen, LazyBlockList
 from ..turns._known import TURN_META_HISTORY_EDIT
+from ..turns._watch import BlockList
 from . import _approvals, _journal, _running
 from ._collector import settle
 from ._handle import ExecutionHandle
@@ -31,6 +33,9 @@ from ._running import RUN_HOOKS
 from ._store import EventLogStore, TimedEvent, TurnStore
 from ._stream import InferenceStream, PartialValues, TextDeltas
 from ._usage import TURN_META_INFERENCE_USAGE, TURN_META_SESSION_USAGE, SessionUsage, UsageLimits, UsageMeter
+
+if TYPE_CHECKING:
+    from ._edits import Edit
 
 __all__ = ["INCOMING_HOOKS", "RUN_HOOKS", "ExecutionHandle", "Session"]
 
@@ -267,7 +272,7 @@ class Session:
         """Add ``turn`` (for example a first turn holding a system block) as the latest snapshot. A snapshot
         of this same session (its stored latest, say) brings its usage totals along when none were counted yet."""
         self._check_idle("append a turn")
-        _approvals.check_no_waiting(self, "append a turn")
+        _approvals.check_no_waiting(self.latest, self.session_id, "append a turn")
         self._interrupted = None  # the next inference starts from this turn, not from the journal
         self._adopt(turn)
         return turn
@@ -282,7 +287,7 @@ class Session:
         read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
         the history. Returns that seed. ``files`` are attachments, as :meth:`Block.user` takes them."""
         self._check_idle("prompt")
-        expired = _approvals.check_no_waiting(self, "prompt")
+        expired = _approvals.check_no_waiting(self.latest, self.session_id, "prompt")
         user = Block.user(text, images, files)  # a bad attachment fails before the history changes
         self._interrupted = None  # a new turn: an interrupted inference is abandoned (its journal cleared)
         frozen = self._settle_latest()
@@ -297,7 +302,7 @@ class Session:
         self._push(seed)
         return seed
 
-    # -- history edits (``_edits``) ------------------------------------------------------------------
+    # -- history edits (``_edits``: each a function Turn -> Turn) ------------------------------------
     async def rewind(self, n: int = 1) -> Turn:
         """Drop the last ``n`` prompts with their answers: a new latest snapshot (saved to the store) holds
         the Turn as it was before the ``n``-th last prompt. The next request re-anchors on the latest
@@ -305,7 +310,7 @@ class Session:
         Turn holds fewer prompts (prompts folded into a compaction summary are not counted)."""
         from . import _edits  # loaded by the first history edit, not by `import geppetto`
 
-        return await _edits.rewind(self, n)
+        return await self._commit_edit(_edits.rewind(n), "rewind")
 
     async def fork(self, *, session_id: str | None = None) -> Session:
         """A new session (``session_id``, else a fresh id) sharing this one's history so far, made with the
@@ -314,7 +319,15 @@ class Session:
         conversation mode the fork's first request starts its own conversation."""
         from . import _edits
 
-        return await _edits.fork(self, session_id)
+        seed = self._edit_seed("fork")
+        origin = self.latest
+        assert origin is not None
+        child_id = session_id or new_id()
+        forked = _edits.fork(self.session_id, origin.id, child_id)
+        child = self._sibling(child_id)
+        # the child's first snapshot: it goes on from there as any session from its latest
+        await child._complete(forked(seed), None)
+        return child
 
     async def edit(self, block_id: str, text: str | None = None, *, payload: Mapping[str, Any] | None = None) -> Turn:
         """Change block ``block_id`` of the latest turn: its ``text``, and/or the ``payload`` fields given. A new
@@ -322,14 +335,34 @@ class Session:
         the latest response before it."""
         from . import _edits
 
-        return await _edits.edit(self, block_id, text, payload)
+        return await self._commit_edit(_edits.edit(block_id, text, payload), "edit a block")
 
     async def remove(self, block_id: str) -> Turn:
         """Remove block ``block_id`` from the latest turn (a tool call together with its result, and the
         other way round): a new latest snapshot (saved); the next request re-anchors before it."""
         from . import _edits
 
-        return await _edits.remove(self, block_id)
+        return await self._commit_edit(_edits.remove(block_id), "remove a block")
+
+    def _edit_seed(self, action: str) -> Turn:
+        """A copy of the latest snapshot under a fresh Turn id, not the product of an inference: what a
+        history edit changes."""
+        self._check_idle(action)
+        frozen = self._settle_latest()
+        latest = self.latest
+        if latest is None or frozen is None:
+            raise UsageError(f"cannot {action}: the session holds no turn yet; call session.run(text) first")
+        seed = _derive(latest, frozen, new_id())
+        TURN_META_INFERENCE_ID.delete(seed.metadata)
+        TURN_META_INFERENCE_USAGE.delete(seed.metadata)
+        TURN_META_SESSION_ID.set(seed.metadata, self.session_id)
+        return seed
+
+    async def _commit_edit(self, change: Edit, action: str) -> Turn:
+        """Apply a history edit to a seed of the latest snapshot, add it as the latest and save it."""
+        out = change(self._edit_seed(action))
+        await self._complete(out, None)
+        return out
 
     def _sibling(self, session_id: str) -> Session:
         """A session made as this one was, under ``session_id`` (a fork)."""
@@ -348,12 +381,6 @@ class Session:
             approval=approval,
             deps=self.deps,
         )
-
-    async def _commit_edit(self, seed: Turn) -> Turn:
-        """Add a history edit's snapshot as the latest and save it."""
-        self._check_idle("edit the history")
-        await self._complete(seed, None)
-        return seed
 
     # -- tool calls waiting for a person -----------------------------------------------------------
     def _continued(self) -> Turn:
@@ -389,13 +416,61 @@ class Session:
         Raises :class:`~geppetto.UsageError` for an id that does not wait or a decision of the wrong type.
         """
         if not decisions and self._interrupted is not None and not awaiting(self.latest):
-            return await _journal.go_on(self)
-        return await _approvals.resume(self, decisions or {})
+            return await self._go_on()
+        self._resume_seed(decisions or {})
+        return await self.start_inference().wait()
 
     async def drop_pending(self, reason: str = "") -> Turn:
         """Refuse every waiting tool call without running it (the model will read that it was dropped,
         with ``reason``) and save that as the latest snapshot, so the session can be prompted again."""
-        return await _approvals.drop_pending(self, reason)
+        self._check_idle("drop pending tool calls")
+        _approvals.check_drop(self.latest, self.session_id)
+        out = _approvals.dropped(self._continued(), reason)
+        await self._complete(out, None)
+        return out
+
+    def _resume_seed(self, decisions: Mapping[str, Any]) -> Turn:
+        """Check ``decisions`` and add the seed snapshot that carries them (the same Turn, going on); the
+        caller starts the inference. Nothing changes when they are refused."""
+        self._check_idle("resume")
+        _approvals.check_resume(self.latest, decisions, self.session_id, has_tools=self.tools is not None)
+        seed = _approvals.decided(self._continued(), decisions)
+        self._push(seed)
+        return seed
+
+    async def _go_on(self) -> Turn:
+        """Go on with the interrupted inference from the store's journal; returns its output turn."""
+        self._check_idle("resume")
+        inference_id = self._interrupted
+        assert inference_id is not None
+        if self.tools is None:
+            raise UsageError(
+                "this session has no tools to go on with its interrupted inference: restore it with the same "
+                "tools, e.g. Session.restore(engine, store, session_id, tools=[...])"
+            )
+        records = await _journal.journal_records(self.store, self.session_id)
+        turn = rebuild(records, inference_id, self.latest)
+        if turn is None:
+            self._interrupted = None
+            raise UsageError(
+                f"inference {inference_id} of session {self.session_id} cannot be resumed: the store's journal "
+                "no longer rebuilds its Turn; start the next turn with session.prompt(text)"
+            )
+        self._go_on_from(inference_id, records, turn)
+        return await self.start_inference(inference_id=inference_id).wait()
+
+    def _go_on_from(self, inference_id: str, records: builtins.list[JournalRecord], turn: Turn) -> None:
+        """Make ``turn`` (rebuilt from ``records``) the latest snapshot, for ``inference_id`` to go on from; the
+        caller starts the inference under that id."""
+        totals = _journal.carried_totals(turn, self._meter.totals)
+        if totals is not None:
+            self._meter.totals = totals
+        log.info("session %s: going on with interrupted inference %s from its journal", self.session_id, inference_id)
+        self._settle_latest()
+        self._push(_journal.seed_of(turn))
+        self._resume_journal = (inference_id, records)
+        self._interrupted = None
+        self._journal_dirty = False  # the journal is this inference's own again
 
     # -- inference ----------------------------------------------------------------------------
     def start_inference(self, *, inference_id: str | None = None) -> ExecutionHandle:
@@ -410,7 +485,7 @@ class Session:
         :class:`~geppetto.UsageError` when there is nothing to run.
         """
         self._check_idle("start an inference")
-        _approvals.check_can_start(self)
+        _approvals.check_can_start(self.latest, self.session_id)
         seed = self.latest
         if seed is None or not seed.blocks:
             raise UsageError(
@@ -418,7 +493,14 @@ class Session:
                 "or session.append(turn) with at least one block first"
             )
         inference_id = inference_id or new_id()
-        work = _running.working_turn(self, seed, inference_id)
+        turn_id = _running.turn_id_for(seed, self._ran, self.session_id)
+        # the seed's own new blocks, stamped with the id it can no longer run as, move to the fresh one
+        moved = _running.own_blocks(seed, self._known) if turn_id != seed.id else []
+        frozen = self._settle_latest()
+        assert frozen is not None
+        work = _running.working_turn(
+            seed, frozen, turn_id, moved, session_id=self.session_id, inference_id=inference_id
+        )
         prior = self._known
         try:
             loop = asyncio.get_running_loop()
@@ -524,10 +606,121 @@ class Session:
             await asyncio.wait({handle._task})
 
     async def _run(self, work: Turn, inference_id: str, prior: set[str]) -> Turn:
-        return await _running.run(self, work, inference_id, prior)
+        """The inference's task: the engine on ``work``, then its output added to the history and saved."""
+        origin = work.blocks.origin if isinstance(work.blocks, LazyBlockList) else None
+        recorded: builtins.list[TimedEvent] | None = [] if self.record_events else None
+        sinks = self.sinks if recorded is None else (*self.sinks, lambda e: recorded.append((time.time(), e)))
+        start = self._meter.begin()
+        journal = await self._journal_for(inference_id)
+        context = _running.running(work, self.engine, sinks=sinks, prices=self.prices, deps=self.deps, journal=journal)
+        with context:
+            try:
+                out = await self.engine.run_inference(work)
+            except asyncio.CancelledError:
+                publish(EventInterrupt(metadata_for(work), reason="cancelled"))
+                await _running.save_failed_events(self.store, self.session_id, inference_id, recorded)
+                raise
+            except UsageLimitExceeded as exc:
+                if not await self._save_stopped(work, exc, inference_id, start, recorded):
+                    await _running.save_failed_events(self.store, self.session_id, inference_id, recorded)
+                raise
+            except BaseException:
+                if journal is not None and journal.wrote:
+                    self._interrupted = inference_id  # resume() goes on from its journal, tools not run again
+                    self._journal_dirty = True
+                await _running.save_failed_events(self.store, self.session_id, inference_id, recorded)
+                raise
+        out = _running.finished(
+            out,
+            work,
+            used=self._meter.totals - start if self._meter.reported else None,
+            totals=self._meter.totals,
+            session_id=self.session_id,
+            inference_id=inference_id,
+            prior=prior,
+            origin=origin,
+        )
+        await self._complete(out, recorded)
+        if journal is not None and (journal.wrote or journal.resumed):
+            await journal.clear()  # the snapshot holds what the tools returned
+        return out
 
-    async def _complete(self, out: Turn, events: list[TimedEvent] | None) -> None:
-        await _running.complete(self, out, events)
+    async def _save_stopped(
+        self,
+        work: Turn,
+        exc: UsageLimitExceeded,
+        inference_id: str,
+        start: SessionUsage,
+        events: builtins.list[TimedEvent] | None,
+    ) -> bool:
+        """A usage limit stopped the inference: save the work it did so far (``_running.stopped``). Whether it
+        was saved (not when no request was made)."""
+        out = _running.stopped(
+            exc,
+            work,
+            used=self._meter.totals - start,
+            session_id=self.session_id,
+            inference_id=inference_id,
+            prior=self._known,
+        )
+        if out is None:
+            return False
+        try:
+            await self._complete(out, events)
+        except StoreError:
+            log.exception(
+                "could not save the work inference %s did before usage limit %s stopped it", inference_id, exc.limit
+            )
+            return False
+        return True
+
+    async def _journal_for(self, inference_id: str) -> RunJournal | None:
+        """The journal of this inference (None when the store keeps none): going on from the records a resume
+        or a pickup read, else empty; the rows an abandoned inference left are cleared first."""
+        if not _running.keeps_journal(self.store):
+            return None
+        assert self.store is not None
+        picked, self._resume_journal = self._resume_journal, None
+        records = picked[1] if picked is not None and picked[0] == inference_id else []
+        abandoned = not records and self._journal_dirty
+        if abandoned:
+            self._interrupted, self._journal_dirty = None, False  # a new inference: the interrupted one is abandoned
+        return await _running.open_journal(
+            self.store, self.session_id, inference_id, base=self._stored, records=records, abandoned=abandoned
+        )
+
+    async def _complete(self, out: Turn, events: builtins.list[TimedEvent] | None) -> None:
+        """Save ``out`` and add it to the history. Once the engine has answered, the inference completes:
+        a cancel that arrives while the store is writing waits for the write and is then ignored, so the
+        history, the store and the caller agree."""
+        self._settle_latest()
+        self._push(out)
+        frozen = self._settle_latest()
+        assert frozen is not None
+        # The output's own list becomes one over the frozen versions it was just compared with, so the
+        # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
+        blocks = out.blocks
+        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
+        saving = asyncio.ensure_future(self._save(out, frozen, events))
+        try:
+            await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await saving
+        finally:
+            settle()  # the history is long-lived: out of the collector's passes (session/_collector.py)
+
+    async def _save(self, out: Turn, frozen: Frozen, events: builtins.list[TimedEvent] | None) -> None:
+        if self.store is None:
+            return
+        if self._meter.totals.requests:
+            # the session's totals so far, on every snapshot it saves (an edit's too): restoring any latest
+            # snapshot gives them back, so a limit holds across prompts, edits and processes
+            TURN_META_SESSION_USAGE.set(out.metadata, self._meter.totals.to_dict())
+        await _running.save(self.store, self.session_id, out, frozen, events)
+        self._stored = out
 
     def _check_idle(self, action: str) -> None:
         if self.running:
