@@ -22,7 +22,7 @@ ALLOWED = {
     ("session/_journal.py", "_go_on_from"),
     # the server's own reach-ins, left for the server's side of the redesign
     ("server/_inference.py", "_resume_journal"),
-    ("server/_inference.py", "_stored"),
+    ("server/_runner.py", "_stored"),
     ("server/_runner.py", "_meter"),
 }
 """(file under ``geppetto/``, member): the places outside ``session/_session.py`` that may use a private
