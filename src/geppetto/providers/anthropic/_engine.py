@@ -7,14 +7,13 @@ from typing import Any
 
 import httpx
 
-from ..._exceptions import ConfigurationError
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
 from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
-from .._prefix_guard import check_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from ..settings import ClaudeSettings
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints
@@ -52,6 +51,7 @@ class ClaudeEngine(StreamingEngine):
     append-only where it can be, or a :class:`~geppetto.PrefixChangedError`.
     """
 
+    settings: ClaudeSettings
     provider = PROVIDER
     key_env = ("ANTHROPIC_API_KEY",)
     key_owner = "Anthropic"
@@ -80,6 +80,18 @@ class ClaudeEngine(StreamingEngine):
         builtin_tools: Iterable[dict[str, Any]] | None = None,
         prefix_policy: str = "drop",
     ) -> None:
+        settings = ClaudeSettings(
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            stream=stream,
+            thinking_budget=thinking_budget,
+            reasoning_effort=reasoning_effort,
+            prompt_cache=prompt_cache,
+            builtin_tools=tuple(builtin_tools or ()),
+            prefix_policy=prefix_policy,
+        )
         super().__init__(
             model,
             api_key,
@@ -95,32 +107,32 @@ class ClaudeEngine(StreamingEngine):
             stream=stream,
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
-        if prompt_cache not in (True, False, "auto"):
-            raise ConfigurationError(f"prompt_cache={prompt_cache!r}: use 'auto' (default), True or False")
         self.prompt_cache = prompt_cache
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             # raises the ConfigurationError that names the fix, at construction (the tool may be a Session's)
             build_request(Turn(), model=model, tools=[], tool_choice=tool_choice, thinking_budget=thinking_budget)
+        self.settings = settings
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
     ) -> dict[str, Any]:
+        s = self.settings
         body = build_request(
             turn,
             output=output,
             model=self.model,
             tools=tools,
             tool_choice=tool_choice,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            thinking_budget=self.thinking_budget,
-            builtin_tools=self.builtin_tools,
-            stream=self.stream,
-            prefix_policy=self.prefix_policy,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            thinking_budget=self.thinking_budget,  # derived from reasoning_effort when not given
+            builtin_tools=list(s.builtin_tools),
+            stream=s.stream,
+            prefix_policy=s.prefix_policy,
         )
-        return add_cache_breakpoints(body, self.prompt_cache)
+        return add_cache_breakpoints(body, s.prompt_cache)
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
         return "v1/messages", None

@@ -13,7 +13,6 @@ from geppetto._exceptions import AuthenticationError, ConfigurationError, Geppet
 from geppetto.events import EventError, EventStart, metadata_for, publish
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
 from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
-from geppetto.providers._prefix_guard import check_policy
 from geppetto.providers._streaming import (
     TransportOwner,
     engine_transport,
@@ -23,15 +22,15 @@ from geppetto.providers._streaming import (
     too_large_hint,
     with_hint,
 )
+from geppetto.providers.settings import ResponsesSettings, SettingsOwner
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     Block,
     Turn,
 )
 
-from ._background import check_background
 from ._body import build_body
-from ._cache import PromptCacheKey, check_cache_settings
+from ._cache import PromptCacheKey
 from ._context import compact_blocks, count_turn_tokens
 from ._evidence import Endpoint, Verdict, VerdictStore
 from ._guard import guard_plan
@@ -40,11 +39,10 @@ from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_request
 from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
-from ._settings import check_counts, check_mode
 from ._state import ConversationState, get_state
 from ._stream import StreamState
 from ._switch import CHAINING_ENV, chaining_enabled
-from ._tools import EngineTools, check_reasoning, check_tool_choice
+from ._tools import EngineTools
 from ._validate import ValidatedLinks, Validation, validate_server_context
 
 __all__ = ["ResponsesEngine"]
@@ -54,7 +52,7 @@ log = logging.getLogger("geppetto.providers.openai_responses")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class ResponsesEngine(TransportOwner):
+class ResponsesEngine(SettingsOwner, TransportOwner):
     """An engine for ``POST /v1/responses`` that always streams.
 
     Mode comes from the engine's ``mode``, else the Turn's ``ConversationState``, else ``chained``
@@ -111,6 +109,7 @@ class ResponsesEngine(TransportOwner):
     or transport keeps its own). ``await engine.aclose()`` or ``async with engine:`` closes the client the engine made; a given client or transport stays open.
     """
 
+    settings: ResponsesSettings
     provider = "openai"
     server_ignores_state: bool = False
     """Set when the endpoint was found not to keep state (``endpoint_verdict``); the engine then stays
@@ -155,12 +154,32 @@ class ResponsesEngine(TransportOwner):
         endpoint_verdict: Verdict | None = None,
         verdict_store: VerdictStore | None = None,
     ) -> None:
-        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes, stream=stream)
-        check_counts(compact_threshold=compact_threshold, validate_every=validate_every)
-        check_mode(mode, store=store, on_previous_not_found=on_previous_not_found)
-        check_reasoning(reasoning_effort, reasoning_summary)
-        check_cache_settings(prompt_cache_key, prompt_cache_retention)
-        check_tool_choice(tool_choice)
+        # the one checked value of every option (a profile's and -o's too); the attributes below mirror it
+        settings = ResponsesSettings(
+            mode=mode,
+            store=store,
+            instructions_mode=instructions_mode,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            text_format=text_format,
+            temperature=temperature,
+            top_p=top_p,
+            max_output_tokens=max_output_tokens,
+            include=tuple(include or ()),
+            on_previous_not_found=on_previous_not_found,
+            validate_every=validate_every,
+            delete_replaced_conversations=delete_replaced_conversations,
+            compact_threshold=compact_threshold,
+            prompt_cache_key=prompt_cache_key,
+            prompt_cache_retention=prompt_cache_retention,
+            background=background,
+            poll_interval=poll_interval,
+            max_resumes=max_resumes,
+            stream=stream,
+            prefix_policy=prefix_policy,
+        )
         self.model = model
         self._connect(api_key, base_url, http, retry, timeout)
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
@@ -177,7 +196,7 @@ class ResponsesEngine(TransportOwner):
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self.stream = stream
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
         self._validated = ValidatedLinks()
         if endpoint_verdict is not None and not isinstance(endpoint_verdict, Verdict):
             raise ConfigurationError(
@@ -186,6 +205,7 @@ class ResponsesEngine(TransportOwner):
             )
         self._endpoint = Endpoint(self.base_url, model, seed=endpoint_verdict, store=verdict_store)
         self._sync_verdict()
+        self.settings = settings
 
     @property
     def endpoint_verdict(self) -> Verdict | None:
