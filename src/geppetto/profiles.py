@@ -97,11 +97,21 @@ class Profile:
     """Something about this profile a person should see when it is used (e.g. an ignored entry)."""
 
     def with_overrides(self, **overrides: Any) -> Profile:
-        """A copy with every non-None override applied (``options`` are added to the profile's own)."""
+        """A copy with every non-None override applied. ``options`` are added to the profile's own; an
+        override wins over the profile's value however either wrote it (``--mode`` over ``options: {mode:
+        ...}``, ``-o background=false`` over ``background: true``)."""
         changes = {k: v for k, v in overrides.items() if v is not None}
-        if "options" in changes:
-            changes["options"] = {**(self.options or {}), **changes["options"]} or None
-        return replace(self, **changes)
+        given = changes.pop("options", None) or {}
+        options = dict(self.options or {})
+        for name in _OPTIONAL:
+            engine_name = _ALIASES.get(name, name)
+            if name in changes:
+                options.pop(name, None)
+                options.pop(engine_name, None)
+            elif name in given or engine_name in given:
+                changes[name] = None  # the shorthand gives way to the option given now
+        options.update(given)
+        return replace(self, **changes, options=options or None)
 
     def engine_settings(self) -> FamilySettings:
         """The settings value of the provider's engine this profile describes: its ``options`` and the

@@ -269,3 +269,11 @@ def test_run_takes_dash_o_and_names_the_valid_keys_of_a_wrong_one(tmp_path: Path
     assert unknown.returncode == 2
     assert "'thinking_budget' is not an option of openai-responses" in unknown.stderr
     assert "compact_threshold" in unknown.stderr  # the valid keys are named
+
+
+def test_a_flag_wins_over_the_profile_however_either_was_written(tmp_path: Path) -> None:
+    _profiles(
+        tmp_path, "profiles:\n  w: {model: m, background: true, options: {mode: chained, compact_threshold: 4000}}\n"
+    )
+    by_flag = choose_profile(EngineSettings(profile="w", mode="stateless", options={"background": False}))
+    assert by_flag.engine_settings().options() == {"mode": "stateless", "compact_threshold": 4000}

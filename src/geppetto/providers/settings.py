@@ -48,6 +48,9 @@ PROMPT_CACHE_RETENTIONS = ("in_memory", "24h")
 _MAX_CACHE_KEY = 64
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True, kw_only=True)
 class FamilySettings:
     """What every family's settings can do; subclasses declare the fields."""
@@ -62,7 +65,9 @@ class FamilySettings:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The option names this family takes, in declaration order."""
-        return tuple(f.name for f in fields(cls))
+        if cls not in _NAMES:  # asked on every attribute an engine sets (SettingsOwner): computed once
+            _NAMES[cls] = tuple(f.name for f in fields(cls))
+        return _NAMES[cls]
 
     @classmethod
     def from_options(cls: type[_S], options: Mapping[str, Any], *, where: str = "") -> _S:
