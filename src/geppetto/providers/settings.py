@@ -58,9 +58,13 @@ class FamilySettings:
     family: ClassVar[str] = ""
     """The profile ``provider`` these settings belong to (``openai-responses``, ...)."""
 
+    checked_here: ClassVar[frozenset[str]] = frozenset()
+    """Fields whose type the family's own check covers (with a message naming the fix), not the generic one."""
+
     def __post_init__(self) -> None:
         for f in fields(self):
-            _check_type(type(self), f.name, getattr(self, f.name))
+            if f.name not in self.checked_here:
+                _check_type(type(self), f.name, getattr(self, f.name))
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -124,6 +128,7 @@ class ResponsesSettings(FamilySettings):
     """The options of :class:`~geppetto.providers.openai_responses.ResponsesEngine` (see it for each)."""
 
     family: ClassVar[str] = "openai-responses"
+    checked_here: ClassVar[frozenset[str]] = frozenset({"compact_threshold"})
 
     mode: str | None = None
     store: bool = True
@@ -164,7 +169,10 @@ class ResponsesSettings(FamilySettings):
             "response",
             "the server to store the response (it is generated and read back server-side); pass store=True or leave background off",
         )
-        if self.compact_threshold is not None and self.compact_threshold < 1000:
+        threshold = self.compact_threshold
+        if threshold is not None and (
+            not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 1000
+        ):
             raise ConfigurationError(
                 f"compact_threshold={self.compact_threshold!r}: pass a number of tokens of at least 1000 (the API's "
                 "minimum), or None for no in-request compaction"
@@ -180,7 +188,8 @@ class ResponsesSettings(FamilySettings):
                 f"reasoning_summary {self.reasoning_summary!r} is not one of {', '.join(REASONING_SUMMARIES)}"
             )
         key = self.prompt_cache_key
-        if isinstance(key, str) and not 0 < len(key) <= _MAX_CACHE_KEY:
+        wrong = not (key is None or isinstance(key, bool) or callable(key))  # a string, or the wrong type
+        if wrong and not (isinstance(key, str) and 0 < len(key) <= _MAX_CACHE_KEY):
             raise ConfigurationError(
                 f"the engine gave prompt_cache_key {key!r}: pass a non-empty string of at most {_MAX_CACHE_KEY} "
                 "characters, True (one key per session), or None (no key)"
