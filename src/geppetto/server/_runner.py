@@ -22,8 +22,7 @@ from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers._background import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
-from ..session import Session, UsageLimits
-from ..session._approvals import prepare_resume
+from ..session import Session, UsageLimits, prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolDefinition, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict

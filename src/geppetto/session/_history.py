@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..turns import Turn
-from ..turns._cow import Frozen, LazyBlockList, freeze
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._watch import Watch
+from ..turns import Frozen, LazyBlockList, Turn, TurnData, TurnMetadata, Watch, copy_json, freeze
 
 __all__ = ["History", "Timeline"]
 

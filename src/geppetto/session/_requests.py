@@ -18,9 +18,9 @@ from ..turns import (
     TURN_META_INFERENCE_ID,
     TURN_META_PROVIDER,
     Block,
+    Frozen,
     Turn,
 )
-from ..turns._cow import Frozen
 from ._sizes import Measured
 from ._totals import totals
 

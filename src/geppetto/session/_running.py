@@ -16,14 +16,20 @@ from .._exceptions import StoreError, UsageLimitExceeded
 from ..engine import Engine
 from ..events import EventSink, with_sinks
 from ..pricing import PriceTable, use_prices
-from ..tools._approval import APPROVAL
-from ..tools._context import using_deps
-from ..tools._journal import JOURNAL, JournalRecord, JournalStore, RunJournal
-from ..tools._pending import pending_tool_calls
-from ..turns import PAYLOAD_ID, TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._known import TURN_META_HISTORY_EDIT
+from ..tools import APPROVAL, JOURNAL, JournalRecord, JournalStore, RunJournal, pending_tool_calls, using_deps
+from ..turns import (
+    PAYLOAD_ID,
+    TURN_META_HISTORY_EDIT,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Block,
+    Frozen,
+    Turn,
+    TurnData,
+    TurnMetadata,
+    copy_json,
+    new_id,
+)
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore

@@ -12,19 +12,33 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._exceptions import SessionBusyError, StoreError, UsageError, UsageLimitExceeded
 from ..engine import Engine
-from ..events import EventInterrupt, EventSink, metadata_for, publish
-from ..events._sinks import check_sink
+from ..events import EventInterrupt, EventSink, check_sink, metadata_for, publish
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
-from ..output import STRUCTURED_OUTPUT, output_config
-from ..output._validators import Validator, validating
+from ..output import STRUCTURED_OUTPUT, Validator, output_config, validating
 from ..pricing import PriceTable
-from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
-from ..tools._approval import Require, drop_calls
-from ..tools._journal import JournalRecord, RunJournal, rebuild
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList
-from ..turns._known import TURN_META_HISTORY_EDIT
-from ..turns._watch import BlockList
+from ..tools import (
+    ApprovalPolicy,
+    JournalRecord,
+    PendingCall,
+    Require,
+    RunJournal,
+    Tool,
+    ToolRegistry,
+    awaiting,
+    drop_calls,
+    rebuild,
+)
+from ..turns import (
+    TURN_META_HISTORY_EDIT,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Block,
+    BlockList,
+    Frozen,
+    LazyBlockList,
+    Turn,
+    new_id,
+)
 from . import _approvals, _journal, _running
 from ._collector import settle
 from ._handle import ExecutionHandle
@@ -48,6 +62,13 @@ log = logging.getLogger("geppetto.session")
 
 MODEL_STRING_ENGINE: Callable[[str], Engine] | None = None
 """What builds the engine of ``Session("provider:model")`` (``geppetto.engine_for``, set by the package)."""
+
+
+def use_model_strings(build: Callable[[str], Engine]) -> None:
+    """Have ``Session("provider:model")`` build its engine with ``build``: the package root passes
+    ``geppetto.engine_for``, which reads profiles, a layer above this one."""
+    global MODEL_STRING_ENGINE
+    MODEL_STRING_ENGINE = build
 
 
 class Session:
