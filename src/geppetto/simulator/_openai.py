@@ -1,4 +1,4 @@
-"""OpenAI Responses API: create (stream and not), retrieve, delete, input items, compact (§1, §2)."""
+"""OpenAI Responses API: create (stream and not), retrieve, delete, input items, compact."""
 
 from __future__ import annotations
 
