@@ -73,7 +73,7 @@ def engine_provider(engine: Any) -> str:
 
 
 def turn_id_for(seed: Turn, ran: Collection[str], session_id: str) -> str:
-    """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
+    """The id the inference runs as: the seed's (a seed and its output share it), unless an inference
     already used it (``ran``: a second run with no new prompt, ``append(latest.clone())``, a restored latest,
     a Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
     if seed.id and seed.id not in ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
@@ -104,6 +104,7 @@ def working_turn(
     # Ids go on the working turn before the engine runs, so every event carries them.
     TURN_META_SESSION_ID.set(work.metadata, session_id)
     TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+    # the mark describes the snapshot an edit made; the inference's output is not an edit
     TURN_META_HISTORY_EDIT.delete(work.metadata)
     return work
 
@@ -166,6 +167,7 @@ def stopped(
     out.extend(
         Block.tool_use(str(b.payload.get(PAYLOAD_ID, "")), "", refused)
         for b in pending_tool_calls(out)
+        # a call waiting for a person or the client keeps waiting: its answer comes with resume()
         if APPROVAL.get(b.metadata) is None
     )
     TURN_META_INFERENCE_USAGE.set(out.metadata, used.to_dict())

@@ -261,6 +261,8 @@ class Session:
         self._push(turn)
         totals = TURN_META_SESSION_USAGE.get(turn.metadata)
         own = TURN_META_SESSION_ID.get(turn.metadata) == self.session_id
+        # A restored snapshot carries the session's totals so far, so limits hold across processes; another
+        # session's totals are not ours, and totals already counted here are never replaced.
         if totals is not None and own and not self._meter.totals.requests:
             self._meter.totals = SessionUsage.from_dict(totals)
 
@@ -304,7 +306,7 @@ class Session:
         images: builtins.list[dict[str, Any]] | None = None,
         files: Iterable[Any] | None = None,
     ) -> Turn:
-        """Start the next turn (the seeds' Policy A): copy the latest snapshot (its blocks shared until
+        """Start the next turn: copy the latest snapshot (its blocks shared until
         read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
         the history. Returns that seed. ``files`` are attachments, as :meth:`Block.user` takes them."""
         self._check_idle("prompt")
@@ -374,6 +376,7 @@ class Session:
         if latest is None or frozen is None:
             raise UsageError(f"cannot {action}: the session holds no turn yet; call session.run(text) first")
         seed = _derive(latest, frozen, new_id())
+        # no inference made the edit: the ids and usage of the one that made the latest do not carry over
         TURN_META_INFERENCE_ID.delete(seed.metadata)
         TURN_META_INFERENCE_USAGE.delete(seed.metadata)
         TURN_META_SESSION_ID.set(seed.metadata, self.session_id)
