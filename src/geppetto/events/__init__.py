@@ -1,8 +1,4 @@
-"""Events for an inference's life, sinks carried in context, an in-process router and printers.
-
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API (the session checks a sink with
-it); not part of the public API.
-"""
+"""Events for an inference's life, sinks carried in context, an in-process router and printers."""
 
 from ._sinks import (
     EventRouter,
@@ -41,8 +37,6 @@ from ._types import (
     Usage,
     metadata_for,
 )
-
-# geppetto's own internal API (see the docstring).
 
 __all__ = [
     "STOP_CONTENT_FILTER",

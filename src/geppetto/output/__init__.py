@@ -12,8 +12,8 @@ Build a config with :func:`output_config` from a pydantic model, dataclass, Type
 pydantic can describe, or a JSON schema dict; read the answer with :func:`output_of`. Schemas are
 prepared once per type, and each provider's wire form once per schema (:func:`wire_schema`).
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API:
-the validators a session runs and the middleware's refusal check. Not part of the public API.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+validators a session runs and the middleware's refusal check. Not part of the public API.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from ._config import (
 )
 from ._config import MODES as MODES
 from ._config import WRAP_KEY as WRAP_KEY
-
-# geppetto's own internal API (see the docstring): the session and the middleware.
 from ._validators import Validator as Validator
 from ._validators import refusal as refusal
 from ._validators import validating as validating

@@ -1,11 +1,11 @@
 """Sessions: an append-only history of turn snapshots, one inference at a time, provenance stamped.
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API: the hooks a server and the
-tracing package install, the request totals the web dashboard reads, and the steps the server takes to
-resume or go on with a session it restored. Not part of the public API; they may change in any release.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the hooks
+a server and the tracing package install, the request totals the web dashboard reads, and the steps the server
+takes to resume or go on with a session it restored. Not part of the public API; they may change in any
+release.
 """
 
-# geppetto's own internal API (see the docstring): the package root, observability, web and the server.
 from ._approvals import prepare_resume as prepare_resume
 from ._collector import freeze_collector
 from ._journal import prepare_go_on as prepare_go_on

@@ -3,8 +3,8 @@
 `with serve() as sim:` runs it on a free loopback port; point any client at `sim.openai_url` (OpenAI)
 or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API (``geppetto simulate`` reads
-``--quirk`` with it); not part of the public API.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API (``geppetto
+simulate`` reads ``--quirk`` with it); not part of the public API.
 """
 
 from .._extras import install_hint
@@ -21,8 +21,6 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
 from ._faults import Fault
 from ._model import BuiltinCall, Reply, ToolCall
 from ._quirks import QUIRKS, QuirkError
-
-# geppetto's own internal API (see the docstring).
 from ._quirks import parse_quirks as parse_quirks
 from ._server import Simulator, run, serve
 from ._state import RecordedRequest

@@ -1,9 +1,10 @@
 """Tools: ``@tool`` on a typed function, a registry by name, and an executor that turns every outcome
 (result, exception, timeout, bad arguments, unknown tool) into a ``tool_use`` block the model sees.
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API: the approval states, the journal of
-side effects and the deps contextvar that the tool loop, the session and the server share. They are not
-part of the public API (not in ``__all__``, not documented) and may change in any release.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+approval states, the journal of side effects and the deps contextvar that the tool loop, the session and the
+server share. They are not part of the public API (not in ``__all__``, not documented) and may change in any
+release.
 """
 
 from ._approval import (
@@ -15,8 +16,6 @@ from ._approval import (
     awaiting,
     client_tool,
 )
-
-# geppetto's own internal API (see the docstring): the middleware, the session and the server import these.
 from ._approval import Require as Require
 from ._approval import apply_decisions as apply_decisions
 from ._approval import decided as decided

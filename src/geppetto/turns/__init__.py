@@ -1,9 +1,9 @@
 """The data model: Turn, Block, BlockKind, typed keys, serde and chat-message conversion.
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API: the copy-on-write snapshots, the
-edit watch, block serde and the data-URL and file readers that sessions, stores, tools and engines share.
-They are not part of the public API (not in ``__all__``, not documented) and may change in any release;
-the rest of geppetto imports them from here, never from this package's private modules.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+copy-on-write snapshots, the edit watch, block serde and the data-URL and file readers that sessions, stores,
+tools and engines share. They are not part of the public API (not in ``__all__``, not documented) and may
+change in any release; the rest of geppetto imports them from here, never from this package's private modules.
 """
 
 from ._builtin import (
@@ -19,8 +19,6 @@ from ._builtin import (
     with_extra,
 )
 from ._citations import citation_sources, source_key
-
-# geppetto's own internal API (see the docstring): sessions, stores, tools and engines import these.
 from ._cow import Frozen as Frozen
 from ._cow import FrozenBlock as FrozenBlock
 from ._cow import LazyBlockList as LazyBlockList

@@ -9,8 +9,9 @@ The pages never put text from a model, a tool or a turn file into the DOM as HTM
 with ``textContent`` and ``createElement`` (Markdown too), and the served pages carry a Content Security
 Policy that allows no inline script.
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API: the report the command's
-``inspect`` and chat commands print from. Not part of the public API; they may change in any release.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the report
+the command's ``inspect`` and chat commands print from. Not part of the public API; they may change in any
+release.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from importlib import resources
 from typing import Any
 
 from ..session import dashboard, session_totals
-
-# geppetto's own internal API (see the docstring): the command prints these.
 from ._report import ChainedPlan as ChainedPlan
 from ._report import chained_plan as chained_plan
 from ._report import describe as describe

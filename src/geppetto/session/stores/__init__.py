@@ -2,9 +2,9 @@
 
 ``open_store()`` picks one from a path or URL; both keep the same schema (``docs/persistence.md``).
 
-The names imported as ``name as name`` and left out of ``__all__`` (below the comment that says so) are geppetto's own internal API: the record of the background
-responses a server's inferences are reading, which the server keeps and reads back. Not part of the
-public API; they may change in any release.
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the record
+of the background responses a server's inferences are reading, which the server keeps and reads back. Not part
+of the public API; they may change in any release.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 
 from .._store import RecordedEvent
-
-# geppetto's own internal API (see the docstring): the server's background responses.
 from ._background import BackgroundRecord as BackgroundRecord
 from ._background import background_response as background_response
 from ._background import forget_background_response as forget_background_response
