@@ -45,6 +45,8 @@ INTERACTIONS_MODES = ("chained", "stateless")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 REASONING_SUMMARIES = ("auto", "concise", "detailed")
 PROMPT_CACHE_RETENTIONS = ("in_memory", "24h")
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+"""The Interactions API's ``thinking_level`` values (a ``reasoning_effort`` of the same name picks one)."""
 _MAX_CACHE_KEY = 64
 
 
@@ -237,10 +239,11 @@ class InteractionsSettings(FamilySettings):
         if self.on_previous_not_found not in ("resend", "raise"):
             raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
         _check_background(self, "interaction", "the server to store the interaction; leave store=False out")
-        if self.thinking_level is None:
-            from .gemini._interactions_plan import thinking_level_for
-
-            thinking_level_for(self.reasoning_effort)  # refuses an unknown effort, naming the levels
+        effort = self.reasoning_effort
+        if self.thinking_level is None and effort is not None and effort not in THINKING_LEVELS:
+            raise ConfigurationError(
+                f"reasoning_effort {effort!r} is not one of {', '.join(THINKING_LEVELS)}; or pass thinking_level"
+            )
         _check_policy(self.prefix_policy)
 
 
