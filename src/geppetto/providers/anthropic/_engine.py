@@ -18,6 +18,7 @@ from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints
+from ._container import keep_container, name_container
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
@@ -120,7 +121,9 @@ class ClaudeEngine(StreamingEngine):
             stream=self.stream,
             prefix_policy=self.prefix_policy,
         )
-        return add_cache_breakpoints(body, self.prompt_cache)
+        body = add_cache_breakpoints(body, self.prompt_cache)
+        name_container(turn, body)
+        return body
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
         return "v1/messages", None
@@ -152,6 +155,7 @@ class ClaudeEngine(StreamingEngine):
         record_response(turn, body, new, built, origin, policy=self.prefix_policy)
         if isinstance(reducer, ClaudeStreamReducer):
             report_transformations(turn, reducer.input_transformations, self.model)
+            keep_container(new, reducer.container)
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()
