@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_binding import bind_content, check_binding, take_binding
+from ._anthropic_diagnostics import diagnose, remember
 from ._anthropic_rules import check_request
 from ._attachments import check_claude_files, claude_files
 from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
@@ -189,6 +190,10 @@ async def create_message(call: Call) -> ASGIApp:
     }
     if behavior is not None or changes:
         message["input_transformations"] = changes
+    asked, diagnostics = diagnose(state, sent)
+    if asked:
+        message["diagnostics"] = diagnostics
+        remember(state, message_id, sent)
     named = body.get("container") if isinstance(body.get("container"), str) else None
     if named or any(c.kind == "code_execution" for c in reply.builtin):
         # a named container is the one the code runs in again (its expiry renewed), as the service does

@@ -19,6 +19,7 @@ from ._binding import BINDING_BETA, record_response, report_transformations, wit
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints
 from ._container import keep_container, name_container
+from ._diagnostics import ask_diagnostics, check_diagnostics
 from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
@@ -51,6 +52,10 @@ class ClaudeEngine(StreamingEngine):
     whose prefix (system, tools, earlier messages) changed since Claude made it (see
     :mod:`geppetto.providers._prefix_guard`): left out with a warning, kept by sending the change
     append-only where it can be, or a :class:`~geppetto.PrefixChangedError`.
+    ``cache_diagnostics=True`` asks Claude on every request where it diverged from the previous answer's
+    request (``diagnostics.previous_message_id``) and checks that against what geppetto changed itself:
+    the answer and the verdict are kept on the answer's blocks (``geppetto.cache_diagnostics@v1``), a
+    disagreement is logged and counted (:mod:`geppetto.providers._disagreements`).
     """
 
     provider = PROVIDER
@@ -80,6 +85,7 @@ class ClaudeEngine(StreamingEngine):
         stream: bool = True,
         builtin_tools: Iterable[dict[str, Any]] | None = None,
         prefix_policy: str = "drop",
+        cache_diagnostics: bool = False,
     ) -> None:
         super().__init__(
             model,
@@ -96,6 +102,7 @@ class ClaudeEngine(StreamingEngine):
             stream=stream,
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
+        self.cache_diagnostics = bool(cache_diagnostics)
         self.prefix_policy = check_policy(prefix_policy)
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if prompt_cache not in (True, False, "auto"):
@@ -123,6 +130,8 @@ class ClaudeEngine(StreamingEngine):
         )
         body = add_cache_breakpoints(body, self.prompt_cache)
         name_container(turn, body)
+        if self.cache_diagnostics:
+            ask_diagnostics(turn, body)
         return body
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
@@ -156,6 +165,10 @@ class ClaudeEngine(StreamingEngine):
         if isinstance(reducer, ClaudeStreamReducer):
             report_transformations(turn, reducer.input_transformations, self.model)
             keep_container(new, reducer.container)
+            if self.cache_diagnostics:
+                check_diagnostics(
+                    turn, body, new, reducer.response_id, reducer.diagnostics, reducer.diagnosed, self.model
+                )
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()

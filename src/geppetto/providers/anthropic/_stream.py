@@ -139,6 +139,10 @@ class ClaudeStreamReducer:
         """What Claude changed in the request's input (``message_start``'s ``input_transformations``), if it said."""
         self.container: dict[str, Any] | None = None
         """The code-execution container the answer ran in (``message_delta``'s, or the whole Message's)."""
+        self.diagnosed = False
+        """Whether the answer carried ``diagnostics`` (cache diagnostics, on ``message_start``)."""
+        self.diagnostics: Any = None
+        """The answer's ``diagnostics`` as Claude sent it (``None``: nothing diverged, or not carried)."""
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
@@ -162,6 +166,8 @@ class ClaudeStreamReducer:
             if isinstance(changed, list):
                 self.input_transformations = changed
             self.container = container_of(message) or self.container
+            if "diagnostics" in message:
+                self.diagnosed, self.diagnostics = True, message["diagnostics"]
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
             self._open[int(data.get("index", 0))] = _Open(str(block.get("type") or ""), block)
