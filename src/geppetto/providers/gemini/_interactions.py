@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..._exceptions import NotFoundError, ProviderError, StreamError
+from ..._json import dumps
 from ...events import EventLog, EventMetadata, publish
 from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
@@ -60,6 +61,8 @@ log = logging.getLogger("geppetto.providers.gemini.interactions")
 
 _KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
+_COUNTED = frozenset({"input", "system_instruction", "tools", "response_format"})
+"""The request fields a prompt's tokens come from (the rest are settings)."""
 
 
 def _gone(exc: ProviderError, anchor: str) -> bool:
@@ -218,6 +221,20 @@ class InteractionsEngine(TransportOwner):
             body["background"] = True
         body["stream"] = self.stream
         return body
+
+    count_is_estimate = True
+    """The Interactions API has no counting endpoint: :meth:`count_tokens` estimates."""
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """An estimate of the input tokens of the request for ``turn`` (the Interactions API has no counting
+        endpoint; :attr:`count_is_estimate` is True): about four characters a token of the whole Turn's
+        steps, system instruction, tools and response format as a stateless request would send them. A
+        chained request sends fewer, but the model reads the held history too, so the whole Turn is what
+        it costs. Nothing is sent."""
+        plan = plan_interaction(turn, "stateless", None, store=self.store, metrics=None)
+        body = self.build_body(turn, plan)
+        counted = {k: v for k, v in body.items() if k in _COUNTED}
+        return len(dumps(counted)) // 4
 
     def _generation_config(self, choice: str | None) -> dict[str, Any]:
         config: dict[str, Any] = {
