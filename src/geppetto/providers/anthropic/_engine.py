@@ -48,10 +48,12 @@ class ClaudeEngine(StreamingEngine):
     ``web_fetch_20250910``...); their calls and results come back as ``other`` blocks typed under
     ``payload["builtin"]`` and are sent back as they came. ``stream=False`` asks for the whole Message in
     one JSON answer instead of an event stream (the same blocks and events come of it).
-    ``prefix_policy`` (``"drop"``, default; ``"rewrite"``; ``"error"``) is what happens to replayed thinking
-    whose prefix (system, tools, earlier messages) changed since Claude made it (see
+    ``prefix_policy`` (``"drop"``, default; ``"rewrite"``; ``"append"``; ``"error"``) is what happens to
+    replayed thinking whose prefix (system, tools, earlier messages) changed since Claude made it (see
     :mod:`geppetto.providers._prefix_guard`): left out with a warning, kept by sending the change
-    append-only where it can be, or a :class:`~geppetto.PrefixChangedError`.
+    append-only where it can be, or a :class:`~geppetto.PrefixChangedError`. ``"append"`` sends a changed
+    system prompt as an appended system message on a model that takes one
+    (:func:`._binding.takes_system_messages`) and drops, saying so, on any other.
     ``cache_diagnostics=True`` asks Claude on every request where it diverged from the previous answer's
     request (``diagnostics.previous_message_id``) and checks that against what geppetto changed itself:
     the answer and the verdict are kept on the answer's blocks (``geppetto.cache_diagnostics@v1``), a

@@ -27,7 +27,7 @@ from ...turns import BlockKind, Turn
 from .._chain import chain_extra, tag_chain
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
 from .._landed import SAFE_TO_RESEND
-from .._prefix_guard import check_policy
+from .._prefix_guard import asked_policy, check_policy
 from .._streaming import (
     StreamResult,
     TransportOwner,
@@ -261,7 +261,7 @@ class InteractionsEngine(TransportOwner):
         state = get_interactions_state(turn)
         requested = self._mode_for(state)
         plan = plan_interaction(turn, self._sent_mode(requested), state, store=self.store, metrics=self.metrics)
-        guard_plan(turn, plan, policy=self.prefix_policy, model=self.model)
+        guard_plan(turn, plan, policy=asked_policy(turn, self.prefix_policy), model=self.model)
         call = _Call(plan, InteractionsReducer(), requested, len(turn.blocks))
         return await run_stream(
             turn,
@@ -301,7 +301,7 @@ class InteractionsEngine(TransportOwner):
         )
         call.plan.base = None  # what the Turn continued is gone with it
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
-        guard_plan(turn, call.plan, policy=self.prefix_policy, model=self.model)
+        guard_plan(turn, call.plan, policy=asked_policy(turn, self.prefix_policy), model=self.model)
         call.recovered = True
         self._count(call.plan)
         async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer, turn)) as events:
