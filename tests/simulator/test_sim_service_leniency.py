@@ -255,3 +255,19 @@ def test_a_function_tool_is_echoed_with_strict(client: httpx.Client) -> None:
     echoed = r.json()["tools"]
     assert [t["strict"] for t in echoed] == [True, False]  # the default said, a choice kept
     assert {k: v for k, v in echoed[0].items() if k != "strict"} == FUNCTION
+
+
+def test_a_mid_conversation_system_message_only_on_a_model_that_takes_one(client: httpx.Client) -> None:
+    messages = [
+        {"role": "user", "content": "Write a function."},
+        {"role": "assistant", "content": "def f(): pass"},
+        {"role": "user", "content": "Another."},
+        {"role": "system", "content": [{"type": "text", "text": "From now on, annotate types."}]},
+    ]
+    for model in ("claude-opus-4-8", "claude-opus-5", "claude-sonnet-5", "sim-1"):
+        r = client.post("/v1/messages", json={"model": model, "max_tokens": 100, "messages": messages})
+        assert r.status_code == 200, (model, r.text)
+    for model in ("claude-sonnet-4-5", "claude-opus-4-7", "claude-3-7-sonnet-latest"):
+        r = client.post("/v1/messages", json={"model": model, "max_tokens": 100, "messages": messages})
+        assert r.status_code == 400, model
+        assert r.json()["error"]["message"] == "messages.3.role: role 'system' is not supported on this model"
