@@ -20,6 +20,7 @@ from geppetto.providers._disagreements import CACHE_DIAGNOSTICS, disagreement_me
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import ToolRegistry
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, BlockKind, Turn
+from geppetto.web._report import turn_report
 from sim_engines import engine
 
 
@@ -112,6 +113,8 @@ async def test_a_difference_planted_on_the_server_is_a_disagreement(
         for p in m.data.data_points
     ]
     assert [(p.attributes, p.value) for p in points] == [({"provider": "anthropic"}, 1)]
+    rows = turn_report(turn)["blocks"]  # the inspector shows it on the answer's blocks
+    assert [r["cache_diagnostics"]["verdict"] for r in rows if r.get("cache_diagnostics")] == ["agree", "disagree"]
 
 
 async def test_the_prometheus_counter_is_exported() -> None:

@@ -352,7 +352,7 @@ def test_the_system_prompt_middleware_can_ask_for_append(sim: Simulator) -> None
     assert second["system"] == [{"type": "text", "text": "You are terse."}]
     assert second["messages"][-1]["role"] == "system" and _thinking_sent(second) == 1
     assert TURN_META_PREFIX_GUARD.require(turn.metadata)["policy"] == "append"
-    with pytest.raises(ConfigurationError, match="prefix_policy='sideways'"):
+    with pytest.raises(ConfigurationError, match="system_prompt\\(policy='sideways'\\)"):
         system_prompt("x", policy="sideways")
 
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 
+from .._exceptions import ConfigurationError
 from ..engine import Handler
 from ..turns import (
     BLOCK_META_MIDDLEWARE,
@@ -17,6 +18,7 @@ from ..turns import (
     BlockKind,
     Turn,
 )
+from ..turns._known import PREFIX_POLICIES, TURN_DATA_PREFIX_POLICY
 from ._chain import Middleware
 
 __all__ = ["logging_middleware", "reorder_tool_results", "system_prompt"]
@@ -34,17 +36,16 @@ def system_prompt(text: str, *, policy: str | None = None) -> Middleware:
     stay valid (elsewhere it drops, and says so); ``"drop"``, ``"rewrite"``, ``"error"`` as the engines
     take them.
     """
-    if policy is not None:
-        from ..providers._prefix_guard import check_policy
-
-        check_policy(policy)
+    if policy is not None and policy not in PREFIX_POLICIES:
+        raise ConfigurationError(
+            f"system_prompt(policy={policy!r}): use one of {', '.join(map(repr, PREFIX_POLICIES))}, or leave it "
+            "out to keep the engine's prefix_policy"
+        )
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
             if policy is not None:
-                from ..providers._prefix_guard import PREFIX_POLICY_ASKED
-
-                PREFIX_POLICY_ASKED.set(turn.data, policy)
+                TURN_DATA_PREFIX_POLICY.set(turn.data, policy)
             first = next((b for b in turn.blocks if b.kind is BlockKind.SYSTEM), None)
             if first is None:
                 block = Block.system(text)

@@ -56,10 +56,10 @@ from ..turns import (
     Block,
     Turn,
     block_meta_key,
-    turn_data_key,
     turn_meta_key,
 )
 from ..turns._cow import FrozenBlock
+from ..turns._known import PREFIX_POLICIES, TURN_DATA_PREFIX_POLICY
 from ..turns._model import seal_block
 from ..turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
@@ -88,10 +88,7 @@ __all__ = [
 
 log = logging.getLogger("geppetto.providers.prefix_guard")
 
-PREFIX_POLICIES = ("drop", "rewrite", "error", "append")
-"""What an engine does with reasoning whose prefix changed (``prefix_policy=``)."""
-
-PREFIX_POLICY_ASKED = turn_data_key("geppetto", "prefix_policy", 1, str)
+PREFIX_POLICY_ASKED = TURN_DATA_PREFIX_POLICY
 """``geppetto.prefix_policy@v1`` in turn data: the policy a middleware asked for (``system_prompt(text,
 policy="append")``); it overrides the engine's ``prefix_policy`` for this Turn's requests."""
 
