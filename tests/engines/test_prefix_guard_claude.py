@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from conformance_support import check_sent
-from prefix_guard_support import TOOLS, under_every_policy
+from prefix_guard_support import TOOLS, under_every_policy, under_policies
 
 from geppetto import Block, BlockKind, ConfigurationError, PrefixChangedError, Turn
 from geppetto.middleware import system_prompt, with_middleware
@@ -122,6 +122,15 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
 @pytest.mark.slow
 @under_every_policy
 def test_no_stale_thinking_is_ever_sent(sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]) -> None:
+    sim.reset()
+    asyncio.run(_scenario(sim, policy, steps))
+
+
+@pytest.mark.slow
+@under_policies("append")
+def test_no_stale_thinking_is_ever_sent_under_append(
+    sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]
+) -> None:
     sim.reset()
     asyncio.run(_scenario(sim, policy, steps))
 
