@@ -157,3 +157,14 @@ async def test_the_simulator_says_unavailable_when_only_thinking_changed(geppett
     last = [CACHE_DIAGNOSTICS.get(b.metadata) for b in turn.blocks if b.kind is BlockKind.LLM_TEXT][-1]
     assert last["reported"] == {"cache_miss_reason": {"type": "unavailable"}}  # type: ignore[index]
     assert last["verdict"] == "inconclusive"  # type: ignore[index]
+
+
+async def test_an_earlier_message_geppetto_edited_is_named_by_both_sides(geppetto_sim: Simulator) -> None:
+    async with engine(geppetto_sim, "anthropic", cache_diagnostics=True) as eng:
+        turn = await eng.run_inference(Turn(blocks=[Block.user("Weather in Paris?")]))
+        turn.blocks[0].payload["text"] = "Weather in Nice?"  # a redactor's edit of history
+        turn.append(Block.user("And tomorrow?"))
+        turn = await eng.run_inference(turn)
+    second = _verdicts(turn)[-1]
+    assert second["reported"]["cache_miss_reason"]["type"] == "messages_changed"
+    assert (second["expected"], second["verdict"]) == (["messages"], "agree")

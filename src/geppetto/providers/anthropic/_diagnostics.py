@@ -32,30 +32,37 @@ _PARTS = ("model", "tools", "system", "messages")
 _INCONCLUSIVE = ("previous_message_not_found", "unavailable")
 
 
-def _messages_digest(messages: list[dict[str, Any]]) -> str:
+def _messages_digests(messages: list[dict[str, Any]], kept: int) -> tuple[str, str]:
+    """The digest of the first ``kept`` messages and of them all, in one pass."""
     h = hashlib.sha256()
-    for message in messages:
+    first = h.hexdigest() if kept == 0 else ""
+    for index, message in enumerate(messages, start=1):
         content = message.get("content")
         parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
         h.update(_canon([message.get("role"), [_bare(p) for p in parts]]) + b"\n")
-    return h.hexdigest()
+        if index == kept:
+            first = h.hexdigest()
+    return first, h.hexdigest()
 
 
 def _digest(value: Any) -> str:
     return hashlib.sha256(_canon(value)).hexdigest()
 
 
-def fingerprint(body: dict[str, Any], message_id: str) -> dict[str, Any]:
-    """geppetto's fingerprint of the request ``body`` whose answer is ``message_id``."""
+def fingerprint(body: dict[str, Any], message_id: str, kept: int = 0) -> tuple[dict[str, Any], str]:
+    """geppetto's fingerprint of the request ``body`` whose answer is ``message_id``, and the digest of its
+    first ``kept`` messages ("" when it has fewer)."""
     messages = body.get("messages") or []
-    return {
+    first, whole = _messages_digests(messages, kept)
+    mark = {
         "id": message_id,
         "model": str(body.get("model")),
         "tools": _digest(_bare(body.get("tools") or [])),
         "system": _digest(_bare(_system_list(body.get("system")))),
         "messages": len(messages),
-        "prefix": _messages_digest(messages),
+        "prefix": whole,
     }
+    return mark, first
 
 
 def _previous(turn: Turn, before: int) -> dict[str, Any] | None:
@@ -72,12 +79,11 @@ def ask_diagnostics(turn: Turn, body: dict[str, Any]) -> None:
     body["diagnostics"] = {"previous_message_id": previous["id"] if previous else None}
 
 
-def _changed(previous: dict[str, Any], body: dict[str, Any]) -> list[str]:
-    now = fingerprint(body, "")
+def _changed(previous: dict[str, Any], now: dict[str, Any], first: str) -> list[str]:
+    """What changed from the request ``previous`` to ``now`` (``first``: the digest of ``now``'s first
+    messages, as many as ``previous`` had)."""
     changed = [p for p in _PARTS[:3] if previous[p] != now[p]]
-    messages = body.get("messages") or []
-    kept = int(previous["messages"])
-    if len(messages) < kept or _messages_digest(messages[:kept]) != previous["prefix"]:
+    if first != previous["prefix"]:
         changed.append("messages")
     return changed
 
@@ -110,13 +116,14 @@ def check_diagnostics(
     previous = _previous(turn, start) if previous_id else None
     if previous is not None and previous.get("id") != previous_id:
         previous = None
+    mark, first = fingerprint(body, message_id, int(previous["messages"]) if previous is not None else 0)
     if previous_id is None:
         expected: list[str] = []
         verdict, said = ("agree", "") if answered and reported is None else ("inconclusive", "")
     elif previous is None:
         expected, verdict, said = [], "inconclusive", "geppetto holds no fingerprint of the earlier request"
     else:
-        expected = _changed(previous, body)
+        expected = _changed(previous, mark, first)
         verdict, said = _verdict(reported, answered, expected)
     record_verdict(
         turn,
@@ -130,6 +137,5 @@ def check_diagnostics(
         said=said,
     )
     if message_id:
-        mark = fingerprint(body, message_id)
         for block in new:
             REQUEST_FINGERPRINT.set(block.metadata, dict(mark))
