@@ -63,14 +63,24 @@ class DisagreementMetrics:
         self.counters: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._exporters: tuple[Any, ...] = ()
+        self._registry = registry
+        self._prometheus: bool | None = None  # set up on first use: importing an engine stays light
+
+    def _with_prometheus(self) -> None:
+        """Add the Prometheus exporter the first time it is needed (the caller holds the lock)."""
+        if self._prometheus is not None:
+            return
+        self._prometheus = False
         from .openai_responses._metrics import _prom, _PrometheusExporter
 
         if _prom is not None:
             with contextlib.suppress(ValueError):  # already registered in that registry by another instance
-                self._exporters = (_PrometheusExporter(registry, DISAGREEMENT_METRICS),)
+                self._exporters = (*self._exporters, _PrometheusExporter(self._registry, DISAGREEMENT_METRICS))
+                self._prometheus = True
 
     def add_exporter(self, exporter: Any) -> Any:
         with self._lock:
+            self._with_prometheus()
             self._exporters = (*self._exporters, exporter)
         return exporter
 
@@ -81,6 +91,7 @@ class DisagreementMetrics:
     def count(self, provider: str) -> None:
         """Count one disagreement reported by ``provider``."""
         with self._lock:
+            self._with_prometheus()
             self.counters[provider] += 1
             exporters = self._exporters
         for exporter in exporters:
