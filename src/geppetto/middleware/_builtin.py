@@ -12,13 +12,14 @@ from ..turns import (
     BLOCK_META_MIDDLEWARE,
     PAYLOAD_ID,
     PAYLOAD_TEXT,
+    PREFIX_POLICIES,
+    TURN_DATA_PREFIX_POLICY,
     TURN_META_INFERENCE_ID,
     TURN_META_SESSION_ID,
     Block,
     BlockKind,
     Turn,
 )
-from ..turns._known import PREFIX_POLICIES, TURN_DATA_PREFIX_POLICY
 from ._chain import Middleware
 
 __all__ = ["logging_middleware", "reorder_tool_results", "system_prompt"]

@@ -112,7 +112,7 @@ def disagreements_exporter(meter: Any) -> _OtelCounters:
     """The prefix-disagreement counter's exporter of ``meter`` (one per meter, as :func:`responses_exporter`)."""
     found = _DISAGREEMENT_EXPORTERS.get(meter)
     if found is None:
-        from ..providers._disagreements import DISAGREEMENT_METRICS
+        from ..providers import DISAGREEMENT_METRICS
 
         found = _DISAGREEMENT_EXPORTERS[meter] = _OtelCounters(meter, DISAGREEMENT_METRICS)
     return found

@@ -55,6 +55,21 @@ DISAGREEMENT_METRICS: dict[str, tuple[str, str, str, str]] = {
 engine's table; every exporter builds its instruments from it."""
 
 
+class _Prometheus:
+    """:data:`DISAGREEMENT_METRICS` as ``prometheus_client`` counters in ``registry`` (default: its global one)."""
+
+    def __init__(self, client: Any, registry: Any) -> None:
+        kw = {} if registry is None else {"registry": registry}
+        self.counters = {
+            key: client.Counter(name, description, [label], **kw)
+            for key, (name, description, kind, label) in DISAGREEMENT_METRICS.items()
+            if kind == "counter"
+        }
+
+    def count(self, key: str, labels: dict[str, str]) -> None:
+        self.counters[key].labels(**labels).inc()
+
+
 class DisagreementMetrics:
     """In-process counts of disagreements by provider (thread-safe), also sent to Prometheus when
     ``prometheus_client`` is installed, and to any exporter added (``count(key, labels)``)."""
@@ -71,12 +86,13 @@ class DisagreementMetrics:
         if self._prometheus is not None:
             return
         self._prometheus = False
-        from .openai_responses._metrics import _prom, _PrometheusExporter
-
-        if _prom is not None:
-            with contextlib.suppress(ValueError):  # already registered in that registry by another instance
-                self._exporters = (*self._exporters, _PrometheusExporter(self._registry, DISAGREEMENT_METRICS))
-                self._prometheus = True
+        try:  # optional extra: geppetto[prometheus]
+            import prometheus_client
+        except ImportError:  # pragma: no cover - depends on the environment
+            return
+        with contextlib.suppress(ValueError):  # already registered in that registry by another instance
+            self._exporters = (*self._exporters, _Prometheus(prometheus_client, self._registry))
+            self._prometheus = True
 
     def add_exporter(self, exporter: Any) -> Any:
         with self._lock:

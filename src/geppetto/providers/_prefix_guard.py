@@ -53,13 +53,14 @@ from ..events import EventLog, metadata_for, publish
 from ..turns import (
     BLOCK_META_MIDDLEWARE,
     BLOCK_META_PROVIDER,
+    PREFIX_POLICIES,
+    TURN_DATA_PREFIX_POLICY,
     Block,
     Turn,
     block_meta_key,
     turn_meta_key,
 )
 from ..turns._cow import FrozenBlock
-from ..turns._known import PREFIX_POLICIES, TURN_DATA_PREFIX_POLICY
 from ..turns._model import seal_block
 from ..turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
