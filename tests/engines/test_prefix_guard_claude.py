@@ -27,6 +27,7 @@ from geppetto.providers.anthropic._binding import INPUT_TRANSFORMATIONS, SYSTEM_
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID
+from recorded import MISSING, ROOT, exchanges
 from turn_edits import remove_or_reorder
 
 
@@ -382,3 +383,31 @@ def test_the_system_prompt_middleware_can_ask_for_append(sim: Simulator) -> None
 )
 def test_which_models_take_a_system_message(model: str, takes: bool) -> None:
     assert takes_system_messages(model) is takes
+
+
+@pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
+def test_append_sends_the_shape_claude_took_in_the_recordings(sim: Simulator) -> None:
+    """The recorded Opus 4.8 requests end on a mid-conversation system message after a user turn: the form
+    ``append`` sends. The simulator takes them on that model and refuses them on one before it."""
+    recorded = [e for e in exchanges() if "test_anthropic_mid_conversation_system" in e.cassette]
+    assert recorded
+    sim.reset()
+    engine = ClaudeEngine("claude-opus-4-8", "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy="append")
+    _two_calls(sim, engine, "You are verbose.")
+    sent = _sent(sim)["messages"]
+
+    def shape(messages: list[dict[str, Any]]) -> list[Any]:
+        return [(m["role"], [c["type"] for c in m["content"]]) for m in messages[-2:]]
+
+    ends = [e.body["messages"] for e in recorded if e.body["messages"][-1]["role"] == "system"]
+    assert ends and all(shape(sent) == shape(m) for m in ends)  # [user, system(text)] last, as recorded
+    for exchange in recorded:
+        for model, status in ((exchange.body["model"], 200), ("claude-sonnet-4-5", 400)):
+            sim.queue(Reply(text="ok"))
+            body = {**exchange.body, "model": model, "stream": False}
+            answer = httpx.post(
+                f"{sim.url}/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "1"}
+            )
+            assert answer.status_code == status, (exchange.name, model, answer.text)
+            assert status == 200 or "role 'system' is not supported on this model" in answer.text
+        sim.state.replies.clear()
