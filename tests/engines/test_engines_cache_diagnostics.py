@@ -57,10 +57,13 @@ def _fresh_counts() -> None:
 @pytest.mark.parametrize("stream", [True, False])
 async def test_a_normal_session_with_a_tool_loop_reports_no_disagreement(geppetto_sim: Simulator, stream: bool) -> None:
     geppetto_sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]), Reply(text="18C."))
-    async with engine(geppetto_sim, "anthropic", cache_diagnostics=True, stream=stream) as eng:
+    # cache marks move from request to request and thinking is replayed: neither is a change
+    options: dict[str, Any] = {"prompt_cache": True, "thinking_budget": 1024}
+    async with engine(geppetto_sim, "anthropic", cache_diagnostics=True, stream=stream, **options) as eng:
         session = Session(eng, tools=ToolRegistry([get_weather]))
         await session.run("Weather in Paris?")
         turn = await session.run("Thanks")
+    assert any("cache_control" in str(r.body) for r in geppetto_sim.requests)
     ids = [BLOCK_META_RESPONSE_ID.get(b.metadata) for b in turn.blocks if b.kind is not BlockKind.USER]
     answers = list(dict.fromkeys(i for i in ids if i))
     assert _asked(geppetto_sim) == [None, *answers[:-1]]  # each request names the answer before it
