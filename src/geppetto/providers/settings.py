@@ -287,6 +287,7 @@ class ClaudeSettings(_StreamingSettings):
     prompt_cache: bool | str = "auto"
     builtin_tools: tuple[dict[str, Any], ...] = ()
     prefix_policy: str = "drop"
+    cache_diagnostics: bool = False
 
     def __post_init__(self) -> None:
         self._set("builtin_tools", tuple(dict(t) for t in self.builtin_tools or ()))

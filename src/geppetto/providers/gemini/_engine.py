@@ -12,6 +12,7 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._prefix_guard import asked_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ..settings import GeminiSettings
 from ._binding import record_response
@@ -121,7 +122,7 @@ class GeminiEngine(StreamingEngine):
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
             builtin_tools=list(s.builtin_tools),
-            prefix_policy=s.prefix_policy,
+            prefix_policy=asked_policy(turn, s.prefix_policy),
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
