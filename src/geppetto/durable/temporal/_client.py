@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
@@ -19,7 +26,7 @@ from ...turns._attach import attachments
 from ._activities import output_entry
 from ._converter import check_client
 from ._types import PromptInput, SessionStart
-from ._workflow import WORKFLOW, SessionWorkflow
+from ._workflow import PENDING_MEMO, WORKFLOW, SessionWorkflow
 
 __all__ = ["DurableSession", "Timeouts", "workflow_id"]
 
@@ -128,9 +135,10 @@ class DurableSession:
         return await self._update(SessionWorkflow.resume, dict(decisions))
 
     async def pending_approvals(self) -> list[PendingCall]:
-        """The calls waiting for a person, in call order."""
+        """The calls waiting for a person, in call order (read from the workflow's memo: no worker needs to run)."""
         handle = await self._workflow()
-        waiting = await handle.query(SessionWorkflow.pending_approvals)
+        memo = await (await handle.describe()).memo()
+        waiting = memo.get(PENDING_MEMO) or []
         return [PendingCall(**w) for w in waiting]
 
     async def latest(self) -> Turn | None:
@@ -140,10 +148,30 @@ class DurableSession:
 
     async def _update(self, update: Any, arg: Any) -> Turn:
         handle = await self._workflow()
+        update_id = new_id()  # the same update however often its calls time out and are made again
         try:
-            return await handle.execute_update(update, arg, result_type=Turn)  # type: ignore[no-any-return]
+            while True:
+                try:
+                    started = await handle.start_update(
+                        update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=Turn
+                    )
+                    break
+                except WorkflowUpdateRPCTimeoutOrCancelledError:
+                    _still_wanted()  # no worker took it yet (one is starting, say): ask again
+            while True:
+                try:
+                    return await started.result()  # type: ignore[no-any-return]
+                except WorkflowUpdateRPCTimeoutOrCancelledError:
+                    _still_wanted()  # a long run outlasts one poll: poll again
         except WorkflowUpdateFailedError as exc:
             raise _as_geppetto(exc) from exc
+
+
+def _still_wanted() -> None:
+    """Re-raise a cancellation of the caller (the SDK reports it as an RPC timeout or cancellation)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _as_geppetto(exc: WorkflowUpdateFailedError) -> GeppettoError:

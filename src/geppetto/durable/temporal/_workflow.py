@@ -20,11 +20,12 @@ with workflow.unsafe.imports_passed_through():
     from ...turns import Turn
     from ._types import Answer, CallInfo, PromptInput, RequestInput, RequestOutput, SessionStart, ToolInput, ToolOutput
 
-__all__ = ["WORKFLOW", "SessionWorkflow"]
+__all__ = ["PENDING_MEMO", "WORKFLOW", "SessionWorkflow"]
 
 WORKFLOW = "geppetto.session"
 _REQUEST = "geppetto.request"
 _TOOL = "geppetto.tool"
+PENDING_MEMO = "geppetto.pending_approvals"
 
 
 @workflow.defn(name=WORKFLOW)
@@ -80,7 +81,7 @@ class SessionWorkflow:
                         call_id,
                         error="the user denied this tool call" + (f": {reason}" if reason else "; do not retry it"),
                     )
-            self._waiting = [w for w in self._waiting if w["call_id"] not in self._answers]
+            self._set_waiting([w for w in self._waiting if w["call_id"] not in self._answers])
             if self._waiting:
                 assert self._latest is not None
                 return self._latest
@@ -112,6 +113,12 @@ class SessionWorkflow:
     def pending_approvals(self) -> list[dict[str, Any]]:
         return list(self._waiting)
 
+    def _set_waiting(self, waiting: list[dict[str, Any]]) -> None:
+        """The calls waiting for a person, also in the workflow's memo (read without any worker running)."""
+        if waiting != self._waiting:
+            workflow.upsert_memo({PENDING_MEMO: waiting or None})
+        self._waiting = waiting
+
     # -- the steps ------------------------------------------------------------------------------------
     def _spec(self) -> SessionStart:
         spec = SessionStart(**{**vars(self._start), "latest": None})
@@ -138,7 +145,7 @@ class SessionWorkflow:
             runs = [c for c in self._calls if not c.needs_approval]
             results = await asyncio.gather(*(self._tool(c) for c in runs))
             self._answers = {a.call_id: a for a in results}
-            self._waiting = [
+            self._set_waiting([
                 {
                     "call_id": c.call_id,
                     "name": c.name,
@@ -149,7 +156,7 @@ class SessionWorkflow:
                 }
                 for c in self._calls
                 if c.needs_approval
-            ]
+            ])
             if self._waiting:
                 return step.turn  # a person decides, perhaps days later: see resume
             step = await self._request(self._answered())
