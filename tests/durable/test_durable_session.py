@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ temporal = pytest.importorskip("geppetto.durable.temporal")
 from temporalio.client import Client  # noqa: E402
 
 BOUND = 120.0
+HISTORIES = Path(__file__).parent.parent / "fixtures" / "durable"
 
 RUNS: list[str] = []
 
@@ -45,6 +48,7 @@ async def test_chained_tool_loop(temporal_address: str) -> None:
             first = await asyncio.wait_for(s.run("Hello"), BOUND)
             turn = await asyncio.wait_for(s.run("What is the weather in Paris?"), BOUND)
             latest = await s.latest()
+            await record_history(client, s.session_id, "chained_tool_loop")
         posts = [r for r in sim.requests if r.method == "POST" and r.path.endswith("/responses")]
     assert [b.kind.value for b in first.blocks] == ["system", "user", "llm_text"]
     kinds = [b.kind.value for b in turn.blocks]
@@ -57,6 +61,15 @@ async def test_chained_tool_loop(temporal_address: str) -> None:
     assert posts[0].body.get("previous_response_id") is None
     assert all(p.body.get("previous_response_id") for p in posts[1:]), [p.body for p in posts]
     assert latest is not None and latest.id == turn.id and len(latest.blocks) == len(turn.blocks)
+
+
+async def record_history(client: Client, session_id: str, name: str) -> None:
+    """With GEPPETTO_RECORD_HISTORY=1, save the session's workflow history for the replay test."""
+    if os.environ.get("GEPPETTO_RECORD_HISTORY") != "1":
+        return
+    history = await client.get_workflow_handle(temporal.workflow_id(session_id)).fetch_history()
+    HISTORIES.mkdir(parents=True, exist_ok=True)
+    (HISTORIES / f"{name}.json").write_text(history.to_json())
 
 
 def test_import_geppetto_does_not_import_temporalio() -> None:

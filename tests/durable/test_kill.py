@@ -17,6 +17,8 @@ import pytest
 
 from geppetto.simulator import serve
 
+from .test_durable_session import record_history
+
 temporal = pytest.importorskip("geppetto.durable.temporal")
 from temporalio.client import Client  # noqa: E402
 
@@ -151,6 +153,7 @@ async def test_approval_answered_after_every_worker_stopped(setup: Any) -> None:
     assert len(ran(runs)) == 1 and ran(runs)[0].startswith("book_table")
     assert await later.pending_approvals() == []
     assert "Here is what the tools returned" in out.blocks[-1].text
+    await record_history(client, s.session_id, "approval")
     sent = posts(sim)
     assert len(sent) == 2  # the call, then the answer after the approved tool ran: chained on the first
     assert sent[0].body.get("previous_response_id") is None and sent[1].body.get("previous_response_id")
