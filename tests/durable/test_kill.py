@@ -38,7 +38,7 @@ class Workers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     async def start(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE)
+        proc = await asyncio.to_thread(subprocess.Popen, self.args, env=self.env, stdout=subprocess.PIPE)
         self.procs.append(proc)
         assert proc.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), STEP)

@@ -19,8 +19,8 @@ from temporalio import workflow  # noqa: E402
 from temporalio.client import WorkflowHistory  # noqa: E402
 from temporalio.worker import Replayer  # noqa: E402
 
-from geppetto.durable.temporal._worker import WORKFLOW_RUNNER  # noqa: E402
 from geppetto.durable.temporal._types import SessionStart  # noqa: E402
+from geppetto.durable.temporal._worker import WORKFLOW_RUNNER  # noqa: E402
 from geppetto.durable.temporal._workflow import WORKFLOW, SessionWorkflow  # noqa: E402
 
 HISTORIES = Path(__file__).parent.parent / "fixtures" / "durable"
@@ -42,7 +42,9 @@ def _activities(name: str) -> list[str]:
 
 @pytest.mark.parametrize("name", NAMES)
 async def test_recorded_history_replays(name: str) -> None:
-    replayer = Replayer(workflows=[SessionWorkflow], data_converter=temporal.DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER)
+    replayer = Replayer(
+        workflows=[SessionWorkflow], data_converter=temporal.DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER
+    )
     result = await replayer.replay_workflow(_history(name), raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
     # the histories hold the requests and the tool calls as activities

@@ -14,7 +14,9 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is missing
     from ..._extras import install_hint
 
-    raise ImportError(f"geppetto.durable.temporal needs temporalio: {install_hint('temporal')}", name="temporalio") from exc
+    raise ImportError(
+        f"geppetto.durable.temporal needs temporalio: {install_hint('temporal')}", name="temporalio"
+    ) from exc
 
 from ._client import DurableSession, Timeouts, workflow_id
 from ._converter import DATA_CONVERTER

@@ -63,7 +63,9 @@ def resolve_middleware(ref: str) -> Middleware:
         for part in name.split("."):
             target = getattr(target, part)
     except (ImportError, AttributeError) as exc:
-        raise UsageError(f"middleware {ref!r} cannot be imported on this worker ({exc}); install its module here") from exc
+        raise UsageError(
+            f"middleware {ref!r} cannot be imported on this worker ({exc}); install its module here"
+        ) from exc
     if not callable(target):
         raise UsageError(f"middleware {ref!r} is not callable")
     return target  # type: ignore[no-any-return]
@@ -134,10 +136,7 @@ class Activities:
         self._held = contextlib.ExitStack()
         # the model sees the tools; the inference stops at their calls, which run as activities
         self._offered = ToolRegistry(
-            [
-                client_tool(name=d.name, description=d.description, parameters=d.parameters)
-                for d in self.tools.list()
-            ]
+            [client_tool(name=d.name, description=d.description, parameters=d.parameters) for d in self.tools.list()]
         )
 
     def close(self) -> None:

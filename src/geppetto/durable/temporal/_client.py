@@ -126,7 +126,9 @@ class DurableSession:
         which may end with calls waiting for approval (:meth:`pending_approvals`, :meth:`resume`).
         ``files`` are read here and sent inline; ``output`` asks for a structured answer as in
         :meth:`Session.run <geppetto.Session.run>` (read it with ``output_of``)."""
-        prompt = PromptInput(text, attachments(files) if files else [], output_entry(output) if output is not None else None)
+        prompt = PromptInput(
+            text, attachments(files) if files else [], output_entry(output) if output is not None else None
+        )
         return await self._update(SessionWorkflow.prompt, prompt)
 
     async def resume(self, decisions: Mapping[str, bool | str]) -> Turn:
@@ -144,7 +146,7 @@ class DurableSession:
     async def latest(self) -> Turn | None:
         """The session's latest Turn (None before its first answer)."""
         handle = await self._workflow()
-        return await handle.query(SessionWorkflow.latest, result_type=Turn)  # type: ignore[no-any-return]
+        return await handle.query(SessionWorkflow.latest)
 
     async def _update(self, update: Any, arg: Any) -> Turn:
         handle = await self._workflow()

@@ -7,7 +7,16 @@ from typing import Any
 
 from ...turns import Block, Turn
 
-__all__ = ["Answer", "CallInfo", "PromptInput", "RequestInput", "RequestOutput", "SessionStart", "ToolInput", "ToolOutput"]
+__all__ = [
+    "Answer",
+    "CallInfo",
+    "PromptInput",
+    "RequestInput",
+    "RequestOutput",
+    "SessionStart",
+    "ToolInput",
+    "ToolOutput",
+]
 
 
 @dataclass

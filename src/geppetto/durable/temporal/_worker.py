@@ -9,7 +9,6 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from ..._exceptions import UsageError
 from ...engine import Engine
 from ...tools import Tool, ToolRegistry
 from ._activities import Activities

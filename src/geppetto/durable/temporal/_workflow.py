@@ -145,18 +145,20 @@ class SessionWorkflow:
             runs = [c for c in self._calls if not c.needs_approval]
             results = await asyncio.gather(*(self._tool(c) for c in runs))
             self._answers = {a.call_id: a for a in results}
-            self._set_waiting([
-                {
-                    "call_id": c.call_id,
-                    "name": c.name,
-                    "arguments": c.arguments,
-                    "kind": "approval",
-                    "requested_at": now,
-                    "expires_at": None,
-                }
-                for c in self._calls
-                if c.needs_approval
-            ])
+            self._set_waiting(
+                [
+                    {
+                        "call_id": c.call_id,
+                        "name": c.name,
+                        "arguments": c.arguments,
+                        "kind": "approval",
+                        "requested_at": now,
+                        "expires_at": None,
+                    }
+                    for c in self._calls
+                    if c.needs_approval
+                ]
+            )
             if self._waiting:
                 return step.turn  # a person decides, perhaps days later: see resume
             step = await self._request(self._answered())
@@ -167,7 +169,7 @@ class SessionWorkflow:
 
     async def _request(self, req: RequestInput) -> RequestOutput:
         spec = req.session
-        return await workflow.execute_activity(
+        out: RequestOutput = await workflow.execute_activity(
             _REQUEST,
             req,
             result_type=RequestOutput,
@@ -175,12 +177,11 @@ class SessionWorkflow:
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s),
             retry_policy=_retries(spec),
         )
+        return out
 
     async def _tool(self, call: CallInfo) -> Answer:
         spec = self._spec()
-        block = next(
-            b for b in _pending(self._latest) if str(b.payload.get("id", "")) == call.call_id
-        )
+        block = next(b for b in _pending(self._latest) if str(b.payload.get("id", "")) == call.call_id)
         out = await workflow.execute_activity(
             _TOOL,
             ToolInput(spec.session_id, block),
