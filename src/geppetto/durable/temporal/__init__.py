@@ -20,6 +20,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 from ._client import DurableSession, Timeouts, workflow_id
 from ._converter import DATA_CONVERTER
+from ._dev import dev_server
 from ._worker import worker
 
-__all__ = ["DATA_CONVERTER", "DurableSession", "Timeouts", "worker", "workflow_id"]
+__all__ = ["DATA_CONVERTER", "DurableSession", "Timeouts", "dev_server", "worker", "workflow_id"]

