@@ -22,13 +22,14 @@ import contextlib
 import importlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from ..._exceptions import GeppettoError, ProviderError, ToolDefinitionError, UsageError
 from ...engine import Engine
+from ...events import Event
 from ...middleware import Middleware, system_prompt
 from ...providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE, PendingResponse
 from ...providers._landed import retried_unknown
@@ -53,6 +54,21 @@ REQUEST = "geppetto.request"
 TOOL = "geppetto.tool"
 
 EngineSource = Callable[[], Engine] | str
+
+
+class EventRelay(Protocol):
+    """Where the events of one request activity go (``worker(events=...)`` makes one per request)."""
+
+    def __call__(self, event: Event) -> None:
+        """A sink: called with each event, in order."""
+
+    async def aclose(self) -> None:
+        """The request is over: deliver what is left."""
+
+
+RelayFactory = Callable[[str, Mapping[str, str]], EventRelay | None]
+"""``(session_id, context) -> EventRelay | None``: the relay of a request of that session, given the context
+its prompt was sent with (``DurableSession.run(..., context=...)``)."""
 
 
 def resolve_middleware(ref: str) -> Middleware:
@@ -126,12 +142,14 @@ class Activities:
         engines: Mapping[str, EngineSource],
         tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
         store: Any = None,
+        events: RelayFactory | None = None,
     ) -> None:
         if not engines:
             raise UsageError("worker(engines=...) needs at least one engine, e.g. engines={'default': 'sim'}")
         self.sources = dict(engines)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools))
         self.store = store
+        self.events = events
         self._engines: dict[str, Engine] = {}
         self._held = contextlib.ExitStack()
         # the model sees the tools; the inference stops at their calls, which run as activities
@@ -180,15 +198,31 @@ class Activities:
         info = activity.info()
         middlewares: list[Middleware] = [system_prompt(spec.system)] if spec.system else []
         middlewares += [resolve_middleware(ref) for ref in spec.middlewares]
+        relay = self.events(spec.session_id, req.context) if self.events is not None else None
         session = Session(
             self.engine(spec.engine),
             tools=self._offered,
             middlewares=middlewares,
             store=self.store,
             session_id=spec.session_id,
+            sinks=[relay] if relay is not None else [],
         )
-        if req.turn is not None:
-            session.append(req.turn)
+        try:
+            return await self._requested(req, session, beat, info)
+        finally:
+            if relay is not None:
+                await relay.aclose()
+
+    async def _requested(
+        self, req: RequestInput, session: Session, beat: _Heartbeat, info: activity.Info
+    ) -> RequestOutput:
+        spec = req.session
+        turn_in = req.turn
+        load_latest = getattr(self.store, "load_latest", None)
+        if turn_in is None and load_latest is not None:  # a new workflow of a session the store holds
+            turn_in = await load_latest(spec.session_id)
+        if turn_in is not None:
+            session.append(turn_in)
         if req.prompt is not None:
             seed = session.prompt(req.prompt.text, files=req.prompt.files or None)
             if req.prompt.output:

@@ -25,7 +25,7 @@ from ...turns import Turn, new_id
 from ...turns._attach import attachments
 from ._activities import output_entry
 from ._converter import check_client
-from ._types import PromptInput, SessionStart
+from ._types import PromptInput, ResumeInput, SessionStart
 from ._workflow import PENDING_MEMO, WORKFLOW, SessionWorkflow
 
 __all__ = ["DurableSession", "Timeouts", "workflow_id"]
@@ -121,20 +121,31 @@ class DurableSession:
             )
         return self._handle
 
-    async def run(self, text: str, *, files: Iterable[Any] | None = None, output: Any = None) -> Turn:
+    async def run(
+        self,
+        text: str,
+        *,
+        files: Iterable[Any] | None = None,
+        output: Any = None,
+        context: Mapping[str, str] | None = None,
+    ) -> Turn:
         """Prompt the session and wait for its answer (tools run, each once, on the workers): the output Turn,
         which may end with calls waiting for approval (:meth:`pending_approvals`, :meth:`resume`).
         ``files`` are read here and sent inline; ``output`` asks for a structured answer as in
-        :meth:`Session.run <geppetto.Session.run>` (read it with ``output_of``)."""
+        :meth:`Session.run <geppetto.Session.run>` (read it with ``output_of``). ``context`` reaches the
+        workers' event relay (``worker(events=...)``) with each request of this prompt."""
         prompt = PromptInput(
-            text, attachments(files) if files else [], output_entry(output) if output is not None else None
+            text,
+            attachments(files) if files else [],
+            output_entry(output) if output is not None else None,
+            dict(context or {}),
         )
         return await self._update(SessionWorkflow.prompt, prompt)
 
-    async def resume(self, decisions: Mapping[str, bool | str]) -> Turn:
+    async def resume(self, decisions: Mapping[str, bool | str], *, context: Mapping[str, str] | None = None) -> Turn:
         """Answer calls waiting for approval (``True`` approves, ``False`` or a reason denies) and go on; the
         output Turn. Any process may answer, at any time later: no worker is held while a call waits."""
-        return await self._update(SessionWorkflow.resume, dict(decisions))
+        return await self._update(SessionWorkflow.resume, ResumeInput(dict(decisions), dict(context or {})))
 
     async def pending_approvals(self) -> list[PendingCall]:
         """The calls waiting for a person, in call order (read from the workflow's memo: no worker needs to run)."""

@@ -13,6 +13,7 @@ __all__ = [
     "PromptInput",
     "RequestInput",
     "RequestOutput",
+    "ResumeInput",
     "SessionStart",
     "ToolInput",
     "ToolOutput",
@@ -43,6 +44,16 @@ class PromptInput:
     text: str
     files: list[dict[str, Any]] = field(default_factory=list)
     output: dict[str, Any] | None = None
+    context: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ResumeInput:
+    """Decisions for calls waiting for approval (call id -> True, False or a reason), and the context the
+    worker's event relay reads (``worker(events=...)``)."""
+
+    decisions: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -74,6 +85,7 @@ class RequestInput:
     turn: Turn | None = None
     prompt: PromptInput | None = None
     answers: list[Answer] = field(default_factory=list)
+    context: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

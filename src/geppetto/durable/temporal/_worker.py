@@ -11,7 +11,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from ...engine import Engine
 from ...tools import Tool, ToolRegistry
-from ._activities import Activities
+from ._activities import Activities, RelayFactory
 from ._converter import check_client
 from ._workflow import SessionWorkflow
 
@@ -31,6 +31,7 @@ def worker(
     engines: Mapping[str, Callable[[], Engine] | str],
     tools: ToolRegistry | Iterable[Tool | Callable[..., Any]] = (),
     store: Any = None,
+    events: RelayFactory | None = None,
 ) -> Worker:
     """A worker for ``task_queue`` running geppetto's session workflow, its provider requests and its tool
     calls (run it with ``await w.run()``, or ``async with w:``).
@@ -38,11 +39,13 @@ def worker(
     ``engines`` maps the names :class:`DurableSession(engine=...) <geppetto.durable.temporal.DurableSession>`
     uses to a zero-argument callable that builds the engine, or to a profile name (``"sim"``); each is built
     once, on first use. ``tools`` are the tools every session is offered; ``store`` (a
-    :class:`~geppetto.session.TurnStore`) gets each request's snapshot, as a Session's store does.
+    :class:`~geppetto.session.TurnStore`) gets each request's snapshot, as a Session's store does, and a
+    session's first request starts from its latest snapshot there. ``events(session_id, context)`` gives the
+    sink of a request's events (``geppetto serve --temporal`` publishes them on its bus).
     ``client`` must use :data:`~geppetto.durable.temporal.DATA_CONVERTER`.
     """
     check_client(client, "worker()")
-    acts = Activities(engines, tools, store)
+    acts = Activities(engines, tools, store, events)
     return Worker(
         client,
         task_queue=task_queue,

@@ -18,7 +18,17 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ...turns import Turn
-    from ._types import Answer, CallInfo, PromptInput, RequestInput, RequestOutput, SessionStart, ToolInput, ToolOutput
+    from ._types import (
+        Answer,
+        CallInfo,
+        PromptInput,
+        RequestInput,
+        RequestOutput,
+        ResumeInput,
+        SessionStart,
+        ToolInput,
+        ToolOutput,
+    )
 
 __all__ = ["PENDING_MEMO", "WORKFLOW", "SessionWorkflow"]
 
@@ -40,6 +50,7 @@ class SessionWorkflow:
         self._calls: list[CallInfo] = []  # the calls of the latest request not answered yet
         self._answers: dict[str, Answer] = {}
         self._waiting: list[dict[str, Any]] = []  # the calls waiting for a person, as PendingCall dicts
+        self._context: dict[str, str] = {}  # the current prompt's, for the workers' event relay
 
     @workflow.run
     async def run(self, start: SessionStart) -> None:
@@ -57,16 +68,20 @@ class SessionWorkflow:
         await workflow.wait_condition(lambda: not self._busy)
         self._refuse_while_waiting("prompt")
         self._busy = True
+        self._context = dict(prompt.context)
         try:
-            step = await self._request(RequestInput(self._spec(), str(workflow.uuid4()), self._latest, prompt))
+            req = RequestInput(self._spec(), str(workflow.uuid4()), self._latest, prompt, context=self._context)
+            step = await self._request(req)
             return await self._loop(step)
         finally:
             self._busy = False
 
     @workflow.update(name="resume")
-    async def resume(self, decisions: dict[str, Any]) -> Turn:
+    async def resume(self, resume: ResumeInput) -> Turn:
         await workflow.wait_condition(lambda: not self._busy)
         self._busy = True
+        self._context = dict(resume.context)
+        decisions = resume.decisions
         try:
             waiting = {w["call_id"] for w in self._waiting}
             for call_id, decision in decisions.items():
@@ -90,7 +105,8 @@ class SessionWorkflow:
             self._busy = False
 
     @resume.validator
-    def _check_resume(self, decisions: dict[str, Any]) -> None:
+    def _check_resume(self, resume: ResumeInput) -> None:
+        decisions = resume.decisions
         waiting = {w["call_id"] for w in self._waiting}
         for call_id, decision in decisions.items():
             if call_id not in waiting:
@@ -165,7 +181,7 @@ class SessionWorkflow:
 
     def _answered(self) -> RequestInput:
         answers = [self._answers[c.call_id] for c in self._calls]
-        return RequestInput(self._spec(), str(workflow.uuid4()), self._latest, None, answers)
+        return RequestInput(self._spec(), str(workflow.uuid4()), self._latest, None, answers, self._context)
 
     async def _request(self, req: RequestInput) -> RequestOutput:
         spec = req.session
