@@ -75,6 +75,8 @@ async def record_history(client: Client, session_id: str, name: str) -> None:
 def test_import_geppetto_does_not_import_temporalio() -> None:
     import subprocess
 
-    code = "import sys, geppetto, geppetto.durable; print('temporalio' in sys.modules)"
+    code = (
+        "import sys, geppetto, geppetto.durable, geppetto.server, geppetto.cli._app; print('temporalio' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -75,7 +75,8 @@ class DurableSession:
     ``engine`` names one of the workers' engines; ``middlewares`` are importable references the workers
     resolve; ``system`` is the system prompt. ``client`` must use
     :data:`~geppetto.durable.temporal.DATA_CONVERTER`. The workflow starts with the first prompt; a
-    ``DurableSession`` made later with the same ``session_id`` is a handle to the same session.
+    ``DurableSession`` made later with the same ``session_id`` is a handle to the same session, which keeps
+    the engine, middlewares, system prompt and timeouts its workflow was started with.
     """
 
     def __init__(
