@@ -31,19 +31,23 @@ from ..._exceptions import GeppettoError, ProviderError, ToolDefinitionError, Us
 from ...engine import Engine
 from ...events import Event
 from ...middleware import Middleware, system_prompt
-from ...providers._background import BACKGROUND_OBSERVER, PENDING_RESPONSE, PendingResponse
-from ...providers._landed import retried_unknown
-from ...session import Session
-from ...session._approvals import prepare_resume
-from ...session._usage import TURN_META_SESSION_USAGE
-from ...tools import Tool, ToolRegistry
-from ...tools._approval import APPROVAL, ApprovalPolicy, client_tool, needs_person, registry_require
-from ...tools._executor import execute_tool_calls
-from ...tools._journal import INTERRUPTED_ERROR, interrupted_policy
-from ...tools._pending import pending_tool_calls
-from ...tools._tool import ToolReportedError
-from ...turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Turn
-from ...turns._keys import TurnData
+from ...providers import BACKGROUND_OBSERVER, PENDING_RESPONSE, PendingResponse, retried_unknown
+from ...session import TURN_META_SESSION_USAGE, Session, prepare_resume
+from ...tools import (
+    APPROVAL,
+    INTERRUPTED_ERROR,
+    ApprovalPolicy,
+    Tool,
+    ToolRegistry,
+    ToolReportedError,
+    client_tool,
+    execute_tool_calls,
+    interrupted_policy,
+    needs_person,
+    pending_tool_calls,
+    registry_require,
+)
+from ...turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Turn, TurnData
 from ._types import Answer, CallInfo, RequestInput, RequestOutput, ToolInput, ToolOutput
 
 __all__ = ["REQUEST", "TOOL", "Activities", "resolve_middleware"]
@@ -171,7 +175,7 @@ class Activities:
             raise UsageError(f"this worker has no engine {name!r}; it has: {known} (worker(engines={{...}}))")
         if isinstance(source, str):
             from ...profiles import load_profiles
-            from ...runtime._engines import open_engine
+            from ...runtime import open_engine
 
             profiles, _default = load_profiles()
             profile = profiles.get(source)

@@ -19,10 +19,8 @@ from temporalio.exceptions import ApplicationError
 
 from ..._exceptions import GeppettoError, UsageError
 from ...middleware import Middleware
-from ...tools import PendingCall
-from ...tools._approval import ApprovalPendingError
-from ...turns import Turn, new_id
-from ...turns._attach import attachments
+from ...tools import ApprovalPendingError, PendingCall
+from ...turns import Turn, attachments, new_id
 from ._activities import output_entry
 from ._converter import check_client
 from ._types import PromptInput, ResumeInput, SessionStart

@@ -19,8 +19,7 @@ from temporalio.converter import (
     JSONTypeConverter,
 )
 
-from ...turns import Block, Turn
-from ...turns._serde import block_from_json, block_to_json, dumps_json, loads_json
+from ...turns import Block, Turn, block_from_json, block_to_json, dumps_json, loads_json
 
 __all__ = ["DATA_CONVERTER", "TurnPayloadConverter"]
 

@@ -218,6 +218,6 @@ def _retries(spec: SessionStart) -> RetryPolicy:
 
 
 def _pending(turn: Turn | None) -> list[Any]:
-    from ...tools._pending import pending_tool_calls
+    from ...tools import pending_tool_calls
 
     return [] if turn is None else pending_tool_calls(turn)
