@@ -14,13 +14,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..events import Event
 from ..turns import Turn
-
-if TYPE_CHECKING:
-    from ._runner import Runner
 
 __all__ = ["DurableRuns"]
 
@@ -56,7 +53,9 @@ class _Relay:
 class DurableRuns:
     """The Temporal side of a server worker: its client and worker, and how a prompt runs durably."""
 
-    def __init__(self, runner: Runner, address: str, task_queue: str) -> None:
+    def __init__(self, runner: Any, address: str, task_queue: str) -> None:
+        """``runner``: the worker's :class:`~geppetto.server._runner.Runner` (its engine, tools, store and
+        publisher are read; typed loosely, since the runner module imports this one)."""
         self.runner, self.address, self.task_queue = runner, address, task_queue
         self.client: Any = None
         self._worker: Any = None
