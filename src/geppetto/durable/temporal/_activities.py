@@ -281,7 +281,7 @@ class Activities:
     # -- a tool call ---------------------------------------------------------------------------------
     @activity.defn(name=TOOL)
     async def tool(self, req: ToolInput) -> ToolOutput:
-        beat = _Heartbeat(5.0)
+        beat = _Heartbeat(max(0.5, req.heartbeat_s / 4))
         async with beat.beating():
             name = str(req.call.payload.get(PAYLOAD_NAME, ""))
             t = self.tools.get(name)

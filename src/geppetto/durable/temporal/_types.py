@@ -102,6 +102,7 @@ class ToolInput:
 
     session_id: str
     call: Block
+    heartbeat_s: float = 20.0
 
 
 @dataclass

@@ -200,7 +200,7 @@ class SessionWorkflow:
         block = next(b for b in _pending(self._latest) if str(b.payload.get("id", "")) == call.call_id)
         out = await workflow.execute_activity(
             _TOOL,
-            ToolInput(spec.session_id, block),
+            ToolInput(spec.session_id, block, spec.heartbeat_s),
             result_type=ToolOutput,
             start_to_close_timeout=timedelta(seconds=spec.tool_timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s),
