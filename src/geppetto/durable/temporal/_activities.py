@@ -5,7 +5,8 @@ accounting and store, unchanged) on the Turn the workflow holds, with the sessio
 client-side tools: the inference makes its request and ends with the model's calls waiting, so each tool
 call is an activity of its own and its answer is in workflow history before the next request is made. The
 next request activity answers the calls (``Session.resume``) and the request chains from the response that
-made them, like any tool step.
+made them, like any tool step. A request activity is given the whole Turn and answers with a delta
+(:class:`~geppetto.durable.temporal._types.TurnDelta`: the blocks from the first one it changed).
 
 A retried request activity (its worker stopped) finds out first what the attempt before it left: a
 background response whose id the attempt recorded in its heartbeat is read on instead of sent again
@@ -47,8 +48,8 @@ from ...tools import (
     pending_tool_calls,
     registry_require,
 )
-from ...turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Turn, TurnData
-from ._types import Answer, CallInfo, RequestInput, RequestOutput, ToolInput, ToolOutput
+from ...turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Turn, TurnData, block_to_json
+from ._types import Answer, CallInfo, RequestInput, RequestOutput, ToolInput, ToolOutput, TurnDelta
 
 __all__ = ["REQUEST", "TOOL", "Activities", "resolve_middleware"]
 
@@ -222,6 +223,7 @@ class Activities:
     ) -> RequestOutput:
         spec = req.session
         turn_in = req.turn
+        given = [block_to_json(b) for b in turn_in.blocks] if turn_in is not None else []  # as the workflow holds it
         load_latest = getattr(self.store, "load_latest", None)
         if turn_in is None and load_latest is not None:  # a new workflow of a session the store holds
             turn_in = await load_latest(spec.session_id)
@@ -242,7 +244,8 @@ class Activities:
         out = await session.start_inference(inference_id=req.inference_id).wait()
         if session.usage.requests:
             TURN_META_SESSION_USAGE.set(out.metadata, session.usage.to_dict())
-        return RequestOutput(out, self._calls(out))
+        calls = self._calls(out)  # marks the calls that wait for a person: before the delta is taken
+        return RequestOutput(_delta(given, out), calls)
 
     @staticmethod
     def _before_retry(req: RequestInput, info: activity.Info) -> None:
@@ -291,6 +294,16 @@ class Activities:
             (answer,) = await execute_tool_calls(self.tools, [req.call])
             error = answer.payload.get("error")
             return ToolOutput(None if error is not None else str(answer.payload.get("result", "")), error)
+
+
+def _delta(given: list[str], out: Turn) -> TurnDelta:
+    """``out`` as a delta from the Turn whose blocks' JSON is ``given``: the blocks from the first that differs."""
+    keep = 0
+    for i, old in enumerate(given):
+        if i >= len(out.blocks) or block_to_json(out.blocks[i]) != old:
+            break
+        keep = i + 1
+    return TurnDelta(keep, list(out.blocks[keep:]), out.id, dict(out.metadata), dict(out.data))
 
 
 def _as_client_calls(turn: Turn, ids: set[str]) -> None:

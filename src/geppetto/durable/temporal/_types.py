@@ -17,6 +17,7 @@ __all__ = [
     "SessionStart",
     "ToolInput",
     "ToolOutput",
+    "TurnDelta",
 ]
 
 
@@ -89,10 +90,23 @@ class RequestInput:
 
 
 @dataclass
-class RequestOutput:
-    """The Turn after the request, and its tool calls still to answer."""
+class TurnDelta:
+    """A Turn as what changed from the one a request activity was given: that Turn's first ``keep`` blocks
+    as they were, then ``blocks``; the Turn's id, metadata and data whole."""
 
-    turn: Turn
+    keep: int
+    blocks: list[Block]
+    id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RequestOutput:
+    """The Turn after the request, as a delta from the Turn the activity was given, and its tool calls still
+    to answer."""
+
+    delta: TurnDelta
     calls: list[CallInfo] = field(default_factory=list)
 
 

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ...turns import Turn
+    from ...turns import Turn, TurnData, TurnMetadata
     from ._types import (
         Answer,
         CallInfo,
@@ -152,11 +152,11 @@ class SessionWorkflow:
     async def _loop(self, step: RequestOutput) -> Turn:
         """Run the step's tool calls and make the next request, until the model calls none (or some wait)."""
         while True:
-            self._latest = step.turn
+            turn = self._latest = self._applied(step)
             self._calls = list(step.calls)
             self._answers = {}
             if not self._calls:
-                return step.turn
+                return turn
             now = workflow.now().timestamp()
             runs = [c for c in self._calls if not c.needs_approval]
             results = await asyncio.gather(*(self._tool(c) for c in runs))
@@ -176,8 +176,14 @@ class SessionWorkflow:
                 ]
             )
             if self._waiting:
-                return step.turn  # a person decides, perhaps days later: see resume
+                return turn  # a person decides, perhaps days later: see resume
             step = await self._request(self._answered())
+
+    def _applied(self, step: RequestOutput) -> Turn:
+        """The Turn after a request: its delta applied to the Turn the request was given."""
+        d = step.delta
+        base = list(self._latest.blocks[: d.keep]) if self._latest is not None else []
+        return Turn([*base, *d.blocks], d.id, TurnMetadata(d.metadata), TurnData(d.data))
 
     def _answered(self) -> RequestInput:
         answers = [self._answers[c.call_id] for c in self._calls]
