@@ -74,8 +74,8 @@ def main() -> None:
     print(f"| DurableSession (Temporal dev server) | {statistics.median(b) * ms:.1f} | {_p90(b) * ms:.1f} |")
     third = max(1, prompts // 3)
     print(f"\nDurableSession, first {third} prompts: {statistics.median(b[:third]) * ms:.1f} ms median; "
-          f"last {third}: {statistics.median(b[-third:]) * ms:.1f} ms (the whole Turn passes "
-          "through each request activity)")  # fmt: skip
+          f"last {third}: {statistics.median(b[-third:]) * ms:.1f} ms (the whole Turn goes "
+          "into each request activity)")  # fmt: skip
     extra = (statistics.median(b) - statistics.median(a)) * ms
     print(f"\nSUMMARY DurableSession = {statistics.median(b) / statistics.median(a):.1f}x Session per prompt "
           f"(+{extra:.0f} ms: the workflow update and 3 activities through the server)")  # fmt: skip
