@@ -201,14 +201,25 @@ class JSONCodec(Protocol):
     def from_dict(cls, data: dict[str, Any]) -> Any: ...
 
 
+_PARSED: dict[str, tuple[str, str, int]] = {}
+"""Keys already parsed (a loaded Turn names the same few keys on each of its blocks), up to :data:`_PARSED_MAX`."""
+_PARSED_MAX = 4096
+
+
 def parse_key(text: str) -> tuple[str, str, int]:
     """Split ``namespace.name@vN`` into its parts, or raise :class:`KeyFormatError` naming the fix."""
+    parsed = _PARSED.get(text) if type(text) is str else None
+    if parsed is not None:
+        return parsed
     m = _KEY_RE.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         raise KeyFormatError(
             f"{text!r} is not a key: write it as 'namespace.name@vN' in lower case, for example 'myapp.user_tier@v1'"
         )
-    return m["ns"], m["name"], int(m["ver"])
+    parsed = m["ns"], m["name"], int(m["ver"])
+    if type(text) is str and len(_PARSED) < _PARSED_MAX:
+        _PARSED[text] = parsed
+    return parsed
 
 
 def check_json_value(value: Any, *, what: str = "value") -> None:

@@ -101,7 +101,8 @@ class Block:
     metadata: BlockMetadata = field(default_factory=BlockMetadata)
 
     def __post_init__(self) -> None:
-        self.kind = BlockKind(self.kind)  # accepts the kind's text too
+        if type(self.kind) is not BlockKind:
+            self.kind = BlockKind(self.kind)  # accepts the kind's text too
         if not self.role:
             self.role = _DEFAULT_ROLE[self.kind]
         if type(self.metadata) is not BlockMetadata:
