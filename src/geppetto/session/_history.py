@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..turns import Turn
-from ..turns._cow import Frozen, LazyBlockList, freeze
+from ..turns._cow import Frozen, LazyBlockList, freeze, settled
 from ..turns._keys import TurnData, TurnMetadata, copy_json
 from ..turns._watch import Watch
 
@@ -30,7 +30,11 @@ class _Entry:
         """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
         turn = self.live
         assert turn is not None
-        self.frozen = freeze(turn.blocks, base)
+        before = self.frozen
+        # settled once already (a seed, again when its inference completes) and nothing changed since: the
+        # same snapshot, without another copy of the history's list
+        if before is None or base is None or not settled(turn.blocks, base, before):
+            self.frozen = freeze(turn.blocks, base)
         self.id = turn.id
         self.metadata = copy_json(dict(turn.metadata))
         self.data = copy_json(dict(turn.data))

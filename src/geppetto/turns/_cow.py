@@ -268,6 +268,20 @@ class Frozen:
             out.extend(step.tail)
         return out
 
+    def at(self, i: int) -> FrozenBlock:
+        """Entry ``i`` (``0 <= i < size()``), read through the parents of a snapshot that dropped its list
+        instead of rebuilding it."""
+        node = self
+        while node._blocks is None:
+            if i >= node.keep:
+                return node.tail[i - node.keep]
+            patched = node.patches.get(i)
+            if patched is not None:
+                return patched
+            assert node.parent is not None  # a root keeps its list
+            node = node.parent
+        return node._blocks[i]
+
     @property
     def whole(self) -> bool:
         """Whether this snapshot still keeps its whole list."""
@@ -382,6 +396,29 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
     if keep == len(old) == n and not patches:
         return base  # nothing changed: the same snapshot
     return Frozen(out, base, keep, patches)
+
+
+def settled(blocks: list[Block], base: Frozen, frozen: Frozen) -> bool:
+    """Whether ``frozen``, made by :func:`freeze` from ``blocks`` over ``base`` with appends only, still holds
+    them: the same list, nothing read, moved or added since, and each appended entry equal to its frozen
+    version (an appended block is the caller's own object, which may have been edited). O(the appends)."""
+    if (
+        type(blocks) is not LazyBlockList
+        or blocks.origin is not base
+        or frozen.parent is not base
+        or blocks.touched
+        or frozen.patches
+    ):
+        return False
+    k, n = frozen.keep, len(blocks)
+    if k != base.size() or blocks.moved < k or n != frozen.size():
+        return False
+    tail = frozen.tail
+    for i in range(k, n):
+        item, version = _raw(blocks, i), tail[i - k]
+        if item is not version and (type(item) is FrozenBlock or not _same_block(item, version)):
+            return False
+    return True
 
 
 def _same_block(a: Block, b: Block) -> bool:
