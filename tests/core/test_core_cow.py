@@ -186,3 +186,24 @@ def test_at_reads_a_dropped_snapshot_without_rebuilding_it() -> None:
     child.drop()
     assert [grand.at(i).text for i in range(grand.size())] == expected
     assert not grand.whole and not child.whole
+
+
+def test_rebase_makes_the_list_one_over_the_new_snapshot_in_place() -> None:
+    from geppetto.turns._cow import rebase
+
+    base = freeze([Block.user(f"u{i}") for i in range(6)], None)
+    blocks = base.lazy()
+    blocks[2].payload["text"] = "edited"  # read (copied), then changed
+    assert blocks[4].text == "u4"  # read, unchanged
+    blocks.append(Block.user("new"))
+    frozen = freeze(blocks, base)
+    assert rebase(blocks, frozen, None)
+    assert all(list.__getitem__(blocks, i) is frozen.at(i) for i in range(len(blocks)))
+    assert blocks.origin is frozen and not blocks.touched
+    assert freeze(blocks, frozen) is frozen  # nothing read or added since: the same snapshot
+    assert [b.text for b in blocks] == ["u0", "u1", "edited", "u3", "u4", "u5", "new"]
+    blocks[0].payload["text"] = "later"  # a read copies again: the snapshot keeps its version
+    assert frozen.at(0).payload["text"] == "u0"
+    other = Turn()
+    other.append(Block.user("x"))
+    assert not rebase(other.blocks, frozen, None)  # not a list over a snapshot: left as it is

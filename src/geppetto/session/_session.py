@@ -22,7 +22,7 @@ from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
 from ..tools._approval import Require, drop_calls
 from ..tools._journal import JournalRecord, RunJournal, rebuild
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList
+from ..turns._cow import Frozen, LazyBlockList, rebase
 from ..turns._known import TURN_META_HISTORY_EDIT
 from ..turns._watch import BlockList
 from . import _approvals, _journal, _running
@@ -700,7 +700,9 @@ class Session:
         # The output's own list becomes one over the frozen versions it was just compared with, so the
         # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
         blocks = out.blocks
-        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
+        held = blocks.held() if isinstance(blocks, BlockList) else None
+        if not rebase(blocks, frozen, held):  # in place when it can: O(what the inference read or added)
+            out.blocks = frozen.lazy(held)
         saving = asyncio.ensure_future(self._save(out, frozen, events))
         try:
             await asyncio.shield(saving)

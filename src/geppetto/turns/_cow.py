@@ -398,6 +398,29 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
     return Frozen(out, base, keep, patches)
 
 
+def rebase(blocks: list[Block], frozen: Frozen, watch: Watch | None) -> bool:
+    """Make ``blocks`` (a :class:`LazyBlockList` that ``frozen`` was just frozen from over its origin, nothing
+    changed since) a list
+    over ``frozen``'s versions in place, as ``frozen.lazy(watch)`` would make a new one: only the entries
+    read or added since its origin are replaced, so the cost is theirs, not the list's. False (nothing
+    done) when ``blocks`` is not such a list."""
+    if type(blocks) is not LazyBlockList or len(blocks) != frozen.size():
+        return False
+    changed: list[int] = []
+    if blocks.origin is frozen and not blocks.touched:
+        pass
+    elif blocks.origin is not None and blocks.origin is frozen.parent and blocks.moved >= frozen.keep:
+        changed = [*sorted(i for i in blocks.touched if i < frozen.keep), *range(frozen.keep, len(blocks))]
+    else:
+        return False
+    at = frozen.at
+    for i in changed:
+        list.__setitem__(blocks, i, at(i))
+    blocks.origin, blocks.touched, blocks.moved = frozen, set(), NO_EDIT
+    blocks.low, blocks.watch = NO_EDIT, watch
+    return True
+
+
 def settled(blocks: list[Block], base: Frozen, frozen: Frozen) -> bool:
     """Whether ``frozen``, made by :func:`freeze` from ``blocks`` over ``base`` with appends only, still holds
     them: the same list, nothing read, moved or added since, and each appended entry equal to its frozen
