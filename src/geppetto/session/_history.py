@@ -30,15 +30,15 @@ class _Entry:
         """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
         turn = self.live
         assert turn is not None
-        before = self.frozen
+        frozen = self.frozen
         # settled once already (a seed, again when its inference completes) and nothing changed since: the
         # same snapshot, without another copy of the history's list
-        if before is None or base is None or not settled(turn.blocks, base, before):
-            self.frozen = freeze(turn.blocks, base)
+        if frozen is None or base is None or not settled(turn.blocks, base, frozen):
+            frozen = self.frozen = freeze(turn.blocks, base)
         self.id = turn.id
         self.metadata = copy_json(dict(turn.metadata))
         self.data = copy_json(dict(turn.data))
-        return self.frozen
+        return frozen
 
     def turn(self) -> Turn:
         if self.live is not None:
