@@ -7,17 +7,23 @@
 - A conversation request whose connection broke before any answer: before the transport sends it again,
   the conversation's newest items are read; items after the last one the Turn knows mean the request
   landed (its input is in the conversation), so it is not sent again.
+- A foreground request another process created and did not finish reading (a server worker that died after
+  ``response.created``; ``geppetto serve`` hears the id through the background observer, as for a background
+  response): the next process reads the response back by its id (:func:`pending_events`) instead of sending
+  the step again; only a response the server proves it does not hold (404), or one it cancelled, is sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 from geppetto._exceptions import ProviderError, StreamError
 from geppetto.events import EventMetadata
+from geppetto.providers._background import BACKGROUND_OBSERVER, PendingResponse
 from geppetto.providers._http import SSEEvent
 from geppetto.providers._landed import LandedCheck, NotLanded, await_landed
 from geppetto.turns import PAYLOAD_ITEM_ID, Turn
@@ -26,7 +32,7 @@ from ._background import Cursor, final_events
 from ._plan import Plan
 from ._stream import StreamState, consume_stream
 
-__all__ = ["conversation_check", "read_back"]
+__all__ = ["conversation_check", "pending_events", "read_back", "told_created"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -125,3 +131,58 @@ def conversation_check(http: Any, turn: Turn, plan: Plan) -> LandedCheck | None:
         return ids.index(known) > 0  # newer items than the last known one: the input landed
 
     return landed
+
+
+def told_created(
+    turn: Turn, body: dict[str, Any], check: Callable[[dict[str, Any]], None] | None, known: str = ""
+) -> Callable[[dict[str, Any]], None] | None:
+    """The ``on_created`` of a foreground request: ``check``, and the background observer (``geppetto serve``)
+    told the id of a stored response, so another process can read it back if this one stops before its end
+    (``known``: the id of a response picked up, not told again)."""
+    observer = BACKGROUND_OBSERVER.get()
+    if observer is None or body.get("store") is False:
+        return check
+
+    def created(response: dict[str, Any]) -> None:
+        response_id = str(response.get("id") or "")
+        if response_id and response_id != known:
+            observer.created(response_id, turn)
+        if check is not None:
+            check(response)
+
+    return created
+
+
+async def pending_events(
+    http: Any,
+    pending: PendingResponse,
+    body: dict[str, Any],
+    landed: LandedCheck | None,
+    *,
+    poll_interval: float,
+    sleep: Callable[[float], Any] = asyncio.sleep,
+) -> AsyncGenerator[SSEEvent, None]:
+    """The events of the foreground response ``pending`` another process created for this step: read back with
+    ``GET /responses/{id}`` (waited for while in progress) as its final events (the text deltas that process
+    published are not published again); ``body`` is sent only when the server proves it does not hold the
+    response (404) or cancelled it."""
+    response_id = pending.response_id
+    what = f"response {response_id}"
+    try:
+        response: dict[str, Any] | None = await await_landed(
+            lambda: http.get(f"responses/{response_id}"), what, response_id, poll_interval=poll_interval, sleep=sleep
+        )
+    except NotLanded as exc:
+        log.warning("responses: %s; sending the step again (it did not land)", exc.message)
+        response = None
+    if response is not None and response.get("status") == "cancelled":
+        log.warning("responses: %s was cancelled on the server before it finished; sending the step again", what)
+        response = None
+    if response is None:
+        async with aclosing(http.stream("responses", body, landed)) as events:
+            async for event in events:
+                yield event
+        return
+    log.info("responses: picked up %s by reading it back (status %s)", what, response.get("status"))
+    for event in final_events(response, Cursor(response_id=response_id, texts=None)):
+        yield event

@@ -27,6 +27,7 @@ from geppetto._exceptions import (
 )
 from geppetto._json import dumps
 from geppetto.events import metadata_for
+from geppetto.providers._background import take_pending
 from geppetto.providers._chain import likely_edit
 from geppetto.providers._hints import reworded
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
@@ -37,7 +38,7 @@ from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
-from ._landed import conversation_check, read_back
+from ._landed import conversation_check, pending_events, read_back, told_created
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
@@ -249,18 +250,24 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     meta = metadata_for(turn, engine.provider, engine.model)
     check: Callable[[dict[str, Any]], None] | None = verify if prev or conv else None
     landed = conversation_check(http, turn, plan)
+    on_created = check
     if engine.background:
         reader = open_background(
             http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes, landed=landed
         )
         events = reader.events()
         if reader.body is None:
-            check = None  # a response picked up: what it answered is compared with the plan when recorded
+            check = on_created = None  # a response picked up: what it answered is compared with the plan when recorded
+    elif (pending := take_pending(turn)) is not None:  # created by a process that stopped: read back, not sent again
+        events = pending_events(http, pending, body, landed, poll_interval=engine.poll_interval)
+        check = None  # as for a background response picked up
+        on_created = told_created(turn, body, None, pending.response_id)
     else:
         events = http.stream("responses", body, landed)
+        on_created = told_created(turn, body, check)
     try:
         async with aclosing(events):
-            await consume_stream(events, stream, meta, on_created=check)
+            await consume_stream(events, stream, meta, on_created=on_created)
     except StreamError as exc:  # a response whose id arrived is read back, never created again
         stream.release()  # what the broken stream brought is published before the rest is read
         await read_back(http, body, stream, meta, exc, background=engine.background, poll_interval=engine.poll_interval)
