@@ -118,9 +118,11 @@ async def test_a_worker_that_stops_after_response_created_leaves_the_step_read_b
         geppetto_sim.queue(Reply(text=ANSWER))
         geppetto_sim.fail_next(stall_after=1, stall_seconds=0.5, finish_after_cut=True)
         started = await first.start("s1", "Weather in Paris?")
+        found = None
         async with asyncio.timeout(20):
-            while await background_response(store, "s1", started.inference_id) is None:
+            while found is None:
                 await asyncio.sleep(0.02)
+                found = await background_response(store, "s1", started.inference_id)
         await first.close(grace=0)  # mid-stream, after response.created: left for another worker
         [record] = await store.inferences("s1")
         assert record.status == "running"
