@@ -134,6 +134,18 @@ async def test_a_worker_that_stops_after_response_created_leaves_the_step_read_b
         assert f"/v1/responses/{rid}" in [r.path for r in geppetto_sim.requests if r.method == "GET"]
         assert [e["type"] for e in events if e["type"] in ("final", "run_finished")] == ["final", "run_finished"]
         assert {e["inference_id"] for e in events} == {started.inference_id}
+        everything = []  # what a reader connected through the handoff got: each event once
+        async for event in bus.subscribe("s1"):
+            everything.append(event.data)
+            if event.data["type"] == "run_finished":
+                break
+        kinds = [e["type"] for e in everything]
+        assert [k for k in kinds if k in ("run_started", "start", "final", "run_finished")] == [
+            "run_started",
+            "start",
+            "final",
+            "run_finished",
+        ]
     finally:
         await second.close()
 
