@@ -25,8 +25,7 @@ from ..providers._background import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
 from ..session import Session, UsageLimits, prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
-from ..tools import ToolDefinition, ToolRegistry
-from ..tools._journal import MARKS_PUBLISHED, published_entry
+from ..tools import MARKS_PUBLISHED, ToolDefinition, ToolRegistry, published_entry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
 from ._background import Created, Follow, Published
 from ._client_tools import SessionTools
