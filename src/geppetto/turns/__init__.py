@@ -6,6 +6,7 @@ tools and engines share. They are not part of the public API (not in ``__all__``
 change in any release; the rest of geppetto imports them from here, never from this package's private modules.
 """
 
+from ._attach import attachments as attachments
 from ._builtin import (
     PAYLOAD_BUILTIN,
     PAYLOAD_CITATIONS,
@@ -61,6 +62,8 @@ from ._known import (
     TURN_META_STOP_REASON,
     TURN_META_USAGE,
 )
+from ._known import PREFIX_POLICIES as PREFIX_POLICIES
+from ._known import TURN_DATA_PREFIX_POLICY as TURN_DATA_PREFIX_POLICY
 from ._known import TURN_META_HISTORY_EDIT as TURN_META_HISTORY_EDIT
 from ._messages import blocks_from_messages, messages_from_turn, result_text, turn_from_messages
 from ._model import (
