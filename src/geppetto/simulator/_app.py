@@ -261,7 +261,7 @@ def _models_route(state: SimState, max_body: int) -> Callable[[Request], Awaitab
 
 def _interaction_routes(r: Callable[..., Route]) -> list[Route]:
     """The Interactions API under v1 (the SDK's default) and v1beta (the REST examples')."""
-    routes: list[Route | WebSocketRoute] = []
+    routes = []
     for base in ("/v1/interactions", "/v1beta/interactions"):
         one = base + "/{interaction_id}"
         routes += [
@@ -284,7 +284,7 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
     async def responses_socket(websocket: WebSocket) -> None:
         await serve_responses_socket(state, websocket)
 
-    routes = [
+    routes: list[Route | WebSocketRoute] = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
         WebSocketRoute("/v1/responses", responses_socket),
         r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),

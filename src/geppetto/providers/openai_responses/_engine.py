@@ -23,6 +23,7 @@ from geppetto.providers._streaming import (
     too_large_hint,
     with_hint,
 )
+from geppetto.providers._websocket import CONNECTION_STATE_LOST, check_transport, make_socket
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     Block,
@@ -37,7 +38,7 @@ from ._evidence import Endpoint, Verdict, VerdictStore
 from ._guard import guard_plan
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_request
+from ._plan import Plan, plan_full, plan_request
 from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
 from ._settings import check_counts, check_mode
@@ -154,15 +155,19 @@ class ResponsesEngine(TransportOwner):
         prefix_policy: str = "drop",
         endpoint_verdict: Verdict | None = None,
         verdict_store: VerdictStore | None = None,
+        transport: Any = "http",
     ) -> None:
         check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes, stream=stream)
         check_counts(compact_threshold=compact_threshold, validate_every=validate_every)
-        check_mode(mode, store=store, on_previous_not_found=on_previous_not_found)
+        sockets = transport not in (None, "http")  # the socket holds store:false state (not background's)
+        check_mode(mode, store=store or (sockets and mode == "chained"), on_previous_not_found=on_previous_not_found)
+        check_transport(transport, background=background)
         check_reasoning(reasoning_effort, reasoning_summary)
         check_cache_settings(prompt_cache_key, prompt_cache_retention)
         check_tool_choice(tool_choice)
         self.model = model
         self._connect(api_key, base_url, http, retry, timeout)
+        self._socket = make_socket(transport, self.base_url, self._headers)
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
         self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
@@ -240,7 +245,7 @@ class ResponsesEngine(TransportOwner):
 
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
-        return Api(self._transport, self._headers, whole=not self.stream)
+        return Api(self._transport, self._headers, whole=not self.stream, socket=self._socket)
 
     async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
@@ -289,8 +294,9 @@ class ResponsesEngine(TransportOwner):
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
-        mode = self.mode or (state.mode if state else None) or ("chained" if self.store else "stateless")
-        if not self.store and mode != "stateless":
+        chains = self.store or self._socket is not None  # over a socket, store=False chains on the connection
+        mode = self.mode or (state.mode if state else None) or ("chained" if chains else "stateless")
+        if not self.store and mode != "stateless" and not (self._socket is not None and mode == "chained"):
             raise ConfigurationError(
                 f"the Turn asks for mode {mode!r} but the engine has store=False; "
                 "pass store=True or set the Turn's ConversationState(mode='stateless')"
@@ -351,6 +357,12 @@ class ResponsesEngine(TransportOwner):
                 ignores_state=self.server_ignores_state,
                 metrics=self.metrics,
             )
+            lost = None if self.store or self._socket is None else self._socket.lost(turn, plan.previous_response_id)
+            if lost:  # store=False state lives on the connection that made it, and that one ended
+                include = not self.instructions_mode
+                plan = plan_full(
+                    turn, include_system=include, fallback=CONNECTION_STATE_LOST, detail=lost, prefix=plan.prefix
+                )
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
