@@ -12,10 +12,11 @@ import pytest
 from responses_support import normalize, wire_before_last_response
 
 import geppetto as gp
-from geppetto._exceptions import ServerError, StreamError
+from geppetto._exceptions import BadRequestError, ServerError, StreamError
 from geppetto.engine import Handler
 from geppetto.events import Event, EventFinal
 from geppetto.middleware import with_middleware
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers._websocket import BLOCK_META_CONNECTION, ResponsesSocket, socket_url
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
 from geppetto.providers.openai_responses._metrics import ResponsesMetrics
@@ -176,17 +177,23 @@ async def test_store_true_after_a_reconnect_chains_on_the_stored_response(geppet
 async def test_an_error_on_the_socket_is_the_http_paths_error_and_the_connection_stays(
     geppetto_sim: Simulator,
 ) -> None:
-    engine = ws_engine(geppetto_sim, store=False)
+    socket = ResponsesSocket(socket_url(geppetto_sim.openai_url), retry=RetryPolicy(initial_delay=0.01))
+    engine = ws_engine(geppetto_sim, store=False, transport=socket)
     turn = Turn(blocks=[Block.user("hi")])
     async with engine:
-        geppetto_sim.fail_next(500)
+        geppetto_sim.fail_next(500, times=3)  # more than the two retries
         with pytest.raises(ServerError) as failed:
             await engine.run_inference(turn)
         assert failed.value.status == 500
+        geppetto_sim.fail_next(400)
+        with pytest.raises(BadRequestError):  # not retried
+            await engine.run_inference(turn)
+        geppetto_sim.fail_next(503)  # retried once, then answered
         await engine.run_inference(turn)
         turn.append(Block.user("again"))
         await engine.run_inference(turn)
     sent = creates(geppetto_sim)
+    assert len(sent) == 3 + 1 + 2 + 1
     assert len({r.query["connection"] for r in sent}) == 1  # an error event leaves the connection open
     assert sent[-1].body["previous_response_id"] and normalize(sent[-1].body["input"]) == [("message", "user", "again")]
 

@@ -35,6 +35,7 @@ from .._json import dumps, parse_json
 from ..turns import BLOCK_META_RESPONSE_ID, Block, Turn, block_meta_key
 from ._http import SSEEvent
 from ._http_errors import error_from_response, responses_create_error_info
+from ._retry import RetryPolicy, should_retry
 
 __all__ = ["BLOCK_META_CONNECTION", "CONNECTION_STATE_LOST", "ResponsesSocket", "check_transport", "make_socket"]
 
@@ -74,7 +75,8 @@ def socket_url(base_url: str) -> str:
 class ResponsesSocket:
     """One engine's WebSocket connection to ``/v1/responses``. ``idle_timeout``: seconds without a request
     after which the client closes the connection (None: keep it); ``max_age``: seconds after which a new
-    one replaces it (the service's limit is 3600); ``read_timeout``: seconds to wait for each event."""
+    one replaces it (the service's limit is 3600); ``read_timeout``: seconds to wait for each event; ``retry``:
+    how an error event of a retryable status (429, 5xx) is retried."""
 
     def __init__(
         self,
@@ -85,11 +87,13 @@ class ResponsesSocket:
         max_age: float = 3300.0,
         open_timeout: float = 30.0,
         read_timeout: float | None = 600.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
         self.idle_timeout, self.max_age = idle_timeout, max_age
         self.open_timeout, self.read_timeout = open_timeout, read_timeout
+        self.retry = retry if retry is not None else RetryPolicy()
         self._ws: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
@@ -197,19 +201,13 @@ class ResponsesSocket:
         return dumps({"type": "response.create", **fields})
 
     async def stream(self, body: Mapping[str, Any]) -> AsyncGenerator[SSEEvent, None]:
-        """Send ``body`` as ``response.create``; yield the answer's events, up to the terminal one."""
+        """Send ``body`` as ``response.create``; yield the answer's events, up to the terminal one. An error
+        the server sends instead of a response is retried as the HTTP path retries its status (429, 5xx:
+        ``retry``'s backoff, the same connection), else raised as that status's error."""
         async with self._guard():
             text = self.message(body)
-            ws = await self._open()
-            try:
-                await ws.send(text)
-            except Exception:  # closed under us before it was sent: a new connection, once
-                await self._drop()
-                ws = await self._open()
-                await ws.send(text)
-            self.bytes_sent += len(text.encode())
-            self._used = time.monotonic()
-            self.last_connection = self.connection_id
+            ws = await self._send(text)
+            attempt = 0
             started = finished = False
             try:
                 while True:
@@ -217,6 +215,12 @@ class ResponsesSocket:
                     self.bytes_received += len(raw)
                     event = _event(raw)
                     if event.event == "error" and not started:
+                        status = _status(raw)
+                        if should_retry(status, {}) and attempt < self.retry.max_retries:
+                            await asyncio.sleep(self.retry.backoff(attempt))
+                            attempt += 1
+                            ws = await self._send(text)
+                            continue
                         finished = True
                         self._used = time.monotonic()
                         raise _refused(raw, body, self)
@@ -229,6 +233,19 @@ class ResponsesSocket:
             finally:
                 if not finished:  # the rest of this answer would be read as the next one's: a new connection
                     await self._drop()
+
+    async def _send(self, text: str) -> Any:
+        ws = await self._open()
+        try:
+            await ws.send(text)
+        except Exception:  # closed under us before it was sent: a new connection, once
+            await self._drop()
+            ws = await self._open()
+            await ws.send(text)
+        self.bytes_sent += len(text.encode())
+        self._used = time.monotonic()
+        self.last_connection = self.connection_id
+        return ws
 
     async def _recv(self, ws: Any, started: bool) -> str:
         try:
@@ -273,11 +290,20 @@ def _event(raw: str) -> SSEEvent:
     return SSEEvent(kind, raw)
 
 
+def _status(raw: str) -> int:
+    """The HTTP status an error message stands for (400 when it names none)."""
+    try:
+        data = parse_json(raw)
+    except ValueError:
+        return 400
+    status = data.get("status") if isinstance(data, dict) else None
+    return status if isinstance(status, int) else 400
+
+
 def _refused(raw: str, body: Mapping[str, Any], socket: ResponsesSocket) -> Exception:
     """The error event sent instead of a response, as the error the HTTP path raises for that answer. A
     connection at its age limit is closed: the next request opens a new one."""
     data = parse_json(raw)
-    status = data.get("status") if isinstance(data, dict) else None
     error = data.get("error") if isinstance(data, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
     if code == "websocket_connection_limit_reached":
@@ -296,7 +322,7 @@ def _refused(raw: str, body: Mapping[str, Any], socket: ResponsesSocket) -> Exce
             provider="openai",
         )
     return error_from_response(
-        int(status) if isinstance(status, int) else 400,
+        _status(raw),
         raw,
         {},
         provider="openai",
