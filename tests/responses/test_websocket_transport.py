@@ -282,3 +282,21 @@ def test_settings_the_socket_cannot_take_are_refused() -> None:
     assert ResponsesEngine("m", api_key="k", transport="websocket", store=False)._mode_for(None) == "chained"
     assert ResponsesEngine("m", api_key="k", store=False)._mode_for(None) == "stateless"
     assert socket_url("https://api.openai.com/v1") == "wss://api.openai.com/v1/responses"
+
+
+@pytest.mark.parametrize("store", [True, False])
+async def test_a_connection_at_its_age_limit_is_replaced(geppetto_sim: Simulator, store: bool) -> None:
+    engine = ws_engine(geppetto_sim, store=store)
+    turn = Turn(blocks=[Block.user("hi")])
+    async with engine:
+        await engine.run_inference(turn)
+        geppetto_sim.ws_max_age = 0.3  # the first connection passes it while we wait; a new one does not
+        turn.append(Block.user("again"))
+        await asyncio.sleep(0.4)
+        await engine.run_inference(turn)
+    sent = creates(geppetto_sim)
+    assert len({r.query["connection"] for r in sent}) == 2
+    if store:  # the same request again, on a new connection: it still chains on the stored response
+        assert sent[-1].body == sent[-2].body and sent[-1].body["previous_response_id"]
+    else:  # the state went with the old connection: the whole Turn
+        assert sent[-2].body["previous_response_id"] and "previous_response_id" not in sent[-1].body

@@ -48,6 +48,7 @@ CONNECTION_STATE_LOST = "connection_state_lost"
 TRANSPORT_ONLY = ("stream", "stream_options", "background")
 """Body fields that do not go into ``response.create``: the socket always streams; background is HTTP's."""
 
+LIMIT_REACHED = "websocket_connection_limit_reached"
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _numbers = itertools.count(1)
 _PROCESS = secrets.token_hex(4)  # connection ids stay unique across processes (a Turn outlives its process)
@@ -216,6 +217,11 @@ class ResponsesSocket:
                     event = _event(raw)
                     if event.event == "error" and not started:
                         status = _status(raw)
+                        if _code(raw) == LIMIT_REACHED and not _bound(body) and attempt < self.retry.max_retries:
+                            await self._drop()  # too old: the same request on a new connection
+                            attempt += 1
+                            ws = await self._send(text)
+                            continue
                         if should_retry(status, {}) and attempt < self.retry.max_retries:
                             await asyncio.sleep(self.retry.backoff(attempt))
                             attempt += 1
@@ -300,15 +306,30 @@ def _status(raw: str) -> int:
     return status if isinstance(status, int) else 400
 
 
+def _code(raw: str) -> str | None:
+    try:
+        data = parse_json(raw)
+    except ValueError:
+        return None
+    error = data.get("error") if isinstance(data, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return str(code) if code else None
+
+
+def _bound(body: Mapping[str, Any]) -> bool:
+    """Whether the request chains on state only its connection holds (``store: false``)."""
+    return bool(body.get("previous_response_id")) and body.get("store") is False
+
+
 def _refused(raw: str, body: Mapping[str, Any], socket: ResponsesSocket) -> Exception:
     """The error event sent instead of a response, as the error the HTTP path raises for that answer. A
     connection at its age limit is closed: the next request opens a new one."""
     data = parse_json(raw)
     error = data.get("error") if isinstance(data, dict) else None
     code = error.get("code") if isinstance(error, dict) else None
-    if code == "websocket_connection_limit_reached":
+    if code == LIMIT_REACHED:
         socket._ws = None
-        if body.get("previous_response_id") and body.get("store") is False:
+        if _bound(body):
             return PreviousResponseNotFoundError(
                 f"the WebSocket connection reached its age limit, and response {body['previous_response_id']} "
                 "lived on it only",

@@ -127,6 +127,11 @@ async def _turn(state: SimState, conn: Connection, websocket: WebSocket, text: s
     recorded = RecordedRequest("WS", "/v1/responses", message, len(text.encode()), headers, {"connection": conn.id})
     state.record(recorded)
     effects = recorded.effects
+    if time.monotonic() - conn.opened > state.ws_max_age:
+        err = SimError(400, LIMIT_MESSAGE, code="websocket_connection_limit_reached")
+        await websocket.send_text(json.dumps(_error_event(err)))
+        await websocket.close(code=1000, reason="connection limit reached")
+        return False
     fault = state.next_fault()
     try:
         if not isinstance(message, dict):
@@ -195,10 +200,5 @@ async def _serve(state: SimState, conn: Connection, websocket: WebSocket, header
         text = message.get("text")
         if text is None:
             text = (message.get("bytes") or b"").decode(errors="replace")
-        if time.monotonic() - conn.opened > state.ws_max_age:
-            err = SimError(400, LIMIT_MESSAGE, code="websocket_connection_limit_reached")
-            await websocket.send_text(json.dumps(_error_event(err)))
-            await websocket.close(code=1000, reason="connection limit reached")
-            return
         if not await _turn(state, conn, websocket, text, headers):
             return
