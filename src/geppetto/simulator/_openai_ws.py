@@ -128,8 +128,8 @@ async def _turn(state: SimState, conn: Connection, websocket: WebSocket, text: s
     state.record(recorded)
     effects = recorded.effects
     if time.monotonic() - conn.opened > state.ws_max_age:
-        err = SimError(400, LIMIT_MESSAGE, code="websocket_connection_limit_reached")
-        await websocket.send_text(json.dumps(_error_event(err)))
+        limit = SimError(400, LIMIT_MESSAGE, code="websocket_connection_limit_reached")
+        await websocket.send_text(json.dumps(_error_event(limit)))
         await websocket.close(code=1000, reason="connection limit reached")
         return False
     fault = state.next_fault()
@@ -146,9 +146,9 @@ async def _turn(state: SimState, conn: Connection, websocket: WebSocket, text: s
         if fault is not None:
             if fault.forget:
                 state.forget(fault.forget)
-            err = fault.error("openai")
-            if err is not None:
-                raise err
+            refusal = fault.error("openai")
+            if refusal is not None:
+                raise refusal
         body = {k: v for k, v in message.items() if k not in ("type", "stream", "stream_options")}
         events = _create(state, conn, body, effects)
     except SimError as err:
