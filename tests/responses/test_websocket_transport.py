@@ -300,3 +300,16 @@ async def test_a_connection_at_its_age_limit_is_replaced(geppetto_sim: Simulator
         assert sent[-1].body == sent[-2].body and sent[-1].body["previous_response_id"]
     else:  # the state went with the old connection: the whole Turn
         assert sent[-2].body["previous_response_id"] and "previous_response_id" not in sent[-1].body
+
+
+async def test_the_plan_the_inspector_shows_knows_the_connection_ended(geppetto_sim: Simulator) -> None:
+    engine = ws_engine(geppetto_sim, store=False)
+    turn = Turn(blocks=[Block.user("hi")])
+    async with engine:
+        await engine.run_inference(turn)
+        turn.append(Block.user("again"))
+        assert engine.plan(turn).previous_response_id  # the connection is open: chained
+        geppetto_sim.drop_websockets()
+        await wait_closed(engine)
+        plan = engine.plan(turn)
+    assert plan.full and plan.previous_response_id is None and plan.fallback == "connection_state_lost"

@@ -319,11 +319,19 @@ class ResponsesEngine(TransportOwner):
         )
         return "stateless"
 
+    def _on_socket(self, turn: Turn, plan: Plan) -> Plan:
+        """``store=False`` over a WebSocket: an anchor whose connection ended is gone with it (the whole Turn)."""
+        lost = None if self.store or self._socket is None else self._socket.lost(turn, plan.previous_response_id)
+        if not lost:
+            return plan
+        include = not self.instructions_mode
+        return plan_full(turn, include_system=include, fallback=CONNECTION_STATE_LOST, detail=lost, prefix=plan.prefix)
+
     def plan(self, turn: Turn) -> Plan:
         """What :meth:`run_inference` would send for ``turn`` now (mode, anchor, blocks), by the code it plans
         with, recording nothing: ``geppetto inspect`` and the web inspector show this."""
         state = get_state(turn)
-        return plan_request(
+        plan = plan_request(
             turn,
             self._sent_mode(turn, self._mode_for(state), state),
             state,
@@ -332,6 +340,7 @@ class ResponsesEngine(TransportOwner):
             ignores_state=self.server_ignores_state,
             metrics=None,
         )
+        return self._on_socket(turn, plan)
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
@@ -357,12 +366,7 @@ class ResponsesEngine(TransportOwner):
                 ignores_state=self.server_ignores_state,
                 metrics=self.metrics,
             )
-            lost = None if self.store or self._socket is None else self._socket.lost(turn, plan.previous_response_id)
-            if lost:  # store=False state lives on the connection that made it, and that one ended
-                include = not self.instructions_mode
-                plan = plan_full(
-                    turn, include_system=include, fallback=CONNECTION_STATE_LOST, detail=lost, prefix=plan.prefix
-                )
+            plan = self._on_socket(turn, plan)
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
