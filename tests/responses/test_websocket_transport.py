@@ -313,3 +313,15 @@ async def test_the_plan_the_inspector_shows_knows_the_connection_ended(geppetto_
         await wait_closed(engine)
         plan = engine.plan(turn)
     assert plan.full and plan.previous_response_id is None and plan.fallback == "connection_state_lost"
+
+
+async def test_concurrent_sessions_on_one_engine_take_turns_on_its_connection(geppetto_sim: Simulator) -> None:
+    engine = ws_engine(geppetto_sim, store=True)
+    turns = [Turn(blocks=[Block.user(f"question {i}")]) for i in range(4)]
+    async with engine:
+        await asyncio.gather(*(engine.run_inference(t) for t in turns))
+    sent = creates(geppetto_sim)
+    assert len(sent) == 4 and len({r.query["connection"] for r in sent}) == 1
+    for i, turn in enumerate(turns):  # each answer reached its own Turn
+        rid = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
+        assert normalize(geppetto_sim.context_items(rid)) == [("message", "user", f"question {i}")]

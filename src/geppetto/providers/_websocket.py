@@ -98,6 +98,7 @@ class ResponsesSocket:
         self._ws: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._opened = self._used = 0.0
         self.connection_id = ""
         """The id of the current (or last) connection, ``ws-<process>-<n>``; empty before the first."""
@@ -191,8 +192,8 @@ class ResponsesSocket:
 
     def _guard(self) -> asyncio.Lock:
         loop = _running_loop()
-        if self._lock is None or self._loop is not loop:
-            self._lock = asyncio.Lock()
+        if self._lock is None or self._lock_loop is not loop:  # a lock belongs to its event loop
+            self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
     # -- one request --------------------------------------------------------------------------------------------
