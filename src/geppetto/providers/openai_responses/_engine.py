@@ -110,6 +110,10 @@ class ResponsesEngine(TransportOwner):
     each request, never onto the transport); ``retry`` tunes retries; ``timeout`` (seconds, or an
     ``httpx.Timeout``; default 600 s) bounds each request and each wait for stream data (a given client
     or transport keeps its own). ``await engine.aclose()`` or ``async with engine:`` closes the client the engine made; a given client or transport stays open.
+
+    ``transport="websocket"`` sends each create request as ``response.create`` over one WebSocket connection
+    (``geppetto.providers._websocket``; docs/engines.md); ``store=False`` then chains on the connection's state,
+    and an anchor whose connection ended is resent whole (fallback ``connection_state_lost``).
     """
 
     provider = "openai"
