@@ -8,7 +8,9 @@ request bytes); ``execute_tool {name}`` for each tool call (call id, error type)
 has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration`` histograms, the ``geppetto.client.cost`` counter (USD of each priced
 request; ``geppetto.client.unpriced_requests`` counts the others), and the Responses engine's counters (see
-:mod:`geppetto.providers.openai_responses._metrics`, which defines them once for Prometheus and OTel).
+:mod:`geppetto.providers.openai_responses._metrics`, which defines them once for Prometheus and OTel) and
+``geppetto.prefix.disagreements`` (provider cache diagnostics that disagreed with geppetto's record,
+:mod:`geppetto.providers._disagreements`).
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from ..events import (
     add_global_sink,
 )
 from ..providers import _http
-from ..session import _session
+from ..session import INCOMING_HOOKS, RUN_HOOKS
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
-from ._otel_metrics import responses_exporter
+from ._otel_metrics import disagreements_exporter, responses_exporter
 from ._otel_spans import Call, RunSpan, messages_attribute, server_attributes
 
 __all__ = ["PROVIDER_NAMES", "Instrumentation"]
@@ -98,25 +100,30 @@ class Instrumentation:
         self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._server_attributes: dict[str, dict[str, Any]] = {}  # by host:port
         self._handlers: dict[type, Any] = {}
-        from ..providers.openai_responses._metrics import metrics as responses_metrics
+        from ..providers.openai_responses import metrics as responses_metrics
 
         self._responses_metrics = responses_metrics
         self._exporter = responses_metrics.add_exporter(responses_exporter(meter))
+        from ..providers import disagreement_metrics
+
+        self._disagreement_metrics = disagreement_metrics
+        self._disagreement_exporter = disagreement_metrics.add_exporter(disagreements_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
-        _session.RUN_HOOKS.append(self._run_span)
-        _session.INCOMING_HOOKS.append(self._incoming)
+        RUN_HOOKS.append(self._run_span)
+        INCOMING_HOOKS.append(self._incoming)
         _http.REQUEST_HOOKS.append(self._on_request)
 
     def uninstrument(self) -> None:
         """Stop emitting (spans already open end as they finish)."""
         self._remove_sink()
         with contextlib.suppress(ValueError):
-            _session.RUN_HOOKS.remove(self._run_span)
+            RUN_HOOKS.remove(self._run_span)
         with contextlib.suppress(ValueError):
-            _session.INCOMING_HOOKS.remove(self._incoming)
+            INCOMING_HOOKS.remove(self._incoming)
         with contextlib.suppress(ValueError):
             _http.REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)
+        self._disagreement_metrics.remove_exporter(self._disagreement_exporter)
 
     # -- Session.run ------------------------------------------------------------------------------
     def _run_span(self, turn: Turn, provider: str = "") -> RunSpan:

@@ -2,8 +2,14 @@
 
 Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connection pool and its
 ``max_in_flight`` bound; each engine still sends its own key.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: what
+the reports and the observability read of the engines (the provider-diagnostics verdicts and their count).
 """
 
+from ._disagreements import CACHE_DIAGNOSTICS as CACHE_DIAGNOSTICS
+from ._disagreements import DISAGREEMENT_METRICS as DISAGREEMENT_METRICS
+from ._disagreements import disagreement_metrics as disagreement_metrics
 from ._http import HttpTransport, RetryPolicy
 
 __all__ = ["HttpTransport", "RetryPolicy"]

@@ -27,8 +27,16 @@ from typing import Any
 
 from .._exceptions import UsageError
 from ..middleware.compaction import COMPACTION
-from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_TEXT, TURN_META_SESSION_ID, Block, BlockKind, Turn
-from ..turns._known import TURN_META_HISTORY_EDIT
+from ..turns import (
+    BLOCK_META_MIDDLEWARE,
+    PAYLOAD_ID,
+    PAYLOAD_TEXT,
+    TURN_META_HISTORY_EDIT,
+    TURN_META_SESSION_ID,
+    Block,
+    BlockKind,
+    Turn,
+)
 
 __all__ = ["EDITED_BY", "Edit", "edit", "fork", "prompt_positions", "remove", "rewind"]
 
@@ -127,7 +135,7 @@ def remove(block_id: str) -> Edit:
 
 def _forget_conversation(turn: Turn) -> None:
     """A fork does not write into the conversation its origin goes on in: its first request starts its own."""
-    from ..providers.openai_responses._state import ConversationState, get_state, set_state
+    from ..providers.openai_responses import ConversationState, get_state, set_state
 
     state = get_state(turn)
     if state is not None and state.mode == "conversation" and state.conversation_id:

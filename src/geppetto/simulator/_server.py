@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._asgi import ThreadedServer
+from ._anthropic_diagnostics import plant
 from ._app import DEFAULT_MAX_BODY, build_app
 from ._faults import Fault
 from ._model import Reply
@@ -260,6 +261,14 @@ class Simulator:
         for conn in sockets:
             conn.drop(code, reason)
         return len(sockets)
+
+    def plant_divergence(self, message_id: str, part: str) -> None:
+        """Make the fingerprint Claude's cache diagnostics hold for the answer ``message_id`` differ in
+        ``part`` (``model``, ``tools``, ``system`` or ``messages``): the next request naming it in
+        ``diagnostics.previous_message_id`` is told that part changed, whatever the client sent.
+
+        Raises KeyError when the request that produced it did not ask for diagnostics."""
+        plant(self.state, message_id, part)
 
     def reset(self) -> None:
         """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode

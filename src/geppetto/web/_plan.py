@@ -55,8 +55,9 @@ class ChainedPlan:
 def _interactions_plan(turn: Turn) -> ChainedPlan | None:
     """The Interactions engine's plan for a Turn it answered last (None for any other Turn): the same proof,
     its own wire form."""
+    from ..providers.gemini import get_interactions_state
     from ..providers.gemini._interactions_plan import plan_interaction
-    from ..providers.gemini._interactions_steps import PROVIDER, get_interactions_state
+    from ..providers.gemini._interactions_steps import PROVIDER
 
     if TURN_META_PROVIDER.get(turn.metadata) != PROVIDER:
         return None
@@ -79,8 +80,8 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
 
 
 def _engine_plan(turn: Turn) -> ChainedPlan:
+    from ..providers.openai_responses import get_state
     from ..providers.openai_responses._plan import plan_request
-    from ..providers.openai_responses._state import get_state
     from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
 
     interactions = _interactions_plan(turn)

@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..session._requests import last_index, session_requests
-from ..session._totals import totals
+from ..providers import CACHE_DIAGNOSTICS
+from ..session import last_index, session_requests, totals
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -25,6 +25,7 @@ from ..turns import (
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
+    TURN_META_HISTORY_EDIT,
     TURN_META_INFERENCE_ID,
     TURN_META_PROVIDER,
     Block,
@@ -34,7 +35,6 @@ from ..turns import (
     citation_sources,
     result_text,
 )
-from ..turns._known import TURN_META_HISTORY_EDIT
 from ._plan import ChainedPlan, chained_plan
 
 __all__ = [
@@ -118,6 +118,9 @@ def _block_row(i: int, b: Block, mark: str = "") -> dict[str, Any]:
     if p.get(PAYLOAD_CITATIONS):  # as the provider sent them, and normalized: the page lists the latter
         row["citations"] = p[PAYLOAD_CITATIONS]
         row["sources"] = citation_sources(p[PAYLOAD_CITATIONS])
+    diagnosed = CACHE_DIAGNOSTICS.get(b.metadata)
+    if diagnosed:  # the provider's own account of what changed, and whether it agrees with geppetto's
+        row["cache_diagnostics"] = dict(diagnosed)
     return row
 
 

@@ -12,7 +12,7 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
-from .._prefix_guard import check_policy
+from .._prefix_guard import asked_policy, check_policy
 from .._streaming import StreamReducer, ToolSpec, budget_for_effort
 from ._binding import record_response
 from ._dialect import PROVIDER, build_contents, build_request, model_path, needs_signed_calls
@@ -106,7 +106,7 @@ class GeminiEngine(StreamingEngine):
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
             builtin_tools=self.builtin_tools,
-            prefix_policy=self.prefix_policy,
+            prefix_policy=asked_policy(turn, self.prefix_policy),
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
