@@ -36,6 +36,7 @@ from ..turns import BLOCK_META_RESPONSE_ID, Block, Turn, block_meta_key
 from ._http import SSEEvent
 from ._http_errors import error_from_response, responses_create_error_info
 from ._retry import RetryPolicy, should_retry
+from ._sse import DEFAULT_MAX_EVENT_SIZE
 
 __all__ = ["BLOCK_META_CONNECTION", "CONNECTION_STATE_LOST", "ResponsesSocket", "check_transport", "make_socket"]
 
@@ -159,7 +160,7 @@ class ResponsesSocket:
                 self.url,
                 additional_headers=self.headers,
                 open_timeout=self.open_timeout,
-                max_size=None,
+                max_size=DEFAULT_MAX_EVENT_SIZE,  # one event at most as large as over SSE
                 compression=None,
             )
         except (OSError, TimeoutError) as exc:
