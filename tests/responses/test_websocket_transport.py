@@ -325,3 +325,4 @@ async def test_concurrent_sessions_on_one_engine_take_turns_on_its_connection(ge
     for i, turn in enumerate(turns):  # each answer reached its own Turn
         rid = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
         assert normalize(geppetto_sim.context_items(rid)) == [("message", "user", f"question {i}")]
+        assert BLOCK_META_CONNECTION.get(turn.blocks[-1].metadata) == engine._socket.connection_id  # type: ignore[union-attr]

@@ -107,7 +107,8 @@ class ResponsesSocket:
         """How many connections were opened."""
         self.bytes_sent = self.bytes_received = 0
         self.last_connection = ""
-        """The connection the latest answer came on (what :meth:`stamp` records)."""
+        """The connection the latest answer came on."""
+        self._made: dict[str, str] = {}
 
     # -- state ------------------------------------------------------------------------------------------------
     def live(self) -> str | None:
@@ -144,10 +145,25 @@ class ResponsesSocket:
         return f"response {anchor} lived only on connection {made}, which has ended ({now})"
 
     def stamp(self, blocks: Sequence[Block]) -> None:
-        """Record on a response's blocks the connection it came on (part of the anchor's proof)."""
-        if self.last_connection:
-            for block in blocks:
-                BLOCK_META_CONNECTION.set(block.metadata, self.last_connection)
+        """Record on a response's blocks the connection it came on (part of the anchor's proof): the one its
+        first event arrived on, else the latest answer's."""
+        key = str(BLOCK_META_RESPONSE_ID)
+        for block in blocks:
+            made = self._made.get(str(block.metadata.get(key) or "")) or self.last_connection
+            if made:
+                BLOCK_META_CONNECTION.set(block.metadata, made)
+
+    def _remember(self, raw: str) -> None:
+        """Note the connection of the response a first event names (the latest 256 responses)."""
+        try:
+            data = parse_json(raw)
+        except ValueError:
+            return
+        response = data.get("response") if isinstance(data, dict) else None
+        if isinstance(response, dict) and response.get("id"):
+            self._made[str(response["id"])] = self.connection_id
+            while len(self._made) > 256:
+                del self._made[next(iter(self._made))]
 
     # -- connection ---------------------------------------------------------------------------------------------
     async def _open(self) -> Any:
@@ -232,6 +248,8 @@ class ResponsesSocket:
                         finished = True
                         self._used = time.monotonic()
                         raise _refused(raw, body, self)
+                    if not started:
+                        self._remember(raw)
                     started = True
                     finished = event.event in _TERMINAL
                     yield event
