@@ -6,6 +6,7 @@ tools and engines share. They are not part of the public API (not in ``__all__``
 change in any release; the rest of geppetto imports them from here, never from this package's private modules.
 """
 
+from ._attach import attachments as attachments
 from ._builtin import (
     PAYLOAD_BUILTIN,
     PAYLOAD_CITATIONS,
