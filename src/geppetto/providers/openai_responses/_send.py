@@ -27,6 +27,7 @@ from geppetto._exceptions import (
 )
 from geppetto._json import dumps
 from geppetto.events import metadata_for
+from geppetto.providers._background import take_pending
 from geppetto.providers._chain import likely_edit
 from geppetto.providers._hints import reworded
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
@@ -37,7 +38,15 @@ from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
-from ._landed import conversation_check, read_back
+from ._landed import (
+    appended_check,
+    as_events,
+    conversation_check,
+    landed_answer,
+    pending_events,
+    read_back,
+    told_created,
+)
 from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
@@ -144,11 +153,21 @@ async def _is_empty(http: Api, conversation_id: str) -> bool | None:
     return not (isinstance(page, dict) and page.get("data"))
 
 
-async def _append_items(http: Api, conversation_id: str, items: list[dict[str, Any]]) -> None:
-    """Add ``items`` to a conversation, as many per call as the API takes."""
+async def _append_items(http: Api, conversation_id: str, items: list[dict[str, Any]], before: int = 0) -> None:
+    """Add ``items`` to a conversation holding ``before`` items, as many per call as the API takes; a call
+    whose answer was lost after the items went in is not sent again (``appended_check``)."""
     step = CONVERSATION_ITEMS_PER_CALL
     for i in range(0, len(items), step):
-        await http.post(f"conversations/{conversation_id}/items", {"items": items[i : i + step]})
+        chunk = items[i : i + step]
+        landed = appended_check(http, conversation_id, before + i, len(chunk))
+        try:
+            await http.post(f"conversations/{conversation_id}/items", {"items": chunk}, landed)
+        except ProviderConnectionError:
+            if await landed() is not True:
+                raise
+            log.warning(
+                "responses: the items added to conversation %s went in although the answer was lost", conversation_id
+            )
 
 
 _NO_ENDPOINT = (404, 405, 501)
@@ -187,7 +206,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
             plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
     created = await _create_conversation(http, items[:step])
     cid = str(created["id"])
-    await _append_items(http, cid, items[step:])
+    await _append_items(http, cid, items[step:], before=len(items[:step]))
     plan.conversation_id, plan.created = cid, True
     if reuse and empty is False:
         plan.replaced = reuse  # it still exists, holding context the Turn no longer matches
@@ -253,21 +272,31 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     meta = metadata_for(turn, engine.provider, engine.model)
     check: Callable[[dict[str, Any]], None] | None = verify if prev or conv else None
     landed = conversation_check(http, turn, plan)
+    on_created = check
     if engine.background:
         reader = open_background(
             http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes, landed=landed
         )
         events = reader.events()
         if reader.body is None:
-            check = None  # a response picked up: what it answered is compared with the plan when recorded
+            check = on_created = None  # a response picked up: what it answered is compared with the plan when recorded
+    elif (pending := take_pending(turn)) is not None:  # created by a process that stopped: read back, not sent again
+        events = pending_events(http, pending, body, landed, poll_interval=engine.poll_interval)
+        check = None  # as for a background response picked up
+        on_created = told_created(turn, body, None, pending.response_id)
     else:
         events = http.stream("responses", body, landed)
+        on_created = told_created(turn, body, check)
     try:
         async with aclosing(events):
-            await consume_stream(events, stream, meta, on_created=check)
+            await consume_stream(events, stream, meta, on_created=on_created)
     except StreamError as exc:  # a response whose id arrived is read back, never created again
         stream.release()  # what the broken stream brought is published before the rest is read
         await read_back(http, body, stream, meta, exc, background=engine.background, poll_interval=engine.poll_interval)
+    except ProviderConnectionError:  # it landed and its answer was lost: read from the conversation, if it is there
+        if (stored := landed_answer(landed, body)) is None:
+            raise
+        await consume_stream(as_events(stored), stream, meta, on_created=on_created)
     response = stream.response
     usage = usage_of(response)
     log.info(
