@@ -155,12 +155,18 @@ class ResponsesSettings(FamilySettings):
     max_resumes: int = 5
     stream: bool = True
     prefix_policy: str = "drop"
+    transport: Any = "http"
 
     def __post_init__(self) -> None:
         self._set("include", tuple(self.include or ()))
         super().__post_init__()
         _one_of("mode", self.mode, RESPONSES_MODES, none=True)
-        if not self.store and self.mode in ("chained", "conversation"):
+        from ._websocket import check_transport  # the socket module loads with the first engine that checks
+
+        check_transport(self.transport, background=self.background)
+        # a WebSocket holds store:false state on its connection, so chaining needs no stored responses there
+        on_socket = self.transport not in (None, "http") and self.mode == "chained"
+        if not self.store and self.mode in ("chained", "conversation") and not on_socket:
             raise ConfigurationError(
                 f"mode={self.mode!r} needs the server to store responses; pass store=True or use mode='stateless'"
             )

@@ -22,6 +22,7 @@ from geppetto.providers._streaming import (
     too_large_hint,
     with_hint,
 )
+from geppetto.providers._websocket import CONNECTION_STATE_LOST, make_socket
 from geppetto.providers.settings import ResponsesSettings, SettingsOwner
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
@@ -36,7 +37,7 @@ from ._evidence import Endpoint, Verdict, VerdictStore
 from ._guard import guard_plan
 from ._metrics import ResponsesMetrics
 from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_request
+from ._plan import Plan, plan_full, plan_request
 from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
 from ._state import ConversationState, get_state
@@ -107,6 +108,10 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
     each request, never onto the transport); ``retry`` tunes retries; ``timeout`` (seconds, or an
     ``httpx.Timeout``; default 600 s) bounds each request and each wait for stream data (a given client
     or transport keeps its own). ``await engine.aclose()`` or ``async with engine:`` closes the client the engine made; a given client or transport stays open.
+
+    ``transport="websocket"`` sends each create request as ``response.create`` over one WebSocket connection
+    (``geppetto.providers._websocket``; docs/engines.md); ``store=False`` then chains on the connection's state,
+    and an anchor whose connection ended is resent whole (fallback ``connection_state_lost``).
     """
 
     settings: ResponsesSettings
@@ -153,6 +158,7 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
         prefix_policy: str = "drop",
         endpoint_verdict: Verdict | None = None,
         verdict_store: VerdictStore | None = None,
+        transport: Any = "http",
     ) -> None:
         # the one checked value of every option (a profile's and -o's too); the attributes below mirror it
         settings = ResponsesSettings(
@@ -179,9 +185,11 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
             max_resumes=max_resumes,
             stream=stream,
             prefix_policy=prefix_policy,
+            transport=transport,
         )
         self.model = model
         self._connect(api_key, base_url, http, retry, timeout)
+        self._socket = make_socket(transport, self.base_url, self._headers)
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
         self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
@@ -260,7 +268,7 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
 
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
-        return Api(self._transport, self._headers, whole=not self.stream)
+        return Api(self._transport, self._headers, whole=not self.stream, socket=self._socket)
 
     async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
@@ -309,8 +317,9 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
-        mode = self.mode or (state.mode if state else None) or ("chained" if self.store else "stateless")
-        if not self.store and mode != "stateless":
+        chains = self.store or self._socket is not None  # over a socket, store=False chains on the connection
+        mode = self.mode or (state.mode if state else None) or ("chained" if chains else "stateless")
+        if not self.store and mode != "stateless" and not (self._socket is not None and mode == "chained"):
             raise ConfigurationError(
                 f"the Turn asks for mode {mode!r} but the engine has store=False; "
                 "pass store=True or set the Turn's ConversationState(mode='stateless')"
@@ -333,11 +342,19 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
         )
         return "stateless"
 
+    def _on_socket(self, turn: Turn, plan: Plan) -> Plan:
+        """``store=False`` over a WebSocket: an anchor whose connection ended is gone with it (the whole Turn)."""
+        lost = None if self.store or self._socket is None else self._socket.lost(turn, plan.previous_response_id)
+        if not lost:
+            return plan
+        include = not self.instructions_mode
+        return plan_full(turn, include_system=include, fallback=CONNECTION_STATE_LOST, detail=lost, prefix=plan.prefix)
+
     def plan(self, turn: Turn) -> Plan:
         """What :meth:`run_inference` would send for ``turn`` now (mode, anchor, blocks), by the code it plans
         with, recording nothing: ``geppetto inspect`` and the web inspector show this."""
         state = get_state(turn)
-        return plan_request(
+        plan = plan_request(
             turn,
             self._sent_mode(turn, self._mode_for(state), state),
             state,
@@ -346,6 +363,7 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
             ignores_state=self.server_ignores_state,
             metrics=None,
         )
+        return self._on_socket(turn, plan)
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
@@ -371,6 +389,7 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
                 ignores_state=self.server_ignores_state,
                 metrics=self.metrics,
             )
+            plan = self._on_socket(turn, plan)
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (

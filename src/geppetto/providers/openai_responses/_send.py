@@ -66,6 +66,8 @@ class Api:
     headers: Mapping[str, str]
     whole: bool = False
     """Ask for whole Responses (``stream: false``) and read each as the one terminal event it amounts to."""
+    socket: Any = None
+    """A :class:`~geppetto.providers._websocket.ResponsesSocket`: create requests go over it (``transport="websocket"``)."""
 
     async def post(self, path: str, body: Any, landed: LandedCheck | None = None) -> Any:
         return await self.transport.request_json(
@@ -81,6 +83,8 @@ class Api:
         )
 
     def stream(self, path: str, body: Any, landed: LandedCheck | None = None) -> AsyncGenerator[SSEEvent, None]:
+        if self.socket is not None and path == "responses":
+            return cast(AsyncGenerator[SSEEvent, None], self.socket.stream(body))
         if self.whole:
             return self._whole(path, body, landed)
         events = self.transport.stream_sse(
