@@ -14,10 +14,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event
 from ..turns import Turn
+
+if TYPE_CHECKING:
+    from ..durable.temporal import DurableSession
 
 __all__ = ["DurableRuns"]
 
@@ -101,6 +104,22 @@ class DurableRuns:
         inference_id = context.get("inference_id")
         return _Relay(self.runner.publisher, session_id, inference_id) if inference_id else None
 
+    def _session(self, session_id: str, settings: dict[str, Any]) -> DurableSession:
+        from ..durable.temporal import DurableSession
+
+        system = settings.get("system")
+        return DurableSession(
+            self.client,
+            task_queue=self.task_queue,
+            engine=ENGINE,
+            session_id=session_id,
+            system=str(system) if system else None,
+        )
+
+    async def cancel(self, session_id: str, settings: dict[str, Any], inference_id: str) -> None:
+        """Stop inference ``inference_id`` of the session: its workflow cancels the running activity."""
+        await self._session(session_id, settings).cancel(inference_id)
+
     async def run(
         self,
         session_id: str,
@@ -110,17 +129,9 @@ class DurableRuns:
         decisions: Mapping[str, Any] | None,
         inference_id: str,
     ) -> Turn:
-        """The prompt (or the decisions) as an update to the session's workflow; its output Turn."""
-        from ..durable.temporal import DurableSession
-
-        system = settings.get("system")
-        s = DurableSession(
-            self.client,
-            task_queue=self.task_queue,
-            engine=ENGINE,
-            session_id=session_id,
-            system=str(system) if system else None,
-        )
+        """The prompt (or the decisions) as an update to the session's workflow; its output Turn
+        (:class:`~geppetto.InferenceCancelled` when :meth:`cancel` stopped it)."""
+        s = self._session(session_id, settings)
         context = {"inference_id": inference_id}
         if decisions is None:
             return await s.run(text, files=files, context=context)

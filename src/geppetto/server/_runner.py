@@ -418,6 +418,8 @@ class Runner:
         try:
             out = await self.durable.run(session_id, settings, text, files, decisions, running.inference_id)
             status, turn_id = "completed", out.id
+        except InferenceCancelled:
+            status, error = "cancelled", running.reason or "cancelled by a request"
         except asyncio.CancelledError:
             status, error = "cancelled", "the server shut down (the durable session goes on in Temporal)"
             raise
@@ -606,7 +608,16 @@ class Runner:
         running.reason = reason
         if running.handle is not None:
             running.handle.cancel()
+        elif self.durable is not None:  # the session's workflow cancels the activity that runs
+            self._spawn(self._cancel_durable(session_id, inference_id))
         return True
+
+    async def _cancel_durable(self, session_id: str, inference_id: str) -> None:
+        assert self.durable is not None
+        try:
+            await self.durable.cancel(session_id, await self.settings(session_id), inference_id)
+        except Exception:  # the run goes on; the client may cancel again
+            log.exception("could not cancel durable inference %s of session %s", inference_id, session_id)
 
     def running_here(self, session_id: str) -> str | None:
         running = self._running.get(session_id)

@@ -17,7 +17,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from ..._exceptions import GeppettoError, UsageError
+from ..._exceptions import GeppettoError, InferenceCancelled, UsageError
 from ...middleware import Middleware
 from ...tools import ApprovalPendingError, PendingCall
 from ...turns import Turn, attachments, new_id
@@ -146,6 +146,21 @@ class DurableSession:
         output Turn. Any process may answer, at any time later: no worker is held while a call waits."""
         return await self._update(SessionWorkflow.resume, ResumeInput(dict(decisions), dict(context or {})))
 
+    async def cancel(self, inference_id: str | None = None) -> None:
+        """Stop the running prompt (or resume): its request or tool activity is cancelled through Temporal
+        (the activity hears it at its next heartbeat), and the prompt's caller gets
+        :class:`~geppetto.InferenceCancelled`; the session keeps the Turn the prompt started from.
+        ``inference_id``: stop only the prompt sent with that ``context={"inference_id": ...}`` (one whose
+        update has not arrived yet is stopped as it arrives)."""
+        await self.client.start_workflow(
+            WORKFLOW,
+            self._start,
+            id=self.workflow_id,
+            task_queue=self.task_queue,
+            start_signal="cancel",
+            start_signal_args=[inference_id or ""],
+        )
+
     async def pending_approvals(self) -> list[PendingCall]:
         """The calls waiting for a person, in call order (read from the workflow's memo: no worker needs to run)."""
         handle = await self._workflow()
@@ -194,6 +209,8 @@ def _as_geppetto(exc: WorkflowUpdateFailedError) -> GeppettoError:
     kind = cause.type if isinstance(cause, ApplicationError) else None
     if kind == "ApprovalPendingError":
         return ApprovalPendingError(message)
+    if kind == "InferenceCancelled":
+        return InferenceCancelled(message)
     if kind in ("UsageError", "ConfigurationError"):
         return UsageError(message)
     return GeppettoError(f"the durable session's prompt failed: {message}")

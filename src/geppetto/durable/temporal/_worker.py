@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -52,4 +53,7 @@ def worker(
         workflows=[SessionWorkflow],
         activities=[acts.request, acts.tool],
         workflow_runner=WORKFLOW_RUNNER,
+        # each heartbeat reaches the server (activities beat every quarter of heartbeat_s), so a cancel
+        # reaches a running activity within one beat
+        max_heartbeat_throttle_interval=timedelta(seconds=1),
     )

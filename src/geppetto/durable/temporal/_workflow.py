@@ -9,12 +9,14 @@ network except through Temporal's deterministic APIs (``workflow.uuid4``, ``work
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from ...turns import Turn, TurnData, TurnMetadata
@@ -51,6 +53,9 @@ class SessionWorkflow:
         self._answers: dict[str, Answer] = {}
         self._waiting: list[dict[str, Any]] = []  # the calls waiting for a person, as PendingCall dicts
         self._context: dict[str, str] = {}  # the current prompt's, for the workers' event relay
+        self._work: asyncio.Task[Turn] | None = None  # the current prompt's or resume's steps
+        self._stopping = False  # cancel() stopped them
+        self._cancelled: set[str] = set()  # inferences cancelled before their prompt arrived
 
     @workflow.run
     async def run(self, start: SessionStart) -> None:
@@ -71,38 +76,42 @@ class SessionWorkflow:
         self._context = dict(prompt.context)
         try:
             req = RequestInput(self._spec(), str(workflow.uuid4()), self._latest, prompt, context=self._context)
-            step = await self._request(req)
-            return await self._loop(step)
+            return await self._cancellable(self._prompted(req))
         finally:
             self._busy = False
+
+    async def _prompted(self, req: RequestInput) -> Turn:
+        return await self._loop(await self._request(req))
 
     @workflow.update(name="resume")
     async def resume(self, resume: ResumeInput) -> Turn:
         await workflow.wait_condition(lambda: not self._busy)
         self._busy = True
         self._context = dict(resume.context)
-        decisions = resume.decisions
         try:
-            waiting = {w["call_id"] for w in self._waiting}
-            for call_id, decision in decisions.items():
-                if call_id not in waiting:
-                    continue  # checked by the validator; a second resume of the same call is a no-op
-                call = next(c for c in self._calls if c.call_id == call_id)
-                if decision is True:
-                    self._answers[call_id] = await self._tool(call)
-                else:
-                    reason = decision if isinstance(decision, str) else ""
-                    self._answers[call_id] = Answer(
-                        call_id,
-                        error="the user denied this tool call" + (f": {reason}" if reason else "; do not retry it"),
-                    )
-            self._set_waiting([w for w in self._waiting if w["call_id"] not in self._answers])
-            if self._waiting:
-                assert self._latest is not None
-                return self._latest
-            return await self._loop(await self._request(self._answered()))
+            return await self._cancellable(self._resumed(resume.decisions))
         finally:
             self._busy = False
+
+    async def _resumed(self, decisions: dict[str, Any]) -> Turn:
+        waiting = {w["call_id"] for w in self._waiting}
+        for call_id, decision in decisions.items():
+            if call_id not in waiting:
+                continue  # checked by the validator; a second resume of the same call is a no-op
+            call = next(c for c in self._calls if c.call_id == call_id)
+            if decision is True:
+                self._answers[call_id] = await self._tool(call)
+            else:
+                reason = decision if isinstance(decision, str) else ""
+                self._answers[call_id] = Answer(
+                    call_id,
+                    error="the user denied this tool call" + (f": {reason}" if reason else "; do not retry it"),
+                )
+        self._set_waiting([w for w in self._waiting if w["call_id"] not in self._answers])
+        if self._waiting:
+            assert self._latest is not None
+            return self._latest
+        return await self._loop(await self._request(self._answered()))
 
     @resume.validator
     def _check_resume(self, resume: ResumeInput) -> None:
@@ -121,6 +130,19 @@ class SessionWorkflow:
                     type="UsageError",
                 )
 
+    @workflow.signal(name="cancel")
+    def cancel(self, inference_id: str) -> None:
+        """Stop the current prompt (or resume), when it is ``inference_id``'s (its context's; empty: whatever
+        runs): its activities are cancelled and the session keeps the Turn it started from. A cancel of an
+        inference whose prompt has not arrived yet stops that prompt as it arrives."""
+        running = self._work is not None and not self._work.done()
+        if running and (not inference_id or inference_id == self._context.get("inference_id")):
+            assert self._work is not None
+            self._stopping = True
+            self._work.cancel()
+        elif inference_id:
+            self._cancelled.add(inference_id)
+
     @workflow.query(name="latest")
     def latest(self) -> Turn | None:
         return self._latest
@@ -134,6 +156,26 @@ class SessionWorkflow:
         if waiting != self._waiting:
             workflow.upsert_memo({PENDING_MEMO: waiting or None})
         self._waiting = waiting
+
+    async def _cancellable(self, work: Coroutine[Any, Any, Turn]) -> Turn:
+        """Run ``work`` so that :meth:`cancel` stops it; once stopped, the state is what it was before."""
+        before = (self._latest, list(self._calls), dict(self._answers), list(self._waiting))
+        inference_id = self._context.get("inference_id", "")
+        if inference_id in self._cancelled:
+            self._cancelled.discard(inference_id)
+            work.close()
+            raise _cancelled(inference_id)
+        self._work, self._stopping = asyncio.ensure_future(work), False
+        try:
+            return await self._work
+        except (asyncio.CancelledError, ActivityError) as exc:
+            if not (self._stopping or isinstance(exc, asyncio.CancelledError)):
+                raise
+            self._latest, self._calls, self._answers = before[0], before[1], before[2]
+            self._set_waiting(before[3])
+            raise _cancelled(inference_id) from None
+        finally:
+            self._work = None
 
     # -- the steps ------------------------------------------------------------------------------------
     def _spec(self) -> SessionStart:
@@ -198,6 +240,7 @@ class SessionWorkflow:
             start_to_close_timeout=timedelta(seconds=spec.request_timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s),
             retry_policy=_retries(spec),
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         return out
 
@@ -211,8 +254,18 @@ class SessionWorkflow:
             start_to_close_timeout=timedelta(seconds=spec.tool_timeout_s),
             heartbeat_timeout=timedelta(seconds=spec.heartbeat_s),
             retry_policy=_retries(spec),
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         return Answer(call.call_id, out.result, out.error)
+
+
+def _cancelled(inference_id: str) -> ApplicationError:
+    which = f"inference {inference_id}" if inference_id else "the prompt"
+    return ApplicationError(
+        f"{which} was cancelled; the session still holds the turn it started from",
+        type="InferenceCancelled",
+        non_retryable=True,
+    )
 
 
 def _retries(spec: SessionStart) -> RetryPolicy:
