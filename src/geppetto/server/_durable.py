@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..engine import Engine
 from ..events import Event
 from ..turns import Turn
 
@@ -53,6 +55,36 @@ class _Relay:
                 log.exception("could not publish an event of inference %s", self.inference_id)
 
 
+def engine_name(settings: Mapping[str, Any]) -> str:
+    """The name the workers know the engine of a session's settings by: ``default``, or ``default?`` and its
+    ``model`` and ``mode`` as JSON."""
+    picked = {k: settings[k] for k in ("model", "mode") if settings.get(k)}
+    return f"{ENGINE}?{json.dumps(picked, sort_keys=True)}" if picked else ENGINE
+
+
+class _Engines(Mapping[str, Callable[[], Engine]]):
+    """The server's engines by :func:`engine_name`: each built by the runner's ``engine_for`` on first use."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    def __getitem__(self, name: str) -> Callable[[], Engine]:
+        base, given, rest = name.partition("?")
+        try:
+            settings = json.loads(rest) if given else {}
+        except ValueError:
+            raise KeyError(name) from None
+        if base != ENGINE or not isinstance(settings, dict):
+            raise KeyError(name)
+        return lambda: self.runner.engine_for(settings)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([ENGINE])
+
+    def __len__(self) -> int:
+        return 1
+
+
 class DurableRuns:
     """The Temporal side of a server worker: its client and worker, and how a prompt runs durably."""
 
@@ -84,7 +116,7 @@ class DurableRuns:
         self._worker = worker(
             self.client,
             task_queue=self.task_queue,
-            engines={ENGINE: lambda: runner.engine_for({})},
+            engines=_Engines(runner),
             tools=runner.tools or (),
             store=runner.store,
             events=self._relay,
@@ -111,7 +143,7 @@ class DurableRuns:
         return DurableSession(
             self.client,
             task_queue=self.task_queue,
-            engine=ENGINE,
+            engine=engine_name(settings),
             session_id=session_id,
             system=str(system) if system else None,
         )
@@ -133,6 +165,9 @@ class DurableRuns:
         (:class:`~geppetto.InferenceCancelled` when :meth:`cancel` stopped it)."""
         s = self._session(session_id, settings)
         context = {"inference_id": inference_id}
+        system = settings.get("system")
+        # the settings the store holds now: the session's workflow runs this prompt on them
+        now = {"engine": engine_name(settings), "system": str(system) if system else None}
         if decisions is None:
-            return await s.run(text, files=files, context=context)
-        return await s.resume(dict(decisions), context=context)
+            return await s.run(text, files=files, context=context, settings=now)
+        return await s.resume(dict(decisions), context=context, settings=now)

@@ -151,7 +151,7 @@ class Activities:
     ) -> None:
         if not engines:
             raise UsageError("worker(engines=...) needs at least one engine, e.g. engines={'default': 'sim'}")
-        self.sources = dict(engines)
+        self.sources = dict(engines) if isinstance(engines, dict) else engines  # a Mapping may build names on use
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools))
         self.store = store
         self.events = events

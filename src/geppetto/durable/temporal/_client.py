@@ -74,7 +74,8 @@ class DurableSession:
     resolve; ``system`` is the system prompt. ``client`` must use
     :data:`~geppetto.durable.temporal.DATA_CONVERTER`. The workflow starts with the first prompt; a
     ``DurableSession`` made later with the same ``session_id`` is a handle to the same session, which keeps
-    the engine, middlewares, system prompt and timeouts its workflow was started with.
+    the engine, middlewares, system prompt and timeouts its workflow was started with (``run(...,
+    settings=...)`` changes the engine and the system prompt).
     """
 
     def __init__(
@@ -127,24 +128,35 @@ class DurableSession:
         files: Iterable[Any] | None = None,
         output: Any = None,
         context: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> Turn:
         """Prompt the session and wait for its answer (tools run, each once, on the workers): the output Turn,
         which may end with calls waiting for approval (:meth:`pending_approvals`, :meth:`resume`).
         ``files`` are read here and sent inline; ``output`` asks for a structured answer as in
         :meth:`Session.run <geppetto.Session.run>` (read it with ``output_of``). ``context`` reaches the
-        workers' event relay (``worker(events=...)``) with each request of this prompt."""
+        workers' event relay (``worker(events=...)``) with each request of this prompt. ``settings``
+        changes the session from this prompt on: ``{"engine": name, "system": text or None}`` (either key)."""
         prompt = PromptInput(
             text,
             attachments(files) if files else [],
             output_entry(output) if output is not None else None,
             dict(context or {}),
+            _settings(settings),
         )
         return await self._update(SessionWorkflow.prompt, prompt)
 
-    async def resume(self, decisions: Mapping[str, bool | str], *, context: Mapping[str, str] | None = None) -> Turn:
+    async def resume(
+        self,
+        decisions: Mapping[str, bool | str],
+        *,
+        context: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> Turn:
         """Answer calls waiting for approval (``True`` approves, ``False`` or a reason denies) and go on; the
-        output Turn. Any process may answer, at any time later: no worker is held while a call waits."""
-        return await self._update(SessionWorkflow.resume, ResumeInput(dict(decisions), dict(context or {})))
+        output Turn. Any process may answer, at any time later: no worker is held while a call waits.
+        ``settings`` as in :meth:`run`."""
+        resume = ResumeInput(dict(decisions), dict(context or {}), _settings(settings))
+        return await self._update(SessionWorkflow.resume, resume)
 
     async def cancel(self, inference_id: str | None = None) -> None:
         """Stop the running prompt (or resume): its request or tool activity is cancelled through Temporal
@@ -192,6 +204,23 @@ class DurableSession:
                     _still_wanted()  # a long run outlasts one poll: poll again
         except WorkflowUpdateFailedError as exc:
             raise _as_geppetto(exc) from exc
+
+
+def _settings(settings: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``run(settings=...)`` checked: the engine's name and the system prompt, nothing else."""
+    if settings is None:
+        return None
+    unknown = set(settings) - {"engine", "system"}
+    if unknown:
+        raise UsageError(
+            f"settings= takes 'engine' (a worker's engine name) and 'system' (a system prompt or None), "
+            f"not {', '.join(sorted(map(repr, unknown)))}"
+        )
+    if "engine" in settings and not (isinstance(settings["engine"], str) and settings["engine"]):
+        raise UsageError(f"settings['engine'] must name one of the workers' engines, not {settings['engine']!r}")
+    if settings.get("system") is not None and not isinstance(settings["system"], str):
+        raise UsageError(f"settings['system'] must be a string or None, not {settings['system']!r}")
+    return dict(settings)
 
 
 def _still_wanted() -> None:

@@ -46,6 +46,7 @@ class PromptInput:
     files: list[dict[str, Any]] = field(default_factory=list)
     output: dict[str, Any] | None = None
     context: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] | None = None  # the session's engine and system prompt from this prompt on
 
 
 @dataclass
@@ -55,6 +56,7 @@ class ResumeInput:
 
     decisions: dict[str, Any] = field(default_factory=dict)
     context: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] | None = None  # the session's engine and system prompt from here on
 
 
 @dataclass

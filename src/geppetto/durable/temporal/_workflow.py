@@ -64,8 +64,7 @@ class SessionWorkflow:
             lambda: workflow.info().is_continue_as_new_suggested() and not self._busy and not self._waiting
         )
         await workflow.wait_condition(workflow.all_handlers_finished)
-        start.latest = self._latest
-        workflow.continue_as_new(start)
+        workflow.continue_as_new(SessionStart(**{**vars(self._start), "latest": self._latest}))
 
     # -- what the client asks ------------------------------------------------------------------------
     @workflow.update(name="prompt")
@@ -74,6 +73,7 @@ class SessionWorkflow:
         self._refuse_while_waiting("prompt")
         self._busy = True
         self._context = dict(prompt.context)
+        self._configure(prompt.settings)
         try:
             req = RequestInput(self._spec(), str(workflow.uuid4()), self._latest, prompt, context=self._context)
             return await self._cancellable(self._prompted(req))
@@ -88,6 +88,7 @@ class SessionWorkflow:
         await workflow.wait_condition(lambda: not self._busy)
         self._busy = True
         self._context = dict(resume.context)
+        self._configure(resume.settings)
         try:
             return await self._cancellable(self._resumed(resume.decisions))
         finally:
@@ -176,6 +177,12 @@ class SessionWorkflow:
             raise _cancelled(inference_id) from None
         finally:
             self._work = None
+
+    def _configure(self, settings: dict[str, Any] | None) -> None:
+        """The session's engine and system prompt from now on, when the prompt (or resume) sets them."""
+        if settings:
+            changed: dict[str, Any] = {k: settings[k] for k in ("engine", "system") if k in settings}
+            self._start = SessionStart(**{**vars(self._start), **changed})
 
     # -- the steps ------------------------------------------------------------------------------------
     def _spec(self) -> SessionStart:
