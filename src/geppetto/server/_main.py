@@ -52,6 +52,14 @@ _FLAGS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--max-body",), {"type": int, "metavar": "BYTES", "help": "The largest request body taken (16 MiB)."}),
     (("--limits",), {"metavar": "LIMITS", "help": "Usage limits, e.g. max_requests=20,max_cost=1.5."}),
     (("--allowed-origin",), {"action": "append", "metavar": "ORIGIN", "help": "Another site whose pages may call it."}),
+    (
+        ("--temporal",),
+        {
+            "metavar": "HOST:PORT",
+            "help": "Run every session's prompts as durable sessions on this Temporal service (docs/durable.md).",
+        },
+    ),
+    (("--task-queue",), {"default": "geppetto", "help": "The Temporal task queue of the durable sessions."}),
 ]
 
 
@@ -78,6 +86,7 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
     options.log_level, options.log_format = args.log_level.lower(), args.log_format.lower()
     options.allowed_hosts, options.allowed_origins = lists["allowed_host"], lists["allowed_origin"]
     options.limits = args.limits
+    options.temporal, options.task_queue = args.temporal, args.task_queue
     return options
 
 
