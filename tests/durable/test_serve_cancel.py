@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,25 +27,26 @@ def _posts(sim: object) -> int:
 
 
 def test_cancel_stops_the_workflows_activity(temporal_address: str, tmp_path: Path) -> None:
+    sid = f"s-{uuid.uuid4()}"  # its own workflow on the shared dev server
     with serve() as sim, served(temporal_address, sim.openai_url, tmp_path) as (client, _queue, err):
-        assert client.post("/api/sessions", json={"id": "s1"}).status_code == 201
-        first = client.post("/api/sessions/s1/messages", json={"text": "Hello"}).json()
+        assert client.post("/api/sessions", json={"id": sid}).status_code == 201
+        first = client.post(f"/api/sessions/{sid}/messages", json={"text": "Hello"}).json()
         assert events(client, first["events"])[-1]["data"]["status"] == "completed"
         sim.fail_next(slow_first_byte=300)  # the next request hangs in flight
-        started = client.post("/api/sessions/s1/messages", json={"text": "What is the weather in Paris?"})
+        started = client.post(f"/api/sessions/{sid}/messages", json={"text": "What is the weather in Paris?"})
         assert started.status_code == 202, started.text
         body = started.json()
         deadline = time.monotonic() + 60
         while _posts(sim) < 2:
             assert time.monotonic() < deadline, "the slow request did not reach the simulator"
             time.sleep(0.05)
-        cancelled = client.post("/api/sessions/s1/cancel")
+        cancelled = client.post(f"/api/sessions/{sid}/cancel")
         assert cancelled.status_code == 202 and cancelled.json()["inference_id"] == body["inference_id"]
         asked = time.monotonic()
         finished = events(client, body["events"])[-1]["data"]
         took = time.monotonic() - asked
-        session = client.get("/api/sessions/s1").json()
-        again = client.post("/api/sessions/s1/messages", json={"text": "Thanks"})
+        session = client.get(f"/api/sessions/{sid}").json()
+        again = client.post(f"/api/sessions/{sid}/messages", json={"text": "Thanks"})
         assert again.status_code == 202, again.text
         last = events(client, again.json()["events"])[-1]["data"]
     assert finished["status"] == "cancelled", (finished, err)
@@ -57,7 +59,7 @@ def test_cancel_stops_the_workflows_activity(temporal_address: str, tmp_path: Pa
 
     async def history_kinds() -> list[str]:
         c = await Client.connect(temporal_address, data_converter=temporal.DATA_CONVERTER)
-        history = await c.get_workflow_handle(temporal.workflow_id("s1")).fetch_history()
+        history = await c.get_workflow_handle(temporal.workflow_id(sid)).fetch_history()
         return [str(e.WhichOneof("attributes")) for e in history.events]
 
     kinds = asyncio.run(history_kinds())

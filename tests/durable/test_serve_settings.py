@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +26,23 @@ def _posts(sim: Any) -> list[Any]:
 
 
 def test_model_mode_and_a_changed_system_prompt(temporal_address: str, tmp_path: Path) -> None:
+    sid = f"s-{uuid.uuid4()}"  # its own workflow on the shared dev server
     with serve() as sim, served(temporal_address, sim.openai_url, tmp_path) as (client, _queue, err):
         made = client.post(
-            "/api/sessions", json={"id": "s1", "model": "sim-other", "mode": "stateless", "system": "Be terse."}
+            "/api/sessions", json={"id": sid, "model": "sim-other", "mode": "stateless", "system": "Be terse."}
         )
         assert made.status_code == 201, made.text
-        first = client.post("/api/sessions/s1/messages", json={"text": "What is the weather in Paris?"}).json()
+        first = client.post(f"/api/sessions/{sid}/messages", json={"text": "What is the weather in Paris?"}).json()
         finished = events(client, first["events"])[-1]["data"]
         assert finished["status"] == "completed", (finished, err)
         before = len(_posts(sim))
         # the session's settings change in the store; the next prompt runs on them, as with the built-in runner
         with sqlite3.connect(tmp_path / "sessions.db") as db:
             settings = {"model": "sim-other", "mode": "stateless", "system": "Be cheerful."}
-            db.execute("UPDATE sessions SET settings = ? WHERE id = ?", (json.dumps(settings), "s1"))
-        second = client.post("/api/sessions/s1/messages", json={"text": "Thanks"}).json()
+            db.execute("UPDATE sessions SET settings = ? WHERE id = ?", (json.dumps(settings), sid))
+        second = client.post(f"/api/sessions/{sid}/messages", json={"text": "Thanks"}).json()
         assert events(client, second["events"])[-1]["data"]["status"] == "completed"
-        latest = client.get("/api/sessions/s1").json()["latest"]
+        latest = client.get(f"/api/sessions/{sid}").json()["latest"]
     sent = _posts(sim)
     assert len(sent) == before + 1 and before == 2  # the tool loop's two requests, then the second prompt's
     assert all(p.body["model"] == "sim-other" for p in sent), [p.body["model"] for p in sent]
