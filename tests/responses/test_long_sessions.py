@@ -16,9 +16,9 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import COMPACTION, SUMMARY_HEADER, compaction, compaction_range, summarize_with
+from geppetto.providers._chain import AnchorScan
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers.openai_responses import ResponsesEngine, _anchors, _plan
-from geppetto.providers.openai_responses._anchors import AnchorScan
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
 

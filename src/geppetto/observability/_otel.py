@@ -8,7 +8,7 @@ request bytes); ``execute_tool {name}`` for each tool call (call id, error type)
 has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration`` histograms, the ``geppetto.client.cost`` counter (USD of each priced
 request; ``geppetto.client.unpriced_requests`` counts the others), and the Responses engine's counters (see
-:mod:`geppetto.providers.openai_responses._metrics`, which defines them once for Prometheus and OTel).
+:mod:`geppetto.providers._stateful`, which defines them once for Prometheus and OTel).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class Instrumentation:
         self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._server_attributes: dict[str, dict[str, Any]] = {}  # by host:port
         self._handlers: dict[type, Any] = {}
-        from ..providers.openai_responses._metrics import metrics as responses_metrics
+        from geppetto.providers._stateful import metrics as responses_metrics
 
         self._responses_metrics = responses_metrics
         self._exporter = responses_metrics.add_exporter(responses_exporter(meter))

@@ -79,9 +79,10 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
 
 
 def _engine_plan(turn: Turn) -> ChainedPlan:
+    from geppetto.providers._stateful import CHAINING_ENV, chaining_enabled
+
     from ..providers.openai_responses._plan import plan_request
     from ..providers.openai_responses._state import get_state
-    from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
 
     interactions = _interactions_plan(turn)
     if interactions is not None:

@@ -52,7 +52,7 @@ from ._interactions_steps import (
 from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer
 
 if TYPE_CHECKING:
-    from ..openai_responses._validate import Validation
+    from .._stateful import Validation
 
 __all__ = ["InteractionsEngine"]
 
@@ -158,7 +158,7 @@ class InteractionsEngine(TransportOwner):
         self.prefix_policy = check_policy(prefix_policy)
         self.headers = dict(headers or {})
         if metrics is None:
-            from ..openai_responses._metrics import metrics as shared
+            from .._stateful import metrics as shared
 
             metrics = shared
         self.metrics = metrics
@@ -176,7 +176,7 @@ class InteractionsEngine(TransportOwner):
     def _sent_mode(mode: str) -> str:
         """``mode``, or stateless while the kill switch ``GEPPETTO_CHAINING=off`` is set (as for the Responses
         engine; the Turn keeps the mode asked for)."""
-        from ..openai_responses._switch import CHAINING_ENV, chaining_enabled
+        from .._stateful import CHAINING_ENV, chaining_enabled
 
         if mode == "chained" and not chaining_enabled():
             log.info(

@@ -29,23 +29,22 @@ from geppetto.turns import (
     Turn,
 )
 
+from .._stateful import CHAINING_ENV, ResponsesMetrics, Validation, chaining_enabled
+from .._stateful import metrics as shared_metrics
 from ._background import check_background
 from ._body import build_body
 from ._cache import PromptCacheKey, check_cache_settings
 from ._context import compact_blocks, count_turn_tokens
 from ._evidence import Endpoint, Verdict, VerdictStore
 from ._guard import guard_plan
-from ._metrics import ResponsesMetrics
-from ._metrics import metrics as shared_metrics
 from ._plan import Plan, plan_request
 from ._record import record
 from ._send import Api, send_with_fallbacks, turn_ids
 from ._settings import check_counts, check_mode
 from ._state import ConversationState, get_state
 from ._stream import StreamState
-from ._switch import CHAINING_ENV, chaining_enabled
 from ._tools import EngineTools, check_reasoning, check_tool_choice
-from ._validate import ValidatedLinks, Validation, validate_server_context
+from ._validate import ValidatedLinks, validate_server_context
 
 __all__ = ["ResponsesEngine"]
 

@@ -31,6 +31,7 @@ from geppetto.turns import (
     PAYLOAD_ITEM,
     PAYLOAD_ITEM_ID,
     PAYLOAD_NAME,
+    PAYLOAD_PHASE,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
     Block,
@@ -40,7 +41,7 @@ from geppetto.turns import (
 )
 from geppetto.turns._cow import FrozenBlock
 
-from ._parts import PAYLOAD_PHASE, PAYLOAD_STANDALONE, replayed_message_parts, replayed_reasoning_parts
+from ._parts import PAYLOAD_STANDALONE, replayed_message_parts, replayed_reasoning_parts
 
 __all__ = [
     "PAYLOAD_ITEM",

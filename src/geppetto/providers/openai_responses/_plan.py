@@ -15,10 +15,10 @@ from typing import Any
 from geppetto.tools._executor import require_tool_results
 from geppetto.turns import Block, Turn
 
-from .._chain import REASON_TEXT, timed_scan
-from ._anchors import AnchorScan, blocks_after_response, chain_seed, scan_anchors
+from .._chain import REASON_TEXT, AnchorScan, blocks_after_response, timed_scan
+from .._stateful import ResponsesMetrics
+from ._anchors import chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed
-from ._metrics import ResponsesMetrics
 from ._state import ConversationState
 
 __all__ = [

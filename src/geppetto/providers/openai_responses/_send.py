@@ -33,12 +33,12 @@ from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info,
 from geppetto.providers._landed import LandedCheck
 from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, BlockKind, Turn
 
+from .._stateful import ResponsesMetrics
 from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._judge import judge_answer
 from ._landed import conversation_check, read_back
-from ._metrics import ResponsesMetrics
 from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
 from ._stream import StreamState, consume_stream, usage_of

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM, Turn
 
+from .._stateful import ResponsesMetrics, Validation
 from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
-from ._items import PAYLOAD_ITEM, blocks_to_items, replayed, server_compaction
+from ._items import blocks_to_items, replayed, server_compaction
 from ._listing import list_items, visible
-from ._metrics import ResponsesMetrics
 from ._send import Api
 from ._state import ConversationState
 
@@ -37,19 +36,6 @@ log = logging.getLogger("geppetto.providers.openai_responses")
 
 _RID = str(BLOCK_META_RESPONSE_ID)
 MISMATCH = "the server's stored context differs from the Turn (validation)"
-
-
-@dataclass
-class Validation:
-    """What a validation found: ``matches`` is None when there was nothing to compare (stateless, or no
-    anchor: the next request sends the whole Turn anyway); ``requests`` counts the reads it made."""
-
-    response_id: str | None
-    matches: bool | None
-    detail: str = ""
-    requests: int = 0
-    server: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
-    turn: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
 
 def _link_key(response_id: str, cut: str | None) -> str:
