@@ -18,11 +18,11 @@ from geppetto.turns import Block, BlockKind, Turn
 from ._anchors import chain_seed, scan_anchors
 from ._body import COUNT_FIELDS
 from ._cache import PromptCacheKey, prompt_cache_key_for
-from ._items import blocks_to_items, replayed
+from ._items import blocks_to_items, message_text, replayed
 from ._plan import Plan, plan_full
 from ._send import Api
 from ._state import get_state
-from ._stream import item_to_block, message_text
+from ._stream import item_to_block
 
 
 class ContextEngine(Protocol):

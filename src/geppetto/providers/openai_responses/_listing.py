@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from geppetto._json import parse_json
 
-from ._stream import content_text
+from ._items import content_text
 
 __all__ = ["Reader", "list_items", "visible"]
 

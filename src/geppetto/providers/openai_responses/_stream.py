@@ -29,25 +29,19 @@ from geppetto.providers._http import SSEEvent, malformed, names_missing_response
 from geppetto.providers._streaming import parse_args
 from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_LOGPROBS, Block, BlockKind, raw_block
 
-from ._hosted import builtin_of_item
-from ._items import REPLAYABLE_ITEM_TYPES
-from ._parts import mark_standalone, message_extras, reasoning_extras
+from ._items import (
+    REPLAYABLE_ITEM_TYPES,
+    builtin_of_item,
+    mark_standalone,
+    message_extras,
+    message_text,
+    reasoning_extras,
+)
 
 __all__ = ["StreamState", "consume_stream", "item_to_block", "stop_reason_of", "unreplayed_items", "usage_of"]
 
 _ALIASES = {"response.reasoning.delta": "response.reasoning_text.delta"}
 _TERMINAL = ("response.completed", "response.incomplete")
-
-
-def content_text(content: Any) -> str:
-    """The text of an item's ``content`` (or an output's): a string as it is, else its parts' text or refusal."""
-    if isinstance(content, str):
-        return content
-    return "".join(str(p.get("text") or p.get("refusal") or "") for p in content or [] if isinstance(p, dict))
-
-
-def message_text(item: dict[str, Any]) -> str:
-    return content_text(item.get("content"))
 
 
 def message_block(item: dict[str, Any]) -> Block:
