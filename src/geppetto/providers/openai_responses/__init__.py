@@ -10,8 +10,7 @@ from ._anchors import find_best_anchor, is_valid_anchor
 from ._engine import ResponsesEngine
 from ._evidence import Verdict, endpoint_verdicts
 from ._items import blocks_to_items
-from ._manager import ConversationManager
-from ._state import RESPONSES_STATE, ConversationState, get_state, set_state
+from ._state import RESPONSES_STATE, ConversationManager, ConversationState, get_state, set_state
 
 __all__ = [
     "FALLBACK_REASONS",

@@ -26,9 +26,8 @@ from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM, Turn
 from .._stateful import ResponsesMetrics, Validation
 from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed, server_compaction
-from ._listing import list_items, visible
 from ._send import Api
-from ._state import ConversationState
+from ._state import ConversationState, list_items, visible
 
 __all__ = ["Validation", "validate_server_context", "visible"]
 
