@@ -14,7 +14,7 @@ import pytest
 
 from geppetto.providers._http import SSEEvent
 from geppetto.providers.openai_responses import ResponsesEngine
-from geppetto.providers.openai_responses._plan import Plan
+from geppetto.providers.openai_responses._request import Plan
 from geppetto.providers.openai_responses._send import Api
 from geppetto.simulator._validate import validate
 from geppetto.turns import Turn

@@ -17,8 +17,8 @@ from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import compaction, summarize_with
 from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers.openai_responses import blocks_to_items
-from geppetto.providers.openai_responses._cache import session_cache_key
 from geppetto.providers.openai_responses._items import replayed, server_compaction
+from geppetto.providers.openai_responses._request import session_cache_key
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import (
     BLOCK_META_RESPONSE_ID,

@@ -176,8 +176,9 @@ def _measured_request(
 def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     """The requests a Turn's response tags show, each as the engine's planning code would have sent it
     in chained mode, with the usage and cost the engine stamped on each response."""
+    from geppetto.providers.openai_responses._request import plan_chained
+
     from ..pricing import BLOCK_META_USAGE
-    from ..providers.openai_responses._plan import plan_chained
 
     stamps: dict[str, dict[str, Any]] = {}  # the usage and cost the engine stamped on each response's last block
     for b in turn.blocks:

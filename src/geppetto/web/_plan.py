@@ -80,8 +80,8 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
 
 def _engine_plan(turn: Turn) -> ChainedPlan:
     from geppetto.providers._stateful import CHAINING_ENV, chaining_enabled
+    from geppetto.providers.openai_responses._request import plan_request
 
-    from ..providers.openai_responses._plan import plan_request
     from ..providers.openai_responses._state import get_state
 
     interactions = _interactions_plan(turn)

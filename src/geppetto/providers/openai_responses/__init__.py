@@ -6,10 +6,10 @@ context provably equals the Turn up to it, and the whole Turn otherwise.
 
 from .._chain import blocks_after_response
 from .._stateful import FALLBACK_REASONS, ResponsesMetrics, metrics
-from ._anchors import find_best_anchor, is_valid_anchor
 from ._engine import ResponsesEngine
 from ._evidence import Verdict, endpoint_verdicts
 from ._items import blocks_to_items
+from ._request import find_best_anchor, is_valid_anchor
 from ._state import RESPONSES_STATE, ConversationManager, ConversationState, get_state, set_state
 
 __all__ = [

@@ -15,11 +15,8 @@ from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, P
 from geppetto.providers._landed import SAFE_TO_RESEND
 from geppetto.turns import Block, BlockKind, Turn
 
-from ._anchors import chain_seed, scan_anchors
-from ._body import COUNT_FIELDS
-from ._cache import PromptCacheKey, prompt_cache_key_for
 from ._items import blocks_to_items, message_text, replayed
-from ._plan import Plan, plan_full
+from ._request import COUNT_FIELDS, Plan, PromptCacheKey, chain_seed, plan_full, prompt_cache_key_for, scan_anchors
 from ._send import Api
 from ._state import get_state
 from ._stream import item_to_block

@@ -32,13 +32,10 @@ from geppetto.turns import (
 from .._stateful import CHAINING_ENV, ResponsesMetrics, Validation, chaining_enabled
 from .._stateful import metrics as shared_metrics
 from ._background import check_background
-from ._body import build_body
-from ._cache import PromptCacheKey, check_cache_settings
 from ._context import compact_blocks, count_turn_tokens
 from ._evidence import Endpoint, Verdict, VerdictStore
-from ._guard import guard_plan
-from ._plan import Plan, plan_request
 from ._record import record
+from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request
 from ._send import Api, send_with_fallbacks, turn_ids
 from ._settings import check_counts, check_mode
 from ._state import ConversationState, get_state

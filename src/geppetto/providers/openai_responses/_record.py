@@ -19,10 +19,8 @@ from geppetto.turns import (
     Turn,
 )
 
-from ._anchors import tag_blocks
 from ._background import not_an_anchor
-from ._guard import stamp_response
-from ._plan import Plan
+from ._request import Plan, stamp_response, tag_blocks
 from ._send import turn_ids
 from ._state import ConversationState, set_state
 from ._stream import StreamState, stop_reason_of, unreplayed_items, usage_of

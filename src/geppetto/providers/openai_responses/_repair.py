@@ -18,7 +18,7 @@ from geppetto._exceptions import ProviderError
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 
 from ._items import blocks_to_items, replayed
-from ._plan import Plan, plan_new_conversation
+from ._request import Plan, plan_new_conversation
 from ._state import Reader, list_items, visible
 
 __all__ = ["repair_conversation"]

@@ -37,10 +37,9 @@ from .._stateful import ResponsesMetrics
 from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
-from ._judge import judge_answer
 from ._landed import conversation_check, read_back
-from ._plan import CONVERSATION_ITEMS_PER_CALL, Plan, plan_full, plan_new_conversation, seed_split
 from ._repair import repair_conversation
+from ._request import CONVERSATION_ITEMS_PER_CALL, Plan, judge_answer, plan_full, plan_new_conversation, seed_split
 from ._stream import StreamState, consume_stream, usage_of
 
 __all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks", "turn_ids"]

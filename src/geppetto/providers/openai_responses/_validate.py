@@ -24,8 +24,8 @@ from typing import Any
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM, Turn
 
 from .._stateful import ResponsesMetrics, Validation
-from ._anchors import ANCHOR_REFUSED, chain_seed, scan_anchors
 from ._items import blocks_to_items, replayed, server_compaction
+from ._request import ANCHOR_REFUSED, chain_seed, scan_anchors
 from ._send import Api
 from ._state import ConversationState, list_items, visible
 
