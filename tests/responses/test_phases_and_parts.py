@@ -14,8 +14,8 @@ import yaml
 
 from geppetto.providers._http import HttpTransport, RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
+from geppetto.providers.openai_responses._answer import item_to_block
 from geppetto.providers.openai_responses._items import PAYLOAD_CONTENT, PAYLOAD_STANDALONE
-from geppetto.providers.openai_responses._stream import item_to_block
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_PHASE, Block, BlockKind, Turn
 

@@ -39,7 +39,7 @@ from geppetto.providers._http import SSEEvent, openai_error_info
 from geppetto.providers._landed import ACTIVE_STATUSES, SAFE_TO_RESEND, LandedCheck
 from geppetto.turns import Turn
 
-from ._stream import usage_of
+from ._answer import usage_of
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -50,13 +50,11 @@ __all__ = [
     "PendingResponse",
     "check_background",
     "final_events",
-    "not_an_anchor",
     "open_background",
 ]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
-_ANCHORS = frozenset({"completed", "incomplete"})
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 _RESUME_DELAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
 """Seconds before each resume that follows a resume which brought nothing new (the first is at once)."""
@@ -134,27 +132,6 @@ class Cursor:
                 delta = {"type": "response.output_text.delta", "output_index": index, "content_index": ci}
                 out.append(SSEEvent("response.output_text.delta", json.dumps({**delta, "delta": text[len(got) :]})))
         return out
-
-
-def not_an_anchor(
-    response: dict[str, Any], previous_response_id: str | None, conversation_id: str | None, *, echo: bool = True
-) -> str | None:
-    """Why ``response`` may not anchor a later request (None when it may): it has not finished, or it
-    answered another request than the one planned (a background response picked up in another process
-    after its first request fell back to another shape). ``echo=False``: the server does not echo the
-    state and other evidence showed the answer used it, so only the status counts."""
-    status = response.get("status")
-    if status is not None and status not in _ANCHORS:
-        return f"its status is {status!r}, not completed"
-    if not echo:
-        return None
-    if (response.get("previous_response_id") or None) != (previous_response_id or None):
-        return f"it follows {response.get('previous_response_id')!r}, the Turn planned {previous_response_id!r}"
-    conv = response.get("conversation")
-    conv_id = conv.get("id") if isinstance(conv, dict) else conv
-    if conversation_id and conv_id != conversation_id:
-        return f"it is in conversation {conv_id!r}, the Turn planned {conversation_id!r}"
-    return None
 
 
 def final_events(response: dict[str, Any], cursor: Cursor) -> list[SSEEvent]:

@@ -15,11 +15,11 @@ from geppetto._exceptions import NotFoundError, PreviousResponseNotFoundError, P
 from geppetto.providers._landed import SAFE_TO_RESEND
 from geppetto.turns import Block, BlockKind, Turn
 
+from ._answer import item_to_block
 from ._items import blocks_to_items, message_text, replayed
 from ._request import COUNT_FIELDS, Plan, PromptCacheKey, chain_seed, plan_full, prompt_cache_key_for, scan_anchors
 from ._send import Api
 from ._state import get_state
-from ._stream import item_to_block
 
 
 class ContextEngine(Protocol):

@@ -22,9 +22,9 @@ from geppetto.providers._http import SSEEvent
 from geppetto.providers._landed import LandedCheck, NotLanded, await_landed
 from geppetto.turns import PAYLOAD_ITEM_ID, Turn
 
+from ._answer import StreamState, consume_stream
 from ._background import Cursor, final_events
 from ._request import Plan
-from ._stream import StreamState, consume_stream
 
 __all__ = ["conversation_check", "read_back"]
 

@@ -22,9 +22,9 @@ from geppetto._exceptions import GeppettoError, ProviderError
 
 from .._http import HttpTransport, openai_error_info
 from .._retry import RetryPolicy
+from ._answer import usage_of
 from ._evidence import Sent, Verdict, echoed, judge, refused_state, settle, token_bound
 from ._send import Api
-from ._stream import usage_of
 
 __all__ = ["ProbeReport", "probe"]
 

@@ -32,6 +32,7 @@ from geppetto.turns import (
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_TEXT,
+    TURN_META_INFERENCE_ID,
     TURN_META_SESSION_ID,
     Block,
     BlockKind,
@@ -96,6 +97,7 @@ __all__ = [
     "session_cache_key",
     "stamp_response",
     "tag_blocks",
+    "turn_ids",
     "wire_for",
 ]
 
@@ -759,3 +761,11 @@ async def judge_answer(
     if verdict.ignored:
         raise StateIgnored(sent.field, verdict)
     return verdict
+
+
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"

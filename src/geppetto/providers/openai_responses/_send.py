@@ -31,18 +31,26 @@ from geppetto.providers._chain import likely_edit
 from geppetto.providers._hints import reworded
 from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
 from geppetto.providers._landed import LandedCheck
-from geppetto.turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, BlockKind, Turn
+from geppetto.turns import BlockKind, Turn
 
 from .._stateful import ResponsesMetrics
+from ._answer import StreamState, consume_stream, usage_of
 from ._background import open_background
 from ._evidence import Endpoint, StateIgnored, Verdict, echoed, lost_calls, refused_state
 from ._items import blocks_to_items
 from ._landed import conversation_check, read_back
 from ._repair import repair_conversation
-from ._request import CONVERSATION_ITEMS_PER_CALL, Plan, judge_answer, plan_full, plan_new_conversation, seed_split
-from ._stream import StreamState, consume_stream, usage_of
+from ._request import (
+    CONVERSATION_ITEMS_PER_CALL,
+    Plan,
+    judge_answer,
+    plan_full,
+    plan_new_conversation,
+    seed_split,
+    turn_ids,
+)
 
-__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks", "turn_ids"]
+__all__ = ["Api", "Sender", "StateIgnored", "send_with_fallbacks"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -107,14 +115,6 @@ class Sender(Protocol):
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]: ...
 
     def guard_plan(self, turn: Turn, plan: Plan) -> None: ...
-
-
-def turn_ids(turn: Turn) -> str:
-    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
-    log leads to its session's stored snapshots and event log."""
-    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
-    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
-    return f"session={session} turn={turn.id or '-'} inference={inference}"
 
 
 def describe(plan: Plan) -> str:
