@@ -22,7 +22,7 @@ from geppetto.events import Event, with_sinks
 from geppetto.providers._background import PENDING_RESPONSE, PendingResponse
 from geppetto.providers.openai_responses import get_state
 from geppetto.providers.openai_responses._answer import not_an_anchor
-from geppetto.providers.openai_responses._background import Cursor
+from geppetto.providers.openai_responses._send import Cursor
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
