@@ -32,14 +32,13 @@ from geppetto.turns import (
 from .._stateful import CHAINING_ENV, ResponsesMetrics, Validation, chaining_enabled
 from .._stateful import metrics as shared_metrics
 from ._answer import StreamState, record
-from ._context import compact_blocks, count_turn_tokens
+from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validate_server_context
 from ._evidence import Endpoint, Verdict, VerdictStore
 from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request, turn_ids
 from ._send import Api, check_background, send_with_fallbacks
 from ._settings import check_counts, check_mode
 from ._state import ConversationState, get_state
 from ._tools import EngineTools, check_reasoning, check_tool_choice
-from ._validate import ValidatedLinks, validate_server_context
 
 __all__ = ["ResponsesEngine"]
 
