@@ -36,13 +36,13 @@ from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validat
 from ._evidence import Endpoint, Verdict, VerdictStore
 from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request, turn_ids
 from ._send import Api, check_background, send_with_fallbacks
-from ._settings import check_counts, check_mode
-from ._state import ConversationState, get_state
+from ._state import MODES, ConversationState, get_state
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 
-__all__ = ["ResponsesEngine"]
+__all__ = ["ResponsesEngine", "check_counts", "check_mode"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
+
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -412,3 +412,33 @@ class ResponsesEngine(TransportOwner):
             links=self._validated,
             reread=reread,
         )
+
+
+# -- settings ------------------------------------------------------------------------------------------------
+# Checks of the settings a ``ResponsesEngine`` is made with that no other part owns; each error names the fix.
+
+
+def check_counts(*, compact_threshold: int | None, validate_every: int | None) -> None:
+    """Raise ConfigurationError for a compaction threshold or a validation period the engine cannot use."""
+    if compact_threshold is not None and (
+        not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
+    ):
+        raise ConfigurationError(
+            f"compact_threshold={compact_threshold!r}: pass a number of tokens of at least 1000 (the API's "
+            "minimum), or None for no in-request compaction"
+        )
+    if validate_every is not None and validate_every < 1:
+        raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
+
+
+def check_mode(mode: str | None, *, store: bool, on_previous_not_found: str) -> None:
+    """Raise ConfigurationError for an unknown mode, a stateful mode without ``store`` or an unknown
+    ``on_previous_not_found``."""
+    if mode is not None and mode not in MODES:
+        raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if not store and mode in ("chained", "conversation"):
+        raise ConfigurationError(
+            f"mode={mode!r} needs the server to store responses; pass store=True or use mode='stateless'"
+        )
+    if on_previous_not_found not in ("resend", "raise"):
+        raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")
