@@ -106,7 +106,7 @@ async def test_a_resume_that_repeats_events_publishes_each_once() -> None:
 
 
 def test_the_cursor_skips_what_it_has_seen() -> None:
-    from geppetto.providers._http import SSEEvent
+    from geppetto.providers._sse import SSEEvent
 
     cursor = Cursor()
     first = SSEEvent(

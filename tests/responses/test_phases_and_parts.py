@@ -12,7 +12,8 @@ import httpx
 import pytest
 import yaml
 
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
 from geppetto.providers.openai_responses._answer import item_to_block
 from geppetto.providers.openai_responses._items import PAYLOAD_CONTENT, PAYLOAD_STANDALONE

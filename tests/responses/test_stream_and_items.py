@@ -11,7 +11,8 @@ from responses_support import engine
 
 import geppetto as gp
 from geppetto.events import Event, with_sinks
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, find_best_anchor
 from geppetto.providers.openai_responses._request import scan_anchors
 from geppetto.simulator import Reply, Simulator, ToolCall

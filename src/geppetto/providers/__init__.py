@@ -4,6 +4,7 @@ Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connec
 ``max_in_flight`` bound; each engine still sends its own key.
 """
 
-from ._http import HttpTransport, RetryPolicy
+from ._http import HttpTransport
+from ._retry import RetryPolicy
 
 __all__ = ["HttpTransport", "RetryPolicy"]

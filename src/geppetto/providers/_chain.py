@@ -31,23 +31,19 @@ from geppetto.turns._cow import FrozenBlock, LazyBlockList
 from geppetto.turns._model import seal_block
 from geppetto.turns._watch import NO_EDIT, BlockList, Watch
 
-from ._chain_wire import Wire, block_wire, prefix_hasher, seal
+from ._chain_wire import Wire, prefix_hasher, seal
 from ._chain_wire import frozen_wire as _frozen_wire
 from ._chain_wire import wire_form as _wire
 
 __all__ = [
     "REASON_TEXT",
     "AnchorScan",
-    "Wire",
-    "block_wire",
     "blocks_after_response",
     "chain_extra",
     "likely_edit",
     "log_candidates",
-    "prefix_hasher",
     "scan_chain",
     "scan_reusing",
-    "seal",
     "tag_chain",
     "timed_scan",
 ]

@@ -12,9 +12,13 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
-from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
+from .._http import HttpTransport
+from .._http_errors import anthropic_error_info
 from .._prefix_guard import check_policy
-from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamReducer
+from .._streaming import ToolSpec, budget_for_effort
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import message_events
 from ._cache import add_cache_breakpoints

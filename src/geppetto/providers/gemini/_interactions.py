@@ -24,19 +24,15 @@ from ...events import EventLog, EventMetadata, publish
 from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
 from .._chain import chain_extra, tag_chain
-from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._hints import key_hint
+from .._http import HttpTransport
+from .._http_errors import gemini_error_info
 from .._landed import SAFE_TO_RESEND
 from .._prefix_guard import check_policy
-from .._streaming import (
-    StreamResult,
-    TransportOwner,
-    engine_transport,
-    key_hint,
-    normalize_tools,
-    request_tools,
-    resolve_api_key,
-    run_stream,
-)
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamResult, run_stream
+from .._streaming import TransportOwner, engine_transport, normalize_tools, request_tools, resolve_api_key
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
 from ._interactions_guard import guard_plan, stamp_interaction

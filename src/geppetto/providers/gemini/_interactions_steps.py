@@ -33,7 +33,7 @@ from geppetto.turns import (
 from geppetto.turns._attach import PAYLOAD_FILES
 from geppetto.turns._builtin import PAYLOAD_ITEM, raw_block
 
-from .._chain import Wire
+from .._chain_wire import Wire
 from .._files import interactions_file_contents
 from .._prefix_guard import REASONING_STALE
 from .._streaming import image_parts, tool_result_text

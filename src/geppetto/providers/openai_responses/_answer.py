@@ -35,7 +35,8 @@ from geppetto.events import (
 from geppetto.output import settle_output
 from geppetto.pricing import record_usage
 from geppetto.providers._chain import chain_extra
-from geppetto.providers._http import SSEEvent, malformed, names_missing_response
+from geppetto.providers._http_errors import names_missing_response
+from geppetto.providers._sse import SSEEvent, malformed
 from geppetto.providers._stream_loop import publish_parts
 from geppetto.providers._streaming import parse_args
 from geppetto.turns import (

@@ -26,7 +26,8 @@ from geppetto._exceptions import GeppettoError, NotFoundError, PreviousResponseN
 from geppetto.providers._landed import SAFE_TO_RESEND
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM, Block, BlockKind, Turn
 
-from .._http import HttpTransport, openai_error_info
+from .._http import HttpTransport
+from .._http_errors import openai_error_info
 from .._retry import RetryPolicy
 from .._stateful import ResponsesMetrics, Validation
 from ._answer import item_to_block, usage_of

@@ -12,17 +12,12 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventStart, metadata_for, publish
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
-from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
+from geppetto.providers._hints import key_hint, too_large_hint, with_hint
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._http_errors import openai_error_info
 from geppetto.providers._prefix_guard import check_policy
-from geppetto.providers._streaming import (
-    TransportOwner,
-    engine_transport,
-    is_openai_reasoning_model,
-    key_hint,
-    resolve_api_key,
-    too_large_hint,
-    with_hint,
-)
+from geppetto.providers._retry import RetryPolicy
+from geppetto.providers._streaming import TransportOwner, engine_transport, is_openai_reasoning_model, resolve_api_key
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     Block,

@@ -41,19 +41,9 @@ from geppetto.turns import (
 )
 from geppetto.turns._watch import watch_metadata_keys
 
-from .._chain import (
-    REASON_TEXT,
-    AnchorScan,
-    Wire,
-    block_wire,
-    blocks_after_response,
-    scan_chain,
-    scan_reusing,
-    seal,
-    tag_chain,
-    timed_scan,
-)
-from .._chain import prefix_hasher as _hasher
+from .._chain import REASON_TEXT, AnchorScan, blocks_after_response, scan_chain, scan_reusing, tag_chain, timed_scan
+from .._chain_wire import Wire, block_wire, seal
+from .._chain_wire import prefix_hasher as _hasher
 from .._prefix_guard import REASONING_STALE, Unit, apply_policy, check, header_digest, stamp, start_digest
 from .._stateful import ResponsesMetrics
 from ._evidence import Endpoint, Requests, Sent, StateIgnored, Verdict, judge, settle, token_bound

@@ -42,8 +42,10 @@ from geppetto.providers._background import (
 )
 from geppetto.providers._chain import likely_edit
 from geppetto.providers._hints import reworded
-from geppetto.providers._http import HttpTransport, SSEEvent, openai_error_info, responses_create_error_info
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._http_errors import openai_error_info, responses_create_error_info
 from geppetto.providers._landed import ACTIVE_STATUSES, SAFE_TO_RESEND, LandedCheck, NotLanded, await_landed
+from geppetto.providers._sse import SSEEvent
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM_ID, BlockKind, Turn
 
 from .._stateful import ResponsesMetrics
