@@ -34,8 +34,10 @@ from geppetto.events import (
 )
 from geppetto.output import settle_output
 from geppetto.pricing import record_usage
-from geppetto.providers._chain import chain_extra
+from geppetto.providers._chain import chain_extra, tag_chain
+from geppetto.providers._chain_wire import block_wire
 from geppetto.providers._http_errors import names_missing_response
+from geppetto.providers._prefix_guard import Unit, stamp, start_digest
 from geppetto.providers._sse import SSEEvent, malformed
 from geppetto.providers._stream_loop import publish_parts
 from geppetto.providers._streaming import parse_args
@@ -60,10 +62,20 @@ from ._items import (
     message_text,
     reasoning_extras,
 )
-from ._request import Plan, stamp_response, tag_blocks, turn_ids
-from ._state import ConversationState, set_state
+from ._request import Plan, prefix_header, wire_for
+from ._state import ConversationState, set_state, turn_ids
 
-__all__ = ["StreamState", "consume_stream", "item_to_block", "record", "stop_reason_of", "unreplayed_items", "usage_of"]
+__all__ = [
+    "StreamState",
+    "consume_stream",
+    "item_to_block",
+    "record",
+    "stamp_response",
+    "stop_reason_of",
+    "tag_blocks",
+    "unreplayed_items",
+    "usage_of",
+]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -443,3 +455,57 @@ def not_an_anchor(
     if conversation_id and conv_id != conversation_id:
         return f"it is in conversation {conv_id!r}, the Turn planned {conversation_id!r}"
     return None
+
+
+# -- tagging and stamping -------------------------------------------------------------------------------------
+# The response's blocks carry what later requests check: the anchor proof's tags (response id, block
+# count, fingerprint) and, on reasoning blocks, the prefix they were produced after (the prefix guard).
+
+
+def tag_blocks(
+    turn: Turn,
+    start: int,
+    response_id: str,
+    *,
+    include_system: bool = True,
+    seed: str = "",
+    prefix: Any = None,
+    refused: str | None = None,
+    stored: bool = True,
+) -> None:
+    """Stamp ``turn.blocks[start:]`` (one response's blocks) with ``response_id``, their count and the
+    fingerprint at the end of the response (:func:`geppetto.providers._chain.tag_chain`).
+
+    ``prefix`` is a ``prefix_hasher`` over ``turn.blocks[:start]`` when the caller has one (it is not
+    changed). ``refused`` records why the response can never anchor (no fingerprint is written).
+    ``stored=False`` (a response the server did not keep) writes the response id only.
+    """
+    tag_chain(
+        turn,
+        start,
+        response_id,
+        wire_for(include_system),
+        seed=seed,
+        prefix=prefix,
+        refused=refused,
+        stored=stored,
+        log=log,
+        label="responses",
+    )
+
+
+def stamp_response(turn: Turn, start: int, prefix: Any, *, include_system: bool) -> None:
+    """Stamp the reasoning blocks of the response at ``turn.blocks[start:]`` with the prefix they follow.
+    ``prefix``: the anchor proof's running digest over ``turn.blocks[:start]``, if the caller has it."""
+    new = turn.blocks[start:]
+    if not any(b.kind is BlockKind.REASONING for b in new):
+        return
+    head = prefix_header(turn, include_system)
+    if head:  # the anchor proof's digest starts from nothing, so it serves only without a header
+        prefix = None
+    if prefix is None:
+        prefix = start_digest(head)
+        for block in turn.blocks[:start]:
+            prefix.update(block_wire(block, wire_for(include_system)) or b"")
+    units = [Unit(block_wire(b, wire_for(include_system)) or b"", b, b.kind is BlockKind.REASONING) for b in new]
+    stamp(units, head, new, start=prefix)

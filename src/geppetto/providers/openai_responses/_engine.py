@@ -29,9 +29,9 @@ from .._stateful import metrics as shared_metrics
 from ._answer import StreamState, record
 from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validate_server_context
 from ._evidence import Endpoint, Verdict, VerdictStore
-from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request, turn_ids
+from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request
 from ._send import Api, check_background, send_with_fallbacks
-from ._state import MODES, ConversationState, get_state
+from ._state import MODES, ConversationState, get_state, turn_ids
 from ._tools import EngineTools, check_reasoning, check_tool_choice
 
 __all__ = ["ResponsesEngine", "check_counts", "check_mode"]
@@ -258,7 +258,7 @@ class ResponsesEngine(TransportOwner):
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]:
         """The JSON body for ``plan`` (public so tests and benchmarks can inspect it)."""
-        return build_body(self, turn, plan)
+        return build_body(self, turn, plan, self._output_of(turn))
 
     def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:
         """The turn's structured-output config, read once per request (a fallback builds the body again)."""

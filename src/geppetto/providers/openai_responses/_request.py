@@ -16,23 +16,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from geppetto._exceptions import ConfigurationError
-from geppetto.output import wire_schema_encoded
-from geppetto.pricing import BLOCK_META_USAGE
+from geppetto.output import StructuredOutputConfig, wire_schema_encoded
 from geppetto.tools._executor import require_tool_results
 from geppetto.turns import (
-    BLOCK_META_RESPONSE_ID,
     PAYLOAD_ARGS,
     PAYLOAD_ID,
     PAYLOAD_ITEM_ID,
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_TEXT,
-    TURN_META_INFERENCE_ID,
     TURN_META_SESSION_ID,
     Block,
     BlockKind,
@@ -41,12 +38,11 @@ from geppetto.turns import (
 )
 from geppetto.turns._watch import watch_metadata_keys
 
-from .._chain import REASON_TEXT, AnchorScan, blocks_after_response, scan_chain, scan_reusing, tag_chain, timed_scan
+from .._chain import REASON_TEXT, AnchorScan, blocks_after_response, scan_chain, scan_reusing, timed_scan
 from .._chain_wire import Wire, block_wire, seal
 from .._chain_wire import prefix_hasher as _hasher
-from .._prefix_guard import REASONING_STALE, Unit, apply_policy, check, header_digest, stamp, start_digest
+from .._prefix_guard import REASONING_STALE, Unit, apply_policy, check, header_digest
 from .._stateful import ResponsesMetrics
-from ._evidence import Endpoint, Requests, Sent, StateIgnored, Verdict, judge, settle, token_bound
 from ._items import (
     RESPONSE_BLOCKS,
     arguments_text,
@@ -71,7 +67,6 @@ __all__ = [
     "find_best_anchor",
     "guard_plan",
     "is_valid_anchor",
-    "judge_answer",
     "plan_chained",
     "plan_conversation",
     "plan_full",
@@ -80,14 +75,11 @@ __all__ = [
     "plan_stateless",
     "prefix_fingerprint",
     "prefix_hasher",
+    "prefix_header",
     "prompt_cache_key_for",
     "scan_anchors",
     "seed_split",
-    "sent_of",
     "session_cache_key",
-    "stamp_response",
-    "tag_blocks",
-    "turn_ids",
     "wire_for",
 ]
 
@@ -454,38 +446,6 @@ def is_valid_anchor(turn: Turn, response_id: str, *, include_system: bool = True
     return _reusing(turn, include_system).valid(response_id)
 
 
-def tag_blocks(
-    turn: Turn,
-    start: int,
-    response_id: str,
-    *,
-    include_system: bool = True,
-    seed: str = "",
-    prefix: Any = None,
-    refused: str | None = None,
-    stored: bool = True,
-) -> None:
-    """Stamp ``turn.blocks[start:]`` (one response's blocks) with ``response_id``, their count and the
-    fingerprint at the end of the response (:func:`geppetto.providers._chain.tag_chain`).
-
-    ``prefix`` is a ``prefix_hasher`` over ``turn.blocks[:start]`` when the caller has one (it is not
-    changed). ``refused`` records why the response can never anchor (no fingerprint is written).
-    ``stored=False`` (a response the server did not keep) writes the response id only.
-    """
-    tag_chain(
-        turn,
-        start,
-        response_id,
-        wire_for(include_system),
-        seed=seed,
-        prefix=prefix,
-        refused=refused,
-        stored=stored,
-        log=log,
-        label="responses",
-    )
-
-
 # -- cache ---------------------------------------------------------------------------------------------------
 # Prompt caching settings: the ``prompt_cache_key`` a request carries and ``prompt_cache_retention``.
 #
@@ -562,8 +522,9 @@ COUNT_FIELDS = frozenset(
 """The fields of a create request that ``POST /responses/input_tokens`` takes (``TokenCountsBody``)."""
 
 
-def build_body(engine: Any, turn: Turn, plan: Plan) -> dict[str, Any]:
-    """The JSON body ``engine`` (a ``ResponsesEngine``: its settings) sends for ``plan`` (see its ``build_body``)."""
+def build_body(engine: Any, turn: Turn, plan: Plan, output: StructuredOutputConfig | None) -> dict[str, Any]:
+    """The JSON body ``engine`` (a ``ResponsesEngine``: its settings) sends for ``plan`` (see its ``build_body``),
+    with ``output``, the Turn's structured-output config as the engine read it for this request."""
     body: dict[str, Any] = {"model": engine.model}
     if engine.instructions_mode:
         system = [b.text for b in turn.blocks if b.kind is BlockKind.SYSTEM and b.text]
@@ -577,7 +538,7 @@ def build_body(engine: Any, turn: Turn, plan: Plan) -> dict[str, Any]:
     body.update(engine._tools.fields(turn, engine.tool_choice))
     optional: dict[str, Any] = {
         "parallel_tool_calls": engine.parallel_tool_calls,
-        "text": _text(engine, turn),
+        "text": _text(engine, output),
         "max_output_tokens": engine.max_output_tokens,
         "prompt_cache_key": prompt_cache_key_for(engine.prompt_cache_key, turn),
         "prompt_cache_retention": engine.prompt_cache_retention,
@@ -603,9 +564,8 @@ def build_body(engine: Any, turn: Turn, plan: Plan) -> dict[str, Any]:
     return body
 
 
-def _text(engine: Any, turn: Turn) -> dict[str, Any] | None:
-    """``text.format``: the Turn's structured-output config, else the engine's ``text_format``."""
-    output = engine._output_of(turn)
+def _text(engine: Any, output: StructuredOutputConfig | None) -> dict[str, Any] | None:
+    """``text.format``: the Turn's structured-output config (``output``), else the engine's ``text_format``."""
     if output is None:
         return {"format": engine.text_format} if engine.text_format else None
     fmt: dict[str, Any] = {"type": "json_schema", "name": output.name}
@@ -636,7 +596,7 @@ watch_metadata_keys(REASONING_STALE)  # marking a sealed block changes its wire 
 _NO_REWRITE = "the Responses API cannot take a changed prefix append-only: dropped instead"
 
 
-def _head(turn: Turn, include_system: bool) -> str:
+def prefix_header(turn: Turn, include_system: bool) -> str:
     """The header: the ``instructions`` text when system blocks are sent there, else nothing."""
     if include_system:
         return ""
@@ -651,7 +611,7 @@ def guard_plan(turn: Turn, plan: Plan, *, include_system: bool, policy: str, mod
         apply_policy(turn, "openai", model, policy, [], [])
         return
     units = [Unit(block_wire(b, wire_for(include_system)) or b"", b, id(b) in replayed) for b in turn.blocks]
-    stale = check(units, _head(turn, include_system))
+    stale = check(units, prefix_header(turn, include_system))
     apply_policy(turn, "openai", model, policy, stale, units, note=_NO_REWRITE if policy == "rewrite" else "")
     if not stale:
         return
@@ -663,99 +623,3 @@ def guard_plan(turn: Turn, plan: Plan, *, include_system: bool, policy: str, mod
         plan.seed_items, plan.items = seed_split(items)
     else:
         plan.items = items
-
-
-def stamp_response(turn: Turn, start: int, prefix: Any, *, include_system: bool) -> None:
-    """Stamp the reasoning blocks of the response at ``turn.blocks[start:]`` with the prefix they follow.
-    ``prefix``: the anchor proof's running digest over ``turn.blocks[:start]``, if the caller has it."""
-    new = turn.blocks[start:]
-    if not any(b.kind is BlockKind.REASONING for b in new):
-        return
-    head = _head(turn, include_system)
-    if head:  # the anchor proof's digest starts from nothing, so it serves only without a header
-        prefix = None
-    if prefix is None:
-        prefix = start_digest(head)
-        for block in turn.blocks[:start]:
-            prefix.update(block_wire(block, wire_for(include_system)) or b"")
-    units = [Unit(block_wire(b, wire_for(include_system)) or b"", b, b.kind is BlockKind.REASONING) for b in new]
-    stamp(units, head, new, start=prefix)
-
-
-# -- judge ---------------------------------------------------------------------------------------------------
-# Judging a stateful answer that did not echo its state, before it is recorded into the Turn.
-#
-# The engine side of :mod:`._evidence`: what the request sent (bounds of its tokens, the anchor's recorded
-# usage from the Turn), the verdict of the answer alone, and, once per endpoint when that is open, the one
-# settling request. Only answers without an exact echo come here: the common path costs nothing.
-
-
-def _anchor_usage(turn: Turn, anchor: str | None) -> tuple[int | None, int | None]:
-    """(input tokens, visible output tokens) recorded on the anchor's last block, when the Turn has it."""
-    if not anchor:
-        return None, None
-    key = str(BLOCK_META_RESPONSE_ID)
-    for block in reversed(turn.blocks):
-        if block.metadata.get(key) == anchor:
-            stamp = BLOCK_META_USAGE.get(block.metadata)
-            usage = stamp.get("usage") if isinstance(stamp, dict) else None
-            if not isinstance(usage, dict) or not usage.get("input_tokens"):
-                return None, None
-            out = int(usage.get("output_tokens") or 0) - int(usage.get("reasoning_tokens") or 0)
-            return int(usage["input_tokens"]), max(0, out)
-    return None, None
-
-
-def sent_of(turn: Turn, plan: Plan, body: Mapping[str, Any]) -> Sent:
-    """What ``plan``'s request (``body``) sent, with the anchor's recorded usage."""
-    delta = token_bound(plan.items)
-    fixed = [body[k] for k in ("instructions", "text") if body.get(k)] + list(body.get("tools") or [])
-    if plan.previous_response_id:
-        anchor: str | None = plan.previous_response_id
-    else:
-        state = get_state(turn)
-        anchor = state.previous_response_id if state is not None else None
-    anchor_input, anchor_output = _anchor_usage(turn, anchor)
-    return Sent(
-        previous_response_id=plan.previous_response_id,
-        conversation_id=plan.conversation_id,
-        bound=delta + token_bound(fixed),
-        delta_bound=delta,
-        anchor=anchor,
-        anchor_input=anchor_input,
-        anchor_output=anchor_output,
-        items=len(plan.items),
-        shrinks=bool(body.get("context_management")) or body.get("truncation") == "auto",
-    )
-
-
-async def judge_answer(
-    endpoint: Endpoint, api: Requests, turn: Turn, plan: Plan, body: Mapping[str, Any], response: Mapping[str, Any]
-) -> Verdict:
-    """The verdict this answer is taken on: its own evidence; else, the first time at this endpoint, the one
-    settling request; else what is known of the endpoint. Raises :class:`StateIgnored` when the server did
-    not use the stored context (the caller sends the whole Turn). What is learned is remembered."""
-    sent = sent_of(turn, plan, body)
-    verdict = judge(sent, response)
-    known = endpoint.current()
-    if verdict.previous_response_id != "unknown":
-        await endpoint.learn(verdict)
-    elif known is None:
-        count_body = {k: v for k, v in body.items() if k in COUNT_FIELDS}
-        count_body.pop("previous_response_id", None)
-        count_body.pop("conversation", None)
-        verdict = await settle(api, sent, response, count_body)
-        await endpoint.learn(verdict)  # an open verdict too: the endpoint is not asked again
-    else:
-        verdict = replace(known, detail=f"as learned before; this answer: {verdict.detail}")
-    if verdict.ignored:
-        raise StateIgnored(sent.field, verdict)
-    return verdict
-
-
-def turn_ids(turn: Turn) -> str:
-    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
-    log leads to its session's stored snapshots and event log."""
-    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
-    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
-    return f"session={session} turn={turn.id or '-'} inference={inference}"

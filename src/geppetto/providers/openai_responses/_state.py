@@ -14,7 +14,13 @@ from typing import Any, Protocol
 from geppetto._exceptions import ConfigurationError
 from geppetto._json import parse_json
 from geppetto.engine import Engine
-from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn, turn_data_key
+from geppetto.turns import (
+    BLOCK_META_RESPONSE_ID,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Turn,
+    turn_data_key,
+)
 
 from ._items import content_text
 
@@ -27,6 +33,7 @@ __all__ = [
     "get_state",
     "list_items",
     "set_state",
+    "turn_ids",
     "visible",
 ]
 
@@ -204,3 +211,11 @@ async def list_items(api: Reader, path: str) -> tuple[list[dict[str, Any]], int]
         if not (isinstance(page, dict) and page.get("has_more") and page.get("last_id")):
             return items, reads
         after = str(page["last_id"])
+
+
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"
