@@ -1,4 +1,4 @@
-"""The anchor proof every stateful engine shares (DESIGN §5, "one proof, several stateful APIs").
+"""The anchor proof every stateful engine shares (docs/responses.md, "The proof: anchors and fingerprints").
 
 A stateful API (OpenAI Responses with ``previous_response_id``, Gemini Interactions with
 ``previous_interaction_id``) keeps the conversation on the server. Every block of a stored answer carries

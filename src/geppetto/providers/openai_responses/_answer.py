@@ -357,7 +357,7 @@ def _anchor(
             "responses: the response carried no id; its blocks cannot anchor a later request (%s)", turn_ids(turn)
         )
     elif others:
-        # One inference per Turn at a time (seed 000, edge case 5): this answer was asked for on a Turn
+        # One inference per Turn at a time (docs/responses.md): this answer was asked for on a Turn
         # that no longer ends where the request ended, so the server's context behind it is not the
         # Turn's. Its blocks keep their response id but never anchor; the state is left as it was.
         log.warning(
