@@ -85,7 +85,7 @@ _TERMINAL = ("response.completed", "response.incomplete")
 
 
 def message_block(item: dict[str, Any]) -> Block:
-    """An assistant message as an llm_text block: its phase and content parts as ``_parts`` keeps them (what
+    """An assistant message as an llm_text block: its phase and content parts as ``_items`` keeps them (what
     goes back), and, as a view in the vocabulary every engine uses, its annotations as ``citations`` and its
     token ``logprobs`` (never sent back)."""
     block = Block.llm_text(message_text(item), item_id=item.get("id"))

@@ -80,10 +80,10 @@ class ResponsesEngine(TransportOwner):
     context is caught before its answer is recorded: the whole Turn is sent again (fallback
     ``server_ignores_state``) and the engine stays stateless.
 
-    ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
-    stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
-    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
-    a response that did not finish never anchors a later request.
+    ``background=True`` sends ``background``, ``store`` and ``stream`` (docs/responses.md, "Background responses"):
+    a broken stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
+    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and a
+    response that did not finish never anchors a later request.
 
     ``prefix_policy`` is what happens to a replayed reasoning item whose prefix changed since the model made
     it (OpenAI would drop it silently; see :mod:`geppetto.providers._prefix_guard`): ``"drop"`` (default)
@@ -393,9 +393,9 @@ class ResponsesEngine(TransportOwner):
 
     async def validate(self, turn: Turn, *, reread: bool = True) -> Validation:
         """Read the context the server holds at the Turn's anchor and compare it with the Turn (see
-        ``_validate``); on a mismatch the next request sends the whole Turn. ``validate_every=N`` runs
-        it after every N chained or conversation requests with ``reread=False``: links of a chain that
-        an earlier check matched are not read again. Called on demand it reads the whole chain."""
+        ``validate_server_context``); on a mismatch the next request sends the whole Turn. ``validate_every=N`` runs
+        it after every N chained or conversation requests with ``reread=False``: links of a chain that an earlier
+        check matched are not read again. Called on demand it reads the whole chain."""
         state = get_state(turn)
         return await validate_server_context(
             self._api(),

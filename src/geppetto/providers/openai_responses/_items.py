@@ -322,7 +322,7 @@ def _planned(
     blocks: Sequence[Block], references: bool, stale: frozenset[str] = frozenset()
 ) -> Iterator[tuple[Block, bool, bool]]:
     """The blocks that may become items, each with whether it goes as a reasoning item and whether it
-    carries its id (it follows the reasoning it pairs with, or is a standalone message, see ``_parts``)."""
+    carries its id (it follows the reasoning it pairs with, or is a standalone message, see the parts below)."""
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:

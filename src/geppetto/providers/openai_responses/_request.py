@@ -103,8 +103,8 @@ class Plan:
     ``created`` is set once sending made a new conversation for the request; ``replaced`` then names the
     conversation it took the place of (one that still exists on the server, holding other context).
     ``repair`` names the response a conversation is repaired back to before sending (its items after that
-    response's are deleted; ``_repair``); ``deleted`` counts the items that took. ``why`` says why this
-    anchor, repair or whole Turn was chosen (the inspector shows it).
+    response's are deleted; ``repair_conversation`` in ``_send``); ``deleted`` counts the items that took.
+    ``why`` says why this anchor, repair or whole Turn was chosen (the inspector shows it).
     ``stale`` names the reasoning blocks the prefix guard left out of ``items``.
     """
 
@@ -581,7 +581,7 @@ def _text(engine: Any, output: StructuredOutputConfig | None) -> dict[str, Any] 
 # OpenAI keeps a ``reasoning`` item (sent with its ``encrypted_content``, or by reference) only when what
 # precedes it is what it was produced after; otherwise the item is dropped silently: the request succeeds,
 # the model reasons again and the bill grows. The prefix here is the Turn's blocks before the reasoning
-# block, each in the wire form the anchor proof fingerprints (``_anchors``), under a header of the
+# block, each in the wire form the anchor proof fingerprints (``wire_for``, above), under a header of the
 # ``instructions`` when system blocks travel there. The anchor proof's running digest over the blocks
 # before a response is reused to stamp that response's reasoning, so stamping costs O(new blocks).
 #

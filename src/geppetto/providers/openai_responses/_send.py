@@ -128,6 +128,7 @@ class Api:
         response = await self.transport.request_json(
             "POST", path, body, headers=self.headers, error_parser=responses_create_error_info, landed=landed
         )
+        # the whole response becomes the one terminal event a stream ends with, so one reader serves both
         status = str(response.get("status") or "completed") if isinstance(response, dict) else "completed"
         kind = f"response.{status if status in ('completed', 'incomplete', 'failed') else 'completed'}"
         yield SSEEvent(kind, dumps({"type": kind, "response": response}))
@@ -326,8 +327,9 @@ async def _check_state(
     holds: bool,
 ) -> None:
     """After a stateful answer, before it is recorded: an exact echo proves the state was used; else the
-    answer is judged (``_judge``) and a server that forgot raises :class:`StateIgnored`, its held deltas
-    dropped; a kept or open verdict releases them and is reported with the answer (``plan.evidence``)."""
+    answer is judged (``judge_answer``, below) and a server that forgot raises :class:`StateIgnored`, its
+    held deltas dropped; a kept or open verdict releases them and is reported with the answer
+    (``plan.evidence``)."""
     endpoint, response = engine._endpoint, stream.response
     if proven or echoed(response, plan.previous_response_id, plan.conversation_id):
         if stream.held is not None:  # the echo came with the terminal event only
