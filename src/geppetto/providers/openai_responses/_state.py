@@ -102,6 +102,14 @@ def set_state(turn: Turn, state: ConversationState) -> None:
     RESPONSES_STATE.set(turn.data, state)
 
 
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"
+
+
 # -- manager -------------------------------------------------------------------------------------------------
 # ``ConversationManager``: one conversation's state kept across calls.
 
@@ -211,11 +219,3 @@ async def list_items(api: Reader, path: str) -> tuple[list[dict[str, Any]], int]
         if not (isinstance(page, dict) and page.get("has_more") and page.get("last_id")):
             return items, reads
         after = str(page["last_id"])
-
-
-def turn_ids(turn: Turn) -> str:
-    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
-    log leads to its session's stored snapshots and event log."""
-    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
-    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
-    return f"session={session} turn={turn.id or '-'} inference={inference}"
