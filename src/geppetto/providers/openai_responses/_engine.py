@@ -328,6 +328,8 @@ class ResponsesEngine(TransportOwner):
         streams: list[StreamState] = []
         try:
             if self._endpoint.pending and mode != "stateless":
+                # a verdict store is read here, not in __init__: reading it is async, and a stateless
+                # request never needs what it says
                 await self._endpoint.load()
                 self._sync_verdict()
             plan = plan_request(
@@ -361,6 +363,8 @@ class ResponsesEngine(TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
+        # the state records the mode asked for, not the one sent: with the kill switch off again, the
+        # next request chains as the Turn asked
         record(self, turn, start, plan, streams[-1], requested, state)
         if plan.replaced and self.delete_replaced_conversations:
             await self._delete_replaced(turn, plan)
