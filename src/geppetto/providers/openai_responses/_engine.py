@@ -363,7 +363,7 @@ class ResponsesEngine(TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
-        # the state records the mode asked for, not the one sent: with the kill switch off again, the
+        # the state records the mode asked for, not the one sent: once GEPPETTO_CHAINING is on again, the
         # next request chains as the Turn asked
         record(self, turn, start, plan, streams[-1], requested, state)
         if plan.replaced and self.delete_replaced_conversations:
