@@ -20,9 +20,9 @@ from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
 from .._streaming import ToolSpec, budget_for_effort
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
-from ._blocks import message_events
+from ._blocks import PROVIDER, message_events
 from ._cache import add_cache_breakpoints
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
+from ._dialect import ANTHROPIC_VERSION, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]

@@ -4,7 +4,6 @@
 from . import _server_tools as server_tools
 from ._dialect import (
     FOREIGN_CALL_SIGNATURE,
-    PROVIDER,
     build_contents,
     build_request,
     model_path,
@@ -20,6 +19,7 @@ from ._interactions_steps import (
     get_interactions_state,
     set_interactions_state,
 )
+from ._parts import PROVIDER
 from ._stream import GeminiStreamReducer, gemini_stop_reason, gemini_usage
 
 __all__ = [

@@ -19,7 +19,8 @@ from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
 from .._streaming import ToolSpec, budget_for_effort
 from ._binding import record_response
-from ._dialect import PROVIDER, build_contents, build_request, model_path, needs_signed_calls
+from ._dialect import build_contents, build_request, model_path, needs_signed_calls
+from ._parts import PROVIDER
 from ._stream import GeminiStreamReducer
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "GeminiEngine"]
