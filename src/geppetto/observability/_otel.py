@@ -36,7 +36,7 @@ from ..events import (
     EventToolResult,
     add_global_sink,
 )
-from ..providers import _http
+from ..providers import REQUEST_HOOKS
 from ..session import _session
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
 from ._otel_metrics import responses_exporter
@@ -98,14 +98,14 @@ class Instrumentation:
         self._token_attributes: dict[tuple[str, str, str], tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         self._server_attributes: dict[str, dict[str, Any]] = {}  # by host:port
         self._handlers: dict[type, Any] = {}
-        from geppetto.providers._stateful import metrics as responses_metrics
+        from ..providers.openai_responses import metrics as responses_metrics
 
         self._responses_metrics = responses_metrics
         self._exporter = responses_metrics.add_exporter(responses_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
         _session.RUN_HOOKS.append(self._run_span)
         _session.INCOMING_HOOKS.append(self._incoming)
-        _http.REQUEST_HOOKS.append(self._on_request)
+        REQUEST_HOOKS.append(self._on_request)
 
     def uninstrument(self) -> None:
         """Stop emitting (spans already open end as they finish)."""
@@ -115,7 +115,7 @@ class Instrumentation:
         with contextlib.suppress(ValueError):
             _session.INCOMING_HOOKS.remove(self._incoming)
         with contextlib.suppress(ValueError):
-            _http.REQUEST_HOOKS.remove(self._on_request)
+            REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)
 
     # -- Session.run ------------------------------------------------------------------------------

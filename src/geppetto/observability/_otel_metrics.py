@@ -31,7 +31,7 @@ class _OtelResponsesExporter:
     """
 
     def __init__(self, meter: Any) -> None:
-        from geppetto.providers._stateful import METRICS
+        from ..providers.openai_responses import METRICS
 
         self.histograms: dict[str, Any] = {}
         self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
@@ -69,7 +69,7 @@ class _OtelResponsesExporter:
 
 
 def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
-    from geppetto.providers._stateful import GAUGES
+    from ..providers.openai_responses import GAUGES
 
     read_value = GAUGES[key]
 

@@ -2,8 +2,17 @@
 
 Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connection pool and its
 ``max_in_flight`` bound; each engine still sends its own key.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+hook instrumentation adds to every provider request, and the context through which ``geppetto serve``
+follows a background response and hands one to another worker. Not part of the public API; they may change
+in any release.
 """
 
+from ._background import BACKGROUND_OBSERVER as BACKGROUND_OBSERVER
+from ._background import PENDING_RESPONSE as PENDING_RESPONSE
+from ._background import PendingResponse as PendingResponse
+from ._http import REQUEST_HOOKS as REQUEST_HOOKS
 from ._http import HttpTransport
 from ._retry import RetryPolicy
 

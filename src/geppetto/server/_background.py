@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers._background import PendingResponse
+from ..providers import PendingResponse
 from ..session.stores import SQLTurnStore
 from ..session.stores._background import (
     BackgroundRecord,

@@ -20,7 +20,7 @@ from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
-from ..providers._background import BACKGROUND_OBSERVER
+from ..providers import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
 from ..session import Session, UsageLimits
 from ..session._approvals import prepare_resume

@@ -127,7 +127,7 @@ def remove(block_id: str) -> Edit:
 
 def _forget_conversation(turn: Turn) -> None:
     """A fork does not write into the conversation its origin goes on in: its first request starts its own."""
-    from ..providers.openai_responses._state import ConversationState, get_state, set_state
+    from ..providers.openai_responses import ConversationState, get_state, set_state
 
     state = get_state(turn)
     if state is not None and state.mode == "conversation" and state.conversation_id:

@@ -79,10 +79,7 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
 
 
 def _engine_plan(turn: Turn) -> ChainedPlan:
-    from geppetto.providers._stateful import CHAINING_ENV, chaining_enabled
-    from geppetto.providers.openai_responses._request import plan_request
-
-    from ..providers.openai_responses._state import get_state
+    from ..providers.openai_responses import CHAINING_ENV, chaining_enabled, get_state, plan_request
 
     interactions = _interactions_plan(turn)
     if interactions is not None:
