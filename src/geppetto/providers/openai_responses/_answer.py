@@ -2,12 +2,11 @@
 recorded into the Turn (``record``): blocks appended and tagged for anchoring, reasoning stamped, state
 kept. See docs/responses.md ("What goes on the wire", "Phases, citations and reasoning text").
 
-Responses SSE events -> blocks in output order, with events published as the stream arrives.
-
-Only complete items become blocks. A function call becomes a ``tool_call`` block (and a tool-call
-event) only when the response completed; a stream that fails, carries a malformed event or ends
-without its terminal event raises ``StreamError`` naming what was received, and the caller may keep
-only the finished assistant messages (``StreamState.finished_text_blocks``).
+SSE events become blocks in output order, with events published as the stream arrives. Only complete items
+become blocks. A function call becomes a ``tool_call`` block (and a tool-call event) only when the response
+completed; a stream that fails, carries a malformed event or ends without its terminal event raises
+``StreamError`` naming what was received, and the caller may keep only the finished assistant messages
+(``StreamState.finished_text_blocks``).
 """
 
 from __future__ import annotations

@@ -3,12 +3,10 @@ and counting it (``POST /responses/compact``, ``POST /responses/input_tokens``),
 the Turn (``validate_server_context``), and probing what an endpoint keeps at all (``geppetto probe``).
 See docs/responses.md ("Compacting by reference", "Token counts", "Probing an endpoint").
 
-The engine's calls about its context rather than for an answer: ``POST /responses/compact`` (by
-reference when the server provably holds the blocks to compact) and ``POST /responses/input_tokens``.
-
-Neither call makes a response to chain on: ``/responses/compact`` answers with a ``response.compaction``
-object whose id is never put on a block (so no later request sends it as ``previous_response_id``), and
-``/responses/input_tokens`` answers with a count only.
+Compacting goes by reference when the server provably holds the blocks to compact. Neither call makes a
+response to chain on: ``/responses/compact`` answers with a ``response.compaction`` object whose id is never
+put on a block (so no later request sends it as ``previous_response_id``), and ``/responses/input_tokens``
+answers with a count only.
 """
 
 from __future__ import annotations

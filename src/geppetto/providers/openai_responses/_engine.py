@@ -1,4 +1,5 @@
-"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode."""
+"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode,
+and the checks of the settings it is made with that no other part owns (each error names the fix)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
-"""Blocks <-> Responses input items.
+"""Blocks <-> Responses input items: the codec both ways, what an item carries besides its text (its parts)
+and the hosted tool items typed for users.
 
-Pairing rules: a reasoning item is replayed only directly before the item it
-produced (a function call, a non-blank assistant message or a hosted-tool item of the same response:
-middleware that drops or moves blocks can put another response's item right after it); that follower then
-keeps its provider ``id``, and every other replayed function call or message is sent without one, so
-the API never sees a half pair. Reasoning travels with its ``encrypted_content``; without it, a
-reasoning item from a stored response is sent as an ``item_reference`` to its id (the server keeps
-the items of stored responses). Plaintext reasoning is never sent.
+Pairing rules: a reasoning item is replayed only directly before the item it produced (a function call, a
+non-blank assistant message or a hosted-tool item of the same response: middleware that drops or moves blocks
+can put another response's item right after it); that follower then keeps its provider ``id``, and every other
+replayed function call or message is sent without one, so the API never sees a half pair. Reasoning travels
+with its ``encrypted_content``; without it, a reasoning item from a stored response is sent as an
+``item_reference`` to its id (the server keeps the items of stored responses). Plaintext reasoning is never
+sent.
 
 Output items geppetto does not model (hosted tools such as web search) are kept as ``other`` blocks
 holding the raw item under ``payload["item"]``; the ones the server completes itself are replayed as

@@ -3,9 +3,6 @@ expired item reference, a server that ignores server-side state), repairing a co
 background responses, and what a request that failed after it went out left on the server.
 See docs/responses.md ("Fallbacks", "What a retry sends", "Background responses").
 
-Sending one planned request, with the recoveries: an expired parent, a lost conversation, an
-expired item reference, a server that ignores server-side state.
-
 Log levels: INFO for the request sent and the response received, WARNING for a fallback, ERROR when the
 server rejects a request (before any recovery).
 """
