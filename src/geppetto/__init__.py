@@ -39,7 +39,7 @@ from .events import publish, with_sinks
 from .middleware import Middleware, with_middleware
 from .output import OutputValidationError, StructuredOutputConfig, output_config, output_of
 from .session import ExecutionHandle, Session, SessionUsage, UsageLimits
-from .session import _session as _session_module
+from .session import use_model_strings as _use_model_strings
 from .testing import FunctionEngine, ScriptedEngine
 from .tools import (
     ApprovalPendingError,
@@ -122,7 +122,7 @@ def engine_for(model: str, **settings: _Any) -> Engine:
 
 
 # Session("provider:model") builds its engine here: the session layer sits below the profiles it needs.
-_session_module.MODEL_STRING_ENGINE = engine_for
+_use_model_strings(engine_for)
 
 
 def __getattr__(name: str) -> _Any:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ._exceptions import ConfigurationError, UsageError
-from .tools._config import MCP_SERVER_KEYS
+from .tools import MCP_SERVER_KEYS
 
 if TYPE_CHECKING:
     from .engine import Engine

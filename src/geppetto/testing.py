@@ -28,8 +28,7 @@ from .events import (
     publish,
     with_sinks,
 )
-from .turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
-from .turns._cow import added, mark
+from .turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn, added, mark
 
 __all__ = ["FunctionEngine", "ScriptedEngine"]
 

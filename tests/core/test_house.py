@@ -1,9 +1,12 @@
 """The house's arrows and shapes: nothing under ``session/`` imports the web dashboard (the request totals a
 store keeps are computed in ``session/`` and the dashboard reads them there), and the SQL store is one class
 given a dialect, not a chain of base classes (at most two levels of the project's own under
-``session/stores/``); the Responses engine is a handful of modules a reader can name, one request's way
-through them does not keep coming back (``scripts/turn_walk.py``), and the Gemini Interactions engine shares
-what it shares with it through ``providers/_stateful``, not through its private modules."""
+``session/stores/``); a subpackage's private modules are its own: the rest of the package imports what it
+needs from the subpackage itself (its ``__init__`` names its internal API, apart from ``__all__``), so a
+subpackage can be reorganized without touching its neighbours; the Responses engine is a handful of modules
+a reader can name, one request's way through them does not keep coming back (``scripts/turn_walk.py``), and
+the Gemini Interactions engine shares what it shares with it through ``providers/_stateful``, not through its
+private modules."""
 
 from __future__ import annotations
 
@@ -140,6 +143,94 @@ def test_the_class_depth_scan_follows_imports_across_modules() -> None:
     }
     depths = _class_depths(sources)
     assert [depths[f"geppetto.s.{c}"] for c in ("a.A", "a.B", "b.C", "b.D")] == [0, 1, 2, 3]
+
+
+MAX_PRIVATE_REACHES = 43
+"""Imports of another subpackage's private module, at most. What is left is the engines' side: modules
+outside ``providers/`` reading an engine's private modules, and engines reading ``turns``' and each
+other's. The bound goes down as they move to the subpackages' own faces, to 20 at most."""
+
+
+def _private_reaches(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """``importer -> module`` for each import (anywhere in a module) of a private module ``geppetto.X._m``
+    from a module outside ``geppetto.X``, the package that holds it: ``from ..turns._cow import Frozen`` in
+    ``geppetto.session._store`` is one, ``from ._cow import Frozen`` in ``geppetto.turns`` is not, and so is
+    ``from ..turns import _cow``."""
+    found = []
+    for module, (text, is_package) in sorted(sources.items()):
+        package = _package_of(module, is_package)
+        for node in ast.walk(ast.parse(text)):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                target = _absolute(package, node)
+                modules = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in sources]
+                targets = modules + ([target] if len(modules) < len(node.names) else [])
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for target in targets:
+                parts = target.split(".")
+                private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+                if parts[0] != "geppetto" or not private:
+                    continue
+                owner = ".".join(parts[: private[0]])
+                if module != owner and not module.startswith(owner + "."):
+                    found.append(f"{module} -> {'.'.join(parts[: private[0] + 1])}")
+    return found
+
+
+def test_few_imports_reach_into_another_subpackages_private_modules() -> None:
+    found = _private_reaches(_sources(ROOT))
+    assert "geppetto.session._store -> geppetto.turns._cow" not in found  # the session reads turns' face
+    assert len(found) <= MAX_PRIVATE_REACHES, (
+        f"{len(found)} imports reach into another subpackage's private module (at most {MAX_PRIVATE_REACHES}): "
+        "import the name from the subpackage itself, adding it to the internal API its __init__ declares. "
+        + "\n".join(found)
+    )
+
+
+def test_the_private_reach_scan_sees_each_form_and_spares_a_package_its_own() -> None:
+    sources = {
+        "geppetto.turns": ("from ._cow import Frozen as Frozen\n", True),
+        "geppetto.turns._cow": ("from ._model import Block\n", False),
+        "geppetto.turns._model": ("", False),
+        "geppetto.session._a": ("from ..turns._cow import Frozen\nfrom ..turns import Frozen\n", False),
+        "geppetto.session._b": ("def f():\n    import geppetto.turns._model\n", False),
+        "geppetto.session._c": ("from ..turns import _cow\nfrom . import _a\n", False),
+        "geppetto.session.stores._d": ("from .._a import x\nfrom ...providers.p._q import y\n", False),
+    }
+    assert _private_reaches(sources) == [
+        "geppetto.session._a -> geppetto.turns._cow",
+        "geppetto.session._b -> geppetto.turns._model",
+        "geppetto.session._c -> geppetto.turns._cow",
+        "geppetto.session.stores._d -> geppetto.providers.p._q",
+    ]
+
+
+def _internal_names(text: str) -> list[str]:
+    """The names a package ``__init__`` imports as ``name as name`` and leaves out of its ``__all__``."""
+    tree = ast.parse(text)
+    exported: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            exported = set(ast.literal_eval(node.value))
+    return [
+        a.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for a in node.names
+        if a.asname == a.name and a.name not in exported
+    ]
+
+
+def test_a_package_that_hands_out_internal_names_says_so() -> None:
+    sources = _sources(ROOT)
+    quiet = []
+    for module, (text, is_package) in sorted(sources.items()):
+        names = _internal_names(text) if is_package else []
+        if names and "internal API" not in (ast.get_docstring(ast.parse(text)) or ""):
+            quiet.append(f"{module}: {names}")
+    assert "Frozen" in _internal_names(sources["geppetto.turns"][0])
+    assert quiet == [], f"say in the package's docstring which names are its internal API: {quiet}"
 
 
 RESPONSES = ROOT / "providers" / "openai_responses"

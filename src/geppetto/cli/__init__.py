@@ -35,7 +35,7 @@ def _main() -> None:
 def _serve_without_cli() -> None:
     """``geppetto serve`` on an install with the ``server`` extra only: the server's own entry reads the flags."""
     try:
-        from ..server._main import main as serve_main
+        from ..server import main as serve_main
     except ImportError:
         return  # the server extra is missing too: say how to install the command
     serve_main(sys.argv[2:])

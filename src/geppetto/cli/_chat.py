@@ -31,7 +31,7 @@ from ..runtime import (
 from ..session import TURN_META_INFERENCE_USAGE, ExecutionHandle, Session
 from ..session.stores import SQLTurnStore, open_store
 from ..turns import Turn, file_attachment, load_turn, new_id, save_turn
-from ..web._report import plural
+from ..web import plural
 from ._approve import ask_approvals
 from ._chat_commands import HELP, ChatCommands
 from ._console import cli_middlewares, text_printer

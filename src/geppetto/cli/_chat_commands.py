@@ -13,7 +13,7 @@ from .._exceptions import ConfigurationError, TurnFormatError, UsageError
 from ..runtime import Opened
 from ..session import Session
 from ..turns import BlockKind, Turn, file_attachment, load_turn, save_turn
-from ..web._report import plural
+from ..web import plural
 from ._console import check_turn_target
 from ._guard import os_error_text
 from ._inspect import render_turn

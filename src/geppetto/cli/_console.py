@@ -30,7 +30,7 @@ __all__ = [
 
 
 def uppercase_middleware() -> Middleware:
-    """Uppercase the text of every llm_text block the inference adds (the seeds' middleware example)."""
+    """Uppercase the text of every llm_text block the inference adds."""
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:

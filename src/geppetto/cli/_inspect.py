@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, TURN_META_PROVIDER, Turn
-from ..web._report import ChainedPlan, chained_plan, describe, plural, request_marks, turn_report
+from ..web import ChainedPlan, chained_plan, describe, plural, request_marks, turn_report
 
 __all__ = ["ChainedPlan", "chained_plan", "describe", "render_turn", "turn_report"]
 

@@ -74,8 +74,8 @@ def list_models(provider: str, base_url: str | None, api_key: str, *, timeout: f
             body = _get(client, f"{root}/models", "openai")
         return [str(m["id"]) for m in body.get("data") or [] if isinstance(m, dict) and "id" in m]
     if provider == "anthropic":
-        from ..providers.anthropic._dialect import ANTHROPIC_VERSION
-        from ..providers.anthropic._engine import DEFAULT_BASE_URL as ANTHROPIC
+        from ..providers.anthropic import ANTHROPIC_VERSION
+        from ..providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC
 
         root = (base_url or ANTHROPIC).rstrip("/")
         names: list[str] = []
@@ -89,7 +89,7 @@ def list_models(provider: str, base_url: str | None, api_key: str, *, timeout: f
                     break
                 after = {"after_id": body["last_id"]}
         return names
-    from ..providers.gemini._engine import DEFAULT_BASE_URL as GEMINI
+    from ..providers.gemini import DEFAULT_BASE_URL as GEMINI
 
     root = (base_url or GEMINI).rstrip("/")
     names = []

@@ -91,8 +91,7 @@ def simulate(
     quirks: QuirksOpt = None,
 ) -> None:
     """Run the provider simulator in the foreground until Ctrl-C."""
-    from ..simulator import QuirkError, serve
-    from ..simulator._quirks import parse_quirks
+    from ..simulator import QuirkError, parse_quirks, serve
 
     try:
         chosen = parse_quirks(quirks)
@@ -145,8 +144,8 @@ def serve(
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
-        from ..server._serve import ServeOptions
-        from ..server._serve import serve as run_server
+        from ..server import ServeOptions
+        from ..server import serve as run_server
     except ImportError as exc:
         fail(str(exc))
     settings = EngineSettings(profile, provider, model, base_url, mode)

@@ -17,7 +17,7 @@ from .._exceptions import UsageError
 from ..session import TURN_META_SESSION_USAGE
 from ..session.stores import SQLiteTurnStore, SQLTurnStore, open_store
 from ..turns import Turn, dumps_json, dumps_yaml, save_turn
-from ..web._report import plural
+from ..web import plural
 from ._console import stdout_console
 from ._guard import fail, guarded
 from ._inspect import render_turn

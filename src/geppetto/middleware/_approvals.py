@@ -7,18 +7,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..events import EventApprovalRequested, EventMetadata, EventToolResult, metadata_for, publish
-from ..tools import ToolRegistry
-from ..tools._approval import (
+from ..tools import (
     APPROVAL,
     ApprovalPolicy,
+    RunJournal,
+    ToolRegistry,
     awaiting,
     decided,
+    interrupted_policy,
     mark_waiting,
     needs_person,
     refusal_for,
     registry_require,
 )
-from ..tools._journal import RunJournal, interrupted_policy
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
 
 __all__ = ["answer_decided", "hold_for_people", "still_waiting"]

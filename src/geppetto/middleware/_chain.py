@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..engine import Engine, Handler
-from ..turns import Block, Turn
-from ..turns._cow import block_ids, new_blocks
+from ..turns import Block, Turn, block_ids, new_blocks
 
 __all__ = ["Middleware", "MiddlewareEngine", "new_blocks_not_in", "snapshot_block_ids", "with_middleware"]
 

@@ -8,9 +8,9 @@ from ..output import (
     STRUCTURED_OUTPUT,
     OutputValidationError,
     output_block,
+    refusal,
     retry_prompt,
 )
-from ..output._validators import refusal
 from ..turns import BLOCK_META_MIDDLEWARE, Block, Turn
 from ._chain import Middleware
 

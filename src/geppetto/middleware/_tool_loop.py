@@ -11,19 +11,22 @@ from .._exceptions import MaxIterationsError, ProviderError
 from ..engine import Handler
 from ..events import metadata_for
 from ..tools import (
+    APPROVAL,
     DEFAULT_MAX_RESULT_CHARS,
+    JOURNAL,
     TOOL_CONFIG,
     ApprovalPolicy,
     OnError,
+    Require,
     ToolConfig,
     ToolRegistry,
+    approval_policy,
     execute_tool_calls,
+    has_unrun_decisions,
     offering_tools,
     pending_tool_calls,
     refuse_tool_calls,
 )
-from ..tools._approval import APPROVAL, Require, approval_policy, has_unrun_decisions
-from ..tools._journal import JOURNAL
 from ..turns import PAYLOAD_ID, PAYLOAD_NAME, Block, BlockKind, Turn
 from ._approvals import Execute, answer_decided, hold_for_people, still_waiting
 from ._chain import Middleware

@@ -37,7 +37,7 @@ from ..events import (
     add_global_sink,
 )
 from ..providers import REQUEST_HOOKS
-from ..session import _session
+from ..session import INCOMING_HOOKS, RUN_HOOKS
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
 from ._otel_metrics import responses_exporter
 from ._otel_spans import Call, RunSpan, messages_attribute, server_attributes
@@ -103,17 +103,17 @@ class Instrumentation:
         self._responses_metrics = responses_metrics
         self._exporter = responses_metrics.add_exporter(responses_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
-        _session.RUN_HOOKS.append(self._run_span)
-        _session.INCOMING_HOOKS.append(self._incoming)
+        RUN_HOOKS.append(self._run_span)
+        INCOMING_HOOKS.append(self._incoming)
         REQUEST_HOOKS.append(self._on_request)
 
     def uninstrument(self) -> None:
         """Stop emitting (spans already open end as they finish)."""
         self._remove_sink()
         with contextlib.suppress(ValueError):
-            _session.RUN_HOOKS.remove(self._run_span)
+            RUN_HOOKS.remove(self._run_span)
         with contextlib.suppress(ValueError):
-            _session.INCOMING_HOOKS.remove(self._incoming)
+            INCOMING_HOOKS.remove(self._incoming)
         with contextlib.suppress(ValueError):
             REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)

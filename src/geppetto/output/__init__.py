@@ -11,6 +11,9 @@ retries an invalid answer with the errors told to the model when ``require_valid
 Build a config with :func:`output_config` from a pydantic model, dataclass, TypedDict, any type
 pydantic can describe, or a JSON schema dict; read the answer with :func:`output_of`. Schemas are
 prepared once per type, and each provider's wire form once per schema (:func:`wire_schema`).
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+validators a session runs and the middleware's refusal check. Not part of the public API.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from ._config import (
 )
 from ._config import MODES as MODES
 from ._config import WRAP_KEY as WRAP_KEY
+from ._validators import Validator as Validator
+from ._validators import refusal as refusal
+from ._validators import validating as validating
 from ._wire import Dialect, wire_schema, wire_schema_encoded
 
 __all__ = [

@@ -4,6 +4,9 @@
 run it under uvicorn). The store is the truth (SQLite for one process, PostgreSQL for many), the bus carries the events
 (in-process, Redis Streams or NATS JetStream), and the store's per-session lease lets one inference run per
 session across all workers. See ``docs/server.md``.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the entry
+and options ``geppetto serve`` runs. Not part of the public API; they may change in any release.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from ..session import UsageLimits
 from ..session.stores import SQLTurnStore, open_store
 from ..tools import ToolRegistry
 from ._app import DEFAULT_MAX_BODY, build_app
+from ._main import main as main
 from ._runner import RUN_FINISHED, RUN_STARTED, SWEEP_INTERVAL, Runner
+from ._serve import ServeOptions as ServeOptions
+from ._serve import serve as serve
 
 __all__ = ["DEFAULT_MAX_BODY", "RUN_FINISHED", "RUN_STARTED", "Runner", "create_app"]
 

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from .._exceptions import GeppettoError, UsageError, UsageLimitExceeded
 from .._terms import for_http
 from ..events.bus import BusUnavailable
-from ..session._session import INCOMING_HOOKS
+from ..session import INCOMING_HOOKS
 from ..session.stores import SQLTurnStore
 from ..tools import ApprovalPendingError
 from ._guard import MESSAGE_TEXT, BadText, check_text, client_message, error_response, json_content_type

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..providers import PendingResponse
-from ..session.stores import SQLTurnStore
-from ..session.stores._background import (
+from ..session.stores import (
     BackgroundRecord,
+    SQLTurnStore,
     background_response,
     forget_background_response,
     save_background_cursor,

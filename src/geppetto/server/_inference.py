@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..providers import PENDING_RESPONSE
-from ..session import ExecutionHandle, Session
-from ..session._journal import prepare_go_on
-from ..session.stores import SessionLease
-from ..session.stores._background import BackgroundRecord
-from ..tools._journal import JournalRecord, rebuild
+from ..session import ExecutionHandle, Session, prepare_go_on
+from ..session.stores import BackgroundRecord, SessionLease
+from ..tools import JournalRecord, rebuild
 from ..turns import Turn
 from ._background import Published, pending_for
 

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._exceptions import UsageError
-from ..turns import Block, Turn
-from ..turns._files import file_refs
+from ..turns import Block, Turn, file_refs
 
 __all__ = ["prompt_files", "split_messages"]
 

@@ -22,8 +22,7 @@ from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
 from ..providers import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
-from ..session import Session, UsageLimits
-from ..session._approvals import prepare_resume
+from ..session import Session, UsageLimits, prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
 from ..tools import ToolDefinition, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
@@ -206,6 +205,7 @@ class Runner:
 
     async def close(self, grace: float = 30.0) -> None:
         """Let running inferences finish (up to ``grace`` seconds, then cancel them), stop listening."""
+        # the inferences first, then the publisher: what they published until the end is still sent
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
             for task in pending:
@@ -259,6 +259,8 @@ class Runner:
                 await self.store.save_snapshot(session_id, seed)
             session = await self._prepared(session_id, text, settings, decisions, client_tools, files)
             inference_id = new_id()
+            # read before run_started is published: a client that follows the events from ``after`` misses
+            # nothing of this run
             after = await self.bus.last_id(session_id)
             await self.store.begin_inference(session_id, inference_id, worker=self.worker, prompt=text)
             running = self._running[session_id] = _Running(inference_id, lease=lease)
@@ -508,6 +510,7 @@ class Runner:
         newer (another worker may have run it since); else restored from its latest snapshot alone."""
         seq = await self.store.latest_seq(session_id)
         hot = self._hot.pop(session_id, None)
+        # a session kept hot is good only while nothing newer was saved and its settings (its engine) stand
         if hot is not None and hot.seq == seq and hot.settings == settings:
             hot.session.sinks = (sink,)
             return hot.session

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from ..session.stores import InferenceRecord, SessionLease, SQLTurnStore
-from ..tools._journal import JournalRecord
+from ..tools import JournalRecord
 from ._background import record_of
 from ._inference import RUN_FINISHED, _Running
 from ._publish import Publisher

@@ -8,8 +8,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, ClassVar
 
 from ..tools import PendingCall, ToolReportedError
-from ..turns import Turn, new_id, source_key
-from ..turns._data_url import parse_data_url
+from ..turns import Turn, new_id, parse_data_url, source_key
 from ._builtin import BuiltinCalls, as_citations, sources
 from ._messages import split_messages
 from ._publish import EVENTS_MISSING, missing_payload

@@ -16,15 +16,15 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from .._exceptions import UsageError
-from ..tools._approval import (
+from ..tools import (
     ApprovalPendingError,
     PendingCall,
     apply_decisions,
     awaiting,
     drop_calls,
     has_unrun_decisions,
+    pending_tool_calls,
 )
-from ..tools._pending import pending_tool_calls
 from ..turns import Turn
 
 

@@ -27,8 +27,16 @@ from typing import Any
 
 from .._exceptions import UsageError
 from ..middleware.compaction import COMPACTION
-from ..turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID, PAYLOAD_TEXT, TURN_META_SESSION_ID, Block, BlockKind, Turn
-from ..turns._known import TURN_META_HISTORY_EDIT
+from ..turns import (
+    BLOCK_META_MIDDLEWARE,
+    PAYLOAD_ID,
+    PAYLOAD_TEXT,
+    TURN_META_HISTORY_EDIT,
+    TURN_META_SESSION_ID,
+    Block,
+    BlockKind,
+    Turn,
+)
 
 __all__ = ["EDITED_BY", "Edit", "edit", "fork", "prompt_positions", "remove", "rewind"]
 

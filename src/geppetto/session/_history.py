@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..turns import Turn
-from ..turns._cow import Frozen, LazyBlockList, freeze
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._watch import Watch
+from ..turns import Frozen, LazyBlockList, Turn, TurnData, TurnMetadata, Watch, copy_json, freeze
 
 __all__ = ["History", "Timeline"]
 
@@ -124,6 +121,8 @@ class Timeline:
         """Add ``turn`` as the latest snapshot (the one before it was settled by the caller). The snapshot
         before that one keeps its whole block list only as a checkpoint of the history (when the blocks
         added since the last one add up to its size); otherwise it is rebuilt from its parent on demand."""
+        # Only the latest snapshot is the Turn object the caller holds; an older one is rebuilt on each read,
+        # so editing a Turn that ``prompt`` or ``run`` returned earlier never changes the history.
         if self.entries:
             self.entries[-1].live = None
         if len(self.entries) >= 2:
@@ -151,6 +150,7 @@ class Timeline:
             base = self.entries[-2].frozen if len(self.entries) > 1 else None
         before = entry.frozen
         frozen = entry.settle(base)
+        # settling again with nothing new returns the frozen list it had: its blocks are counted once
         if frozen is not before and frozen is not base:
             self.since += frozen.delta
             self.known.update(b.id for b in frozen.tail)

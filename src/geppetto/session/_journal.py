@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..tools._journal import JournalRecord, base_key
+from ..tools import JournalRecord, base_key
 from ..turns import TURN_META_INFERENCE_ID, Turn
 from ._usage import TURN_META_SESSION_USAGE, SessionUsage
 

@@ -3,8 +3,8 @@ anchor, the blocks of its delta, input bytes against the stateless equivalent, f
 without an event log, inferred from its blocks' response tags by the engine's own planning code.
 
 What a store keeps per session at save time (:func:`inference_totals`) and what the web report and
-dashboard show (``geppetto.web``) both come from here: the web package reads this module and
-``_totals`` as an internal API."""
+dashboard show (``geppetto.web``) both come from here: the web package reads them through the internal API
+``geppetto.session`` declares."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from ..turns import (
     TURN_META_INFERENCE_ID,
     TURN_META_PROVIDER,
     Block,
+    Frozen,
     Turn,
 )
-from ..turns._cow import Frozen
 from ._sizes import Measured
 from ._totals import totals
 

@@ -16,14 +16,20 @@ from .._exceptions import StoreError, UsageLimitExceeded
 from ..engine import Engine
 from ..events import EventSink, with_sinks
 from ..pricing import PriceTable, use_prices
-from ..tools._approval import APPROVAL
-from ..tools._context import using_deps
-from ..tools._journal import JOURNAL, JournalRecord, JournalStore, RunJournal
-from ..tools._pending import pending_tool_calls
-from ..turns import PAYLOAD_ID, TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._known import TURN_META_HISTORY_EDIT
+from ..tools import APPROVAL, JOURNAL, JournalRecord, JournalStore, RunJournal, pending_tool_calls, using_deps
+from ..turns import (
+    PAYLOAD_ID,
+    TURN_META_HISTORY_EDIT,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Block,
+    Frozen,
+    Turn,
+    TurnData,
+    TurnMetadata,
+    copy_json,
+    new_id,
+)
 from ._history import _derive, _unproven
 from ._stamp import stamp_inference
 from ._store import EventLogStore, TimedEvent, TurnStore
@@ -67,7 +73,7 @@ def engine_provider(engine: Any) -> str:
 
 
 def turn_id_for(seed: Turn, ran: Collection[str], session_id: str) -> str:
-    """The id the inference runs as: the seed's (Policy A: seed and output share it), unless an inference
+    """The id the inference runs as: the seed's (a seed and its output share it), unless an inference
     already used it (``ran``: a second run with no new prompt, ``append(latest.clone())``, a restored latest,
     a Turn given twice): then a fresh one, so every inference has its own ``Turn.id``."""
     if seed.id and seed.id not in ran and not TURN_META_INFERENCE_ID.has(seed.metadata):
@@ -98,6 +104,7 @@ def working_turn(
     # Ids go on the working turn before the engine runs, so every event carries them.
     TURN_META_SESSION_ID.set(work.metadata, session_id)
     TURN_META_INFERENCE_ID.set(work.metadata, inference_id)
+    # the mark describes the snapshot an edit made; the inference's output is not an edit
     TURN_META_HISTORY_EDIT.delete(work.metadata)
     return work
 
@@ -160,6 +167,7 @@ def stopped(
     out.extend(
         Block.tool_use(str(b.payload.get(PAYLOAD_ID, "")), "", refused)
         for b in pending_tool_calls(out)
+        # a call waiting for a person or the client keeps waiting: its answer comes with resume()
         if APPROVAL.get(b.metadata) is None
     )
     TURN_META_INFERENCE_USAGE.set(out.metadata, used.to_dict())

@@ -12,19 +12,33 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._exceptions import SessionBusyError, StoreError, UsageError, UsageLimitExceeded
 from ..engine import Engine
-from ..events import EventInterrupt, EventSink, metadata_for, publish
-from ..events._sinks import check_sink
+from ..events import EventInterrupt, EventSink, check_sink, metadata_for, publish
 from ..middleware import Middleware, structured_output, tool_loop, with_middleware
-from ..output import STRUCTURED_OUTPUT, output_config
-from ..output._validators import Validator, validating
+from ..output import STRUCTURED_OUTPUT, Validator, output_config, validating
 from ..pricing import PriceTable
-from ..tools import ApprovalPolicy, PendingCall, Tool, ToolRegistry, awaiting
-from ..tools._approval import Require, drop_calls
-from ..tools._journal import JournalRecord, RunJournal, rebuild
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, new_id
-from ..turns._cow import Frozen, LazyBlockList
-from ..turns._known import TURN_META_HISTORY_EDIT
-from ..turns._watch import BlockList
+from ..tools import (
+    ApprovalPolicy,
+    JournalRecord,
+    PendingCall,
+    Require,
+    RunJournal,
+    Tool,
+    ToolRegistry,
+    awaiting,
+    drop_calls,
+    rebuild,
+)
+from ..turns import (
+    TURN_META_HISTORY_EDIT,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Block,
+    BlockList,
+    Frozen,
+    LazyBlockList,
+    Turn,
+    new_id,
+)
 from . import _approvals, _journal, _running
 from ._collector import settle
 from ._handle import ExecutionHandle
@@ -48,6 +62,13 @@ log = logging.getLogger("geppetto.session")
 
 MODEL_STRING_ENGINE: Callable[[str], Engine] | None = None
 """What builds the engine of ``Session("provider:model")`` (``geppetto.engine_for``, set by the package)."""
+
+
+def use_model_strings(build: Callable[[str], Engine]) -> None:
+    """Have ``Session("provider:model")`` build its engine with ``build``: the package root passes
+    ``geppetto.engine_for``, which reads profiles, a layer above this one."""
+    global MODEL_STRING_ENGINE
+    MODEL_STRING_ENGINE = build
 
 
 class Session:
@@ -240,6 +261,8 @@ class Session:
         self._push(turn)
         totals = TURN_META_SESSION_USAGE.get(turn.metadata)
         own = TURN_META_SESSION_ID.get(turn.metadata) == self.session_id
+        # A restored snapshot carries the session's totals so far, so limits hold across processes; another
+        # session's totals are not ours, and totals already counted here are never replaced.
         if totals is not None and own and not self._meter.totals.requests:
             self._meter.totals = SessionUsage.from_dict(totals)
 
@@ -283,7 +306,7 @@ class Session:
         images: builtins.list[dict[str, Any]] | None = None,
         files: Iterable[Any] | None = None,
     ) -> Turn:
-        """Start the next turn (the seeds' Policy A): copy the latest snapshot (its blocks shared until
+        """Start the next turn: copy the latest snapshot (its blocks shared until
         read, so the copy is isolated), give it a fresh ``Turn.id``, append a user block and add it to
         the history. Returns that seed. ``files`` are attachments, as :meth:`Block.user` takes them."""
         self._check_idle("prompt")
@@ -353,6 +376,7 @@ class Session:
         if latest is None or frozen is None:
             raise UsageError(f"cannot {action}: the session holds no turn yet; call session.run(text) first")
         seed = _derive(latest, frozen, new_id())
+        # no inference made the edit: the ids and usage of the one that made the latest do not carry over
         TURN_META_INFERENCE_ID.delete(seed.metadata)
         TURN_META_INFERENCE_USAGE.delete(seed.metadata)
         TURN_META_SESSION_ID.set(seed.metadata, self.session_id)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..turns import BLOCK_META_RESPONSE_ID, BlockKind
-from ..turns._cow import Frozen
+from ..turns import BLOCK_META_RESPONSE_ID, BlockKind, Frozen
 
 __all__ = ["Measured"]
 

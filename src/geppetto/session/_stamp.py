@@ -1,4 +1,4 @@
-"""Provenance stamping after an inference (the seeds' post-inference normalization)."""
+"""Provenance stamping after an inference."""
 
 from __future__ import annotations
 

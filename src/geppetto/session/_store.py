@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..events import Event
-from ..tools._journal import JournalRecord
-from ..turns import TURN_META_INFERENCE_ID, Turn
-from ..turns._cow import Frozen, LazyBlockList, freeze
-from ..turns._keys import TurnData, TurnMetadata, copy_json
+from ..tools import JournalRecord
+from ..turns import TURN_META_INFERENCE_ID, Frozen, LazyBlockList, Turn, TurnData, TurnMetadata, copy_json, freeze
 
 __all__ = ["EventLogStore", "MemoryTurnStore", "RecordedEvent", "TurnStore", "event_json"]
 

@@ -2,6 +2,9 @@
 
 `with serve() as sim:` runs it on a free loopback port; point any client at `sim.openai_url` (OpenAI)
 or `sim.url` (Anthropic, Gemini). See docs/simulator.md.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API (``geppetto
+simulate`` reads ``--quirk`` with it); not part of the public API.
 """
 
 from .._extras import install_hint
@@ -18,6 +21,7 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
 from ._faults import Fault
 from ._model import BuiltinCall, Reply, ToolCall
 from ._quirks import QUIRKS, QuirkError
+from ._quirks import parse_quirks as parse_quirks
 from ._server import Simulator, run, serve
 from ._state import RecordedRequest
 

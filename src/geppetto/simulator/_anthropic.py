@@ -1,4 +1,4 @@
-"""Anthropic Messages API: `POST /v1/messages`, streamed or not, with tool and thinking rules (§5)."""
+"""Anthropic Messages API: `POST /v1/messages`, streamed or not, with tool and thinking rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Anthropic request checks: field shapes, roles, tool_use/tool_result adjacency, thinking blocks (§5)."""
+"""Anthropic request checks: field shapes, roles, tool_use/tool_result adjacency, thinking blocks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions: `POST /v1/chat/completions`, streamed or not, with tool-message pairing (§7).
+"""OpenAI Chat Completions: `POST /v1/chat/completions`, streamed or not, with tool-message pairing.
 
 Reasoning is shown the way DeepSeek-style compatible servers show it, as `reasoning_content` on the message
 (`delta.reasoning_content` chunks before the content and tool calls when streaming), for any model but

@@ -1,4 +1,4 @@
-"""OpenAI Conversations API: create, get, update, delete, and item add/list/get/delete (§3)."""
+"""OpenAI Conversations API: create, get, update, delete, and item add/list/get/delete."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ class Fault:
             headers["retry-after"] = _seconds(self.retry_after)
             headers["retry-after-ms"] = str(int(self.retry_after * 1000))
         elif api == "anthropic" and self.status == 429:
-            headers["retry-after"] = ANTHROPIC_RETRY_AFTER  # the service always says when to retry (§5)
+            headers["retry-after"] = ANTHROPIC_RETRY_AFTER  # the service always says when to retry
         if self.status == 529 or self.status >= 500:
             headers["x-should-retry"] = "true"
         return SimError(self.status, message, type=etype, code=code, headers=headers)

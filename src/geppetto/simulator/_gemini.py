@@ -1,4 +1,4 @@
-"""Gemini `generateContent` and `streamGenerateContent` (SSE with `alt=sse`), with thought signatures (§6)."""
+"""Gemini `generateContent` and `streamGenerateContent` (SSE with `alt=sse`), with thought signatures."""
 
 from __future__ import annotations
 

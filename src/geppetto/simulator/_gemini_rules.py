@@ -1,4 +1,4 @@
-"""Gemini request checks: field shapes (proto JSON), roles, non-empty parts, thought signatures (§6)."""
+"""Gemini request checks: field shapes (proto JSON), roles, non-empty parts, thought signatures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenAI Responses API: create (stream and not), retrieve, delete, input items, compact (§1, §2)."""
+"""OpenAI Responses API: create (stream and not), retrieve, delete, input items, compact."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str 
             f"Invalid 'previous_response_id': '{prev}'. Expected an ID that contains letters, numbers, underscores, or "
             "dashes, but this value contained additional characters.",
             param="previous_response_id",
-            code="invalid_value",  # provider-apis.md §2.4 does not record the code; this is the usual one
+            code="invalid_value",  # the message is OpenAI's; its code is not on record, this is the usual one
         )
     store = False if compat else body.get("store") is not False
     conv_id = _conversation_id(body.get("conversation"))
@@ -138,7 +138,7 @@ def _context(
             prefix = copy.deepcopy(conv.items)
         new_input = normalize_input(state, body.get("input"))
         if not new_input and state.reject_empty_input:
-            # The real service's behaviour is unverified (provider-apis.md §2.3); this is the strict switch.
+            # Whether OpenAI refuses an empty input after an anchor is unverified; this is the strict switch.
             raise SimError(400, "Invalid 'input': provide at least one input item.", param="input", code="empty_input")
         context = prefix + new_input
         check_context(state, context)

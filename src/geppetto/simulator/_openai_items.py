@@ -1,4 +1,4 @@
-"""OpenAI Responses input items: normalization, id assignment and the server's context checks (§2.4, §2.6)."""
+"""OpenAI Responses input items: normalization, id assignment and the server's context checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenAI Responses output: output items, usage, the response object and its SSE event sequence (§1.3, §4)."""
+"""OpenAI Responses output: output items, usage, the response object and its SSE event sequence."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def _length_error(err: ValidationError, path: str) -> SimError:
 
 
 def _to_error(err: ValidationError) -> SimError:
-    """One schema violation in the service's wording (provider-apis.md §2.4 style), never a Python repr."""
+    """One schema violation in the service's wording (OpenAI's ``Invalid '<path>': ...`` form), never a Python repr."""
     path = json_path(err.absolute_path)
     if err.validator == "required":
         missing = next((p for p in err.validator_value if isinstance(err.instance, dict) and p not in err.instance), "")

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn
-from ..turns._keys import copy_json
+from ..turns import TURN_META_INFERENCE_ID, TURN_META_SESSION_ID, Block, Turn, copy_json
 
 __all__ = ["DEPS", "ToolContext", "TurnView", "context_for", "using_deps"]
 

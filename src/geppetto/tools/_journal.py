@@ -25,10 +25,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..turns import TURN_META_INFERENCE_ID, Block, Turn
-from ..turns._cow import Mark, added, mark
-from ..turns._keys import TurnData, TurnMetadata, copy_json
-from ..turns._serde import block_from_json, block_to_json
+from ..turns import (
+    TURN_META_INFERENCE_ID,
+    Block,
+    Mark,
+    Turn,
+    TurnData,
+    TurnMetadata,
+    added,
+    block_from_json,
+    block_to_json,
+    copy_json,
+    mark,
+)
 from ._tool import OnInterrupted
 
 __all__ = [

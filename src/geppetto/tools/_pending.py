@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..turns import PAYLOAD_ID, Block, BlockKind, Turn
-from ..turns._cow import Frozen, held, origin_prefix
+from ..turns import PAYLOAD_ID, Block, BlockKind, Frozen, Turn, held, origin_prefix
 
 __all__ = ["pending_tool_calls"]
 

@@ -1,4 +1,10 @@
-"""The data model: Turn, Block, BlockKind, typed keys, serde and chat-message conversion."""
+"""The data model: Turn, Block, BlockKind, typed keys, serde and chat-message conversion.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
+copy-on-write snapshots, the edit watch, block serde and the data-URL and file readers that sessions, stores,
+tools and engines share. They are not part of the public API (not in ``__all__``, not documented) and may
+change in any release; the rest of geppetto imports them from here, never from this package's private modules.
+"""
 
 from ._builtin import (
     PAYLOAD_BUILTIN,
@@ -13,7 +19,22 @@ from ._builtin import (
     with_extra,
 )
 from ._citations import citation_sources, source_key
+from ._cow import Frozen as Frozen
+from ._cow import FrozenBlock as FrozenBlock
+from ._cow import LazyBlockList as LazyBlockList
+from ._cow import Mark as Mark
+from ._cow import added as added
+from ._cow import block_ids as block_ids
+from ._cow import freeze as freeze
+from ._cow import frozen_from as frozen_from
+from ._cow import held as held
+from ._cow import mark as mark
+from ._cow import new_blocks as new_blocks
+from ._cow import origin_prefix as origin_prefix
+from ._data_url import parse_data_url as parse_data_url
 from ._files import PAYLOAD_FILES, attach_files, file_attachment
+from ._files import FileRef as FileRef
+from ._files import file_refs as file_refs
 from ._keys import (
     BlockMetadata,
     JSONCodec,
@@ -40,6 +61,7 @@ from ._known import (
     TURN_META_STOP_REASON,
     TURN_META_USAGE,
 )
+from ._known import TURN_META_HISTORY_EDIT as TURN_META_HISTORY_EDIT
 from ._messages import blocks_from_messages, messages_from_turn, result_text, turn_from_messages
 from ._model import (
     PAYLOAD_ARGS,
@@ -60,6 +82,8 @@ from ._model import (
     copy_json,
     new_id,
 )
+from ._model import seal_block as seal_block
+from ._model import seal_of as seal_of
 from ._serde import (
     FORMAT,
     dumps_json,
@@ -69,7 +93,14 @@ from ._serde import (
     turn_from_dict,
     turn_to_dict,
 )
+from ._serde import block_from_json as block_from_json
+from ._serde import block_to_json as block_to_json
+from ._serde import blocks_from_json as blocks_from_json
 from ._serde_files import MAX_TURN_FILE_BYTES, load_turn, save_turn
+from ._watch import NO_EDIT as NO_EDIT
+from ._watch import BlockList as BlockList
+from ._watch import Watch as Watch
+from ._watch import watch_metadata_keys as watch_metadata_keys
 
 __all__ = [
     "BLOCK_META_INFERENCE_ID",

@@ -136,6 +136,8 @@ class LazyBlockList(BlockList):
         return self._read(i + len(self) if i < 0 else i)
 
     def __iter__(self) -> Iterator[Block]:
+        # By index, the length read at every step: a block appended while the list is iterated (a tool
+        # loop adding results) is yielded too, as a list's own iterator does.
         i = 0
         while i < len(self):
             yield self._read(i)
@@ -144,11 +146,13 @@ class LazyBlockList(BlockList):
     def __reversed__(self) -> Iterator[Block]:
         i = len(self) - 1
         while i >= 0:
+            # a list shrunk meanwhile: past its end there is nothing to yield (list's reversed() stops too)
             if i < len(self):
                 yield self._read(i)
             i -= 1
 
     def __contains__(self, value: object) -> bool:
+        # identity first, as ``list.__contains__`` does: the block itself is found without comparing payloads
         return any(b is value or b == value for b in self)
 
     def index(self, value: Any, *args: Any) -> int:

@@ -45,7 +45,7 @@ def result_text(result: Any) -> str:
 
 
 def messages_from_turn(turn: Turn) -> list[Message]:
-    """The turn as chat messages (the seeds' BuildConversationFromTurn)."""
+    """The turn as chat messages."""
     out: list[Message] = []
     for block in turn.blocks:
         kind = block.kind
@@ -82,7 +82,7 @@ def messages_from_turn(turn: Turn) -> list[Message]:
 
 
 def blocks_from_messages(messages: list[Message], start: int = 0) -> list[Block]:
-    """Blocks for ``messages[start:]`` (the seeds' BlocksFromConversationDelta)."""
+    """Blocks for ``messages[start:]``."""
     blocks: list[Block] = []
     for i in range(start, len(messages)):
         msg = messages[i]

@@ -8,6 +8,10 @@ inspector page carries them joined into one script (:func:`page_script`).
 The pages never put text from a model, a tool or a turn file into the DOM as HTML: everything is built
 with ``textContent`` and ``createElement`` (Markdown too), and the served pages carry a Content Security
 Policy that allows no inline script.
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the report
+the command's ``inspect`` and chat commands print from. Not part of the public API; they may change in any
+release.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from ..session._requests import session_totals
-from ..session._totals import dashboard
+from ..session import dashboard, session_totals
+from ._report import ChainedPlan as ChainedPlan
+from ._report import chained_plan as chained_plan
+from ._report import describe as describe
+from ._report import plural as plural
+from ._report import request_marks as request_marks
 from ._report import session_report, turn_report
 
 __all__ = [

@@ -55,8 +55,9 @@ class ChainedPlan:
 def _interactions_plan(turn: Turn) -> ChainedPlan | None:
     """The Interactions engine's plan for a Turn it answered last (None for any other Turn): the same proof,
     its own wire form."""
+    from ..providers.gemini import get_interactions_state
     from ..providers.gemini._interactions_plan import plan_interaction
-    from ..providers.gemini._interactions_steps import PROVIDER, get_interactions_state
+    from ..providers.gemini._interactions_steps import PROVIDER
 
     if TURN_META_PROVIDER.get(turn.metadata) != PROVIDER:
         return None

@@ -12,8 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..session._requests import last_index, session_requests
-from ..session._totals import totals
+from ..session import last_index, session_requests, totals
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
     BLOCK_META_MIDDLEWARE,
@@ -25,6 +24,7 @@ from ..turns import (
     PAYLOAD_NAME,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
+    TURN_META_HISTORY_EDIT,
     TURN_META_INFERENCE_ID,
     TURN_META_PROVIDER,
     Block,
@@ -34,7 +34,6 @@ from ..turns import (
     citation_sources,
     result_text,
 )
-from ..turns._known import TURN_META_HISTORY_EDIT
 from ._plan import ChainedPlan, chained_plan
 
 __all__ = [

@@ -1,6 +1,10 @@
 """Persistent turn stores: SQLite by default (a file in the user's data folder), PostgreSQL for scale.
 
 ``open_store()`` picks one from a path or URL; both keep the same schema (``docs/persistence.md``).
+
+The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the record
+of the background responses a server's inferences are reading, which the server keeps and reads back. Not part
+of the public API; they may change in any release.
 """
 
 from __future__ import annotations
@@ -8,6 +12,12 @@ from __future__ import annotations
 import os
 
 from .._store import RecordedEvent
+from ._background import BackgroundRecord as BackgroundRecord
+from ._background import background_response as background_response
+from ._background import forget_background_response as forget_background_response
+from ._background import save_background_cursor as save_background_cursor
+from ._background import save_background_response as save_background_response
+from ._background import set_events_aside as set_events_aside
 from ._postgres import PostgresTurnStore, redact_url
 from ._sql import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, SQLTurnStore
 from ._sqlite import SQLiteTurnStore, default_store_path

@@ -18,9 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..._exceptions import StoreError, UsageError
-from ...tools._journal import JournalRecord
-from ...turns import TURN_META_INFERENCE_ID, Turn, dumps_json
-from ...turns._cow import FrozenBlock, LazyBlockList, freeze
+from ...tools import JournalRecord
+from ...turns import TURN_META_INFERENCE_ID, FrozenBlock, LazyBlockList, Turn, dumps_json, freeze
 from .._store import RecordedEvent, TimedEvent
 from ._dialect import HELD_LOCK, Database, Dialect
 from ._records import InferenceRecord, SessionInfo, SessionLease, SessionSummary, SnapshotInfo, lock_key

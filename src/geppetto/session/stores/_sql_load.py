@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..._exceptions import StoreError
-from ...turns import Turn
+from ...turns import Frozen, FrozenBlock, Turn, blocks_from_json, frozen_from
 from ...turns import loads_json as turn_from_json
-from ...turns._cow import Frozen, FrozenBlock, frozen_from
-from ...turns._serde import blocks_from_json
 from .._store import RecordedEvent
 from ._sql_parts import _SPANS, Operations, _conditions, _payload, _Tip
 

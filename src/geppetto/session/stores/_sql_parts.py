@@ -10,9 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Block
-from ...turns._cow import Frozen, FrozenBlock
-from ...turns._serde import block_to_json
+from ...turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Block, Frozen, FrozenBlock, block_to_json
 from .._store import TimedEvent, event_json
 from ._dialect import Database, Dialect
 

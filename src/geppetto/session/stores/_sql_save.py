@@ -8,8 +8,7 @@ import json
 import time
 from typing import Any
 
-from ...turns._cow import Frozen, FrozenBlock
-from ...turns._serde import block_to_json
+from ...turns import Frozen, FrozenBlock, block_to_json
 from .._requests import inference_totals
 from .._store import RecordedEvent
 from .._totals import add_totals
