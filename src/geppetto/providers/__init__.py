@@ -4,14 +4,19 @@ Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connec
 ``max_in_flight`` bound; each engine still sends its own key.
 
 The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
-hook instrumentation adds to every provider request, and the context through which ``geppetto serve``
-follows a background response and hands one to another worker. Not part of the public API; they may change
-in any release.
+hook instrumentation adds to every provider request, the context through which ``geppetto serve`` follows a
+background response and hands one to another worker, the guess at which middleware edited a Turn (the
+inspector shows it) and the file types the Interactions API takes (the simulator checks them). Not part of
+the public API; they may change in any release.
 """
 
 from ._background import BACKGROUND_OBSERVER as BACKGROUND_OBSERVER
 from ._background import PENDING_RESPONSE as PENDING_RESPONSE
 from ._background import PendingResponse as PendingResponse
+from ._chain import likely_edit as likely_edit
+from ._files import INTERACTIONS_AUDIO as INTERACTIONS_AUDIO
+from ._files import INTERACTIONS_DOCUMENTS as INTERACTIONS_DOCUMENTS
+from ._files import INTERACTIONS_VIDEO as INTERACTIONS_VIDEO
 from ._http import REQUEST_HOOKS as REQUEST_HOOKS
 from ._http import HttpTransport
 from ._retry import RetryPolicy

@@ -26,10 +26,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
-from geppetto.turns._cow import FrozenBlock, LazyBlockList
-from geppetto.turns._model import seal_block
-from geppetto.turns._watch import NO_EDIT, BlockList, Watch
+from geppetto.turns import (
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_PREFIX_FINGERPRINT,
+    BLOCK_META_RESPONSE_ID,
+    NO_EDIT,
+    Block,
+    BlockList,
+    FrozenBlock,
+    LazyBlockList,
+    Turn,
+    Watch,
+    seal_block,
+)
 
 from ._chain_wire import Wire, prefix_hasher, seal
 from ._chain_wire import frozen_wire as _frozen_wire

@@ -46,10 +46,20 @@ from typing import Any
 
 from .._exceptions import ConfigurationError, PrefixChangedError
 from ..events import EventLog, metadata_for, publish
-from ..turns import BLOCK_META_MIDDLEWARE, BLOCK_META_PROVIDER, Block, Turn, block_meta_key, turn_meta_key
-from ..turns._cow import FrozenBlock
-from ..turns._model import seal_block
-from ..turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
+from ..turns import (
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_PROVIDER,
+    NO_EDIT,
+    Block,
+    BlockList,
+    FrozenBlock,
+    Turn,
+    Watch,
+    block_meta_key,
+    seal_block,
+    turn_meta_key,
+    watch_metadata_keys,
+)
 
 __all__ = [
     "PREFIX_POLICIES",

@@ -29,9 +29,9 @@ from ..turns import (
     Block,
     BlockKind,
     Turn,
+    parse_data_url,
     result_text,
 )
-from ..turns._data_url import parse_data_url
 from ._http import HttpTransport
 from ._http_errors import ErrorParser
 from ._retry import RetryPolicy

@@ -39,10 +39,10 @@ from geppetto.turns import (
     Block,
     BlockKind,
     BuiltinTool,
+    FrozenBlock,
     block_meta_key,
     result_text,
 )
-from geppetto.turns._cow import FrozenBlock
 
 __all__ = [
     "PAYLOAD_CONTENT",

@@ -22,7 +22,7 @@ from typing import Any
 
 from geppetto._exceptions import ConfigurationError
 from geppetto.output import StructuredOutputConfig, wire_schema_encoded
-from geppetto.tools._executor import require_tool_results
+from geppetto.tools import require_tool_results
 from geppetto.turns import (
     PAYLOAD_ARGS,
     PAYLOAD_ID,
@@ -35,8 +35,8 @@ from geppetto.turns import (
     BlockKind,
     Turn,
     block_meta_key,
+    watch_metadata_keys,
 )
-from geppetto.turns._watch import watch_metadata_keys
 
 from .._chain import REASON_TEXT, AnchorScan, blocks_after_response, scan_chain, scan_reusing, timed_scan
 from .._chain_wire import Wire, block_wire, seal
