@@ -38,6 +38,28 @@ LENIENCE: dict[str, dict[str, Any]] = {
     # A function tool without `strict`, an image without `detail` (the service defaults them).
     "FunctionTool": {"required": ["type", "name", "parameters"]},
     "InputImageContent": {"required": ["type"]},
+    # An image generation call replayed without its `status`.
+    "ImageGenToolCall": {"required": ["type", "id", "result"]},
+    # A web search call sent back with the sources it read, an API's as well as a page's.
+    "WebSearchActionSearch": {
+        "properties.sources.items": {
+            "anyOf": [
+                {
+                    "properties": {
+                        "type": {"enum": ["url"], "type": "string"},
+                        "url": {"format": "uri", "type": "string"},
+                    },
+                    "required": ["type", "url"],
+                    "type": "object",
+                },
+                {
+                    "properties": {"type": {"enum": ["api"], "type": "string"}, "name": {"type": "string"}},
+                    "required": ["type"],
+                    "type": "object",
+                },
+            ]
+        }
+    },
 }
 
 

@@ -17,7 +17,7 @@ import pytest
 from engines_support import from_provider, reduce, sse_events
 
 from geppetto import Block, Turn, UsageError
-from geppetto.events import EventBuiltinTool, EventMetadata, TextPrinter
+from geppetto.events import EventBuiltinTool, EventCitations, EventMetadata, TextPrinter, with_sinks
 from geppetto.providers.anthropic import ClaudeEngine, ClaudeStreamReducer
 from geppetto.providers.anthropic import build_request as claude_request
 from geppetto.providers.gemini import GeminiEngine, GeminiStreamReducer
@@ -205,6 +205,36 @@ def test_gemini_non_text_parts_are_kept_whole_with_their_own_signatures() -> Non
         "code_execution",
         "web_search",
     ]
+
+
+async def test_gemini_grounding_of_an_image_only_answer_stays_on_the_image() -> None:
+    image = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}, "thoughtSignature": "sig-img"}
+    grounding = {
+        "webSearchQueries": ["paris skyline"],
+        "groundingChunks": [{"web": {"uri": "https://example.com/paris", "title": "Paris"}}],
+    }
+    answer = {
+        "responseId": "r2",
+        "candidates": [
+            {"content": {"role": "model", "parts": [image]}, "finishReason": "STOP", "groundingMetadata": grounding}
+        ],
+    }
+    engine = GeminiEngine(
+        "gemini-3-pro-image-preview",
+        api_key="k",
+        stream=False,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=answer))),
+    )
+    events: list[Any] = []
+    with with_sinks(events.append):
+        turn = await engine.run_inference(Turn(blocks=[Block.user("Draw the Paris skyline as it is today")]))
+    (kept,) = turn.blocks[1:]
+    assert kept.kind is BlockKind.OTHER and kept.payload["item"] == image
+    assert kept.payload[PAYLOAD_CITATIONS] == {"groundingMetadata": grounding}
+    (cited,) = [e for e in events if isinstance(e, EventCitations)]
+    assert [c["url"] for c in cited.citations] == ["https://example.com/paris"]
+    turn.append(Block.user("Brighter"))
+    assert gemini_request(turn, tools=[])["contents"][1] == {"role": "model", "parts": [image]}  # output only
 
 
 def test_gemini_sends_its_own_parts_back_exactly_and_leaves_others_out() -> None:

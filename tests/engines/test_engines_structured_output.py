@@ -17,7 +17,7 @@ from conformance_support import check_sent
 from geppetto import BadRequestError, OutputValidationError, Session, output_config, output_of
 from geppetto.events import EventTextDelta, with_sinks
 from geppetto.output import BLOCK_META_OUTPUT, BLOCK_META_OUTPUT_ERRORS, STRUCTURED_OUTPUT
-from geppetto.simulator import Reply, Simulator
+from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import ToolRegistry
 from geppetto.turns import BLOCK_META_MIDDLEWARE, BlockKind, Turn
 from sim_engines import PROVIDERS, engine
@@ -294,3 +294,24 @@ async def test_the_simulator_refuses_an_open_object_in_claude_output_config(gepp
         reply = await client.post("/v1/messages", json=body, headers=headers)
     assert reply.status_code == 400
     assert "'additionalProperties' must be explicitly set to false" in reply.json()["error"]["message"]
+
+
+async def test_claude_thinking_with_tool_mode_output_digests_the_schema_and_replays_the_reasoning(
+    geppetto_sim: Simulator,
+) -> None:
+    # The forced tool's schema is held encoded once (EncodedJSON): the prefix guard's digest of the tools
+    # must read it as the dict it is, or the answer's thinking cannot be stamped (TypeError after the answer).
+    city = {"name": "Paris", "population": 2100000, "kind": "capital"}
+    town = {"name": "Lyon", "population": 500000, "kind": "town"}
+    geppetto_sim.queue(Reply(reasoning="Paris.", tool_calls=[ToolCall("City", city)]))
+    geppetto_sim.queue(Reply(reasoning="Lyon.", tool_calls=[ToolCall("City", town)]))
+    async with engine(geppetto_sim, "anthropic", model="claude-3-7-sonnet-latest", thinking_budget=2048) as eng:
+        session = Session(eng)
+        first = await session.run(PROMPT, output=City)
+        second = await session.run("And Lyon, a town of 500000 people", output=City)
+    assert output_of(first, City).population == 2100000
+    assert output_of(second, City).kind == "town"
+    bodies = sent(geppetto_sim)
+    assert [b["tool_choice"] for b in bodies] == [{"type": "auto"}, {"type": "auto"}]  # thinking forbids forcing
+    replayed = [c for m in bodies[1]["messages"] for c in m["content"] if c["type"] == "thinking"]
+    assert [c["thinking"] for c in replayed] == ["Paris."]  # stamped after the first answer, so kept

@@ -15,17 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
-from prefix_guard_support import TOOLS, under_every_policy
+from conformance_support import check_sent
+from prefix_guard_support import TOOLS, under_every_policy, under_policies
 
-from geppetto import Block, BlockKind, PrefixChangedError, Turn
+from geppetto import Block, BlockKind, ConfigurationError, PrefixChangedError, Turn
 from geppetto.middleware import system_prompt, with_middleware
 from geppetto.providers._prefix_guard import REASONING_STALE, TURN_META_PREFIX_GUARD, guard_metrics
 from geppetto.providers._streaming import normalize_tools
 from geppetto.providers.anthropic import ClaudeEngine, build_request
-from geppetto.providers.anthropic._binding import INPUT_TRANSFORMATIONS, SYSTEM_NOTES
+from geppetto.providers.anthropic._binding import INPUT_TRANSFORMATIONS, SYSTEM_NOTES, takes_system_messages
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
 from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID
+from recorded import MISSING, ROOT, exchanges
 from turn_edits import remove_or_reorder
 
 
@@ -121,6 +123,15 @@ async def _scenario(sim: Simulator, policy: str, steps: list[tuple[str, int, boo
 @pytest.mark.slow
 @under_every_policy
 def test_no_stale_thinking_is_ever_sent(sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]) -> None:
+    sim.reset()
+    asyncio.run(_scenario(sim, policy, steps))
+
+
+@pytest.mark.slow
+@under_policies("append")
+def test_no_stale_thinking_is_ever_sent_under_append(
+    sim: Simulator, policy: str, steps: list[tuple[str, int, bool]]
+) -> None:
     sim.reset()
     asyncio.run(_scenario(sim, policy, steps))
 
@@ -291,3 +302,112 @@ def test_rewrite_keeps_cache_marks_out_of_the_pinned_system_prompt(sim: Simulato
     assert sim.requests[-1].body["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert SYSTEM_NOTES.require(turn.data)["system"] == [{"type": "text", "text": "You are terse."}]
     assert _thinking_sent(sim.requests[-1].body) == 1
+
+
+def _sent(sim: Simulator) -> dict[str, Any]:
+    body = sim.requests[-1].body
+    check_sent("/v1/messages", body)  # a mid-conversation system message is a MessageParam the SDK takes
+    return body
+
+
+@pytest.mark.parametrize("model", ["sim-1", "claude-opus-4-8"])
+def test_append_keeps_the_reasoning_and_the_bound_prompt_on_a_model_that_takes_system_messages(
+    sim: Simulator, model: str
+) -> None:
+    sim.reset()
+    engine = ClaudeEngine(model, "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy="append")
+    turn = _two_calls(sim, engine, "You are verbose.")
+    second = _sent(sim)
+    assert second["system"] == [{"type": "text", "text": "You are terse."}]  # what the first thought is bound to
+    assert second["messages"][-1] == {"role": "system", "content": [{"type": "text", "text": "You are verbose."}]}
+    assert _thinking_sent(second) == 1  # no drop
+    report = TURN_META_PREFIX_GUARD.require(turn.metadata)
+    assert (report["policy"], report["dropped"], report["rewritten"]) == ("append", 0, 1)
+    assert "fallback" not in report
+    sim.queue(Reply(reasoning="third", text="three"))
+    turn.append(Block.user("q3"))
+    asyncio.run(with_middleware(engine, system_prompt("You are verbose.")).run_inference(turn))
+    third = _sent(sim)
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "system", "assistant", "user"]
+    assert _thinking_sent(third) == 2
+    assert INPUT_TRANSFORMATIONS.get(turn.metadata) == []  # Claude dropped nothing either
+
+
+def test_append_falls_back_to_drop_on_a_model_that_takes_no_system_message(
+    sim: Simulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim.reset()
+    engine = ClaudeEngine("claude-sonnet-4-5", "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy="append")
+    turn = _two_calls(sim, engine, "You are verbose.")
+    second = _sent(sim)
+    assert second["system"] == [{"type": "text", "text": "You are verbose."}]
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]  # no system message sent
+    assert _thinking_sent(second) == 0
+    report = TURN_META_PREFIX_GUARD.require(turn.metadata)
+    assert (report["policy"], report["dropped"]) == ("append", 1)
+    assert report["fallback"] == "claude-sonnet-4-5 takes no mid-conversation system message: dropped instead"
+    assert "takes no mid-conversation system message: dropped instead" in caplog.text
+
+
+def test_the_system_prompt_middleware_can_ask_for_append(sim: Simulator) -> None:
+    sim.reset()
+    engine = _engine(sim, "drop")  # the engine's own policy would drop
+    sim.queue(Reply(reasoning="first thought", text="one"), Reply(reasoning="second thought", text="two"))
+    turn = Turn()
+    turn.append(Block.user("q1"))
+    asyncio.run(with_middleware(engine, system_prompt("You are terse.", policy="append")).run_inference(turn))
+    turn.append(Block.user("q2"))
+    asyncio.run(with_middleware(engine, system_prompt("You are verbose.", policy="append")).run_inference(turn))
+    second = _sent(sim)
+    assert second["system"] == [{"type": "text", "text": "You are terse."}]
+    assert second["messages"][-1]["role"] == "system" and _thinking_sent(second) == 1
+    assert TURN_META_PREFIX_GUARD.require(turn.metadata)["policy"] == "append"
+    with pytest.raises(ConfigurationError, match="system_prompt\\(policy='sideways'\\)"):
+        system_prompt("x", policy="sideways")
+
+
+@pytest.mark.parametrize(
+    ("model", "takes"),
+    [
+        ("claude-opus-4-8", True),
+        ("claude-opus-5-20261001", True),
+        ("claude-sonnet-5", True),
+        ("us.anthropic.claude-haiku-5-5", True),
+        ("sim-1", True),
+        ("claude-opus-4-7", False),
+        ("claude-opus-4-80", False),
+        ("claude-sonnet-4-5", False),
+        ("claude-3-7-sonnet-latest", False),
+        ("some-proxy-model", False),
+    ],
+)
+def test_which_models_take_a_system_message(model: str, takes: bool) -> None:
+    assert takes_system_messages(model) is takes
+
+
+@pytest.mark.skipif(not ROOT.is_dir(), reason=MISSING)
+def test_append_sends_the_shape_claude_took_in_the_recordings(sim: Simulator) -> None:
+    """The recorded Opus 4.8 requests end on a mid-conversation system message after a user turn: the form
+    ``append`` sends. The simulator takes them on that model and refuses them on one before it."""
+    recorded = [e for e in exchanges() if "test_anthropic_mid_conversation_system" in e.cassette]
+    assert recorded
+    sim.reset()
+    engine = ClaudeEngine("claude-opus-4-8", "sk-ant-test", sim.url, thinking_budget=1024, prefix_policy="append")
+    _two_calls(sim, engine, "You are verbose.")
+    sent = _sent(sim)["messages"]
+
+    def shape(messages: list[dict[str, Any]]) -> list[Any]:
+        return [(m["role"], [c["type"] for c in m["content"]]) for m in messages[-2:]]
+
+    ends = [e.body["messages"] for e in recorded if e.body["messages"][-1]["role"] == "system"]
+    assert ends and all(shape(sent) == shape(m) for m in ends)  # [user, system(text)] last, as recorded
+    for exchange in recorded:
+        for model, status in ((exchange.body["model"], 200), ("claude-sonnet-4-5", 400)):
+            sim.queue(Reply(text="ok"))
+            body = {**exchange.body, "model": model, "stream": False}
+            answer = httpx.post(
+                f"{sim.url}/v1/messages", json=body, headers={"x-api-key": "k", "anthropic-version": "1"}
+            )
+            assert answer.status_code == status, (exchange.name, model, answer.text)
+            assert status == 200 or "role 'system' is not supported on this model" in answer.text
+        sim.state.replies.clear()

@@ -16,7 +16,8 @@ import pytest
 from prefix_guard_support import TOOLS, under_every_policy
 
 from geppetto import Block, BlockKind, PrefixChangedError, Turn
-from geppetto.providers._prefix_guard import REASONING_STALE, TURN_META_PREFIX_GUARD
+from geppetto.middleware import system_prompt, with_middleware
+from geppetto.providers._prefix_guard import APPEND_FALLBACK, REASONING_STALE, TURN_META_PREFIX_GUARD
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
@@ -95,3 +96,20 @@ def test_a_stale_call_signature_gives_way_to_the_placeholder_in_the_current_turn
     parts = [p for c in sim.requests[-1].body["contents"] for p in c["parts"] if "functionCall" in p]
     assert parts[0]["thoughtSignature"] == "skip_thought_signature_validator"
     assert TURN_META_PREFIX_GUARD.require(turn.metadata)["dropped"] == 1
+
+
+def test_append_asked_by_the_middleware_falls_back_to_drop_and_says_so(sim: Simulator) -> None:
+    """Gemini takes no appended system message: a changed prompt under ``append`` costs the stale signature,
+    and the report names the fallback."""
+    sim.reset()
+    engine = GeminiEngine("gemini-3-pro", "k", sim.url, thinking_budget=-1, tools=TOOLS[:1], stream=False)
+    sim.queue(Reply(tool_calls=[ToolCall("get_weather", {"city": "Paris"})]), Reply(text="18C"))
+    turn = Turn()
+    turn.append(Block.user("weather?"))
+    asyncio.run(with_middleware(engine, system_prompt("a", policy="append")).run_inference(turn))
+    call = next(b for b in turn.blocks if b.kind is BlockKind.TOOL_CALL)
+    turn.append(Block.tool_use(call.payload[PAYLOAD_ID], "18C"))
+    asyncio.run(with_middleware(engine, system_prompt("b", policy="append")).run_inference(turn))
+    report = TURN_META_PREFIX_GUARD.require(turn.metadata)
+    assert (report["policy"], report["dropped"]) == ("append", 1)
+    assert report["fallback"] == APPEND_FALLBACK

@@ -79,7 +79,7 @@ def _check_builtin(turn: Turn, events: list[Event]) -> None:
     cited = [
         c
         for b in turn.blocks
-        if b.kind is BlockKind.LLM_TEXT
+        if b.kind in (BlockKind.LLM_TEXT, BlockKind.OTHER)
         for c in citation_sources(b.payload.get(PAYLOAD_CITATIONS))
     ]
     assert [e.citations for e in events if isinstance(e, EventCitations)] == ([cited] if cited else [])

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from anthropic.types import Message
 from simhelp import sse_events
 
 from geppetto.simulator import Reply, Simulator
@@ -171,3 +172,51 @@ def test_stream_event_sequence(ant: httpx.Client, geppetto_sim: Simulator) -> No
     ]
     assert events[-2][1]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
     assert events[0][1]["message"]["content"] == []
+
+
+def _diagnosed(client: httpx.Client, messages: list[Any], previous: str | None, **extra: Any) -> dict[str, Any]:
+    r = _post(client, messages, diagnostics={"previous_message_id": previous}, **extra)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    Message.model_validate(answer)  # the SDK's Message type, diagnostics included
+    return dict(answer)
+
+
+def test_cache_diagnostics_name_the_first_divergence(ant: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(*[Reply(text="Sunny.") for _ in range(6)])
+    ask = [{"role": "user", "content": "Weather in Paris?"}]
+    first = _diagnosed(ant, ask, None)
+    assert first["diagnostics"] is None  # opted in, nothing to compare with
+    grown = [*ask, {"role": "assistant", "content": first["content"]}, {"role": "user", "content": "And Lyon?"}]
+    second = _diagnosed(ant, grown, first["id"])
+    assert second["diagnostics"] is None  # only appended: nothing diverged
+    edited = [{"role": "user", "content": "Weather in Nice?"}, *grown[1:]]
+    reason = _diagnosed(ant, edited, first["id"])["diagnostics"]["cache_miss_reason"]
+    assert reason["type"] == "messages_changed" and reason["cache_missed_input_tokens"] > 0
+    moved = _diagnosed(ant, grown, first["id"], model="claude-sim-2")["diagnostics"]["cache_miss_reason"]
+    assert moved["type"] == "model_changed"
+    lost = _diagnosed(ant, grown, "msg_unknown")["diagnostics"]
+    assert lost == {"cache_miss_reason": {"type": "previous_message_not_found"}}
+    plain = _post(ant, grown).json()
+    assert "diagnostics" not in plain  # not asked: nothing said, nothing kept
+
+
+def test_cache_diagnostics_arrive_on_message_start_in_a_stream(ant: httpx.Client, geppetto_sim: Simulator) -> None:
+    geppetto_sim.queue(*[Reply(text="Sunny.") for _ in range(3)])
+    first = _diagnosed(ant, [{"role": "user", "content": "x"}], None)
+    geppetto_sim.plant_divergence(first["id"], "system")
+    body = {
+        "model": "claude-sim",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": first["content"]},
+                     {"role": "user", "content": "y"}],
+        "tools": TOOLS,
+        "stream": True,
+        "diagnostics": {"previous_message_id": first["id"]},
+    }  # fmt: skip
+    with ant.stream("POST", "/v1/messages", json=body) as r:
+        events = sse_events(r.read().decode())
+    start = events[0][1]["message"]
+    assert start["diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
+    with pytest.raises(KeyError, match="did not send diagnostics"):
+        geppetto_sim.plant_divergence(str(_post(ant, [{"role": "user", "content": "z"}]).json()["id"]), "tools")

@@ -211,3 +211,63 @@ def test_claude_count_tokens(client: httpx.Client) -> None:
     assert counted.json() == {"input_tokens": sent}
     bad = client.post("/v1/messages/count_tokens", json={"model": "claude-sim", "messages": [{"role": "user"}]})
     assert (bad.status_code, bad.json()["error"]["message"]) == (400, "messages.0.content: Field required")
+
+
+def test_gemini_part_holding_only_video_metadata(client: httpx.Client) -> None:
+    video = {"fileData": {"fileUri": "https://www.youtube.com/watch?v=9hE5-98ZeCg", "mimeType": "video/mp4"}}
+    clip = {"videoMetadata": {"startOffset": "10s", "endOffset": "20s"}}
+    body = {"contents": [{"role": "user", "parts": [video, clip, {"text": "What happens here?"}]}]}
+    r = _gemini(client, body)
+    assert r.status_code == 200, r.text
+    r = _gemini(client, {"contents": [{"role": "user", "parts": [video, {}, {"text": "What happens here?"}]}]})
+    assert r.status_code == 400  # a part with nothing at all is still refused
+    assert "required oneof field 'data' must have one initialized field" in r.json()["error"]["message"]
+
+
+def test_image_generation_call_sent_back_without_status(client: httpx.Client) -> None:
+    call = {"type": "image_generation_call", "id": "ig_0123", "result": "aGVsbG8="}
+    items = [{"role": "user", "content": "Draw a cat"}, call, {"role": "user", "content": "Make it blue"}]
+    r = _responses(client, items)
+    assert r.status_code == 200, r.text
+    r = _responses(client, [items[0], {k: v for k, v in call.items() if k != "id"}, items[2]])
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "input[1].id"
+
+
+def test_web_search_call_sent_back_with_an_api_source(client: httpx.Client) -> None:
+    def search(source: dict[str, Any]) -> dict[str, Any]:
+        action = {"type": "search", "query": "weather in Paris", "sources": [source]}
+        return {"type": "web_search_call", "id": "ws_0123", "status": "completed", "action": action}
+
+    ask = {"role": "user", "content": "Weather in Paris?"}
+    said = {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]}
+    for source in ({"type": "api", "name": "oai-weather"}, {"type": "url", "url": "https://example.com/paris"}):
+        r = _responses(client, [ask, search(source), said, {"role": "user", "content": "Tomorrow?"}])
+        assert r.status_code == 200, r.text
+    r = _responses(client, [ask, search({"type": "file", "name": "x"}), said])
+    assert r.status_code == 400
+
+
+def test_a_function_tool_is_echoed_with_strict(client: httpx.Client) -> None:
+    loose = {**FUNCTION, "strict": False}
+    r = _responses(client, [{"role": "user", "content": "Capital of France?"}], tools=[FUNCTION, loose])
+    assert r.status_code == 200, r.text
+    echoed = r.json()["tools"]
+    assert [t["strict"] for t in echoed] == [True, False]  # the default said, a choice kept
+    assert {k: v for k, v in echoed[0].items() if k != "strict"} == FUNCTION
+
+
+def test_a_mid_conversation_system_message_only_on_a_model_that_takes_one(client: httpx.Client) -> None:
+    messages = [
+        {"role": "user", "content": "Write a function."},
+        {"role": "assistant", "content": "def f(): pass"},
+        {"role": "user", "content": "Another."},
+        {"role": "system", "content": [{"type": "text", "text": "From now on, annotate types."}]},
+    ]
+    for model in ("claude-opus-4-8", "claude-opus-5", "claude-sonnet-5", "sim-1"):
+        r = client.post("/v1/messages", json={"model": model, "max_tokens": 100, "messages": messages})
+        assert r.status_code == 200, (model, r.text)
+    for model in ("claude-sonnet-4-5", "claude-opus-4-7", "claude-3-7-sonnet-latest"):
+        r = client.post("/v1/messages", json={"model": model, "max_tokens": 100, "messages": messages})
+        assert r.status_code == 400, model
+        assert r.json()["error"]["message"] == "messages.3.role: role 'system' is not supported on this model"

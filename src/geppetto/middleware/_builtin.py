@@ -6,11 +6,14 @@ import asyncio
 import logging
 import time
 
+from .._exceptions import ConfigurationError
 from ..engine import Handler
 from ..turns import (
     BLOCK_META_MIDDLEWARE,
     PAYLOAD_ID,
     PAYLOAD_TEXT,
+    PREFIX_POLICIES,
+    TURN_DATA_PREFIX_POLICY,
     TURN_META_INFERENCE_ID,
     TURN_META_SESSION_ID,
     Block,
@@ -22,15 +25,28 @@ from ._chain import Middleware
 __all__ = ["logging_middleware", "reorder_tool_results", "system_prompt"]
 
 
-def system_prompt(text: str) -> Middleware:
+def system_prompt(text: str, *, policy: str | None = None) -> Middleware:
     """Make the first system block say ``text``: replace its text, or insert one at index 0.
 
     Idempotent: a turn whose first system block already says ``text`` is left untouched, so the
     blocks a server already holds stay valid anchors.
+
+    ``policy`` asks the engine's prefix guard for this Turn's requests (``geppetto.prefix_policy@v1``,
+    over the engine's ``prefix_policy``): ``"append"`` sends a changed prompt as an appended system
+    message where the provider and model take one, so the reasoning and cache made under the old prompt
+    stay valid (elsewhere it drops, and says so); ``"drop"``, ``"rewrite"``, ``"error"`` as the engines
+    take them.
     """
+    if policy is not None and policy not in PREFIX_POLICIES:
+        raise ConfigurationError(
+            f"system_prompt(policy={policy!r}): use one of {', '.join(map(repr, PREFIX_POLICIES))}, or leave it "
+            "out to keep the engine's prefix_policy"
+        )
 
     def middleware(next_handler: Handler) -> Handler:
         async def handler(turn: Turn) -> Turn:
+            if policy is not None:
+                TURN_DATA_PREFIX_POLICY.set(turn.data, policy)
             first = next((b for b in turn.blocks if b.kind is BlockKind.SYSTEM), None)
             if first is None:
                 block = Block.system(text)

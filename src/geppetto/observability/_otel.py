@@ -8,7 +8,9 @@ request bytes); ``execute_tool {name}`` for each tool call (call id, error type)
 has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration`` histograms, the ``geppetto.client.cost`` counter (USD of each priced
 request; ``geppetto.client.unpriced_requests`` counts the others), and the Responses engine's counters (see
-:mod:`geppetto.providers._stateful`, which defines them once for Prometheus and OTel).
+:mod:`geppetto.providers._stateful`, which defines them once for Prometheus and OTel) and
+``geppetto.prefix.disagreements`` (provider cache diagnostics that disagreed with geppetto's record,
+:mod:`geppetto.providers._disagreements`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from ..events import (
 from ..providers import REQUEST_HOOKS
 from ..session import INCOMING_HOOKS, RUN_HOOKS
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
-from ._otel_metrics import responses_exporter
+from ._otel_metrics import disagreements_exporter, responses_exporter
 from ._otel_spans import Call, RunSpan, messages_attribute, server_attributes
 
 __all__ = ["PROVIDER_NAMES", "Instrumentation"]
@@ -102,6 +104,10 @@ class Instrumentation:
 
         self._responses_metrics = responses_metrics
         self._exporter = responses_metrics.add_exporter(responses_exporter(meter))
+        from ..providers import disagreement_metrics
+
+        self._disagreement_metrics = disagreement_metrics
+        self._disagreement_exporter = disagreement_metrics.add_exporter(disagreements_exporter(meter))
         self._remove_sink = add_global_sink(self._on_event)
         RUN_HOOKS.append(self._run_span)
         INCOMING_HOOKS.append(self._incoming)
@@ -117,6 +123,7 @@ class Instrumentation:
         with contextlib.suppress(ValueError):
             REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)
+        self._disagreement_metrics.remove_exporter(self._disagreement_exporter)
 
     # -- Session.run ------------------------------------------------------------------------------
     def _run_span(self, turn: Turn, provider: str = "") -> RunSpan:

@@ -1,5 +1,5 @@
-"""The Responses engine's metrics (defined once in ``providers._stateful``) as OpenTelemetry
-instruments, one exporter per meter."""
+"""The Responses engine's metrics (defined once in ``providers._stateful``) and the prefix disagreement
+counter (``providers._disagreements``) as OpenTelemetry instruments, one exporter per meter."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from opentelemetry.metrics import Observation
 
-__all__ = ["responses_exporter"]
+__all__ = ["disagreements_exporter", "responses_exporter"]
 
 
 def responses_exporter(meter: Any) -> _OtelResponsesExporter:
@@ -80,3 +80,42 @@ def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
 
 
 _RESPONSES_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelResponsesExporter] = weakref.WeakKeyDictionary()
+
+
+class _OtelCounters:
+    """The counters of a metric table (``providers._disagreements.DISAGREEMENT_METRICS``) as observable
+    counters named with dots (``geppetto_prefix_disagreements`` -> ``geppetto.prefix.disagreements``)."""
+
+    def __init__(self, meter: Any, table: dict[str, tuple[str, str, str, str]]) -> None:
+        self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
+        self._lock = threading.Lock()
+        for key, (name, description, kind, _label) in table.items():
+            if kind == "counter":
+                self._counts[key] = Counter()
+                otel_name = name.replace("geppetto_prefix_", "geppetto.prefix.")
+                meter.create_observable_counter(otel_name, callbacks=[self._reader(key)], description=description)
+
+    def _reader(self, key: str) -> Callable[[Any], Iterable[Observation]]:
+        def read(options: Any) -> Iterable[Observation]:
+            with self._lock:
+                totals = list(self._counts[key].items())
+            return [Observation(value, dict(labels)) for labels, value in totals]
+
+        return read
+
+    def count(self, key: str, labels: dict[str, str]) -> None:
+        with self._lock:
+            self._counts[key][tuple(labels.items())] += 1
+
+
+def disagreements_exporter(meter: Any) -> _OtelCounters:
+    """The prefix-disagreement counter's exporter of ``meter`` (one per meter, as :func:`responses_exporter`)."""
+    found = _DISAGREEMENT_EXPORTERS.get(meter)
+    if found is None:
+        from ..providers import DISAGREEMENT_METRICS
+
+        found = _DISAGREEMENT_EXPORTERS[meter] = _OtelCounters(meter, DISAGREEMENT_METRICS)
+    return found
+
+
+_DISAGREEMENT_EXPORTERS: weakref.WeakKeyDictionary[Any, _OtelCounters] = weakref.WeakKeyDictionary()

@@ -8,14 +8,17 @@ from ..turns import PAYLOAD_CITATIONS, Block, BlockKind, citation_sources
 
 __all__ = ["publish_citations"]
 
+_CITING = (BlockKind.LLM_TEXT, BlockKind.OTHER)
+
 
 def publish_citations(meta: EventMetadata, blocks: list[Block]) -> None:
-    """An :class:`~geppetto.events.EventCitations` with what the text blocks among ``blocks`` cite, when
-    they cite anything."""
+    """An :class:`~geppetto.events.EventCitations` with what the text blocks among ``blocks`` cite (and a
+    kept part standing for an answer without text, such as Gemini's generated image), when they cite
+    anything."""
     found = [
         c
         for block in blocks
-        if block.kind is BlockKind.LLM_TEXT and block.payload.get(PAYLOAD_CITATIONS)
+        if block.kind in _CITING and block.payload.get(PAYLOAD_CITATIONS)
         for c in citation_sources(block.payload[PAYLOAD_CITATIONS])
     ]
     if found:

@@ -23,6 +23,10 @@ What happens to stale reasoning is the engine's ``prefix_policy`` (:data:`PREFIX
 - ``"rewrite"``: keep the prefix append-only where the provider allows it (Claude: the old system prompt
   stays and the new one goes as an appended system message); what cannot be rewritten is dropped, and the
   warning says so.
+- ``"append"``: send a changed system prompt as an appended system message where the provider and model
+  take one (Claude's newest models), so nothing goes stale; elsewhere ``"drop"``, and the warning and the
+  report (``fallback``) say so. A middleware can ask for a policy for the Turn's requests
+  (:data:`PREFIX_POLICY_ASKED`, ``system_prompt(text, policy=...)``).
 - ``"error"``: raise :class:`~geppetto.PrefixChangedError` naming the middleware and the block.
 
 A reasoning block with no recorded digest (made before this guard, or by a stateless path that records
@@ -50,6 +54,8 @@ from ..turns import (
     BLOCK_META_MIDDLEWARE,
     BLOCK_META_PROVIDER,
     NO_EDIT,
+    PREFIX_POLICIES,
+    TURN_DATA_PREFIX_POLICY,
     Block,
     BlockList,
     FrozenBlock,
@@ -62,7 +68,9 @@ from ..turns import (
 )
 
 __all__ = [
+    "APPEND_FALLBACK",
     "PREFIX_POLICIES",
+    "PREFIX_POLICY_ASKED",
     "REASONING_PREFIX",
     "REASONING_STALE",
     "TURN_META_PREFIX_GUARD",
@@ -71,6 +79,7 @@ __all__ = [
     "Stale",
     "Unit",
     "apply_policy",
+    "asked_policy",
     "check",
     "check_policy",
     "guard_metrics",
@@ -83,8 +92,12 @@ __all__ = [
 
 log = logging.getLogger("geppetto.providers.prefix_guard")
 
-PREFIX_POLICIES = ("drop", "rewrite", "error")
-"""What an engine does with reasoning whose prefix changed (``prefix_policy=``)."""
+PREFIX_POLICY_ASKED = TURN_DATA_PREFIX_POLICY
+"""``geppetto.prefix_policy@v1`` in turn data: the policy a middleware asked for (``system_prompt(text,
+policy="append")``); it overrides the engine's ``prefix_policy`` for this Turn's requests."""
+
+APPEND_FALLBACK = "this engine or model takes no appended system message: dropped instead"
+"""What a drop under ``append`` says when the engine could not send the change as an appended message."""
 
 REASONING_PREFIX = block_meta_key("geppetto", "reasoning_prefix", 1, dict)
 """``geppetto.reasoning_prefix@v1`` on a reasoning block: ``{"head": digest of the header (Claude: system
@@ -289,6 +302,13 @@ guard_metrics = GuardMetrics()
 """What every engine's guard did in this process."""
 
 
+def asked_policy(turn: Turn, policy: str) -> str:
+    """The policy for ``turn``'s request: the one a middleware asked for (:data:`PREFIX_POLICY_ASKED`), else
+    the engine's ``policy``."""
+    asked = PREFIX_POLICY_ASKED.get(turn.data)
+    return asked if asked in PREFIX_POLICIES else policy
+
+
 def check_policy(policy: str) -> str:
     """``policy`` when it is one of :data:`PREFIX_POLICIES`, else a ConfigurationError naming them."""
     if policy not in PREFIX_POLICIES:
@@ -326,7 +346,10 @@ def apply_policy(
     """Report what ``policy`` does with ``stale`` (the engine leaves them out; ``error`` raises here).
 
     ``rewritten`` counts blocks the engine kept by rewriting the request append-only; ``note`` says what
-    could not be rewritten."""
+    could not be rewritten. Under ``append`` with no ``note``, what was dropped is said to be the fallback
+    (:data:`APPEND_FALLBACK`), and the report carries it as ``fallback``."""
+    if policy == "append" and stale and not note:
+        note = APPEND_FALLBACK
     if not stale and not rewritten:
         TURN_META_PREFIX_GUARD.delete(turn.metadata)
         return
@@ -351,6 +374,8 @@ def apply_policy(
         "changed": first.changed_block if first else "",
         "blocks": [s.block.id for s in stale],
     }
+    if policy == "append" and stale:
+        report["fallback"] = note
     TURN_META_PREFIX_GUARD.set(turn.metadata, report)
     if first is not None:
         message = (

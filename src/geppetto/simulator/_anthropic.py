@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp
 
 from ._anthropic_binding import bind_content, check_binding, take_binding
+from ._anthropic_diagnostics import diagnose, remember
 from ._anthropic_rules import check_request
 from ._attachments import check_claude_files, claude_files
 from ._builtin import anthropic_blocks, anthropic_citations, anthropic_server_usage, decide_builtin, offered
@@ -189,8 +190,14 @@ async def create_message(call: Call) -> ASGIApp:
     }
     if behavior is not None or changes:
         message["input_transformations"] = changes
-    if any(c.kind == "code_execution" for c in reply.builtin):
-        message["container"] = {"id": new_id("container_"), "expires_at": _expiry(state.now())}
+    asked, diagnostics = diagnose(state, sent)
+    if asked:
+        message["diagnostics"] = diagnostics
+        remember(state, message_id, sent)
+    named = body.get("container") if isinstance(body.get("container"), str) else None
+    if named or any(c.kind == "code_execution" for c in reply.builtin):
+        # a named container is the one the code runs in again (its expiry renewed), as the service does
+        message["container"] = {"id": named or new_id("container_"), "expires_at": _expiry(state.now())}
     if not body.get("stream"):
         return JSONResponse(message)
     return SSEStream(_frames(message), call.fault, lambda: state.closing, api="anthropic")
@@ -203,7 +210,7 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
     usage = message["usage"]
     start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens_details", "inference_geo")}
     start = {
-        **{k: v for k, v in message.items() if k != "stop_details"},
+        **{k: v for k, v in message.items() if k not in ("stop_details", "container")},
         "content": [],
         "stop_reason": None,
         "usage": {**start_usage, "output_tokens": 1},
@@ -226,6 +233,8 @@ def _frames(message: dict[str, Any]) -> list[bytes]:
             frames.append(sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         frames.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
     delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    if "container" in message:  # a stream says the container at its end, on message_delta
+        delta["container"] = message["container"]
     frames.append(
         sse(
             "message_delta",

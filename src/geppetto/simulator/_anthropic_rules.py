@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ._attachments import CLAUDE_DOCUMENT, CLAUDE_IMAGE
@@ -158,6 +159,18 @@ def _render(problem: Problem) -> SimError:
     return _bad(f"{'.'.join(str(p) for p in problem.path)}: {text}")
 
 
+_NO_SYSTEM_MESSAGES = re.compile(
+    r"(^|[/.:])claude-(instant|[123]([-.]|$)|4-|(sonnet|haiku)-4|opus-4(-[0-7]([-@.]|$)|@|$|-\d{8}))", re.IGNORECASE
+)
+"""The models released before Claude Opus 4.8, which refuse a mid-conversation system message (any other
+name, the simulator's own included, takes one)."""
+
+
+def takes_system_messages(model: str) -> bool:
+    """Whether the service takes a ``role: "system"`` message after the first one for ``model``."""
+    return not _NO_SYSTEM_MESSAGES.search(model)
+
+
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message.get("content")
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
@@ -176,6 +189,10 @@ def check_request(state: SimState, body: dict[str, Any]) -> None:
     if messages[0]["role"] == "system":
         # A `system` message is a mid-conversation instruction; the conversation's own goes in `system`.
         raise _bad("messages.0.role: Input should be 'user' or 'assistant'")
+    if not takes_system_messages(str(body.get("model"))):
+        for index, message in enumerate(messages):
+            if message["role"] == "system":
+                raise _bad(f"messages.{index}.role: role 'system' is not supported on this model")
     _check_tools(messages)
     _check_thinking(state, body)
 

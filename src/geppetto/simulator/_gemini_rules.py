@@ -57,6 +57,8 @@ _PART_DATA = (
     "toolResponse",
     # A part may carry only a thought signature (a streamed answer's closing part, sent back as it came).
     "thoughtSignature",
+    # Or only the clip settings of the video part beside it (the service reads them, data or not).
+    "videoMetadata",
 )
 _CONTENT = obj({"role": _STR, "parts": array(_PART, name=_V1BETA + "Part")}, name=_V1BETA + "Content")
 _DECLARATION = obj(

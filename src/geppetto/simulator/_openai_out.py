@@ -217,13 +217,24 @@ def response_object(
         "temperature": body.get("temperature", 1.0),
         "text": body.get("text") or {"format": {"type": "text"}},
         "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [],
+        "tools": echoed_tools(body.get("tools")),
         "top_logprobs": body.get("top_logprobs", 0),
         "top_p": body.get("top_p", 1.0),
         "truncation": body.get("truncation") or "disabled",
         "usage": usage_,
         "user": body.get("user"),
     }
+
+
+def echoed_tools(tools: Any) -> list[Any]:
+    """The request's tools as a response shows them: a function tool always says ``strict`` (the
+    Responses API's default, ``true``, when the request left it out), as the spec requires of a response."""
+    out = []
+    for tool in tools or []:
+        if isinstance(tool, dict) and tool.get("type") == "function" and "strict" not in tool:
+            tool = {**tool, "strict": True}
+        out.append(tool)
+    return out
 
 
 _EMPTY_TEXT = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._asgi import ThreadedServer
+from ._anthropic_diagnostics import plant
 from ._app import DEFAULT_MAX_BODY, build_app
 from ._faults import Fault
 from ._model import Reply
@@ -220,6 +221,14 @@ class Simulator:
         """Drop a stored response or interaction as if it expired: chaining on it now fails (a response with
         previous_response_not_found, an interaction with the Interactions API's 404)."""
         self.state.forget(response_id)
+
+    def plant_divergence(self, message_id: str, part: str) -> None:
+        """Make the fingerprint Claude's cache diagnostics hold for the answer ``message_id`` differ in
+        ``part`` (``model``, ``tools``, ``system`` or ``messages``): the next request naming it in
+        ``diagnostics.previous_message_id`` is told that part changed, whatever the client sent.
+
+        Raises KeyError when the request that produced it did not ask for diagnostics."""
+        plant(self.state, message_id, part)
 
     def reset(self) -> None:
         """Forget all state (stored responses, conversations, queued replies and faults, requests); compat mode

@@ -126,6 +126,8 @@ class SimState:
         # Reasoning item id -> digest of the context before it when produced (OpenAI).
         self.reasoning_bound: dict[str, str] = {}
         self.prompt_cache: set[str] = set()
+        self.fingerprints: dict[str, dict[str, Any]] = {}
+        """Claude answer id -> the fingerprint of the request that asked for cache diagnostics."""
         """Digests of the prompt prefixes cached (Anthropic's breakpoints, Gemini's implicit cache)."""
 
     def reset(self) -> None:

@@ -61,6 +61,8 @@ from ._known import (
     TURN_META_STOP_REASON,
     TURN_META_USAGE,
 )
+from ._known import PREFIX_POLICIES as PREFIX_POLICIES
+from ._known import TURN_DATA_PREFIX_POLICY as TURN_DATA_PREFIX_POLICY
 from ._known import TURN_META_HISTORY_EDIT as TURN_META_HISTORY_EDIT
 from ._messages import blocks_from_messages, messages_from_turn, result_text, turn_from_messages
 from ._model import (

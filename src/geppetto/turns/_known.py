@@ -7,7 +7,7 @@ OpenAI Responses conversation state lives in :mod:`geppetto.providers.openai_res
 
 from __future__ import annotations
 
-from ._keys import block_meta_key, turn_meta_key
+from ._keys import block_meta_key, turn_data_key, turn_meta_key
 
 __all__ = [
     "BLOCK_META_INFERENCE_ID",
@@ -33,6 +33,14 @@ TURN_META_USAGE = turn_meta_key("geppetto", "usage", 1, dict)
 """Token usage of the last provider call: input_tokens, output_tokens, cached_tokens, reasoning_tokens."""
 TURN_META_STOP_REASON = turn_meta_key("geppetto", "stop_reason", 1, str)
 """Why the last provider call stopped, in one vocabulary across providers (see geppetto.events)."""
+PREFIX_POLICIES = ("drop", "rewrite", "error", "append")
+"""What an engine does with replayed reasoning whose prefix changed (``prefix_policy=``; see
+:mod:`geppetto.providers._prefix_guard`)."""
+
+TURN_DATA_PREFIX_POLICY = turn_data_key("geppetto", "prefix_policy", 1, str)
+"""``geppetto.prefix_policy@v1``: the prefix policy a middleware asked for (``system_prompt(text,
+policy="append")``); it overrides the engine's ``prefix_policy`` for this Turn's requests."""
+
 TURN_META_HISTORY_EDIT = turn_meta_key("geppetto", "history_edit", 1, dict)
 """On a snapshot a history edit made (``Session.rewind/fork/edit/remove``): ``{"op": ..., ...}`` (see
 ``geppetto.session._edits``)."""

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..providers import CACHE_DIAGNOSTICS
 from ..session import last_index, session_requests, totals
 from ..turns import (
     BLOCK_META_INFERENCE_ID,
@@ -117,6 +118,9 @@ def _block_row(i: int, b: Block, mark: str = "") -> dict[str, Any]:
     if p.get(PAYLOAD_CITATIONS):  # as the provider sent them, and normalized: the page lists the latter
         row["citations"] = p[PAYLOAD_CITATIONS]
         row["sources"] = citation_sources(p[PAYLOAD_CITATIONS])
+    diagnosed = CACHE_DIAGNOSTICS.get(b.metadata)
+    if diagnosed:  # the provider's own account of what changed, and whether it agrees with geppetto's
+        row["cache_diagnostics"] = dict(diagnosed)
     return row
 
 

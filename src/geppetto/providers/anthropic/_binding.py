@@ -5,7 +5,9 @@ and every message content before the block. A request is read as units ``[role, 
 ``cache_control``, which moves between requests) under a header of the system and tools digests; a
 thinking unit whose recorded prefix differs is stale and is left out (``drop``), raised (``error``) or,
 under ``rewrite``, kept by sending the system prompt the blocks were made under and the new one as an
-appended ``role: "system"`` message (Anthropic's advice for a changed system prompt). The notes stay at
+appended ``role: "system"`` message (Anthropic's advice for a changed system prompt); ``append`` does the
+same on a model that takes a mid-conversation system message and is ``drop`` on any other (the report's
+``fallback`` says so). The notes stay at
 the place they were first added (``anthropic.system_notes@v1`` in turn data), so the next requests stay
 append-only too. A changed tool list or an edited message cannot be rewritten: those blocks are dropped.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 from typing import Any
 
 from ..._json import EncodedJSON
@@ -29,6 +32,7 @@ from .._prefix_guard import (
     Progress,
     Unit,
     apply_policy,
+    asked_policy,
     check,
     guard_metrics,
     header_digest,
@@ -42,9 +46,11 @@ __all__ = [
     "BINDING_BETA",
     "INPUT_TRANSFORMATIONS",
     "SYSTEM_NOTES",
+    "effective_policy",
     "guard_request",
     "record_response",
     "report_transformations",
+    "takes_system_messages",
     "with_beta",
 ]
 
@@ -202,17 +208,45 @@ def _quick_check(turn: Turn, body: dict[str, Any], origin: dict[int, Block], hea
     return progress.reasoning or any(u.reasoning for u in units)
 
 
+_SYSTEM_MESSAGES = re.compile(
+    r"(^|[/.:])(sim-|claude-(opus-4-[89]|(opus|sonnet|haiku)-[5-9]|fable-\d|mythos-\d)($|[-.@:_]))", re.IGNORECASE
+)
+"""The models that take a mid-conversation ``role: "system"`` message: Claude Opus 4.8 and the families
+after it (Opus, Sonnet, Haiku 5 and later, Fable, Mythos), and the simulator's ``sim-*`` models. Older
+models refuse it (``role 'system' is not supported on this model``); an unknown name is taken as one that
+refuses, so ``append`` falls back to ``drop`` rather than risk a 400."""
+
+
+def takes_system_messages(model: str) -> bool:
+    """Whether ``model`` takes a mid-conversation system message (what ``prefix_policy="append"`` sends)."""
+    return bool(_SYSTEM_MESSAGES.search(model))
+
+
+def effective_policy(turn: Turn, policy: str, model: str) -> tuple[str, str]:
+    """What the guard does for ``turn``'s request (the middleware's ask, else ``policy``), and the policy
+    named in its report. ``append`` is sent as ``rewrite`` does it (the bound system prompt kept, the new
+    one an appended system message) on a model that takes one; on another it is ``drop``, and says so."""
+    asked = asked_policy(turn, policy)
+    if asked != "append":
+        return asked, asked
+    if takes_system_messages(model):
+        return "rewrite", "append"
+    return "drop", "append"
+
+
 def guard_request(
     turn: Turn, body: dict[str, Any], origin: dict[int, Block], *, policy: str, model: str
 ) -> dict[str, Any]:
-    """Apply the prefix guard to ``body`` (changed in place and returned). Under ``rewrite`` a pinned
-    system prompt and its notes go into every request, replaying thinking or not: thinking made in answer
-    to this one is bound to what it carries. While the messages an earlier pass proved did not change, only
-    those after them are read."""
+    """Apply the prefix guard to ``body`` (changed in place and returned). Under ``rewrite`` (and
+    ``append`` on a model that takes a system message) a pinned system prompt and its notes go into every
+    request, replaying thinking or not: thinking made in answer to this one is bound to what it carries.
+    While the messages an earlier pass proved did not change, only those after them are read."""
+    policy, named = effective_policy(turn, policy, model)
+    fallback = named == "append" and policy == "drop"
     if policy != "rewrite" and body["messages"]:
         replays = _quick_check(turn, body, origin, head_of(body))
         if replays is not None:
-            apply_policy(turn, "anthropic", model, policy, [], [])
+            apply_policy(turn, "anthropic", model, named, [], [])
             if replays:
                 _ask_binding(body, policy)
             return body
@@ -227,7 +261,9 @@ def guard_request(
         rewritten = max(0, before - len(stale))
     if stale and policy == "rewrite":
         note = "a changed tool list or an edited message cannot be sent append-only: dropped instead"
-    apply_policy(turn, "anthropic", model, policy, stale, units, rewritten=rewritten, note=note)
+    elif stale and fallback:
+        note = f"{model} takes no mid-conversation system message: dropped instead"
+    apply_policy(turn, "anthropic", model, named, stale, units, rewritten=rewritten, note=note)
     if stale:
         body["messages"] = _without(body["messages"], {id(parts[s.index]) for s in stale})
     if replays:
@@ -266,6 +302,7 @@ def record_response(
     prompt they were made under (the first time)."""
     if not any(b.kind.value == "reasoning" for b in new):
         return
+    policy = effective_policy(turn, policy, str(body.get("model") or ""))[0]
     if policy == "rewrite" and not SYSTEM_NOTES.get(turn.data):
         SYSTEM_NOTES.set(turn.data, {"system": _bare(_system_list(body.get("system"))), "notes": []})
     system, messages = built

@@ -22,6 +22,8 @@ from .._streaming import ToolSpec, budget_for_effort
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import PROVIDER, message_events
 from ._cache import add_cache_breakpoints
+from ._container import keep_container, name_container
+from ._diagnostics import ask_diagnostics, check_diagnostics
 from ._dialect import ANTHROPIC_VERSION, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
@@ -50,10 +52,16 @@ class ClaudeEngine(StreamingEngine):
     ``web_fetch_20250910``...); their calls and results come back as ``other`` blocks typed under
     ``payload["builtin"]`` and are sent back as they came. ``stream=False`` asks for the whole Message in
     one JSON answer instead of an event stream (the same blocks and events come of it).
-    ``prefix_policy`` (``"drop"``, default; ``"rewrite"``; ``"error"``) is what happens to replayed thinking
-    whose prefix (system, tools, earlier messages) changed since Claude made it (see
+    ``prefix_policy`` (``"drop"``, default; ``"rewrite"``; ``"append"``; ``"error"``) is what happens to
+    replayed thinking whose prefix (system, tools, earlier messages) changed since Claude made it (see
     :mod:`geppetto.providers._prefix_guard`): left out with a warning, kept by sending the change
-    append-only where it can be, or a :class:`~geppetto.PrefixChangedError`.
+    append-only where it can be, or a :class:`~geppetto.PrefixChangedError`. ``"append"`` sends a changed
+    system prompt as an appended system message on a model that takes one
+    (:func:`._binding.takes_system_messages`) and drops, saying so, on any other.
+    ``cache_diagnostics=True`` asks Claude on every request where it diverged from the previous answer's
+    request (``diagnostics.previous_message_id``) and checks that against what geppetto changed itself:
+    the answer and the verdict are kept on the answer's blocks (``geppetto.cache_diagnostics@v1``), a
+    disagreement is logged and counted (:mod:`geppetto.providers._disagreements`).
     """
 
     provider = PROVIDER
@@ -83,6 +91,7 @@ class ClaudeEngine(StreamingEngine):
         stream: bool = True,
         builtin_tools: Iterable[dict[str, Any]] | None = None,
         prefix_policy: str = "drop",
+        cache_diagnostics: bool = False,
     ) -> None:
         super().__init__(
             model,
@@ -99,6 +108,7 @@ class ClaudeEngine(StreamingEngine):
             stream=stream,
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
+        self.cache_diagnostics = bool(cache_diagnostics)
         self.prefix_policy = check_policy(prefix_policy)
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         if prompt_cache not in (True, False, "auto"):
@@ -124,7 +134,11 @@ class ClaudeEngine(StreamingEngine):
             stream=self.stream,
             prefix_policy=self.prefix_policy,
         )
-        return add_cache_breakpoints(body, self.prompt_cache)
+        body = add_cache_breakpoints(body, self.prompt_cache)
+        name_container(turn, body)
+        if self.cache_diagnostics:
+            ask_diagnostics(turn, body)
+        return body
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:
         return "v1/messages", None
@@ -156,6 +170,11 @@ class ClaudeEngine(StreamingEngine):
         record_response(turn, body, new, built, origin, policy=self.prefix_policy)
         if isinstance(reducer, ClaudeStreamReducer):
             report_transformations(turn, reducer.input_transformations, self.model)
+            keep_container(new, reducer.container)
+            if self.cache_diagnostics:
+                check_diagnostics(
+                    turn, body, new, reducer.response_id, reducer.diagnostics, reducer.diagnosed, self.model
+                )
 
     def reducer(self) -> StreamReducer:
         return ClaudeStreamReducer()

@@ -27,6 +27,7 @@ from .._sse import SSEEvent, malformed
 from .._stream_loop import Delta, StreamResult
 from .._streaming import parse_args
 from ._blocks import PROVIDER, kept_block
+from ._container import container_of
 
 __all__ = ["ClaudeStreamReducer", "claude_stop_reason", "claude_usage", "stream_error"]
 
@@ -138,6 +139,12 @@ class ClaudeStreamReducer:
         self._events = 0
         self.input_transformations: list[Any] | None = None
         """What Claude changed in the request's input (``message_start``'s ``input_transformations``), if it said."""
+        self.container: dict[str, Any] | None = None
+        """The code-execution container the answer ran in (``message_delta``'s, or the whole Message's)."""
+        self.diagnosed = False
+        """Whether the answer carried ``diagnostics`` (cache diagnostics, on ``message_start``)."""
+        self.diagnostics: Any = None
+        """The answer's ``diagnostics`` as Claude sent it (``None``: nothing diverged, or not carried)."""
 
     def feed(self, event: SSEEvent) -> list[Delta]:
         try:
@@ -160,6 +167,9 @@ class ClaudeStreamReducer:
             changed = message.get("input_transformations")
             if isinstance(changed, list):
                 self.input_transformations = changed
+            self.container = container_of(message) or self.container
+            if "diagnostics" in message:
+                self.diagnosed, self.diagnostics = True, message["diagnostics"]
         elif kind == "content_block_start":
             block = data.get("content_block") or {}
             self._open[int(data.get("index", 0))] = _Open(str(block.get("type") or ""), block)
@@ -169,6 +179,7 @@ class ClaudeStreamReducer:
             self._close(int(data.get("index", 0)))
         elif kind == "message_delta":
             self._stop_reason = (data.get("delta") or {}).get("stop_reason") or self._stop_reason
+            self.container = container_of(data.get("delta")) or self.container
             self._usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
         elif kind == "message_stop":
             self.finished = True

@@ -13,7 +13,7 @@ from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport
 from .._http_errors import gemini_error_info
-from .._prefix_guard import check_policy
+from .._prefix_guard import asked_policy, check_policy
 from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
@@ -111,7 +111,7 @@ class GeminiEngine(StreamingEngine):
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
             builtin_tools=self.builtin_tools,
-            prefix_policy=self.prefix_policy,
+            prefix_policy=asked_policy(turn, self.prefix_policy),
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:

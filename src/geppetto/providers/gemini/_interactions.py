@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ..._exceptions import NotFoundError, ProviderError, StreamError
+from ..._json import dumps
 from ...events import EventLog, EventMetadata, publish
 from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
@@ -28,7 +29,7 @@ from .._hints import key_hint
 from .._http import HttpTransport
 from .._http_errors import gemini_error_info
 from .._landed import SAFE_TO_RESEND
-from .._prefix_guard import check_policy
+from .._prefix_guard import asked_policy, check_policy
 from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamResult, run_stream
@@ -56,6 +57,8 @@ log = logging.getLogger("geppetto.providers.gemini.interactions")
 
 _KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
+_COUNTED = frozenset({"input", "system_instruction", "tools", "response_format"})
+"""The request fields a prompt's tokens come from (the rest are settings)."""
 
 
 def _gone(exc: ProviderError, anchor: str) -> bool:
@@ -215,6 +218,20 @@ class InteractionsEngine(TransportOwner):
         body["stream"] = self.stream
         return body
 
+    count_is_estimate = True
+    """The Interactions API has no counting endpoint: :meth:`count_tokens` estimates."""
+
+    async def count_tokens(self, turn: Turn) -> int:
+        """An estimate of the input tokens of the request for ``turn`` (the Interactions API has no counting
+        endpoint; :attr:`count_is_estimate` is True): about four characters a token of the whole Turn's
+        steps, system instruction, tools and response format as a stateless request would send them. A
+        chained request sends fewer, but the model reads the held history too, so the whole Turn is what
+        it costs. Nothing is sent."""
+        plan = plan_interaction(turn, "stateless", None, store=self.store, metrics=None)
+        body = self.build_body(turn, plan)
+        counted = {k: v for k, v in body.items() if k in _COUNTED}
+        return len(dumps(counted)) // 4
+
     def _generation_config(self, choice: str | None) -> dict[str, Any]:
         config: dict[str, Any] = {
             k: v
@@ -240,7 +257,7 @@ class InteractionsEngine(TransportOwner):
         state = get_interactions_state(turn)
         requested = self._mode_for(state)
         plan = plan_interaction(turn, self._sent_mode(requested), state, store=self.store, metrics=self.metrics)
-        guard_plan(turn, plan, policy=self.prefix_policy, model=self.model)
+        guard_plan(turn, plan, policy=asked_policy(turn, self.prefix_policy), model=self.model)
         call = _Call(plan, InteractionsReducer(), requested, len(turn.blocks))
         return await run_stream(
             turn,
@@ -280,7 +297,7 @@ class InteractionsEngine(TransportOwner):
         )
         call.plan.base = None  # what the Turn continued is gone with it
         call.plan = call.plan.whole(turn, "interaction_not_found", detail)
-        guard_plan(turn, call.plan, policy=self.prefix_policy, model=self.model)
+        guard_plan(turn, call.plan, policy=asked_policy(turn, self.prefix_policy), model=self.model)
         call.recovered = True
         self._count(call.plan)
         async with aclosing(open_interaction(self, self.build_body(turn, call.plan), call.reducer, turn)) as events:

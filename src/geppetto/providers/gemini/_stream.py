@@ -186,11 +186,15 @@ class GeminiStreamReducer:
         return StreamResult(blocks, gemini_usage(self._usage), stop, self.response_id)
 
     def _annotate(self, blocks: list[Block]) -> None:
-        """The candidate's citations and logprobs on the last text block (they are about its text)."""
+        """The candidate's citations and logprobs on the last text block (they are about its text); an
+        answer without text (a generated image) keeps its citations on its last kept part instead."""
         texts = [b for b in blocks if b.kind is BlockKind.LLM_TEXT]
-        if not texts:
-            return
         citations = {k: self._candidate[k] for k in CITATION_FIELDS if k in self._candidate}
+        if not texts:
+            kept = [b for b in blocks if b.kind is BlockKind.OTHER]
+            if citations and kept:
+                kept[-1].payload[PAYLOAD_CITATIONS] = citations  # output only: replay sends the part alone
+            return
         logprobs = {k: self._candidate[k] for k in LOGPROB_FIELDS if k in self._candidate}
         if citations:
             texts[-1].payload[PAYLOAD_CITATIONS] = citations

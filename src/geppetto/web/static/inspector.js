@@ -136,15 +136,29 @@ function requestsSection(report, rows, select, detail) {
   return el("section", { "aria-labelledby": "requests-heading" }, el("h2", { id: "requests-heading" }, "Requests"), el("div", { class: "scroll" }, table), detail);
 }
 
-// A block's row; a provider built-in tool's call or result names its tool beside the kind, and a text that
-// cites sources lists them under its content.
+// What the provider's cache diagnostics said, when they disagree with what geppetto changed.
+function disagreement(d) {
+  if (!d || d.verdict !== "disagree") return null;
+  const reason = d.reported && d.reported.cache_miss_reason ? d.reported.cache_miss_reason.type : "no change";
+  const own = (d.expected || []).join(", ") || "nothing";
+  return el("span", { class: "muted" }, ` · provider disagrees: it saw ${reason}, geppetto changed ${own}`);
+}
+
+// A block's row; a provider built-in tool's call or result names its tool beside the kind, a text that
+// cites sources lists them under its content, and a provider diagnostics disagreement is said beside the kind.
 function blockRow(b) {
   const builtin = b.builtin && typeof b.builtin === "object" ? b.builtin : null;
   return el(
     "tr",
     { dataset: { blockId: b.id, kind: b.kind, mark: "", builtin: builtin ? builtin.tool || "" : null } },
     el("td", {}, String(b.index)),
-    el("td", {}, b.kind, builtin ? el("span", { class: "muted" }, ` · built-in ${builtin.tool || ""} ${builtin.phase || ""}`) : null),
+    el(
+      "td",
+      {},
+      b.kind,
+      builtin ? el("span", { class: "muted" }, ` · built-in ${builtin.tool || ""} ${builtin.phase || ""}`) : null,
+      disagreement(b.cache_diagnostics),
+    ),
     el("td", {}, b.role || ""),
     el("td", {}, idCell(b.id)),
     el("td", {}, idCell(b.turn_id)),
