@@ -12,8 +12,12 @@ the machine does): the rounds run in a child per mode, and a child that plans no
 The timed run also plans on a Turn as a Session derives it for the next prompt (a list over the stored
 versions, the guard's progress carried along), guarded and not, alternately.
 
-Run: ``.venv/bin/python bench/prefix_guard.py [--rounds 200] [--steps 200] [--instructions]``; ``--tiny``
-runs a few rounds on a short Turn (the smoke test). The last line starts with ``SUMMARY``.
+``--provider gemini`` runs the same loop on Gemini (a signed thought and a call per step, the signatures
+stamped by ``gemini._binding.record_response``).
+
+Run: ``.venv/bin/python bench/prefix_guard.py [--rounds 200] [--steps 200] [--instructions] [--provider
+gemini]``; ``--tiny`` runs a few rounds on a short Turn (the smoke test). The last line starts with
+``SUMMARY``.
 """
 
 from __future__ import annotations
@@ -30,14 +34,45 @@ from _common import callgrind_instructions, machine, median, table
 from geppetto import Block, Turn
 from geppetto.providers.anthropic import build_messages, build_request
 from geppetto.providers.anthropic._binding import record_response
-from geppetto.turns import BLOCK_META_PROVIDER
+from geppetto.turns import BLOCK_META_PROVIDER, PAYLOAD_THOUGHT_SIGNATURE
 
 TARGET = 1.3
 MODEL = "claude-sonnet-4-5"
+GEMINI_MODEL = "gemini-2.5-flash"
 TOOLS: list = []  # type: ignore[type-arg]
+PROVIDER = ["claude"]
+"""The provider whose request is planned (``--provider``)."""
 
 
 def _step(turn: Turn, i: int, policy: str | None) -> None:
+    (_gemini_step if PROVIDER[0] == "gemini" else _claude_step)(turn, i, policy)
+
+
+def _gemini_request(turn: Turn, policy: str | None) -> dict:  # type: ignore[type-arg]
+    from geppetto.providers.gemini import build_request as gemini_request
+
+    return gemini_request(turn, tools=TOOLS, thinking_budget=-1, model=GEMINI_MODEL, prefix_policy=policy)
+
+
+def _gemini_step(turn: Turn, i: int, policy: str | None) -> None:
+    """One more Gemini step: the request planned, a signed thought and a call stamped as the engine stamps
+    them, and the call's result."""
+    from geppetto.providers.gemini import build_contents
+    from geppetto.providers.gemini._binding import record_response as gemini_record
+
+    body = _gemini_request(turn, policy)
+    start = len(turn.blocks)
+    thought = Block.reasoning(f"Step {i}: the user wants the weather; call the tool. " * 4)
+    thought.payload[PAYLOAD_THOUGHT_SIGNATURE] = f"sig{i:06d}" * 8
+    turn.append(thought)
+    turn.append(Block.tool_call(f"call_{i:06d}", "get_weather", {"city": f"city {i}"}))
+    origin: dict[int, Block] = {}
+    _, contents = build_contents(turn, origin=origin)
+    gemini_record(turn, body, turn.blocks[start:], contents, origin)
+    turn.append(Block.tool_use(f"call_{i:06d}", f"city {i}: light rain, 18C, wind from the west"))
+
+
+def _claude_step(turn: Turn, i: int, policy: str | None) -> None:
     """One more step of the loop: the request planned, the response (thinking and a tool call) stamped as
     the engine stamps it, and the tool's result."""
     body = build_request(turn, model=MODEL, tools=TOOLS, thinking_budget=1024, prefix_policy=policy)
@@ -64,6 +99,15 @@ def build(steps: int) -> Turn:
 
 
 def _plan(turn: Turn, policy: str | None) -> float:
+    if PROVIDER[0] == "gemini":
+        start = time.process_time()
+        request = _gemini_request(turn, policy)
+        elapsed = time.process_time() - start
+        signed = sum(1 for c in request["contents"] for p in c["parts"] if p.get("thought") and "thoughtSignature" in p)
+        thoughts = sum(1 for b in turn.blocks if b.kind.value == "reasoning")
+        if signed != thoughts:
+            raise SystemExit(f"ERROR: the request carried {signed} of {thoughts} signed thoughts")
+        return elapsed
     start = time.process_time()
     body = build_request(turn, model=MODEL, tools=TOOLS, thinking_budget=1024, prefix_policy=policy)
     elapsed = time.process_time() - start
@@ -112,7 +156,7 @@ def _child(mode: str, steps: int, rounds: int) -> None:
 
 def instructions(steps: int, rounds: int) -> dict[str, float]:
     def count(mode: str, n: int) -> int:
-        return callgrind_instructions(sys.executable, __file__, "--child", mode, str(steps), str(n))
+        return callgrind_instructions(sys.executable, __file__, "--child", mode, str(steps), str(n), PROVIDER[0])
 
     base = count("unguarded", 0)
     return {mode: (count(mode, rounds) - base) / rounds for mode in ("unguarded", "guarded")}
@@ -120,6 +164,7 @@ def instructions(steps: int, rounds: int) -> dict[str, float]:
 
 def main() -> int:
     if sys.argv[1:2] == ["--child"]:
+        PROVIDER[0] = sys.argv[5]
         _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -127,10 +172,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--instructions", action="store_true", help="count instructions (callgrind)")
     parser.add_argument("--tiny", action="store_true", help="a few rounds on a short Turn (the smoke test)")
+    parser.add_argument("--provider", choices=("claude", "gemini"), default="claude")
     args = parser.parse_args()
+    PROVIDER[0] = args.provider
     steps, rounds = (20, 6) if args.tiny else (args.steps, args.rounds)
     blocks = 2 + 3 * steps
-    print(f"# prefix guard, Claude Turn of {blocks} blocks ({steps} thinking), {rounds} rounds; {machine()}")
+    name = "Gemini" if args.provider == "gemini" else "Claude"
+    print(f"# prefix guard, {name} Turn of {blocks} blocks ({steps} thinking), {rounds} rounds; {machine()}")
     if args.instructions:
         if shutil.which("valgrind") is None:
             print("SUMMARY: skipped: --instructions needs valgrind (callgrind), which is not installed")

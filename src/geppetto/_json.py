@@ -8,8 +8,6 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic_core import from_json
-
 __all__ = ["MAX_JSON_DEPTH", "JSONTooDeep", "dumps", "finite", "json_depth", "parse_json"]
 
 MAX_JSON_DEPTH = 200
@@ -24,6 +22,18 @@ class JSONTooDeep(ValueError):
         super().__init__(f"JSON nested {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
 
 
+_from_json: Any = None
+"""pydantic-core's parser, imported by the first parse (pydantic-core costs a fifth of ``import geppetto``)."""
+
+
+def _load_parser() -> Any:
+    global _from_json
+    from pydantic_core import from_json
+
+    _from_json = from_json
+    return from_json
+
+
 def parse_json(text: str) -> Any:
     """Parse JSON text, as ``json.loads`` does but about 2.5 times faster on stream events (pydantic-core's
     parser). What that parser refuses for other reasons (a lone surrogate escape) goes to ``json.loads``,
@@ -32,7 +42,7 @@ def parse_json(text: str) -> Any:
     try:
         # Only keys go into pydantic-core's string cache: values (ids above all) are mostly unique, and
         # would fill the cache with strings that never come again.
-        return from_json(text, cache_strings="keys")
+        return (_from_json or _load_parser())(text, cache_strings="keys")
     except ValueError as exc:
         if str(exc).startswith("recursion limit exceeded"):
             raise JSONTooDeep(json_depth(text)) from None

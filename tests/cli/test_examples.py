@@ -40,6 +40,7 @@ def test_every_example_is_tested() -> None:
             "approval.py",
             "compaction.py",
             "attachments.py",
+            "durable_session.py",  # run by tests/durable/test_example.py (it needs the temporal extra)
         ]
     )
 

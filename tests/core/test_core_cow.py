@@ -131,3 +131,79 @@ def test_turns_over_lazy_lists_clone_copy_and_pickle_as_plain_data() -> None:
         assert other == turn and type(other.blocks[0]) is Block
     assert turn.blocks == [b.copy() for b in turn.blocks]
     assert isinstance(turn.blocks, LazyBlockList)
+
+
+def test_a_settled_snapshot_holds_until_its_list_changes() -> None:
+    from geppetto.turns._cow import settled
+
+    base = freeze([Block.user(f"u{i}") for i in range(5)], None)
+    blocks = base.lazy()
+    blocks.append(Block.user("new"))
+    frozen = freeze(blocks, base)
+    assert settled(blocks, base, frozen)  # nothing changed: the same snapshot serves again
+    blocks[-1].payload["text"] = "edited"  # the appended block is the caller's own object
+    assert not settled(blocks, base, frozen)
+    frozen = freeze(blocks, base)
+    assert frozen.at(5).payload["text"] == "edited" and settled(blocks, base, frozen)
+    blocks.append(Block.user("more"))
+    assert not settled(blocks, base, frozen)
+    frozen = freeze(blocks, base)
+    assert blocks[0].text == "u0"  # a read copies the entry: it may be edited unseen from now on
+    assert not settled(blocks, base, frozen)
+
+
+def test_a_timeline_settles_an_unchanged_latest_once_and_sees_an_edit() -> None:
+    from geppetto.session._history import Timeline
+
+    timeline = Timeline()
+    first = Turn()
+    first.append(Block.user("hello"))
+    timeline.push(first)
+    root = timeline.settle_latest()
+    assert root is not None
+    seed = Turn(root.lazy())
+    seed.append(Block.user("again"))
+    timeline.push(seed)
+    once = timeline.settle_latest()
+    assert timeline.settle_latest() is once  # the second settle of an unchanged seed copies nothing
+    seed.blocks[-1].payload["text"] = "changed"
+    again = timeline.settle_latest()
+    assert again is not once and again is not None and again.at(1).payload["text"] == "changed"
+    assert timeline.entries[-1].frozen is again
+
+
+def test_at_reads_a_dropped_snapshot_without_rebuilding_it() -> None:
+    root = freeze([Block.user(f"u{i}") for i in range(4)], None)
+    child_list = root.lazy()
+    child_list.append(Block.user("c"))
+    child = freeze(child_list, root)
+    grand_list = child.lazy()
+    grand_list[1] = Block.user("patched")
+    grand_list.append(Block.user("g"))
+    grand = freeze(grand_list, child)
+    expected = [b.text for b in grand.blocks]
+    grand.drop()
+    child.drop()
+    assert [grand.at(i).text for i in range(grand.size())] == expected
+    assert not grand.whole and not child.whole
+
+
+def test_rebase_makes_the_list_one_over_the_new_snapshot_in_place() -> None:
+    from geppetto.turns._cow import rebase
+
+    base = freeze([Block.user(f"u{i}") for i in range(6)], None)
+    blocks = base.lazy()
+    blocks[2].payload["text"] = "edited"  # read (copied), then changed
+    assert blocks[4].text == "u4"  # read, unchanged
+    blocks.append(Block.user("new"))
+    frozen = freeze(blocks, base)
+    assert rebase(blocks, frozen, None)
+    assert all(list.__getitem__(blocks, i) is frozen.at(i) for i in range(len(blocks)))
+    assert blocks.origin is frozen and not blocks.touched
+    assert freeze(blocks, frozen) is frozen  # nothing read or added since: the same snapshot
+    assert [b.text for b in blocks] == ["u0", "u1", "edited", "u3", "u4", "u5", "new"]
+    blocks[0].payload["text"] = "later"  # a read copies again: the snapshot keeps its version
+    assert frozen.at(0).payload["text"] == "u0"
+    other = Turn()
+    other.append(Block.user("x"))
+    assert not rebase(other.blocks, frozen, None)  # not a list over a snapshot: left as it is

@@ -453,3 +453,17 @@ def _walk(v: Any) -> list[Any]:
     if isinstance(v, list):
         return [v, *(c for x in v for c in _walk(x))]
     return []
+
+
+def test_parsed_keys_are_remembered_within_a_bound_and_bad_ones_always_refused() -> None:
+    from geppetto.turns import _keys
+
+    assert _keys.parse_key("bench.cached_key@v3") == ("bench", "cached_key", 3)
+    assert _keys._PARSED["bench.cached_key@v3"] == ("bench", "cached_key", 3)  # the next block's: one dict read
+    for _ in range(2):
+        with pytest.raises(gp.KeyFormatError):
+            _keys.parse_key("Bench.Bad")
+    assert "Bench.Bad" not in _keys._PARSED
+    for i in range(_keys._PARSED_MAX + 10):
+        _keys.parse_key(f"bench.many_{i}@v1")
+    assert len(_keys._PARSED) <= _keys._PARSED_MAX

@@ -82,11 +82,12 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("reports", {"web"}),
     ("configuration", {"profiles", "simulator", "observability"}),
     ("runtime", {"runtime"}),  # profile -> engine with its tools; the demo tools
+    ("durable", {"durable"}),  # sessions on a durable-execution engine (Temporal); `serve --temporal` uses it
     ("server", {"server"}),
     ("command", {"cli", "__main__"}),  # the command may start the server; the server never imports the command
 ]
 """The layers, bottom first, by the first name below ``geppetto``. A module imports its own layer and those
-below it only: turns <- providers <- session <- runtime <- server <- cli. The package root re-exports and is
+below it only: turns <- providers <- session <- runtime <- durable <- server <- cli. The package root re-exports and is
 not a layer (any module may read ``geppetto.__version__``)."""
 
 

@@ -1,4 +1,4 @@
-"""The ``geppetto`` command: run, chat, inspect, simulate, serve, models, probe, demo, profiles, sessions."""
+"""The ``geppetto`` command: run, chat, inspect, simulate, serve, worker, models, probe, demo, profiles, sessions."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from ._options import (
 )
 from ._serve import serve, simulate
 from ._sessions import StoreOpt, sessions_app
+from ._worker import worker
 
 app = typer.Typer(
     help="Run LLM inference through geppetto's provider-agnostic Turn model. New here? Try `geppetto demo` "
@@ -206,6 +207,7 @@ def inspect(
 
 app.command()(simulate)
 app.command()(serve)
+app.command()(worker)
 
 
 @app.command()

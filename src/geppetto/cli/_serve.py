@@ -141,6 +141,17 @@ def serve(
     max_body: MaxBodyOpt = None,
     limits: LimitsOpt = None,
     allowed_origin: AllowedOriginOpt = None,
+    temporal: Annotated[
+        str | None,
+        typer.Option(
+            "--temporal",
+            metavar="HOST:PORT",
+            help="Run every session's prompts as durable sessions on this Temporal service (docs/durable.md).",
+        ),
+    ] = None,
+    task_queue: Annotated[
+        str, typer.Option("--task-queue", help="The Temporal task queue of the durable sessions.")
+    ] = "geppetto",
 ) -> None:
     """Serve sessions over HTTP: a REST API with resumable events, AG-UI and the Vercel AI SDK stream."""
     try:
@@ -165,4 +176,5 @@ def serve(
     )
     options.allowed_hosts, options.allowed_origins = list(allowed_host or ()), list(allowed_origin or ())
     options.limits = limits
+    options.temporal, options.task_queue = temporal, task_queue
     guarded(lambda: run_server(options, api_key))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import uuid
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -191,6 +191,6 @@ def _give_unique_ids(turn: Turn, pending: Sequence[Block]) -> None:
             continue
         call_id = str(block.payload.get(PAYLOAD_ID, ""))
         if id(block) in waiting and (not call_id or call_id in seen):
-            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            call_id = f"call_{os.urandom(12).hex()}"
             block.payload[PAYLOAD_ID] = call_id
         seen.add(call_id)

@@ -5,10 +5,11 @@ Pass one :class:`HttpTransport` as ``http=`` to many engines to share its connec
 
 The names imported as ``name as name`` and left out of ``__all__`` are geppetto's own internal API: the
 hook instrumentation adds to every provider request, the context through which ``geppetto serve`` follows a
-background response and hands one to another worker, the guess at which middleware edited a Turn (the
-inspector shows it), the file types the Interactions API takes (the simulator checks them), and what the
-reports and the observability read of the engines (the provider-diagnostics verdicts and their count). Not
-part of the public API; they may change in any release.
+background response and hands one to another worker (which the durable sessions share), how a retry of
+unknown outcome is counted, the guess at which middleware edited a Turn (the inspector shows it), the file
+types the Interactions API takes (the simulator checks them), and what the reports and the observability
+read of the engines (the provider-diagnostics verdicts and their count). Not part of the public API; they
+may change in any release.
 """
 
 from ._background import BACKGROUND_OBSERVER as BACKGROUND_OBSERVER
@@ -23,6 +24,7 @@ from ._files import INTERACTIONS_DOCUMENTS as INTERACTIONS_DOCUMENTS
 from ._files import INTERACTIONS_VIDEO as INTERACTIONS_VIDEO
 from ._http import REQUEST_HOOKS as REQUEST_HOOKS
 from ._http import HttpTransport
+from ._landed import retried_unknown as retried_unknown
 from ._retry import RetryPolicy
 
 __all__ = ["HttpTransport", "RetryPolicy"]

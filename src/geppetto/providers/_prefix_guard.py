@@ -44,9 +44,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .._exceptions import ConfigurationError, PrefixChangedError
 from ..events import EventLog, metadata_for, publish
@@ -78,6 +78,7 @@ __all__ = [
     "Progress",
     "Stale",
     "Unit",
+    "advanced",
     "apply_policy",
     "asked_policy",
     "check",
@@ -86,6 +87,8 @@ __all__ = [
     "header_digest",
     "keep",
     "proven",
+    "proven_for",
+    "quick_check",
     "stamp",
     "start_digest",
 ]
@@ -252,6 +255,54 @@ def keep(turn: Turn, progress: Progress | None) -> None:
             watch.state, watch.k = None, 0  # a value that cannot be watched: every pass reads the Turn
             return
     watch.state, watch.k, watch.dirty, blocks.low = progress, n, False, NO_EDIT
+
+
+def proven_for(turn: Turn, head: str, messages: int, scope: str = "") -> Progress | None:
+    """:func:`proven`, when the progress also holds for a request of ``messages`` messages (some message
+    follows the proven ones)."""
+    progress = proven(turn, head, scope)
+    return progress if progress is not None and progress.messages < messages else None
+
+
+def advanced(
+    progress: Progress | None, head: str, units: Sequence[Unit], last: int, messages: int, scope: str = ""
+) -> Progress:
+    """The progress after a pass that found nothing stale over a request of ``messages`` messages (``units``:
+    theirs from ``progress``'s end on, ``last`` of them the last message's): every message but the last,
+    which the next blocks may still add to."""
+    start = progress.hasher.copy() if progress is not None else start_digest(head)
+    upto = len(units) - last
+    reasoning = progress is not None and progress.reasoning
+    for unit in units[:upto]:
+        start.update(unit.wire)
+        reasoning = reasoning or unit.reasoning
+    done = progress.units if progress is not None else 0
+    return Progress(head, scope, messages - 1, done + upto, start, reasoning)
+
+
+M = TypeVar("M")
+
+
+def quick_check(
+    turn: Turn,
+    head: str,
+    messages: Sequence[M],
+    units_of: Callable[[Sequence[M]], list[Unit]],
+    parts: Callable[[M], int],
+    scope: str = "",
+) -> bool | None:
+    """The guard's pass over the messages after the proven ones, when the progress kept with ``turn`` holds:
+    whether the request replays reasoning, once nothing stale was found (the progress goes on); None when a
+    whole pass must run (nothing kept, something changed, or a stale block: the whole pass names the
+    culprit). ``units_of`` reads messages as units, ``parts`` counts a message's units."""
+    progress = proven_for(turn, head, len(messages), scope)
+    if progress is None:
+        return None
+    units = units_of(messages[progress.messages :])
+    if check(units, head, scope=scope, start=progress.hasher.copy()):
+        return None
+    keep(turn, advanced(progress, head, units, parts(messages[-1]), len(messages), scope))
+    return progress.reasoning or any(u.reasoning for u in units)
 
 
 def _culprit(before: Sequence[Unit], header_changed: bool, stale: list[Stale]) -> tuple[str, str]:

@@ -55,6 +55,8 @@ def create_app(
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     limits: UsageLimits | None = None,
+    temporal: str | None = None,
+    task_queue: str = "geppetto",
 ) -> Starlette:
     """The ``geppetto serve`` app.
 
@@ -69,6 +71,8 @@ def create_app(
     [::1] (``*``: any); ``allowed_origins``: other sites (``https://app.example``) whose pages may call it
     (CORS answered for them only; ``*``: any). ``limits``: the :class:`~geppetto.UsageLimits` of every session
     (None: the profile's ``limits``, if any). JSON bodies must be sent as ``application/json``.
+    ``temporal`` (``HOST:PORT``): every session's prompts run as durable sessions on that Temporal service,
+    on ``task_queue``, this process running a worker for it (docs/durable.md; the ``temporal`` extra).
     """
     the_store = store if isinstance(store, SQLTurnStore) else open_store(store)
     the_bus = bus if bus is not None and not isinstance(bus, str) else open_bus(bus)
@@ -80,7 +84,12 @@ def create_app(
         runner,
         api_key=api_key,
         max_body=max_body,
-        lifespan=_lifespan(runner, profiled, owns_store=not isinstance(store, SQLTurnStore)),
+        lifespan=_lifespan(
+            runner,
+            profiled,
+            owns_store=not isinstance(store, SQLTurnStore),
+            temporal=(temporal, task_queue) if temporal else None,
+        ),
         allowed_hosts=allowed_hosts,
         allowed_origins=allowed_origins,
     )
@@ -93,6 +102,7 @@ def _lifespan(
     profiled: tuple[Profile | str | None, ToolRegistry | None, Sequence[Any]] | None,
     *,
     owns_store: bool,
+    temporal: tuple[str, str] | None = None,
 ) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
     """The app's lifespan: the profile's engines opened (``profiled``: the profile, tools and MCP servers;
     None when the caller gave the engines), the worker listening; then everything closed, the store too
@@ -106,6 +116,13 @@ def _lifespan(
                     _profile_engines(*profiled)
                 )
                 runner.profile_name = str(runner.engine_record.get("profile", ""))
+            if temporal is not None:
+                from ._durable import DurableRuns
+
+                durable = DurableRuns(runner, *temporal)
+                await durable.start()
+                stack.push_async_callback(durable.close)
+                runner.durable = durable
             await runner.start_listening()
             try:
                 yield

@@ -28,6 +28,7 @@ from ..tools import ToolDefinition, ToolRegistry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
 from ._background import Created, Follow, Published
 from ._client_tools import SessionTools
+from ._durable import DurableRuns
 from ._inference import (
     HANDED_OVER,
     HOT_SESSIONS,
@@ -126,6 +127,8 @@ class Runner:
         """The profile the sessions run on, recorded on each answer so ``geppetto chat --continue`` resumes a
         served session on it (empty when the caller gave the engines)."""
         self.worker = worker_name()
+        self.durable: DurableRuns | None = None
+        """Set by ``geppetto serve --temporal``: prompts run as durable sessions (``server._durable``)."""
         self._running: dict[str, _Running] = {}
         self._hot: dict[str, _Hot] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -257,7 +260,10 @@ class Runner:
         try:
             if seed is not None and not await self.store.latest_seq(session_id):
                 await self.store.save_snapshot(session_id, seed)
-            session = await self._prepared(session_id, text, settings, decisions, client_tools, files)
+            durable = self.durable is not None
+            session = (
+                None if durable else await self._prepared(session_id, text, settings, decisions, client_tools, files)
+            )
             inference_id = new_id()
             # read before run_started is published: a client that follows the events from ``after`` misses
             # nothing of this run
@@ -272,7 +278,10 @@ class Runner:
             self._running.pop(session_id, None)
             await lease.release()
             raise
-        self._spawn(self._run(session_id, text, settings, running, lease, session))
+        if session is None:
+            self._spawn(self._run_durable(session_id, text, settings, running, lease, decisions, files))
+        else:
+            self._spawn(self._run(session_id, text, settings, running, lease, session))
         return Started(session_id, inference_id, after)
 
     async def _try_lock(self, session_id: str, advice: str) -> SessionLease:
@@ -388,6 +397,33 @@ class Runner:
             await asyncio.shield(
                 self._finish(session_id, running, lease, pumping, status, error, turn_id, unsaved, published)
             )
+
+    async def _run_durable(
+        self,
+        session_id: str,
+        text: str,
+        settings: dict[str, Any],
+        running: _Running,
+        lease: SessionLease,
+        decisions: Mapping[str, Any] | None,
+        files: list[dict[str, Any]] | None,
+    ) -> None:
+        """One inference as an update to the session's Temporal workflow (``geppetto serve --temporal``): its
+        activities publish the events and save the snapshots; this worker records its start and end."""
+        assert self.durable is not None
+        status, error, turn_id = "failed", None, None
+        nothing: asyncio.Task[None] = asyncio.get_running_loop().create_task(asyncio.sleep(0))
+        try:
+            out = await self.durable.run(session_id, settings, text, files, decisions, running.inference_id)
+            status, turn_id = "completed", out.id
+        except asyncio.CancelledError:
+            status, error = "cancelled", "the server shut down (the durable session goes on in Temporal)"
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {for_http(str(exc), session_id)}"
+            log.warning("durable inference %s of session %s failed: %s", running.inference_id, session_id, error)
+        finally:
+            await asyncio.shield(self._finish(session_id, running, lease, nothing, status, error, turn_id))
 
     async def _pump(self, session_id: str, running: _Running, queue: asyncio.Queue[Any], published: Published) -> None:
         """Publish the inference's events from ``queue`` in order (None ends), noting how far they went."""

@@ -44,6 +44,9 @@ class ServeOptions:
     allowed_origins: list[str] = field(default_factory=list)
     limits: str | None = None
     """``--limits``: usage limits of every session, ``max_requests=20,max_cost=1.5`` (see UsageLimits.parse)."""
+    temporal: str | None = None
+    """``--temporal HOST:PORT``: prompts run as durable sessions on Temporal (docs/durable.md)."""
+    task_queue: str = "geppetto"
 
 
 def _loopback(host: str) -> bool:
@@ -107,6 +110,8 @@ def app_from_env() -> Any:
         allowed_hosts=allowed_hosts(options),
         allowed_origins=options.allowed_origins,
         limits=UsageLimits.parse(options.limits) if options.limits else profile.usage_limits(),
+        temporal=options.temporal,
+        task_queue=options.task_queue,
     )
 
 
@@ -163,7 +168,9 @@ def _run(options: ServeOptions, api_key: str | None) -> None:
     where = f"http://{options.host}:{options.port}"
     print(
         f"geppetto serve on {where} ({options.workers} worker{'s' if options.workers > 1 else ''}, "
-        f"store {redact_url(options.store or 'default SQLite')}, bus {redact_url(options.bus or 'in-process')}); "
+        f"store {redact_url(options.store or 'default SQLite')}, bus {redact_url(options.bus or 'in-process')}"
+        + (f", durable sessions on Temporal at {options.temporal}" if options.temporal else "")
+        + "); "
         f"API at {where}/openapi.json",
         flush=True,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..turns import Frozen, LazyBlockList, Turn, TurnData, TurnMetadata, Watch, copy_json, freeze
+from ..turns import Frozen, LazyBlockList, Turn, TurnData, TurnMetadata, Watch, copy_json, freeze, settled
 
 __all__ = ["History", "Timeline"]
 
@@ -27,11 +27,15 @@ class _Entry:
         """Freeze the live Turn (what changed in it since ``base``, its origin) and keep its maps."""
         turn = self.live
         assert turn is not None
-        self.frozen = freeze(turn.blocks, base)
+        frozen = self.frozen
+        # settled once already (a seed, again when its inference completes) and nothing changed since: the
+        # same snapshot, without another copy of the history's list
+        if frozen is None or base is None or not settled(turn.blocks, base, frozen):
+            frozen = self.frozen = freeze(turn.blocks, base)
         self.id = turn.id
         self.metadata = copy_json(dict(turn.metadata))
         self.data = copy_json(dict(turn.data))
-        return self.frozen
+        return frozen
 
     def turn(self) -> Turn:
         if self.live is not None:

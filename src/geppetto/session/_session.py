@@ -38,6 +38,7 @@ from ..turns import (
     LazyBlockList,
     Turn,
     new_id,
+    rebase,
 )
 from . import _approvals, _journal, _running
 from ._collector import settle
@@ -724,7 +725,9 @@ class Session:
         # The output's own list becomes one over the frozen versions it was just compared with, so the
         # next prompt and the store start from them (a reader's proof comes along: the blocks are equal).
         blocks = out.blocks
-        out.blocks = frozen.lazy(blocks.held() if isinstance(blocks, BlockList) else None)
+        held = blocks.held() if isinstance(blocks, BlockList) else None
+        if not rebase(blocks, frozen, held):  # in place when it can: O(what the inference read or added)
+            out.blocks = frozen.lazy(held)
         saving = asyncio.ensure_future(self._save(out, frozen, events))
         try:
             await asyncio.shield(saving)

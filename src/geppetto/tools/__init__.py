@@ -38,6 +38,7 @@ from ._executor import (
     refuse_tool_calls,
 )
 from ._executor import require_tool_results as require_tool_results
+from ._journal import INTERRUPTED_ERROR as INTERRUPTED_ERROR
 from ._journal import JOURNAL as JOURNAL
 from ._journal import JournalRecord as JournalRecord
 from ._journal import JournalStore as JournalStore

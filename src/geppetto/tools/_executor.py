@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic_core import ValidationError
-
 from .._exceptions import GeppettoError, Retry, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
@@ -255,7 +253,11 @@ def _arguments(t: Tool, raw: Any) -> dict[str, Any]:
         raise _Failure(f"arguments for {t.name} must be a JSON object, got {type(raw).__name__}", retry=False)
     try:
         return t.validate(raw)
-    except ValidationError as exc:
+    except Exception as exc:
+        from pydantic_core import ValidationError  # loaded with the tool's pydantic model
+
+        if not isinstance(exc, ValidationError):
+            raise
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
         raise _Failure(f"invalid arguments for {t.name}: {problems}", retry=False) from exc
 

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-import pydantic_core
-
 from .._exceptions import ToolDefinitionError
 from ._context import ToolContext
 
@@ -235,6 +233,8 @@ def serialize_result(value: Any) -> str:
     ``"Infinity"`` and ``"-Infinity"``, since JSON has no such numbers)."""
     if isinstance(value, str):
         return value
+    import pydantic_core  # loaded with the tool's pydantic model; not by `import geppetto`
+
     return pydantic_core.to_json(value, inf_nan_mode="strings").decode("utf-8")
 
 

@@ -6,6 +6,7 @@ tools and engines share. They are not part of the public API (not in ``__all__``
 change in any release; the rest of geppetto imports them from here, never from this package's private modules.
 """
 
+from ._attach import attachments as attachments
 from ._builtin import (
     PAYLOAD_BUILTIN,
     PAYLOAD_CITATIONS,
@@ -31,6 +32,8 @@ from ._cow import held as held
 from ._cow import mark as mark
 from ._cow import new_blocks as new_blocks
 from ._cow import origin_prefix as origin_prefix
+from ._cow import rebase as rebase
+from ._cow import settled as settled
 from ._data_url import parse_data_url as parse_data_url
 from ._files import PAYLOAD_FILES, attach_files, file_attachment
 from ._files import FileRef as FileRef

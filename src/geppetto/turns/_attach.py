@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping
 from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from .._exceptions import UsageError
@@ -48,6 +47,8 @@ def file_attachment(path: str | PathLike[str], *, max_bytes: int = MAX_ATTACHMEN
 
     An image goes under ``Block.user(..., images=[...])``, anything else under ``payload["files"]``:
     :func:`attach_files` puts each where it belongs."""
+    from pathlib import Path  # not loaded by `import geppetto`
+
     file = Path(path)
     if file.is_dir():
         raise UsageError(f"cannot attach {str(file)!r}: it is a folder; attach the files in it one by one")

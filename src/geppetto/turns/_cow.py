@@ -272,6 +272,20 @@ class Frozen:
             out.extend(step.tail)
         return out
 
+    def at(self, i: int) -> FrozenBlock:
+        """Entry ``i`` (``0 <= i < size()``), read through the parents of a snapshot that dropped its list
+        instead of rebuilding it."""
+        node = self
+        while node._blocks is None:
+            if i >= node.keep:
+                return node.tail[i - node.keep]
+            patched = node.patches.get(i)
+            if patched is not None:
+                return patched
+            assert node.parent is not None  # a root keeps its list
+            node = node.parent
+        return node._blocks[i]
+
     @property
     def whole(self) -> bool:
         """Whether this snapshot still keeps its whole list."""
@@ -386,6 +400,52 @@ def freeze(blocks: list[Block], base: Frozen | None) -> Frozen:
     if keep == len(old) == n and not patches:
         return base  # nothing changed: the same snapshot
     return Frozen(out, base, keep, patches)
+
+
+def rebase(blocks: list[Block], frozen: Frozen, watch: Watch | None) -> bool:
+    """Make ``blocks`` (a :class:`LazyBlockList` that ``frozen`` was just frozen from over its origin, nothing
+    changed since) a list
+    over ``frozen``'s versions in place, as ``frozen.lazy(watch)`` would make a new one: only the entries
+    read or added since its origin are replaced, so the cost is theirs, not the list's. False (nothing
+    done) when ``blocks`` is not such a list."""
+    if type(blocks) is not LazyBlockList or len(blocks) != frozen.size():
+        return False
+    changed: list[int] = []
+    if blocks.origin is frozen and not blocks.touched:
+        pass
+    elif blocks.origin is not None and blocks.origin is frozen.parent and blocks.moved >= frozen.keep:
+        changed = [*sorted(i for i in blocks.touched if i < frozen.keep), *range(frozen.keep, len(blocks))]
+    else:
+        return False
+    at = frozen.at
+    for i in changed:
+        list.__setitem__(blocks, i, at(i))
+    blocks.origin, blocks.touched, blocks.moved = frozen, set(), NO_EDIT
+    blocks.low, blocks.watch = NO_EDIT, watch
+    return True
+
+
+def settled(blocks: list[Block], base: Frozen, frozen: Frozen) -> bool:
+    """Whether ``frozen``, made by :func:`freeze` from ``blocks`` over ``base`` with appends only, still holds
+    them: the same list, nothing read, moved or added since, and each appended entry equal to its frozen
+    version (an appended block is the caller's own object, which may have been edited). O(the appends)."""
+    if (
+        type(blocks) is not LazyBlockList
+        or blocks.origin is not base
+        or frozen.parent is not base
+        or blocks.touched
+        or frozen.patches
+    ):
+        return False
+    k, n = frozen.keep, len(blocks)
+    if k != base.size() or blocks.moved < k or n != frozen.size():
+        return False
+    tail = frozen.tail
+    for i in range(k, n):
+        item, version = _raw(blocks, i), tail[i - k]
+        if item is not version and (type(item) is FrozenBlock or not _same_block(item, version)):
+            return False
+    return True
 
 
 def _same_block(a: Block, b: Block) -> bool:

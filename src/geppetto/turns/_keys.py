@@ -201,14 +201,25 @@ class JSONCodec(Protocol):
     def from_dict(cls, data: dict[str, Any]) -> Any: ...
 
 
+_PARSED: dict[str, tuple[str, str, int]] = {}
+"""Keys already parsed (a loaded Turn names the same few keys on each of its blocks), up to :data:`_PARSED_MAX`."""
+_PARSED_MAX = 4096
+
+
 def parse_key(text: str) -> tuple[str, str, int]:
     """Split ``namespace.name@vN`` into its parts, or raise :class:`KeyFormatError` naming the fix."""
+    parsed = _PARSED.get(text) if type(text) is str else None
+    if parsed is not None:
+        return parsed
     m = _KEY_RE.fullmatch(text) if isinstance(text, str) else None
     if m is None:
         raise KeyFormatError(
             f"{text!r} is not a key: write it as 'namespace.name@vN' in lower case, for example 'myapp.user_tier@v1'"
         )
-    return m["ns"], m["name"], int(m["ver"])
+    parsed = m["ns"], m["name"], int(m["ver"])
+    if type(text) is str and len(_PARSED) < _PARSED_MAX:
+        _PARSED[text] = parsed
+    return parsed
 
 
 def check_json_value(value: Any, *, what: str = "value") -> None:
@@ -310,7 +321,9 @@ class Key(Generic[T]):
     def get(self, m: dict[str, Any], default: Any = None) -> Any:
         """The value under this key, ``default`` when missing; :class:`MetadataTypeError` when the
         stored value is not of the key's type."""
-        self._check_family(m)
+        fam = getattr(m, "family", None)  # _check_family inline: every request reads and writes dozens of keys
+        if fam is not None and fam is not self.family:
+            self._check_family(m)
         if self._text not in m:
             return default
         return self._decode(m[self._text])
@@ -330,7 +343,9 @@ class Key(Generic[T]):
         The copy means editing ``value`` afterwards does not change the map. ``get`` returns the stored
         value itself, so editing what ``get`` returned does (as with any dict).
         """
-        self._check_family(m)
+        fam = getattr(m, "family", None)
+        if fam is not None and fam is not self.family:
+            self._check_family(m)
         raw = self._encode(value)
         try:
             m[self._text] = _checked_copy(raw)

@@ -8,7 +8,7 @@ blocks; nothing else about a provider leaks into the model.
 from __future__ import annotations
 
 import enum
-import uuid
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,8 +80,13 @@ _DEFAULT_ROLE = {
 
 
 def new_id() -> str:
-    """A fresh block or turn id (a UUID4 string)."""
-    return str(uuid.uuid4())
+    """A fresh block or turn id (a UUID4 string, as ``str(uuid.uuid4())`` makes, without the uuid module's
+    import and objects)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(eq=False)
@@ -101,7 +106,8 @@ class Block:
     metadata: BlockMetadata = field(default_factory=BlockMetadata)
 
     def __post_init__(self) -> None:
-        self.kind = BlockKind(self.kind)  # accepts the kind's text too
+        if type(self.kind) is not BlockKind:
+            self.kind = BlockKind(self.kind)  # accepts the kind's text too
         if not self.role:
             self.role = _DEFAULT_ROLE[self.kind]
         if type(self.metadata) is not BlockMetadata:

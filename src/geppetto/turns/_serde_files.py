@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._exceptions import TurnFormatError
 from ._model import Turn
 from ._serde import dumps_json, dumps_yaml, loads_json, loads_yaml
 from ._serde_doc import _SHAPE
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["MAX_TURN_FILE_BYTES", "load_turn", "save_turn"]
 
@@ -29,6 +31,8 @@ def load_turn(
     A file over ``max_bytes`` (default :data:`MAX_TURN_FILE_BYTES`, 256 MiB; ``None`` for no limit) is a
     :class:`TurnFormatError` naming its size and the limit, before anything is read.
     """
+    from pathlib import Path  # not loaded by `import geppetto`
+
     p = Path(path)
     try:
         with p.open("rb") as fh:
@@ -61,6 +65,8 @@ def save_turn(path: str | os.PathLike[str], turn: Turn) -> Path:
     stays a link. A turn that cannot be serialized raises :class:`TurnFormatError` before anything is
     written.
     """
+    from pathlib import Path
+
     p = Path(path)
     text = dumps_json(turn, indent=2) if p.suffix.lower() == ".json" else dumps_yaml(turn)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +75,7 @@ def save_turn(path: str | os.PathLike[str], turn: Turn) -> Path:
         mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = None
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
     # a new file: 0o666 and the kernel applies the umask; an existing one: private until its mode is copied
     fd = os.open(
         tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666 if mode is None else 0o600

@@ -29,17 +29,17 @@ from ..._json import EncodedJSON
 from ...events import EventLog, metadata_for, publish
 from ...turns import Block, Turn, turn_data_key, turn_meta_key
 from .._prefix_guard import (
-    Progress,
     Unit,
+    advanced,
     apply_policy,
     asked_policy,
     check,
     guard_metrics,
     header_digest,
     keep,
-    proven,
+    proven_for,
+    quick_check,
     stamp,
-    start_digest,
 )
 
 __all__ = [
@@ -171,41 +171,13 @@ def _calls(message: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "tool_use" for c in content)
 
 
-def _progress(turn: Turn, head: str, messages: list[dict[str, Any]]) -> Progress | None:
-    """The guard's progress on ``turn`` when it holds for ``messages`` (some message after the proven ones)."""
-    progress = proven(turn, head)
-    return progress if progress is not None and progress.messages < len(messages) else None
-
-
 def _parts(message: dict[str, Any]) -> int:
     content = message["content"]
     return len(content) if isinstance(content, list) else 1
 
 
-def _advanced(progress: Progress | None, head: str, messages: list[dict[str, Any]], units: list[Unit]) -> Progress:
-    """The progress after a pass without stale blocks over ``messages`` (``units``: theirs from
-    ``progress``'s end on): every message but the last, which the next blocks may still add to."""
-    start = progress.hasher.copy() if progress is not None else start_digest(head)
-    last = len(units) - _parts(messages[-1])
-    reasoning = progress is not None and progress.reasoning
-    for unit in units[:last]:
-        start.update(unit.wire)
-        reasoning = reasoning or unit.reasoning
-    return Progress(head, "", len(messages) - 1, (progress.units if progress else 0) + last, start, reasoning)
-
-
 def _quick_check(turn: Turn, body: dict[str, Any], origin: dict[int, Block], head: str) -> bool | None:
-    """The guard's pass over what follows its proven messages, when they hold: whether the request replays
-    reasoning, once it found nothing stale (the progress went on); None when a whole pass must run."""
-    messages = body["messages"]
-    progress = _progress(turn, head, messages)
-    if progress is None:
-        return None
-    units, _ = units_of(messages[progress.messages :], origin)
-    if check(units, head, start=progress.hasher.copy()):
-        return None  # stale: the whole pass names the culprit and drops what it must
-    keep(turn, _advanced(progress, head, messages, units))
-    return progress.reasoning or any(u.reasoning for u in units)
+    return quick_check(turn, head, body["messages"], lambda messages: units_of(list(messages), origin)[0], _parts)
 
 
 _SYSTEM_MESSAGES = re.compile(
@@ -269,7 +241,8 @@ def guard_request(
     if replays:
         _ask_binding(body, policy)
     if policy != "rewrite" and body["messages"]:
-        keep(turn, None if stale else _advanced(None, head_of(body), body["messages"], units))
+        messages = body["messages"]
+        keep(turn, None if stale else advanced(None, head_of(body), units, _parts(messages[-1]), len(messages)))
     return body
 
 
@@ -310,7 +283,7 @@ def record_response(
     if policy == "rewrite":
         _rewrite(turn, sent)
     head = head_of(sent)
-    progress = _progress(turn, head, messages) if policy != "rewrite" else None
+    progress = proven_for(turn, head, len(messages)) if policy != "rewrite" else None
     if progress is not None:  # the request's proven messages are the Turn's first ones still
         stamp(units_of(messages[progress.messages :], origin)[0], head, new, start=progress.hasher)
         return

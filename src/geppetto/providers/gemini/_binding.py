@@ -7,7 +7,8 @@ units ``[role, part]`` (the part without its signature) under a header of the sy
 tools; a signed part whose recorded prefix differs is stale. ``drop`` and ``rewrite`` (Gemini has no
 append-only form of a changed prefix) leave the signature out: a thought part goes whole, a call or text
 keeps its content without the signature (and a call of the current turn then gets Google's placeholder,
-as any unsigned call does); ``error`` raises.
+as any unsigned call does); ``error`` raises. Like Claude's, the pass is incremental: while the contents an
+earlier pass proved did not change, only those after them are read (``_prefix_guard.quick_check``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from typing import Any
 
 from ...turns import PAYLOAD_THOUGHT_SIGNATURE, Block, Turn
-from .._prefix_guard import Unit, apply_policy, check, header_digest, stamp
+from .._prefix_guard import Unit, advanced, apply_policy, check, header_digest, keep, proven_for, quick_check, stamp
 
 __all__ = ["guard_contents", "record_response"]
 
@@ -44,18 +45,29 @@ def _units(contents: list[dict[str, Any]], origin: dict[int, Block]) -> tuple[li
     return units, parts
 
 
+def _parts(content: dict[str, Any]) -> int:
+    return len(content["parts"])
+
+
 def guard_contents(turn: Turn, body: dict[str, Any], origin: dict[int, Block], *, policy: str, model: str) -> None:
-    """Leave stale thought signatures out of ``body["contents"]`` (in place), as ``policy`` says."""
-    units, parts = _units(body["contents"], origin)
-    if not any(u.reasoning for u in units):
-        apply_policy(turn, "gemini", model, policy, [], units)  # nothing replayed: no report from before stays
+    """Leave stale thought signatures out of ``body["contents"]`` (in place), as ``policy`` says. While the
+    contents an earlier pass proved did not change, only those after them are read."""
+    contents = body["contents"]
+    if not contents:
+        apply_policy(turn, "gemini", model, policy, [], [])
         return
-    stale = check(units, _head(body))
+    head = _head(body)
+    if quick_check(turn, head, contents, lambda cs: _units(list(cs), origin)[0], _parts) is not None:
+        apply_policy(turn, "gemini", model, policy, [], [])  # nothing stale: no report from before stays
+        return
+    units, parts = _units(contents, origin)
+    stale = check(units, head) if any(u.reasoning for u in units) else []
     apply_policy(turn, "gemini", model, policy, stale, units, note=_NO_REWRITE if policy == "rewrite" else "")
+    keep(turn, None if stale else advanced(None, head, units, _parts(contents[-1]), len(contents)))
     if not stale:
         return
     gone = {id(parts[s.index]) for s in stale}
-    for content in body["contents"]:
+    for content in contents:
         kept = []
         for part in content["parts"]:
             if id(part) in gone:
@@ -66,7 +78,7 @@ def guard_contents(turn: Turn, body: dict[str, Any], origin: dict[int, Block], *
                     continue  # a part that carried only the signature
             kept.append(part)
         content["parts"] = kept
-    body["contents"] = [c for c in body["contents"] if c["parts"]]
+    body["contents"] = [c for c in contents if c["parts"]]
 
 
 def record_response(
@@ -77,5 +89,9 @@ def record_response(
     with ``origin``), which hold the response's parts after the request's."""
     if not any(b.payload.get(PAYLOAD_THOUGHT_SIGNATURE) for b in new):
         return
-    units, _ = _units(contents, origin)
-    stamp(units, _head(body), new)
+    head = _head(body)
+    progress = proven_for(turn, head, len(contents))
+    if progress is not None:  # the request's proven contents are the Turn's first ones still
+        stamp(_units(contents[progress.messages :], origin)[0], head, new, start=progress.hasher)
+        return
+    stamp(_units(contents, origin)[0], head, new)

@@ -39,11 +39,13 @@ def _diff(new: Frozen, old: Frozen) -> _Plan | None:
         node = node.parent
     if node is not old:
         return None
-    nb, ob = new.blocks, old.blocks
-    keep = min(keep, len(ob))
-    changed = [i for i in sorted(patched) if i < keep and nb[i] is not ob[i]]
-    changed += [i for i in range(keep, len(nb)) if i >= len(ob) or nb[i] is not ob[i]]
-    close = [i for i in changed if i < len(ob)] + list(range(max(len(nb), keep), len(ob)))
+    # ``old`` (the store's last snapshot) may have dropped its list: its entries are read through its
+    # parents, only where the derivation says they may differ, never rebuilt whole
+    nb, size, at = new.blocks, old.size(), old.at
+    keep = min(keep, size)
+    changed = [i for i in sorted(patched) if i < keep and nb[i] is not at(i)]
+    changed += [i for i in range(keep, len(nb)) if i >= size or nb[i] is not at(i)]
+    close = [i for i in changed if i < size] + list(range(max(len(nb), keep), size))
     return _Plan(close, [(i, nb[i]) for i in changed])
 
 
