@@ -15,6 +15,9 @@ The file is ``profiles.yaml`` in the user's config folder: ``$GEPPETTO_CONFIG_DI
         temperature: null
         max_tokens: null
         reasoning_effort: null
+        options:                        # any option of the provider's engine (docs: "Engine options")
+          compact_threshold: 200000
+          prefix_policy: error
 
 A built-in profile ``sim`` targets the bundled simulator (started in-process by the CLI). Keys are read
 from the environment only and never printed.
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -39,6 +41,7 @@ from .tools import MCP_SERVER_KEYS
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .providers.settings import FamilySettings
 
 __all__ = [
     "PROVIDERS",
@@ -80,6 +83,10 @@ class Profile:
     limits: dict[str, Any] | None = None
     """Usage limits of the sessions run with this profile (``max_requests``, ``max_cost``, ... as
     :class:`~geppetto.UsageLimits` takes them); see :meth:`usage_limits`."""
+    options: dict[str, Any] | None = None
+    """Any option of the provider's engine, by the engine's own name (``compact_threshold``,
+    ``prefix_policy``, ``prompt_cache_key``, ...: the fields of its family's settings in
+    :mod:`geppetto.providers.settings`); checked when the file is read, the error naming the valid keys."""
     mcp_servers: list[Any] | None = None
     """MCP servers whose tools ``run`` and ``chat`` offer: command lines, URLs, or mappings with the keys
     :meth:`McpServer.from_spec <geppetto.tools.mcp.McpServer.from_spec>` takes (needs the ``mcp`` extra)."""
@@ -90,8 +97,47 @@ class Profile:
     """Something about this profile a person should see when it is used (e.g. an ignored entry)."""
 
     def with_overrides(self, **overrides: Any) -> Profile:
-        """A copy with every non-None override applied."""
-        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        """A copy with every non-None override applied. ``options`` are added to the profile's own; an
+        override wins over the profile's value however either wrote it (``--mode`` over ``options: {mode:
+        ...}``, ``-o background=false`` over ``background: true``)."""
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        given = changes.pop("options", None) or {}
+        options = dict(self.options or {})
+        for name in _OPTIONAL:
+            engine_name = _ALIASES.get(name, name)
+            if name in changes:
+                options.pop(name, None)
+                options.pop(engine_name, None)
+            elif name in given or engine_name in given:
+                changes[name] = None  # the shorthand gives way to the option given now
+        options.update(given)
+        return replace(self, **changes, options=options or None)
+
+    def engine_settings(self) -> FamilySettings:
+        """The settings value of the provider's engine this profile describes: its ``options`` and the
+        shorthand keys (``mode``, ``store``, ``temperature``, ``max_tokens``, ``reasoning_effort``,
+        ``background``). A key the engine does not take, or one given both ways, is a ConfigurationError."""
+        from .providers.settings import SETTINGS
+
+        cls = SETTINGS[self.provider]
+        where = f"profile {self.name!r}"
+        merged = dict(self.options or {})
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name not in cls.names() and _ALIASES.get(name) in cls.names():
+                name = _ALIASES[name]  # same setting, the engine's own name for it
+            elif name not in cls.names():
+                raise ConfigurationError(
+                    f"{where}: provider {self.provider!r} does not take {name!r}; remove it from the profile"
+                )
+            if name in merged and merged[name] != value:
+                raise ConfigurationError(
+                    f"{where} sets {name!r} twice, as a key ({value!r}) and under options ({merged[name]!r}); keep one"
+                )
+            merged[name] = value
+        return cls.from_options(merged, where=where)
 
     def usage_limits(self) -> Any:
         """The profile's ``limits`` as a :class:`~geppetto.UsageLimits` (None when it sets none)."""
@@ -124,6 +170,7 @@ _SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "simulator": ((bool,), "true or false"),
     "limits": ((dict,), "a mapping such as {max_requests: 20, max_cost: 1.5}"),
     "mcp_servers": ((list,), "a list of MCP servers: command lines, URLs or mappings"),
+    "options": ((dict,), "a mapping of engine options such as {compact_threshold: 200000}"),
 }
 MODES = ("stateless", "chained", "conversation")
 
@@ -141,6 +188,12 @@ def _check_settings(path: Path, name: str, raw: dict[str, Any]) -> None:
         raise ConfigurationError(f"{path}: profiles.{name}.mode is {raw['mode']!r}; write {', '.join(MODES)}")
     if isinstance(raw.get("max_tokens"), int) and raw["max_tokens"] < 1:
         raise ConfigurationError(f"{path}: profiles.{name}.max_tokens must be at least 1")
+    if isinstance(raw.get("options"), dict):
+        from .providers.settings import SETTINGS
+
+        family = SETTINGS.get(raw.get("provider", "openai-responses"))
+        if family is not None:
+            family.from_options(raw["options"], where=f"{path}: profiles.{name}.options")
     if isinstance(raw.get("limits"), dict):
         from .session import UsageLimits
 
@@ -306,7 +359,8 @@ def build_engine(
     """The engine ``profile`` describes.
 
     ``tools`` (tool definitions or dicts) are offered on every request. ``api_key`` defaults to :func:`resolve_api_key` (so a missing key is a :class:`ConfigurationError`
-    naming the variable); ``base_url`` overrides the profile's. A setting the provider's engine does
+    naming the variable); ``base_url`` overrides the profile's. The engine gets every option of
+    :meth:`Profile.engine_settings` that differs from its default; a setting the provider's engine does
     not take (``mode`` on Anthropic, say) is an error naming it rather than silently dropped.
     """
     if profile.problem is not None:
@@ -327,19 +381,7 @@ def build_engine(
             f"profile {profile.name!r} names no model; set 'model:' in the profile or pass --model"
         )
     key = api_key if api_key is not None else resolve_api_key(profile)
-    accepted = inspect.signature(engine_cls).parameters
-    options: dict[str, Any] = {}
-    for name in _OPTIONAL:
-        value = getattr(profile, name)
-        if value is None:
-            continue
-        if name not in accepted and _ALIASES.get(name) in accepted:
-            name = _ALIASES[name]  # same setting, the engine's own name for it
-        elif name not in accepted:
-            raise ConfigurationError(
-                f"profile {profile.name!r}: provider {profile.provider!r} does not take {name!r}; remove it from the profile"
-            )
-        options[name] = value
+    options: dict[str, Any] = profile.engine_settings().options()
     if tools:
         options["tools"] = tools
     engine: Engine = engine_cls(model=profile.model, api_key=key, base_url=base_url or profile.base_url, **options)

@@ -166,15 +166,41 @@ async def test_conversation_request_that_landed_is_not_appended_again(
     turn = await eng.run_inference(_start())
     cid = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
     turn.append(Block.user("and tomorrow?"))
-    with (
-        caplog.at_level(logging.WARNING, "geppetto.providers"),
-        pytest.raises(gp.ProviderConnectionError, match="after the request reached the server, which kept it"),
-    ):
-        await eng.run_inference(turn)
+    with caplog.at_level(logging.WARNING, "geppetto.providers"):
+        turn = await eng.run_inference(turn)
+    assert turn.blocks[-1].text == "Two.", "the answer is read from the conversation"
     assert len(_posts(sim)) == 2  # the transport did not send it a second time
     users = [i for i in _conversation_items(sim, cid) if i.get("role") == "user"]
     assert len(users) == 2  # the input is in the conversation once
     assert "after it reached the server; not sent again" in caplog.text
+    # the conversation goes on from the answer read there: only the next input is sent
+    sim.queue(Reply(text="Three."))
+    turn.append(Block.user("more"))
+    turn = await eng.run_inference(turn)
+    assert turn.blocks[-1].text == "Three." and get_state(turn).conversation_id == cid  # type: ignore[union-attr]
+    assert normalize(_posts(sim)[-1]["input"]) == [("message", "user", "more")]
+    assert [normalize([u]) for u in _conversation_items(sim, cid) if u.get("role") == "user"] == [
+        [("message", "user", "weather in Paris?")],
+        [("message", "user", "and tomorrow?")],
+        [("message", "user", "more")],
+    ]
+
+
+async def test_a_seeding_request_that_landed_is_not_seeded_again(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    sim.queue(Reply(text="Two."))
+    eng = _lossy_engine(sim, lose=1, mode="conversation")
+    turn = Turn(blocks=[Block.user("weather in Paris?"), Block.llm_text("One."), Block.user("and tomorrow?")])
+    turn = await eng.run_inference(turn)  # a Turn made elsewhere: its history seeds a new conversation
+    assert turn.blocks[-1].text == "Two."
+    cid = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
+    assert len(_posts(sim)) == 1 and len(sim.state.conversations) == 1
+    assert [normalize([i]) for i in _conversation_items(sim, cid)][:3] == [
+        [("message", "user", "weather in Paris?")],
+        [("message", "assistant", "One.")],
+        [("message", "user", "and tomorrow?")],
+    ]
+    assert len(_conversation_items(sim, cid)) == 4, "the seed, the input and the answer, each once"
 
 
 async def test_conversation_request_that_did_not_land_is_sent_again(geppetto_sim: Simulator) -> None:
@@ -204,3 +230,37 @@ async def test_conversation_request_that_did_not_land_is_sent_again(geppetto_sim
     cid = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
     assert [r.path for r in sim.requests][-2:] == [f"/v1/conversations/{cid}/items", "/v1/responses"]
     assert "retried_unknown" not in metrics.counters  # proven not landed: not an unknown outcome
+
+
+class _LostItemsAnswer(httpx.AsyncBaseTransport):
+    """The first ``POST /conversations/{id}/items`` reaches the simulator and its items go in, but the client
+    gets a broken connection instead of the answer."""
+
+    def __init__(self) -> None:
+        self.inner, self.lost = httpx.AsyncHTTPTransport(), False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path.endswith("/items") and not self.lost:
+            self.lost = True
+            await response.aread()
+            await response.aclose()
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+
+async def test_a_long_seed_whose_added_items_landed_is_put_in_once(geppetto_sim: Simulator) -> None:
+    sim = geppetto_sim
+    sim.queue(Reply(text="Done."))
+    http = HttpTransport(
+        sim.openai_url, provider="openai", transport=_LostItemsAnswer(), retry=RetryPolicy(initial_delay=0.0)
+    )
+    eng = engine(sim, http=http, mode="conversation")
+    history = [Block.user(f"question {i}") if i % 2 == 0 else Block.llm_text(f"answer {i}") for i in range(30)]
+    turn = await eng.run_inference(Turn(blocks=[*history, Block.user("last question")]))
+    assert turn.blocks[-1].text == "Done."
+    cid = str(get_state(turn).conversation_id)  # type: ignore[union-attr]
+    texts = [normalize([i])[0][2] for i in _conversation_items(sim, cid)]
+    assert texts == [*(b.text for b in history), "last question", "Done."], "the seed once, in order"
+    adds = [r for r in sim.requests if r.method == "POST" and r.path.endswith("/items")]
+    assert len(adds) == 1, "the add whose answer was lost is not sent again"

@@ -75,7 +75,11 @@ async def test_a_journaled_result_is_not_run_again_when_the_inference_goes_on(st
         await session.run("Weather in Paris?")
     assert runs == ["Paris"]
     rows = await store.journal_read(session.session_id)
-    assert [(r.entry, r.record.get("state")) for r in rows] == [("step:000001", None), ("call:call_w", "done")]
+    assert [(r.entry, r.record.get("state")) for r in rows] == [
+        ("step:000001", None),
+        ("call:call_w", "done"),
+        ("pub:call_w", None),  # its tool_result event went to the sinks
+    ]
     interrupted = session.interrupted
     assert interrupted is not None
 
@@ -95,6 +99,42 @@ async def test_a_journaled_result_is_not_run_again_when_the_inference_goes_on(st
     ]
     assert TURN_META_INFERENCE_ID.get(out.metadata) == interrupted, "the inference keeps its id"
     assert await store.journal_read(session.session_id) == [], "a completed inference clears the journal"
+
+
+@pytest.mark.parametrize("marked", [True, False])
+async def test_a_journaled_results_event_is_published_once_across_processes(store: Any, marked: bool) -> None:
+    runs: list[str] = []
+
+    @gp.tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        runs.append(city)
+        return f"sunny in {city}"
+
+    first: list[gp.events.Event] = []
+    session = gp.Session(FailingOnce(_steps(), fail_at=2), tools=[weather], store=store, sinks=[first.append])
+    with pytest.raises(ProviderError):
+        await session.run("Weather in Paris?")
+    rows = await store.journal_read(session.session_id)
+    if not marked:  # the process stopped after journaling the result, before its event went out
+        first = [e for e in first if not isinstance(e, gp.events.EventToolResult)]
+        await store.journal_clear(session.session_id)
+        for row in rows:
+            if not row.entry.startswith("pub:"):
+                await store.journal_write(session.session_id, row.inference_id, row.entry, row.record)
+    second: list[gp.events.Event] = []
+    again = gp.Session(
+        FailingOnce(_steps()[1:], fail_at=0),
+        tools=[weather],
+        store=store,
+        session_id=session.session_id,
+        sinks=[second.append],
+    )
+    again._interrupted = session.interrupted
+    await again.resume()
+    assert runs == ["Paris"]
+    results = [e.call_id for e in [*first, *second] if isinstance(e, gp.events.EventToolResult)]
+    assert results == ["call_w"], "published once: by the first process, or by the second when it never went out"
 
 
 def _interrupted_tool(policy: str | None, approval: bool) -> tuple[Any, list[str]]:

@@ -13,7 +13,7 @@ import yaml
 from rich.table import Table
 
 from ..profiles import PROVIDERS, load_profiles, profiles_path
-from ..runtime import EngineSettings
+from ..runtime import EngineSettings, parse_options
 from ..turns import load_turn
 from ._console import stdout_console
 from ._guard import fail, guarded, run_app
@@ -24,6 +24,7 @@ from ._options import (
     McpOpt,
     ModelOpt,
     ModeOpt,
+    OptionOpt,
     ProfileOpt,
     ProviderOpt,
     UsageOpt,
@@ -84,6 +85,7 @@ def run(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     mode: ModeOpt = None,
+    option: OptionOpt = None,
     system: Annotated[str | None, typer.Option(help="System prompt (added by middleware).")] = None,
     with_tools: Annotated[bool, typer.Option("--with-tools", help="Offer the demo tools.")] = False,
     with_logging: Annotated[bool, typer.Option("--with-logging", help="Log each inference to stderr.")] = False,
@@ -105,7 +107,7 @@ def run(
     _verbose(verbose)
 
     options = RunOptions(
-        settings=EngineSettings(profile, provider, model, base_url, mode),
+        settings=EngineSettings(profile, provider, model, base_url, mode, guarded(lambda: parse_options(option))),
         system=system,
         with_tools=with_tools,
         with_logging=with_logging,
@@ -128,6 +130,7 @@ def chat(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     mode: ModeOpt = None,
+    option: OptionOpt = None,
     system: Annotated[str | None, typer.Option(help="System prompt (added by middleware).")] = None,
     no_tools: Annotated[bool, typer.Option("--no-tools", help="Do not offer the demo tools.")] = False,
     resume: Annotated[
@@ -162,7 +165,7 @@ def chat(
         fail("--resume, --session and --continue each pick the conversation to continue; give one of them")
     if no_store and (session is not None or continue_last):
         fail("--no-store cannot continue a stored session; drop --no-store or --session/--continue")
-    settings = EngineSettings(profile, provider, model, base_url, mode)
+    settings = EngineSettings(profile, provider, model, base_url, mode, guarded(lambda: parse_options(option)))
     repl = ChatRepl(
         settings,
         system=system,

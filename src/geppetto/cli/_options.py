@@ -16,6 +16,7 @@ __all__ = [
     "McpOpt",
     "ModeOpt",
     "ModelOpt",
+    "OptionOpt",
     "ProfileOpt",
     "ProviderOpt",
     "UsageOpt",
@@ -27,6 +28,16 @@ ProviderOpt = Annotated[str | None, typer.Option(help=f"Provider: {', '.join(PRO
 ModelOpt = Annotated[str | None, typer.Option(help="Model name (overrides the profile's).")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="Endpoint (overrides the profile's).")]
 ModeOpt = Annotated[str | None, typer.Option(help="Responses mode: stateless, chained or conversation.")]
+OptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--option",
+        "-o",
+        metavar="KEY=VALUE",
+        help="An engine option (any profile `options:` key, e.g. compact_threshold=200000, prefix_policy=error); "
+        "the value is JSON where it parses, else a string; repeatable; over the profile's.",
+    ),
+]
 AttachOpt = Annotated[
     list[Path] | None,
     typer.Option(

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from ..runtime import EngineSettings, port_in_use
+from ..runtime import EngineSettings, parse_options, port_in_use
 from ._guard import fail, guarded
-from ._options import BaseUrlOpt, LimitsOpt, McpOpt, ModelOpt, ModeOpt, ProfileOpt, ProviderOpt
+from ._options import BaseUrlOpt, LimitsOpt, McpOpt, ModelOpt, ModeOpt, OptionOpt, ProfileOpt, ProviderOpt
 from ._sessions import StoreOpt
 
 __all__ = ["serve", "simulate"]
@@ -126,6 +126,7 @@ def serve(
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     mode: ModeOpt = None,
+    option: OptionOpt = None,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8000,
     store: StoreOpt = None,
@@ -159,7 +160,7 @@ def serve(
         from ..server import serve as run_server
     except ImportError as exc:
         fail(str(exc))
-    settings = EngineSettings(profile, provider, model, base_url, mode)
+    settings = EngineSettings(profile, provider, model, base_url, mode, guarded(lambda: parse_options(option)))
     options = ServeOptions(
         settings,
         host,

@@ -34,6 +34,7 @@ from ._streaming import (
     resolve_api_key,
     sse_events,
 )
+from .settings import SettingsOwner
 
 __all__ = ["StreamingEngine"]
 
@@ -41,12 +42,13 @@ _COUNTED = frozenset({"messages", "system", "tools", "contents", "systemInstruct
 """The request fields a prompt's tokens come from (the rest are settings)."""
 
 
-class StreamingEngine(TransportOwner):
+class StreamingEngine(SettingsOwner, TransportOwner):
     """One streamed request per ``run_inference``, its answer appended to the turn.
 
     Subclasses set the class attributes and implement :meth:`request_body`, :meth:`endpoint`,
     :meth:`auth_headers` and :meth:`reducer`; the constructor arguments here are the ones every such
-    engine takes (see :class:`~geppetto.providers.openai_chat.ChatEngine` for their meaning).
+    engine takes (see :class:`~geppetto.providers.openai_chat.ChatEngine` for their meaning). A subclass
+    sets ``settings`` (its family's :mod:`~geppetto.providers.settings` value) last in its constructor.
     """
 
     provider: ClassVar[str]

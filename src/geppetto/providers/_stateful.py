@@ -103,6 +103,7 @@ FALLBACK_REASONS = (
     "server_ignores_state",
     "interaction_not_found",
     "store_off",
+    "connection_state_lost",
     "other",
 )
 """The reason codes a fallback is counted under (a fixed set: they are Prometheus label values)."""

@@ -202,7 +202,11 @@ class TransportOwner:
     _owns_transport: bool
 
     async def aclose(self) -> None:
-        """Close the HTTP client this engine made (a given client or transport stays open)."""
+        """Close the HTTP client this engine made (a given client or transport stays open), and its WebSocket
+        connection when it has one (``transport="websocket"``)."""
+        socket = getattr(self, "_socket", None)
+        if socket is not None:
+            await socket.aclose()
         if self._owns_transport:
             await self._transport.aclose()
 

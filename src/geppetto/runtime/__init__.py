@@ -20,6 +20,7 @@ from ._engines import (
     engine_record,
     mcp_tools,
     open_engine,
+    parse_options,
     recording_engine,
 )
 from ._model_string import MODEL_PREFIXES, engine_for
@@ -43,6 +44,7 @@ __all__ = [
     "get_weather",
     "mcp_tools",
     "open_engine",
+    "parse_options",
     "port_in_use",
     "recording_engine",
 ]

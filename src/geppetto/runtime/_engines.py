@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ __all__ = [
     "engine_record",
     "mcp_tools",
     "open_engine",
+    "parse_options",
     "recording_engine",
 ]
 
@@ -58,6 +60,8 @@ class EngineSettings:
     model: str | None = None
     base_url: str | None = None
     mode: str | None = None
+    options: dict[str, Any] | None = None
+    """``-o KEY=VALUE`` engine options (:func:`parse_options`), over the profile's ``options``."""
 
     def resumed(self, stored: dict[str, Any] | None) -> EngineSettings:
         """These flags over the settings a saved conversation recorded (:data:`CHAT_ENGINE`): a flag wins,
@@ -73,7 +77,26 @@ class EngineSettings:
             model=self.model or _text(stored.get("model")),
             base_url=self.base_url or _text(stored.get("base_url")),
             mode=self.mode or _text(stored.get("mode")),
+            options=self.options,
         )
+
+
+def parse_options(pairs: Sequence[str] | None) -> dict[str, Any] | None:
+    """``-o KEY=VALUE`` flags as engine options: a value that parses as JSON is that (``2000``, ``true``,
+    ``null``, ``{"type": "auto"}``), any other is the string as written. None when no flag was given."""
+    if not pairs:
+        return None
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"-o {pair!r}: write KEY=VALUE, e.g. -o compact_threshold=200000")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        options[key.strip()] = value
+    return options
 
 
 def _text(value: Any) -> str | None:
@@ -140,9 +163,17 @@ def choose_profile(settings: EngineSettings) -> Profile:
             f"--mode applies to the openai-responses and gemini-interactions providers only, not {provider!r}; drop --mode"
         )
     if settings.provider is not None and settings.provider != base.provider:
-        # Responses-only settings do not carry over to another provider.
-        base = replace(base, provider=settings.provider, mode=None, store=None)
-    return base.with_overrides(model=settings.model, base_url=settings.base_url, mode=settings.mode)
+        # Responses-only settings, and one engine's options, do not carry over to another provider.
+        base = replace(base, provider=settings.provider, mode=None, store=None, options=None)
+    chosen = base.with_overrides(
+        model=settings.model, base_url=settings.base_url, mode=settings.mode, options=settings.options
+    )
+    if settings.options:
+        from ..providers.settings import SETTINGS
+
+        SETTINGS[chosen.provider].from_options(settings.options, where="-o")  # names the valid keys
+        chosen.engine_settings()  # and the options together with the profile's
+    return chosen
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from .._exceptions import ConfigurationError, GeppettoError, TurnFormatError, UsageError
 from ..profiles import PROVIDERS
-from ..runtime import EngineSettings
+from ..runtime import EngineSettings, parse_options
 from ._runner import SWEEP_INTERVAL
 from ._serve import KEY_VARIABLE, ServeOptions, serve
 
@@ -29,6 +29,14 @@ _FLAGS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--model",), {"help": "Model name (overrides the profile's)."}),
     (("--base-url",), {"help": "Endpoint (overrides the profile's)."}),
     (("--mode",), {"help": "Responses mode: stateless, chained or conversation."}),
+    (
+        ("--option", "-o"),
+        {
+            "action": "append",
+            "metavar": "KEY=VALUE",
+            "help": "An engine option (a profile `options:` key); repeatable.",
+        },
+    ),
     (("--host",), {"default": "127.0.0.1", "help": "Address to listen on (loopback unless --api-key is set)."}),
     (("--port",), {"type": int, "default": 8000, "help": "Port to listen on."}),
     (("--store",), {"help": "Session store: a SQLite path or postgresql:// URL (default: the user's SQLite)."}),
@@ -63,7 +71,8 @@ def options_from(args: argparse.Namespace) -> ServeOptions:
     if args.port < 0 or args.port > 65535 or args.workers < 1 or args.sweep_interval < 0:
         raise UsageError("--port must be 0 to 65535, --workers 1 or more and --sweep-interval 0 or more")
     lists = {name: getattr(args, name) or os.environ.get(variable, "").split() for name, variable in _LISTS.items()}
-    settings = EngineSettings(args.profile, args.provider, args.model, args.base_url, args.mode)
+    engine_options = parse_options(args.option)
+    settings = EngineSettings(args.profile, args.provider, args.model, args.base_url, args.mode, engine_options)
     options = ServeOptions(settings, args.host, args.port, args.store, args.bus, args.workers, args.with_tools)
     options.mcp, options.max_body, options.sweep_interval = list(args.mcp or ()), args.max_body, args.sweep_interval
     options.log_level, options.log_format = args.log_level.lower(), args.log_format.lower()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from ..providers import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
 from ..session import Session, UsageLimits, prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore
-from ..tools import ToolDefinition, ToolRegistry
+from ..tools import MARKS_PUBLISHED, ToolDefinition, ToolRegistry, published_entry
 from ..turns import TURN_META_INFERENCE_ID, Turn, dumps_json, new_id, turn_to_dict
 from ._background import Created, Follow, Published
 from ._client_tools import SessionTools
@@ -376,6 +377,7 @@ class Runner:
             else:  # prepared by start(): prompted, or carrying the decisions it resumes with
                 session.sinks = (sink,)
             BACKGROUND_OBSERVER.set(follow)  # the inference's task starts with this context
+            MARKS_PUBLISHED.set(False)  # a result's event is marked published once the bus has it (the pump)
             running.handle = session.start_inference(inference_id=running.inference_id)
             if running.cancelled:
                 running.handle.cancel()
@@ -437,8 +439,20 @@ class Runner:
                 skip_start = False
                 continue
             data["inference_id"] = running.inference_id
-            await self.publisher.publish(session_id, data, key=key)
+            call_id = str(data.get("call_id") or "") if data.get("type") == "tool_result" else ""
+            if call_id:  # one key wherever it is published: a pickup's copy is not appended again
+                key = f"{running.inference_id}:tool_result:{call_id}"
+            if await self.publisher.publish(session_id, data, key=key) is not None and call_id:
+                await self._mark_published(session_id, running.inference_id, call_id)
             await published.published(cursor)
+
+    async def _mark_published(self, session_id: str, inference_id: str, call_id: str) -> None:
+        """The bus took the ``tool_result`` event of ``call_id``: marked in the journal, so a worker that picks
+        the inference up does not publish it again (one it publishes anyway has the same key: not appended)."""
+        try:
+            await self.store.journal_write(session_id, inference_id, published_entry(call_id), {"at": time.time()})
+        except Exception as exc:  # the bus's key still keeps a second copy out when it is the newest event
+            log.warning("could not mark the result of tool call %s published (%s)", call_id, exc)
 
     def _failure(
         self, session_id: str, running: _Running, session: Session | None, exc: Exception

@@ -11,8 +11,9 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from . import _anthropic, _background, _chat, _conversations, _gemini, _interactions, _interactions_stream, _openai
 from ._call import Call, Handler
@@ -21,6 +22,7 @@ from ._faults import FAULT_HEADER, Fault, SSEStream, parse_fault, pause
 from ._jsontext import decode, has_surrogate_literal, position, unpaired_surrogate
 from ._models_list import list_gemini_models, list_models
 from ._openai_count import count_input_tokens
+from ._openai_ws import serve_responses_socket
 from ._quirks import detail_body, shapes_path
 from ._state import RecordedRequest, SimState
 
@@ -279,8 +281,12 @@ def build_app(state: SimState, *, max_body: int = DEFAULT_MAX_BODY) -> Starlette
             path, endpoint(state, api, handler, generation=generation, max_body=max_body, **kw), methods=methods
         )
 
-    routes = [
+    async def responses_socket(websocket: WebSocket) -> None:
+        await serve_responses_socket(state, websocket)
+
+    routes: list[Route | WebSocketRoute] = [
         r("/v1/responses", "openai", _openai.create_response, ["POST"], generation=True),
+        WebSocketRoute("/v1/responses", responses_socket),
         r("/v1/responses/compact", "openai", _openai.compact_response, ["POST"]),
         r("/v1/responses/input_tokens", "openai", count_input_tokens, ["POST"]),
         r("/v1/responses/{response_id}", "openai", _background.get_response, ["GET"]),

@@ -59,7 +59,7 @@ class Fault:
     finish_after_cut: with `drop_after` or `stall_after`, the server goes on after the cut: it finishes the
         generation and stores the answer (a stored response, an interaction, the conversation's new items)
         as if the client had read it all, `finish_delay` seconds later (until then a stored response or
-        interaction reads back as `in_progress`). Without it a cut stream stores nothing.
+        interaction reads back as `in_progress`, as it does from the start of a stall). Without it a cut stream stores nothing.
 
     Raises ValueError for a status outside 400-599, a negative count or a negative or non-finite time.
     """
@@ -266,8 +266,10 @@ class SSEStream:
                     completed = self._go_on()
                     return
                 if fault.stall_after is not None and index >= fault.stall_after:
+                    if fault.finish_after_cut and self.on_detach is not None:
+                        self.on_detach()  # held as in progress while it stalls, as a server holds what it generates
                     await pause(fault.stall_seconds, self.closing)
-                    completed = self._go_on()
+                    completed = self._go_on(detached=True)
                     return
                 if fault.error_after is not None and index >= fault.error_after:
                     await _send(send, self.error_frame or error_event(self.api, index))
@@ -294,12 +296,12 @@ class SSEStream:
             if not completed and self.on_abort is not None:
                 self.on_abort()
 
-    def _go_on(self) -> bool:
+    def _go_on(self, *, detached: bool = False) -> bool:
         """At a cut: with `finish_after_cut`, let the generation finish without the client (True: it will be
-        stored); else False (the cut aborts it)."""
+        stored); else False (the cut aborts it). ``detached``: it is held as in progress already."""
         if not self.fault.finish_after_cut:
             return False
-        if self.on_detach is not None:
+        if self.on_detach is not None and not detached:
             self.on_detach()
         if self.on_complete is not None:
             if self.fault.finish_delay:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -121,11 +122,16 @@ def _selectors(call: Call, body: dict[str, Any]) -> tuple[str | None, bool, str 
 
 
 def _context(
-    state: SimState, body: dict[str, Any], prev: str | None, conv_id: str | None
+    state: SimState,
+    body: dict[str, Any],
+    prev: str | None,
+    conv_id: str | None,
+    lookup: Callable[[SimState, str], list[dict[str, Any]]] = chain_items,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(effective context, normalized new input) after the state checks; marks the conversation busy."""
+    """(effective context, normalized new input) after the state checks; marks the conversation busy.
+    ``lookup`` finds the context ``prev`` holds (a WebSocket connection looks in its own cache first)."""
     with state.lock:
-        prefix = chain_items(state, prev) if prev else []
+        prefix = lookup(state, prev) if prev else []
         if conv_id:
             conv = conversation_or_404(state, conv_id)
             if conv_id in state.busy_conversations:

@@ -222,6 +222,46 @@ class Simulator:
         previous_response_not_found, an interaction with the Interactions API's 404)."""
         self.state.forget(response_id)
 
+    @property
+    def websocket_url(self) -> str:
+        """The Responses WebSocket endpoint (``ws://.../v1/responses``)."""
+        return "ws" + self.url[4:] + "/v1/responses"
+
+    @property
+    def ws_idle_timeout(self) -> float | None:
+        """Seconds a Responses WebSocket connection may stay idle before the server closes it (None: never)."""
+        return self.state.ws_idle_timeout
+
+    @ws_idle_timeout.setter
+    def ws_idle_timeout(self, value: float | None) -> None:
+        self.state.ws_idle_timeout = value
+
+    @property
+    def ws_max_age(self) -> float:
+        """Seconds a Responses WebSocket connection lasts before a request on it is refused with
+        ``websocket_connection_limit_reached`` and the connection closed (default 3600)."""
+        return self.state.ws_max_age
+
+    @ws_max_age.setter
+    def ws_max_age(self, value: float) -> None:
+        self.state.ws_max_age = value
+
+    @property
+    def websockets(self) -> list[str]:
+        """The ids of the open Responses WebSocket connections (a recorded ``WS`` request names its
+        connection in ``query["connection"]``)."""
+        with self.state.lock:
+            return list(self.state.sockets)
+
+    def drop_websockets(self, code: int = 1001, reason: str = "server closed the connection") -> int:
+        """Close every open Responses WebSocket connection from the server's side (their connection-local
+        state is gone); returns how many were open."""
+        with self.state.lock:
+            sockets = list(self.state.sockets.values())
+        for conn in sockets:
+            conn.drop(code, reason)
+        return len(sockets)
+
     def plant_divergence(self, message_id: str, part: str) -> None:
         """Make the fingerprint Claude's cache diagnostics hold for the answer ``message_id`` differ in
         ``part`` (``model``, ``tools``, ``system`` or ``messages``): the next request naming it in

@@ -75,6 +75,9 @@ class Conversation:
 DEFAULT_BACKGROUND_PACE = 0.002
 """Seconds between two events of a background run (``Simulator.background_pace``)."""
 
+DEFAULT_WS_MAX_AGE = 3600.0
+"""Seconds a Responses WebSocket connection lasts (the service's documented 60 minutes)."""
+
 _SEAL_HEADER = b"\x80\x00\x00\x00\x00\x00"  # base64 "gAAAAAAA": reads like a Fernet token's start
 
 
@@ -103,6 +106,11 @@ class SimState:
         self.background_pace = DEFAULT_BACKGROUND_PACE
         self.background_resume_window: float | None = None
         self.background_runs: dict[str, Any] = {}
+        self.sockets: dict[str, Any] = {}
+        """The open Responses WebSocket connections by id (``_openai_ws.Connection``)."""
+        self.ws_idle_timeout: float | None = None
+        """Seconds a Responses WebSocket connection may stay idle before the server closes it (None: never)."""
+        self.ws_max_age = DEFAULT_WS_MAX_AGE
         self._reset_locked()
 
     def _reset_locked(self) -> None:
@@ -143,6 +151,7 @@ class SimState:
             self.claude_prefix_mismatch = "error"
             self.background_pace = DEFAULT_BACKGROUND_PACE
             self.background_resume_window = None
+            self.ws_idle_timeout, self.ws_max_age = None, DEFAULT_WS_MAX_AGE
             for run in self.background_runs.values():
                 run.stop()
             self.background_runs = {}

@@ -40,11 +40,13 @@ from ._executor import (
 from ._executor import require_tool_results as require_tool_results
 from ._journal import INTERRUPTED_ERROR as INTERRUPTED_ERROR
 from ._journal import JOURNAL as JOURNAL
+from ._journal import MARKS_PUBLISHED as MARKS_PUBLISHED
 from ._journal import JournalRecord as JournalRecord
 from ._journal import JournalStore as JournalStore
 from ._journal import RunJournal as RunJournal
 from ._journal import base_key as base_key
 from ._journal import interrupted_policy as interrupted_policy
+from ._journal import published_entry as published_entry
 from ._journal import rebuild as rebuild
 from ._registry import ToolRegistry
 from ._tool import Tool, ToolDefinition, ToolReportedError, serialize_result, tool

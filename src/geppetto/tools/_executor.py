@@ -26,9 +26,9 @@ from typing import Any, Literal
 from .._exceptions import GeppettoError, Retry, UsageError
 from .._json import JSONTooDeep, parse_json
 from ..events import EventMetadata, EventToolCallStarted, EventToolResult, publish
-from ..turns import PAYLOAD_ARGS, PAYLOAD_ID, PAYLOAD_NAME, Block, Turn
+from ..turns import PAYLOAD_ARGS, PAYLOAD_ERROR, PAYLOAD_ID, PAYLOAD_NAME, PAYLOAD_RESULT, Block, Turn
 from ._context import context_for
-from ._journal import INTERRUPTED_ERROR, JOURNAL, may_run_again
+from ._journal import INTERRUPTED_ERROR, JOURNAL, MARKS_PUBLISHED, may_run_again
 from ._pending import pending_tool_calls
 from ._registry import ToolRegistry
 from ._retry import TOOL_RETRY, over_the_bound, retry_error
@@ -175,7 +175,13 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
     name = str(call.payload.get(PAYLOAD_NAME, ""))
     journal = JOURNAL.get()
     if journal is not None and (journaled := journal.result(call_id)) is not None:
-        return journaled  # it ran before this process picked the inference up: not again, no event again
+        # it ran before this process picked the inference up: not again; its event again only if it never went out
+        if not journal.was_published(call_id):
+            failed = journaled.payload.get(PAYLOAD_ERROR)
+            _answer(call_id, name, None if failed else journaled.payload.get(PAYLOAD_RESULT), failed, opts.metadata)
+            if MARKS_PUBLISHED.get():
+                await journal.published(call_id)
+        return journaled
     result: str | None = None
     error: str | None = None
     asked = False
@@ -201,7 +207,10 @@ async def _execute_one(registry: ToolRegistry, call: Block, opts: _Options) -> B
     if journal is not None:
         # journaled before its event: a stop in between loses the event, never runs the tool twice
         await journal.finished(call_id, name, answer)
-    return _answer(call_id, name, result, error, opts.metadata, answer)
+    out = _answer(call_id, name, result, error, opts.metadata, answer)
+    if journal is not None and MARKS_PUBLISHED.get():
+        await journal.published(call_id)  # the sinks have its event
+    return out
 
 
 def _answer(

@@ -10,7 +10,13 @@ with an error the model reads, ``"ask"`` holds it for a person as an approval). 
 run, the tool loop records a checkpoint: the blocks the step added, so a process that restores the session
 can rebuild the Turn as it stood (:meth:`Session.resume <geppetto.Session.resume>`).
 
-Cost: one row per tool call (written when it starts, updated when it returns) and one per tool step; the
+Each result's ``tool_result`` event is marked as published (``pub:<call id>``) once it is out: handed to the
+session's sinks, or (``geppetto serve``, which sets :data:`MARKS_PUBLISHED` to False in its inferences) on the
+event bus, marked by the server's event pump. A run picked up re-publishes the event of a journaled result
+only when it is not marked: published once, never lost between the journal's write and the event.
+
+Cost: one row per tool call (written when it starts, updated when it returns), one per published result and
+one per tool step; the
 rows of a session are deleted when one of its inferences completes (its snapshot then holds the results).
 The call id is the idempotency key: a tool that calls another system can pass it along, so a retry after
 an interruption is recognized there.
@@ -42,6 +48,7 @@ from ._tool import OnInterrupted
 
 __all__ = [
     "JOURNAL",
+    "MARKS_PUBLISHED",
     "JournalRecord",
     "JournalStore",
     "OnInterrupted",
@@ -49,6 +56,7 @@ __all__ = [
     "base_key",
     "interrupted_policy",
     "may_run_again",
+    "published_entry",
     "rebuild",
 ]
 
@@ -138,6 +146,9 @@ class RunJournal:
         self._calls: dict[str, dict[str, Any]] = {
             r.entry[5:]: r.record for r in records if r.inference_id == inference_id and r.entry.startswith("call:")
         }
+        self._published = {
+            r.entry[4:] for r in records if r.inference_id == inference_id and r.entry.startswith("pub:")
+        }
         self._steps = sum(1 for r in records if r.inference_id == inference_id and r.entry.startswith("step:"))
         self.resumed = bool(records)
         """Whether the inference goes on from a journal another process (or an earlier run) wrote."""
@@ -170,6 +181,17 @@ class RunJournal:
         record = {"state": "done", "name": name, "at": time.time(), "block": block_to_json(answer)}
         self._calls[call_id] = record
         await self._write(f"call:{call_id}", record)
+
+    def was_published(self, call_id: str) -> bool:
+        """Whether the ``tool_result`` event of ``call_id`` was marked as published (by this run or before)."""
+        return call_id in self._published
+
+    async def published(self, call_id: str) -> None:
+        """The ``tool_result`` event of ``call_id`` is out: marked, so a pickup does not publish it again."""
+        if call_id in self._published:
+            return
+        self._published.add(call_id)
+        await self._write(published_entry(call_id), {"at": time.time()})
 
     # -- asked by the tool loop -------------------------------------------------------------------
     async def checkpoint(self, turn: Turn) -> None:
@@ -221,6 +243,15 @@ class RunJournal:
 
 JOURNAL: ContextVar[RunJournal | None] = ContextVar("geppetto_journal", default=None)
 """The journal of the inference running in this context (None: nothing is journaled)."""
+
+MARKS_PUBLISHED: ContextVar[bool] = ContextVar("geppetto_journal_marks_published", default=True)
+"""Whether the executor marks a result's event published once the sinks have it (True), or leaves that to
+whoever delivers the events on (False: ``geppetto serve``'s pump, after the event bus took the event)."""
+
+
+def published_entry(call_id: str) -> str:
+    """The journal entry that marks the ``tool_result`` event of ``call_id`` published."""
+    return f"pub:{call_id}"
 
 
 def rebuild(records: Sequence[JournalRecord], inference_id: str, base: Turn | None) -> Turn | None:

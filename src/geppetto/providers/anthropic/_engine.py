@@ -7,18 +7,17 @@ from typing import Any
 
 import httpx
 
-from ..._exceptions import ConfigurationError
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
 from .._http import HttpTransport
 from .._http_errors import anthropic_error_info
-from .._prefix_guard import check_policy
 from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
 from .._streaming import ToolSpec, budget_for_effort
+from ..settings import ClaudeSettings
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
 from ._blocks import PROVIDER, message_events
 from ._cache import add_cache_breakpoints
@@ -64,6 +63,7 @@ class ClaudeEngine(StreamingEngine):
     disagreement is logged and counted (:mod:`geppetto.providers._disagreements`).
     """
 
+    settings: ClaudeSettings
     provider = PROVIDER
     key_env = ("ANTHROPIC_API_KEY",)
     key_owner = "Anthropic"
@@ -93,6 +93,19 @@ class ClaudeEngine(StreamingEngine):
         prefix_policy: str = "drop",
         cache_diagnostics: bool = False,
     ) -> None:
+        settings = ClaudeSettings(
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            stream=stream,
+            thinking_budget=thinking_budget,
+            reasoning_effort=reasoning_effort,
+            prompt_cache=prompt_cache,
+            builtin_tools=tuple(builtin_tools or ()),
+            prefix_policy=prefix_policy,
+            cache_diagnostics=cache_diagnostics,
+        )
         super().__init__(
             model,
             api_key,
@@ -109,34 +122,34 @@ class ClaudeEngine(StreamingEngine):
         )
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.cache_diagnostics = bool(cache_diagnostics)
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
-        if prompt_cache not in (True, False, "auto"):
-            raise ConfigurationError(f"prompt_cache={prompt_cache!r}: use 'auto' (default), True or False")
         self.prompt_cache = prompt_cache
         if thinking_budget is not None and tool_choice not in (None, "auto", "none"):
             # raises the ConfigurationError that names the fix, at construction (the tool may be a Session's)
             build_request(Turn(), model=model, tools=[], tool_choice=tool_choice, thinking_budget=thinking_budget)
+        self.settings = settings
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
     ) -> dict[str, Any]:
+        s = self.settings
         body = build_request(
             turn,
             output=output,
             model=self.model,
             tools=tools,
             tool_choice=tool_choice,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            thinking_budget=self.thinking_budget,
-            builtin_tools=self.builtin_tools,
-            stream=self.stream,
-            prefix_policy=self.prefix_policy,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            thinking_budget=self.thinking_budget,  # derived from reasoning_effort when not given
+            builtin_tools=list(s.builtin_tools),
+            stream=s.stream,
+            prefix_policy=s.prefix_policy,
         )
-        body = add_cache_breakpoints(body, self.prompt_cache)
+        body = add_cache_breakpoints(body, s.prompt_cache)
         name_container(turn, body)
-        if self.cache_diagnostics:
+        if s.cache_diagnostics:
             ask_diagnostics(turn, body)
         return body
 

@@ -13,11 +13,12 @@ from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._http import HttpTransport
 from .._http_errors import gemini_error_info
-from .._prefix_guard import asked_policy, check_policy
+from .._prefix_guard import asked_policy
 from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
 from .._streaming import ToolSpec, budget_for_effort
+from ..settings import GeminiSettings
 from ._binding import record_response
 from ._dialect import build_contents, build_request, model_path, needs_signed_calls
 from ._parts import PROVIDER
@@ -49,6 +50,7 @@ class GeminiEngine(StreamingEngine):
     :mod:`geppetto.providers._prefix_guard`; ``rewrite`` drops too, and says so).
     """
 
+    settings: GeminiSettings
     provider = PROVIDER
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_owner = "Gemini"
@@ -77,6 +79,18 @@ class GeminiEngine(StreamingEngine):
         builtin_tools: Iterable[dict[str, Any]] | None = None,
         prefix_policy: str = "drop",
     ) -> None:
+        settings = GeminiSettings(
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            stream=stream,
+            thinking_budget=thinking_budget,
+            reasoning_effort=reasoning_effort,
+            include_thoughts=include_thoughts,
+            builtin_tools=tuple(builtin_tools or ()),
+            prefix_policy=prefix_policy,
+        )
         super().__init__(
             model,
             api_key,
@@ -94,24 +108,26 @@ class GeminiEngine(StreamingEngine):
         self.builtin_tools = [dict(t) for t in builtin_tools or ()]
         self.thinking_budget = budget_for_effort(thinking_budget, reasoning_effort)
         self.include_thoughts = include_thoughts
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
+        self.settings = settings
 
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
     ) -> dict[str, Any]:
+        s = self.settings
         return build_request(
             turn,
             output=output,
             tools=tools,
             tool_choice=tool_choice,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            thinking_budget=self.thinking_budget,
-            include_thoughts=self.include_thoughts,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
+            thinking_budget=self.thinking_budget,  # derived from reasoning_effort when not given
+            include_thoughts=s.include_thoughts,
             sign_calls=needs_signed_calls(self.model, self.thinking_budget),
             model=self.model,
-            builtin_tools=self.builtin_tools,
-            prefix_policy=asked_policy(turn, self.prefix_policy),
+            builtin_tools=list(s.builtin_tools),
+            prefix_policy=asked_policy(turn, s.prefix_policy),
         )
 
     def endpoint(self) -> tuple[str, dict[str, str] | None]:

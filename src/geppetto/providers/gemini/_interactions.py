@@ -29,15 +29,16 @@ from .._hints import key_hint
 from .._http import HttpTransport
 from .._http_errors import gemini_error_info
 from .._landed import SAFE_TO_RESEND
-from .._prefix_guard import asked_policy, check_policy
+from .._prefix_guard import asked_policy
 from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamResult, run_stream
 from .._streaming import TransportOwner, engine_transport, normalize_tools, request_tools, resolve_api_key
+from ..settings import InteractionsSettings, SettingsOwner
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
 from ._interactions_guard import guard_plan, stamp_interaction
-from ._interactions_plan import InteractionPlan, check_settings, plan_interaction, thinking_level_for
+from ._interactions_plan import InteractionPlan, plan_interaction, thinking_level_for
 from ._interactions_steps import (
     PROVIDER,
     WIRE,
@@ -81,7 +82,7 @@ class _Call:
     recovered: bool = False
 
 
-class InteractionsEngine(TransportOwner):
+class InteractionsEngine(SettingsOwner, TransportOwner):
     """An engine for Gemini's Interactions API, same shape as the other engines (``run_inference``).
 
     ``mode``: ``chained`` (the default with ``store``) or ``stateless`` (the whole Turn each request).
@@ -109,6 +110,7 @@ class InteractionsEngine(TransportOwner):
     (:data:`geppetto.providers.openai_responses.metrics`): one set of counters for every stateful engine.
     """
 
+    settings: InteractionsSettings
     provider = PROVIDER
 
     def __init__(
@@ -140,7 +142,25 @@ class InteractionsEngine(TransportOwner):
         metrics: Any = None,
         prefix_policy: str = "drop",
     ) -> None:
-        check_settings(mode, store, background, stream, on_previous_not_found, max_resumes, poll_interval)
+        settings = InteractionsSettings(
+            mode=mode,
+            store=store,
+            tool_choice=tool_choice,
+            builtin_tools=tuple(builtin_tools or ()),
+            temperature=temperature,
+            top_p=top_p,
+            max_output_tokens=max_output_tokens,
+            thinking_level=thinking_level,
+            thinking_summaries=thinking_summaries,
+            reasoning_effort=reasoning_effort,
+            on_previous_not_found=on_previous_not_found,
+            background=background,
+            max_resumes=max_resumes,
+            poll_interval=poll_interval,
+            stream=stream,
+            headers=headers,
+            prefix_policy=prefix_policy,
+        )
         self.model = model
         self.base_url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.api_key = resolve_api_key(api_key, _KEY_ENV, "Gemini")
@@ -154,7 +174,7 @@ class InteractionsEngine(TransportOwner):
         self.on_previous_not_found = on_previous_not_found
         self.background, self.max_resumes, self.stream = background, max_resumes, stream
         self.poll_interval = poll_interval
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
         self.headers = dict(headers or {})
         if metrics is None:
             from .._stateful import metrics as shared
@@ -165,6 +185,7 @@ class InteractionsEngine(TransportOwner):
             http, self.base_url, provider=self.provider, error_parser=gemini_error_info, retry=retry, timeout=timeout
         )
         self._owns_transport = not isinstance(http, HttpTransport)
+        self.settings = settings
 
     # -- planning and the request body ----------------------------------------------------------------
     def _mode_for(self, state: InteractionsState | None) -> str:
@@ -202,8 +223,9 @@ class InteractionsEngine(TransportOwner):
             {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}
             for t in specs
         ]
-        if tools or self.builtin_tools:
-            body["tools"] = tools + self.builtin_tools
+        s = self.settings
+        if tools or s.builtin_tools:
+            body["tools"] = tools + list(s.builtin_tools)
         config = self._generation_config(choice)
         if config:
             body["generation_config"] = config
@@ -211,11 +233,11 @@ class InteractionsEngine(TransportOwner):
         if output is not None:
             fmt = {"type": "text", "mime_type": "application/json", "schema": wire_schema(output, "gemini")}
             body.update(response_format=fmt, response_mime_type="application/json")
-        if not self.store:
+        if not s.store:
             body["store"] = False
-        if self.background:
+        if s.background:
             body["background"] = True
-        body["stream"] = self.stream
+        body["stream"] = s.stream
         return body
 
     count_is_estimate = True
@@ -233,14 +255,15 @@ class InteractionsEngine(TransportOwner):
         return len(dumps(counted)) // 4
 
     def _generation_config(self, choice: str | None) -> dict[str, Any]:
+        s = self.settings
         config: dict[str, Any] = {
             k: v
             for k, v in (
-                ("temperature", self.temperature),
-                ("top_p", self.top_p),
-                ("max_output_tokens", self.max_output_tokens),
-                ("thinking_level", self.thinking_level),
-                ("thinking_summaries", self.thinking_summaries),
+                ("temperature", s.temperature),
+                ("top_p", s.top_p),
+                ("max_output_tokens", s.max_output_tokens),
+                ("thinking_level", self.thinking_level),  # derived from reasoning_effort when not given
+                ("thinking_summaries", s.thinking_summaries),
             )
             if v is not None
         }

@@ -17,6 +17,7 @@ from .._retry import RetryPolicy
 from .._sse import SSEEvent
 from .._stream_loop import StreamReducer
 from .._streaming import ToolSpec
+from ..settings import ChatSettings
 from ._dialect import PROVIDER, build_request
 from ._stream import ChatStreamReducer, completion_events
 
@@ -48,6 +49,7 @@ class ChatEngine(StreamingEngine):
         turn = await engine.run_inference(turn)
     """
 
+    settings: ChatSettings
     provider = PROVIDER
     key_env = ("OPENAI_API_KEY",)
     key_owner = "OpenAI"
@@ -75,6 +77,17 @@ class ChatEngine(StreamingEngine):
         thinking: bool | None = None,
         stream: bool = True,
     ) -> None:
+        settings = ChatSettings(
+            tool_choice=tool_choice,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            headers=headers,
+            stream=stream,
+            reasoning_effort=reasoning_effort,
+            system_role=system_role,
+            stream_usage=stream_usage,
+            thinking=thinking,
+        )
         super().__init__(
             model,
             api_key,
@@ -95,6 +108,7 @@ class ChatEngine(StreamingEngine):
         self.system_role = system_role
         self.stream_usage = stream_usage
         self.thinking = thinking
+        self.settings = settings
 
     def resolve_key(self, api_key: str | None) -> str | None:
         """OpenAI itself needs a key; local compatible servers (Ollama, vLLM) need none."""
@@ -105,21 +119,22 @@ class ChatEngine(StreamingEngine):
     def request_body(
         self, turn: Turn, tools: list[ToolSpec], tool_choice: str | None, output: Any = READ_FROM_TURN
     ) -> dict[str, Any]:
+        s = self.settings
         return build_request(
             turn,
             output=output,
             model=self.model,
             tools=tools,
             tool_choice=tool_choice,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
+            temperature=s.temperature,
+            max_tokens=s.max_tokens,
             max_tokens_field=self.max_tokens_field,
-            reasoning_effort=self.reasoning_effort,
-            system_role=self.system_role,
-            stream_usage=self.stream_usage,
+            reasoning_effort=s.reasoning_effort,
+            system_role=s.system_role,
+            stream_usage=s.stream_usage,
             reasoning_content=self.base_url != DEFAULT_BASE_URL,  # a compatible server's extension
             thinking=self._thinking(turn),
-            stream=self.stream,
+            stream=s.stream,
             server=self.base_url,
         )
 
@@ -128,8 +143,8 @@ class ChatEngine(StreamingEngine):
         (reasoner, R1 and V4 names) or from reasoning this server already produced in the Turn."""
         if self.base_url == DEFAULT_BASE_URL:
             return False
-        if self.thinking is not None:
-            return self.thinking
+        if self.settings.thinking is not None:
+            return self.settings.thinking
         name = self.model.lower()
         if any(mark in name for mark in _THINKING_NAMES):
             return True

@@ -383,8 +383,10 @@ def _anchor(
             seed=plan.seed(),
             prefix=plan.prefix,
             refused=refused,
-            stored=self.store,
+            stored=self.store or self._socket is not None,  # store=False over a socket: held by the connection
         )
+        if self._socket is not None:
+            self._socket.stamp(turn.blocks[start:])
         if self.store:
             # the mode asked for is kept (the kill switch may have sent this request stateless); so is
             # the conversation a stateless request left alone

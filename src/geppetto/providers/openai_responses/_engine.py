@@ -1,5 +1,5 @@
-"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode,
-and the checks of the settings it is made with that no other part owns (each error names the fix)."""
+"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode.
+Its options are one checked value, ``ResponsesSettings`` (``providers/settings.py``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
 from geppetto.providers._hints import key_hint, too_large_hint, with_hint
 from geppetto.providers._http import HttpTransport
 from geppetto.providers._http_errors import openai_error_info
-from geppetto.providers._prefix_guard import check_policy
 from geppetto.providers._retry import RetryPolicy
 from geppetto.providers._streaming import TransportOwner, engine_transport, is_openai_reasoning_model, resolve_api_key
+from geppetto.providers._websocket import CONNECTION_STATE_LOST, make_socket
+from geppetto.providers.settings import ResponsesSettings, SettingsOwner
 from geppetto.turns import (
     BLOCK_META_PROVIDER,
     Block,
@@ -30,12 +31,12 @@ from .._stateful import metrics as shared_metrics
 from ._answer import StreamState, record
 from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validate_server_context
 from ._evidence import Endpoint, Verdict, VerdictStore
-from ._request import Plan, PromptCacheKey, build_body, check_cache_settings, guard_plan, plan_request
-from ._send import Api, check_background, send_with_fallbacks
-from ._state import MODES, ConversationState, get_state, turn_ids
-from ._tools import EngineTools, check_reasoning, check_tool_choice
+from ._request import Plan, PromptCacheKey, build_body, guard_plan, plan_full, plan_request
+from ._send import Api, send_with_fallbacks
+from ._state import ConversationState, get_state, turn_ids
+from ._tools import EngineTools
 
-__all__ = ["ResponsesEngine", "check_counts", "check_mode"]
+__all__ = ["ResponsesEngine"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
 
@@ -43,7 +44,7 @@ log = logging.getLogger("geppetto.providers.openai_responses")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class ResponsesEngine(TransportOwner):
+class ResponsesEngine(SettingsOwner, TransportOwner):
     """An engine for ``POST /v1/responses`` that always streams.
 
     Mode comes from the engine's ``mode``, else the Turn's ``ConversationState``, else ``chained``
@@ -98,8 +99,13 @@ class ResponsesEngine(TransportOwner):
     each request, never onto the transport); ``retry`` tunes retries; ``timeout`` (seconds, or an
     ``httpx.Timeout``; default 600 s) bounds each request and each wait for stream data (a given client
     or transport keeps its own). ``await engine.aclose()`` or ``async with engine:`` closes the client the engine made; a given client or transport stays open.
+
+    ``transport="websocket"`` sends each create request as ``response.create`` over one WebSocket connection
+    (``geppetto.providers._websocket``; docs/engines.md); ``store=False`` then chains on the connection's state,
+    and an anchor whose connection ended is resent whole (fallback ``connection_state_lost``).
     """
 
+    settings: ResponsesSettings
     provider = "openai"
     server_ignores_state: bool = False
     """Set when the endpoint was found not to keep state (``endpoint_verdict``); the engine then stays
@@ -143,15 +149,38 @@ class ResponsesEngine(TransportOwner):
         prefix_policy: str = "drop",
         endpoint_verdict: Verdict | None = None,
         verdict_store: VerdictStore | None = None,
+        transport: Any = "http",
     ) -> None:
-        check_background(background, store=store, poll_interval=poll_interval, max_resumes=max_resumes, stream=stream)
-        check_counts(compact_threshold=compact_threshold, validate_every=validate_every)
-        check_mode(mode, store=store, on_previous_not_found=on_previous_not_found)
-        check_reasoning(reasoning_effort, reasoning_summary)
-        check_cache_settings(prompt_cache_key, prompt_cache_retention)
-        check_tool_choice(tool_choice)
+        # the one checked value of every option (a profile's and -o's too); the attributes below mirror it
+        settings = ResponsesSettings(
+            mode=mode,
+            store=store,
+            instructions_mode=instructions_mode,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            text_format=text_format,
+            temperature=temperature,
+            top_p=top_p,
+            max_output_tokens=max_output_tokens,
+            include=tuple(include or ()),
+            on_previous_not_found=on_previous_not_found,
+            validate_every=validate_every,
+            delete_replaced_conversations=delete_replaced_conversations,
+            compact_threshold=compact_threshold,
+            prompt_cache_key=prompt_cache_key,
+            prompt_cache_retention=prompt_cache_retention,
+            background=background,
+            poll_interval=poll_interval,
+            max_resumes=max_resumes,
+            stream=stream,
+            prefix_policy=prefix_policy,
+            transport=transport,
+        )
         self.model = model
         self._connect(api_key, base_url, http, retry, timeout)
+        self._socket = make_socket(transport, self.base_url, self._headers)
         self.mode, self.store, self.instructions_mode = mode, store, instructions_mode
         self._tools = EngineTools(tools)
         self.tool_choice, self.parallel_tool_calls = tool_choice, parallel_tool_calls
@@ -166,7 +195,7 @@ class ResponsesEngine(TransportOwner):
         self.prompt_cache_key, self.prompt_cache_retention = prompt_cache_key, prompt_cache_retention
         self.background, self.poll_interval, self.max_resumes = background, poll_interval, max_resumes
         self.stream = stream
-        self.prefix_policy = check_policy(prefix_policy)
+        self.prefix_policy = prefix_policy
         self._validated = ValidatedLinks()
         if endpoint_verdict is not None and not isinstance(endpoint_verdict, Verdict):
             raise ConfigurationError(
@@ -175,6 +204,7 @@ class ResponsesEngine(TransportOwner):
             )
         self._endpoint = Endpoint(self.base_url, model, seed=endpoint_verdict, store=verdict_store)
         self._sync_verdict()
+        self.settings = settings
 
     @property
     def endpoint_verdict(self) -> Verdict | None:
@@ -229,7 +259,7 @@ class ResponsesEngine(TransportOwner):
 
     def _api(self) -> Api:
         """This engine's view of its transport: its key on every request, OpenAI's error parser."""
-        return Api(self._transport, self._headers, whole=not self.stream)
+        return Api(self._transport, self._headers, whole=not self.stream, socket=self._socket)
 
     async def compact(self, blocks: list[Block], turn: Turn | None = None) -> list[Block]:
         """``POST /responses/compact`` over ``blocks``: what replaces them, as blocks (the user messages
@@ -278,8 +308,9 @@ class ResponsesEngine(TransportOwner):
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
-        mode = self.mode or (state.mode if state else None) or ("chained" if self.store else "stateless")
-        if not self.store and mode != "stateless":
+        chains = self.store or self._socket is not None  # over a socket, store=False chains on the connection
+        mode = self.mode or (state.mode if state else None) or ("chained" if chains else "stateless")
+        if not self.store and mode != "stateless" and not (self._socket is not None and mode == "chained"):
             raise ConfigurationError(
                 f"the Turn asks for mode {mode!r} but the engine has store=False; "
                 "pass store=True or set the Turn's ConversationState(mode='stateless')"
@@ -302,11 +333,19 @@ class ResponsesEngine(TransportOwner):
         )
         return "stateless"
 
+    def _on_socket(self, turn: Turn, plan: Plan) -> Plan:
+        """``store=False`` over a WebSocket: an anchor whose connection ended is gone with it (the whole Turn)."""
+        lost = None if self.store or self._socket is None else self._socket.lost(turn, plan.previous_response_id)
+        if not lost:
+            return plan
+        include = not self.instructions_mode
+        return plan_full(turn, include_system=include, fallback=CONNECTION_STATE_LOST, detail=lost, prefix=plan.prefix)
+
     def plan(self, turn: Turn) -> Plan:
         """What :meth:`run_inference` would send for ``turn`` now (mode, anchor, blocks), by the code it plans
         with, recording nothing: ``geppetto inspect`` and the web inspector show this."""
         state = get_state(turn)
-        return plan_request(
+        plan = plan_request(
             turn,
             self._sent_mode(turn, self._mode_for(state), state),
             state,
@@ -315,6 +354,7 @@ class ResponsesEngine(TransportOwner):
             ignores_state=self.server_ignores_state,
             metrics=None,
         )
+        return self._on_socket(turn, plan)
 
     # -- the Engine protocol ----------------------------------------------------------------------
     async def run_inference(self, turn: Turn) -> Turn:
@@ -342,6 +382,7 @@ class ResponsesEngine(TransportOwner):
                 ignores_state=self.server_ignores_state,
                 metrics=self.metrics,
             )
+            plan = self._on_socket(turn, plan)
             plan = await send_with_fallbacks(self, self._api(), turn, plan, streams)
         except StreamError as exc:
             for block in (
@@ -412,33 +453,3 @@ class ResponsesEngine(TransportOwner):
             links=self._validated,
             reread=reread,
         )
-
-
-# -- settings ------------------------------------------------------------------------------------------------
-# Checks of the settings a ``ResponsesEngine`` is made with that no other part owns; each error names the fix.
-
-
-def check_counts(*, compact_threshold: int | None, validate_every: int | None) -> None:
-    """Raise ConfigurationError for a compaction threshold or a validation period the engine cannot use."""
-    if compact_threshold is not None and (
-        not isinstance(compact_threshold, int) or isinstance(compact_threshold, bool) or compact_threshold < 1000
-    ):
-        raise ConfigurationError(
-            f"compact_threshold={compact_threshold!r}: pass a number of tokens of at least 1000 (the API's "
-            "minimum), or None for no in-request compaction"
-        )
-    if validate_every is not None and validate_every < 1:
-        raise ConfigurationError("validate_every must be a positive number of requests (or None for never)")
-
-
-def check_mode(mode: str | None, *, store: bool, on_previous_not_found: str) -> None:
-    """Raise ConfigurationError for an unknown mode, a stateful mode without ``store`` or an unknown
-    ``on_previous_not_found``."""
-    if mode is not None and mode not in MODES:
-        raise ConfigurationError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    if not store and mode in ("chained", "conversation"):
-        raise ConfigurationError(
-            f"mode={mode!r} needs the server to store responses; pass store=True or use mode='stateless'"
-        )
-    if on_previous_not_found not in ("resend", "raise"):
-        raise ConfigurationError("on_previous_not_found must be 'resend' or 'raise'")

@@ -63,7 +63,6 @@ __all__ = [
     "Plan",
     "build_body",
     "chain_seed",
-    "check_cache_settings",
     "find_best_anchor",
     "guard_plan",
     "is_valid_anchor",
@@ -476,16 +475,6 @@ def _checked_key(key: Any, where: str) -> str:
             "True (one key per session), or None (no key)"
         )
     return key
-
-
-def check_cache_settings(key: PromptCacheKey, retention: str | None) -> None:
-    """Raise ``ConfigurationError`` naming the fix for a key or retention the API would refuse."""
-    if isinstance(key, str) or not (key is None or isinstance(key, bool) or callable(key)):
-        _checked_key(key, "the engine")
-    if retention is not None and retention not in PROMPT_CACHE_RETENTIONS:
-        raise ConfigurationError(
-            f"unknown prompt_cache_retention {retention!r}; use one of {', '.join(PROMPT_CACHE_RETENTIONS)} or None"
-        )
 
 
 def prompt_cache_key_for(setting: PromptCacheKey, turn: Turn) -> str | None:

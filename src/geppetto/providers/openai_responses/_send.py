@@ -22,7 +22,6 @@ from typing import Any, Protocol, cast
 from geppetto._exceptions import (
     BadRequestError,
     ChainingWarning,
-    ConfigurationError,
     NotFoundError,
     PreviousResponseNotFoundError,
     ProviderConnectionError,
@@ -36,6 +35,7 @@ from geppetto.pricing import BLOCK_META_USAGE
 from geppetto.providers._background import (
     BACKGROUND_OBSERVER,
     BackgroundObserver,
+    PendingResponse,
     take_pending,
 )
 from geppetto.providers._chain import likely_edit
@@ -76,7 +76,6 @@ __all__ = [
     "Api",
     "Cursor",
     "Sender",
-    "check_background",
     "conversation_check",
     "final_events",
     "judge_answer",
@@ -99,6 +98,8 @@ class Api:
     headers: Mapping[str, str]
     whole: bool = False
     """Ask for whole Responses (``stream: false``) and read each as the one terminal event it amounts to."""
+    socket: Any = None
+    """A :class:`~geppetto.providers._websocket.ResponsesSocket`: create requests go over it (``transport="websocket"``)."""
 
     async def post(self, path: str, body: Any, landed: LandedCheck | None = None) -> Any:
         return await self.transport.request_json(
@@ -114,6 +115,8 @@ class Api:
         )
 
     def stream(self, path: str, body: Any, landed: LandedCheck | None = None) -> AsyncGenerator[SSEEvent, None]:
+        if self.socket is not None and path == "responses":
+            return cast(AsyncGenerator[SSEEvent, None], self.socket.stream(body))
         if self.whole:
             return self._whole(path, body, landed)
         events = self.transport.stream_sse(
@@ -175,11 +178,21 @@ async def _is_empty(http: Api, conversation_id: str) -> bool | None:
     return not (isinstance(page, dict) and page.get("data"))
 
 
-async def _append_items(http: Api, conversation_id: str, items: list[dict[str, Any]]) -> None:
-    """Add ``items`` to a conversation, as many per call as the API takes."""
+async def _append_items(http: Api, conversation_id: str, items: list[dict[str, Any]], before: int = 0) -> None:
+    """Add ``items`` to a conversation holding ``before`` items, as many per call as the API takes; a call
+    whose answer was lost after the items went in is not sent again (``appended_check``)."""
     step = CONVERSATION_ITEMS_PER_CALL
     for i in range(0, len(items), step):
-        await http.post(f"conversations/{conversation_id}/items", {"items": items[i : i + step]})
+        chunk = items[i : i + step]
+        landed = appended_check(http, conversation_id, before + i, len(chunk))
+        try:
+            await http.post(f"conversations/{conversation_id}/items", {"items": chunk}, landed)
+        except ProviderConnectionError:
+            if await landed() is not True:
+                raise
+            log.warning(
+                "responses: the items added to conversation %s went in although the answer was lost", conversation_id
+            )
 
 
 _NO_ENDPOINT = (404, 405, 501)
@@ -218,7 +231,7 @@ async def _prepare_conversation(http: Api, plan: Plan) -> None:
             plan.fallback, plan.detail = "conversation_not_found", f"conversation {reuse} not found"
     created = await _create_conversation(http, items[:step])
     cid = str(created["id"])
-    await _append_items(http, cid, items[step:])
+    await _append_items(http, cid, items[step:], before=len(items[:step]))
     plan.conversation_id, plan.created = cid, True
     if reuse and empty is False:
         plan.replaced = reuse  # it still exists, holding context the Turn no longer matches
@@ -284,21 +297,31 @@ async def _send(engine: Sender, http: Api, turn: Turn, plan: Plan, stream: Strea
     meta = metadata_for(turn, engine.provider, engine.model)
     check: Callable[[dict[str, Any]], None] | None = verify if prev or conv else None
     landed = conversation_check(http, turn, plan)
+    on_created = check
     if engine.background:
         reader = open_background(
             http, body, turn, meta, poll_interval=engine.poll_interval, max_resumes=engine.max_resumes, landed=landed
         )
         events = reader.events()
         if reader.body is None:
-            check = None  # a response picked up: what it answered is compared with the plan when recorded
+            check = on_created = None  # a response picked up: what it answered is compared with the plan when recorded
+    elif (pending := take_pending(turn)) is not None:  # created by a process that stopped: read back, not sent again
+        events = pending_events(http, pending, body, landed, poll_interval=engine.poll_interval)
+        check = None  # as for a background response picked up
+        on_created = told_created(turn, body, None, pending.response_id)
     else:
         events = http.stream("responses", body, landed)
+        on_created = told_created(turn, body, check)
     try:
         async with aclosing(events):
-            await consume_stream(events, stream, meta, on_created=check)
+            await consume_stream(events, stream, meta, on_created=on_created)
     except StreamError as exc:  # a response whose id arrived is read back, never created again
         stream.release()  # what the broken stream brought is published before the rest is read
         await read_back(http, body, stream, meta, exc, background=engine.background, poll_interval=engine.poll_interval)
+    except ProviderConnectionError:  # it landed and its answer was lost: read from the conversation, if it is there
+        if (stored := landed_answer(landed, body)) is None:
+            raise
+        await consume_stream(as_events(stored), stream, meta, on_created=on_created)
     response = stream.response
     usage = usage_of(response)
     log.info(
@@ -461,25 +484,6 @@ async def send_with_fallbacks(engine: Sender, http: Api, turn: Turn, plan: Plan,
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 _RESUME_DELAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
 """Seconds before each resume that follows a resume which brought nothing new (the first is at once)."""
-
-
-def check_background(
-    background: bool, *, store: bool, poll_interval: float, max_resumes: int, stream: bool = True
-) -> None:
-    """Raise ConfigurationError for settings background mode cannot work with."""
-    if background and not store:
-        raise ConfigurationError(
-            "background=True needs the server to store the response (it is generated and read back "
-            "server-side); pass store=True or leave background off"
-        )
-    if not 0 < poll_interval < float("inf"):
-        raise ConfigurationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
-    if max_resumes < 0:
-        raise ConfigurationError(f"max_resumes must be 0 or more, got {max_resumes!r}")
-    if background and not stream:
-        raise ConfigurationError(
-            "background=True streams the response (so a broken stream can be resumed); leave stream=False out"
-        )
 
 
 @dataclass
@@ -760,6 +764,10 @@ def open_background(
 # - A conversation request whose connection broke before any answer: before the transport sends it again,
 #   the conversation's newest items are read; items after the last one the Turn knows mean the request
 #   landed (its input is in the conversation), so it is not sent again.
+# - A foreground request another process created and did not finish reading (a server worker that died after
+#   ``response.created``; ``geppetto serve`` hears the id through the background observer, as for a background
+#   response): the next process reads the response back by its id (:func:`pending_events`) instead of sending
+#   the step again; only a response the server proves it does not hold (404), or one it cancelled, is sent again.
 
 
 _SERVER_SAID = frozenset({"response.failed", "error"})
@@ -768,7 +776,7 @@ _PAGE = 100
 """The most items one conversation listing returns."""
 
 
-async def _as_events(events: list[SSEEvent]) -> AsyncIterator[SSEEvent]:
+async def as_events(events: list[SSEEvent]) -> AsyncIterator[SSEEvent]:
     for event in events:
         yield event
 
@@ -818,7 +826,7 @@ async def read_back(
             provider="openai",
         ) from broken
     cursor = Cursor(response_id=response_id, texts=state.published_texts())
-    await consume_stream(_as_events(final_events(response, cursor)), state, meta)
+    await consume_stream(as_events(final_events(response, cursor)), state, meta)
 
 
 def _last_known_item(turn: Turn, plan: Plan) -> str | None:
@@ -834,29 +842,158 @@ def _last_known_item(turn: Turn, plan: Plan) -> str | None:
     return None
 
 
-def conversation_check(http: Any, turn: Turn, plan: Plan) -> LandedCheck | None:
+class ConversationCheck:
+    """The :data:`LandedCheck` of a conversation request: whether its earlier attempt landed, read from the
+    conversation's newest items; when it did, the items it added (``added``, oldest first: its input, then
+    the answer the server stored), from which the answer is read instead of sending the input again."""
+
+    def __init__(self, http: Any, conversation_id: str, known: str | None, seeded: int | None) -> None:
+        self.http, self.conversation_id, self.known, self.seeded = http, conversation_id, known, seeded
+        self.added: list[dict[str, Any]] | None = None
+
+    async def __call__(self) -> bool | None:
+        # a cut before any answer: what the conversation holds now says whether the input went in
+        cid = self.conversation_id
+        page = await self.http.get(f"conversations/{cid}/items", {"limit": _PAGE, "order": "desc"})
+        data = page.get("data") if isinstance(page, dict) else None
+        if not isinstance(data, list):
+            return None
+        items = [item for item in data if isinstance(item, dict)]
+        ids = [item.get("id") for item in items]
+        if self.seeded is not None and not page.get("has_more"):
+            newer = items[: max(len(items) - self.seeded, 0)]  # a conversation made for this request: seed, input
+        elif self.known is not None and self.known in ids:
+            newer = items[: ids.index(self.known)]  # newer items than the last known one: the input landed
+        else:
+            return None  # the last known item is not on the newest page: nothing proves either way
+        if newer:
+            self.added = list(reversed(newer))
+        return bool(newer)
+
+
+def conversation_check(http: Any, turn: Turn, plan: Plan) -> ConversationCheck | None:
     """For a conversation request: whether its earlier attempt landed, read from the conversation's items
     (None for a request in no conversation)."""
     cid = plan.conversation_id
     if plan.mode != "conversation" or not cid:
         return None
-    known = _last_known_item(turn, plan)
-    seeded = len(plan.seed_items or []) if plan.created else None
+    return ConversationCheck(
+        http, cid, _last_known_item(turn, plan), len(plan.seed_items or []) if plan.created else None
+    )
+
+
+def appended_check(http: Any, conversation_id: str, before: int, adding: int) -> LandedCheck:
+    """The check of ``POST /conversations/{id}/items`` adding ``adding`` items to a conversation that held
+    ``before`` (a seed being put in): True when it holds both, False when it still holds ``before`` alone,
+    None otherwise (counted by paging through its items, oldest first)."""
 
     async def landed() -> bool | None:
-        # a cut before any answer: what the conversation holds now says whether the input went in
-        page = await http.get(f"conversations/{cid}/items", {"limit": _PAGE, "order": "desc"})
-        data = page.get("data") if isinstance(page, dict) else None
-        if not isinstance(data, list):
-            return None
-        ids = [item.get("id") for item in data if isinstance(item, dict)]
-        if seeded is not None and not page.get("has_more"):
-            return len(ids) > seeded  # a conversation made for this request holds its seed, then the input
-        if known is None or known not in ids:
-            return None  # the last known item is not on the newest page: nothing proves either way
-        return ids.index(known) > 0  # newer items than the last known one: the input landed
+        count, after = 0, None
+        while True:
+            params: dict[str, Any] = {"limit": _PAGE, "order": "asc", **({"after": after} if after else {})}
+            page = await http.get(f"conversations/{conversation_id}/items", params)
+            data = page.get("data") if isinstance(page, dict) else None
+            if not isinstance(data, list):
+                return None
+            count += len(data)
+            if not page.get("has_more") or not data:
+                break
+            after = data[-1].get("id") if isinstance(data[-1], dict) else None
+            if not after:
+                return None
+        return True if count == before + adding else False if count == before else None
 
     return landed
+
+
+_OUTPUT_TYPES = frozenset({"message", "function_call", "reasoning", "custom_tool_call"})
+
+
+def landed_answer(check: LandedCheck | None, body: dict[str, Any]) -> list[SSEEvent] | None:
+    """The answer a conversation request that landed left in its conversation (``check`` found its items),
+    as the final events of its stream: the items after its input, when the server stored them (None: no
+    answer to read, the request is not sent again)."""
+    if not isinstance(check, ConversationCheck) or not check.added:
+        return None
+    sent = body.get("input")
+    inputs = len(sent) if isinstance(sent, list) else 1
+    output = check.added[inputs:]
+    if not output or not all(item.get("type") in _OUTPUT_TYPES for item in output):
+        return None
+    if any(item.get("type") == "message" and item.get("role") != "assistant" for item in output):
+        return None
+    log.warning(
+        "responses: the answer to the request in conversation %s was lost with its connection; read %d items of "
+        "it from the conversation instead of sending the input again",
+        check.conversation_id,
+        len(output),
+    )
+    # a conversation's items do not name the response that added them: the blocks are labelled with the
+    # conversation and their last item (what anchors a conversation request is the conversation and item ids)
+    response = {
+        "id": f"{check.conversation_id}:{output[-1].get('id') or len(check.added)}",
+        "object": "response",
+        "status": "completed",
+        "output": output,
+        "conversation": {"id": check.conversation_id},
+        "model": body.get("model"),
+    }
+    return final_events(response, Cursor(texts={}))
+
+
+def told_created(
+    turn: Turn, body: dict[str, Any], check: Callable[[dict[str, Any]], None] | None, known: str = ""
+) -> Callable[[dict[str, Any]], None] | None:
+    """The ``on_created`` of a foreground request: ``check``, and the background observer (``geppetto serve``)
+    told the id of a stored response, so another process can read it back if this one stops before its end
+    (``known``: the id of a response picked up, not told again)."""
+    observer = BACKGROUND_OBSERVER.get()
+    if observer is None or body.get("store") is False:
+        return check
+
+    def created(response: dict[str, Any]) -> None:
+        response_id = str(response.get("id") or "")
+        if response_id and response_id != known:
+            observer.created(response_id, turn)
+        if check is not None:
+            check(response)
+
+    return created
+
+
+async def pending_events(
+    http: Any,
+    pending: PendingResponse,
+    body: dict[str, Any],
+    landed: LandedCheck | None,
+    *,
+    poll_interval: float,
+    sleep: Callable[[float], Any] = asyncio.sleep,
+) -> AsyncGenerator[SSEEvent, None]:
+    """The events of the foreground response ``pending`` another process created for this step: read back with
+    ``GET /responses/{id}`` (waited for while in progress) as its final events (the text deltas that process
+    published are not published again); ``body`` is sent only when the server proves it does not hold the
+    response (404) or cancelled it."""
+    response_id = pending.response_id
+    what = f"response {response_id}"
+    try:
+        response: dict[str, Any] | None = await await_landed(
+            lambda: http.get(f"responses/{response_id}"), what, response_id, poll_interval=poll_interval, sleep=sleep
+        )
+    except NotLanded as exc:
+        log.warning("responses: %s; sending the step again (it did not land)", exc.message)
+        response = None
+    if response is not None and response.get("status") == "cancelled":
+        log.warning("responses: %s was cancelled on the server before it finished; sending the step again", what)
+        response = None
+    if response is None:
+        async with aclosing(http.stream("responses", body, landed)) as events:
+            async for event in events:
+                yield event
+        return
+    log.info("responses: picked up %s by reading it back (status %s)", what, response.get("status"))
+    for event in final_events(response, Cursor(response_id=response_id, texts=None)):
+        yield event
 
 
 # -- repair --------------------------------------------------------------------------------------------------
