@@ -47,10 +47,10 @@ from typing import Any
 
 from _common import table
 
-from geppetto.providers._chain import block_wire
+from geppetto.providers._chain_wire import block_wire
 from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, get_state
-from geppetto.providers.openai_responses._anchors import scan_anchors, tag_blocks, wire_for
-from geppetto.providers.openai_responses._plan import plan_request
+from geppetto.providers.openai_responses._answer import tag_blocks
+from geppetto.providers.openai_responses._request import plan_request, scan_anchors, wire_for
 from geppetto.turns import Block, Turn, copy_json, dumps_json, loads_json
 from geppetto.turns._cow import freeze
 

@@ -182,29 +182,29 @@ def _editor(every: int) -> Any:
 
 def _blind_chain(turn: Turn, state: Any, *, include_system: bool, metrics: Any) -> Any:
     """A peer's chaining: on the latest response, with the blocks after it, whatever changed before it."""
-    from geppetto.providers.openai_responses import _plan
+    from geppetto.providers.openai_responses import _request
 
     last = state.previous_response_id if state else None
     if not last:
-        return _plan.plan_full(turn, include_system=include_system)
-    delta, items = _plan._delta(turn, last, include_system)
-    return _plan.Plan("chained", items, delta, previous_response_id=last)
+        return _request.plan_full(turn, include_system=include_system)
+    delta, items = _request._delta(turn, last, include_system)
+    return _request.Plan("chained", items, delta, previous_response_id=last)
 
 
 async def _edit_run(sim: Simulator, options: dict[str, Any], steps: int) -> tuple[Run, int, bool]:
     """W3 in one mode: the run, its bodiless requests (conversation reads and deletions), and whether the
     model's context at the last response equals the Turn."""
     import geppetto as gp
-    from geppetto.providers.openai_responses import _plan
+    from geppetto.providers.openai_responses import _request
 
     sim.reset()
     sim.queue(*(Reply(text=f"{i}: {TEXT}") for i in range(steps)))
     run = Run()
-    kept = _plan._plan_repair, _plan.plan_chained
+    kept = _request._plan_repair, _request.plan_chained
     if options.get("reseed"):
-        _plan._plan_repair = lambda *args: None  # type: ignore[assignment]  # a new conversation for every edit
+        _request._plan_repair = lambda *args: None  # type: ignore[assignment]  # a new conversation for every edit
     if options.get("blind"):
-        _plan.plan_chained = _blind_chain  # type: ignore[assignment]
+        _request.plan_chained = _blind_chain  # type: ignore[assignment]
     try:
         engine = ResponsesEngine("sim-1", api_key="sk-test", base_url=sim.openai_url, mode=options["mode"])
         session = gp.Session(engine, middlewares=[_editor(EDIT_EVERY)])
@@ -212,7 +212,7 @@ async def _edit_run(sim: Simulator, options: dict[str, Any], steps: int) -> tupl
         for step in range(steps):
             out = await session.run(f"prompt {step}: {TEXT}")
     finally:
-        _plan._plan_repair, _plan.plan_chained = kept  # type: ignore[assignment]
+        _request._plan_repair, _request.plan_chained = kept  # type: ignore[assignment]
     run.sent = sum(r.size for r in sim.requests)
     run.requests = len(sim.requests)
     bodiless = sum(1 for r in sim.requests if r.method in ("GET", "DELETE"))

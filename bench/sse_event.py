@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-from geppetto.providers._http import SSEDecoder
+from geppetto.providers._sse import SSEDecoder
 
 CHUNK = 64 * 1024
 _LINE_END = re.compile(r"\r\n|\r|\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.simulator import Simulator
 
 FAST = RetryPolicy(max_retries=0)

@@ -22,6 +22,7 @@ TINY: dict[str, list[str]] = {
     "chain_bytes.py": ["--steps", "3", "--edit-steps", "2"],
     "concurrency.py": ["4"],
     "cost.py": [],
+    "durable.py": ["2"],
     "importtime.py": ["1"],
     "long_sessions.py": ["--sizes", "24", "--backends", "sqlite,postgres,serve,agents", "--budget", "60"],
     "otel.py": ["1", "--tiny"],
@@ -35,12 +36,14 @@ TINY: dict[str, list[str]] = {
     "stream.py": ["1"],
     "structured_output.py": ["4", "1"],
     "turnfiles.py": ["--tiny"],
+    "websocket.py": ["--steps", "3", "--repeats", "1", "--rtt", "0"],
     "workloads.py": ["--tiny", "--workloads", "W1", "--drivers", "geppetto"],
 }
 """The tiny configuration of each script (its own size flags, or ``--tiny`` where it has none)."""
 
 NEEDS: dict[str, tuple[str, str]] = {
     "stream.py": ("openai", "compares with the openai SDK's stream iterator"),
+    "durable.py": ("temporalio", "runs DurableSession (the temporal extra) against a Temporal dev server"),
 }
 """Scripts that need a package the dev venv may lack: skipped, with the reason, when it is absent."""
 

@@ -11,7 +11,7 @@ import pytest
 from _cli_helpers import geppetto
 
 import geppetto as gp
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.simulator import Simulator
 
 KEYS = {

@@ -1,14 +1,22 @@
 """The house's arrows and shapes: nothing under ``session/`` imports the web dashboard (the request totals a
 store keeps are computed in ``session/`` and the dashboard reads them there), and the SQL store is one class
 given a dialect, not a chain of base classes (at most two levels of the project's own under
-``session/stores/``); and a subpackage's private modules are its own: the rest of the package imports what
-it needs from the subpackage itself (its ``__init__`` names its internal API, apart from ``__all__``), so a
-subpackage can be reorganized without touching its neighbours."""
+``session/stores/``); a subpackage's private modules are its own: the rest of the package imports what it
+needs from the subpackage itself (its ``__init__`` names its internal API, apart from ``__all__``), so a
+subpackage can be reorganized without touching its neighbours; the Responses engine is a handful of modules
+a reader can name, one request's way through them does not keep coming back (``scripts/turn_walk.py``), and
+the Gemini Interactions engine shares what it shares with it through ``providers/_stateful``, not through its
+private modules."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import geppetto
 
@@ -137,10 +145,9 @@ def test_the_class_depth_scan_follows_imports_across_modules() -> None:
     assert [depths[f"geppetto.s.{c}"] for c in ("a.A", "a.B", "b.C", "b.D")] == [0, 1, 2, 3]
 
 
-MAX_PRIVATE_REACHES = 43
-"""Imports of another subpackage's private module, at most. What is left is the engines' side: modules
-outside ``providers/`` reading an engine's private modules, and engines reading ``turns``' and each
-other's. The bound goes down as they move to the subpackages' own faces, to 20 at most."""
+MAX_PRIVATE_REACHES = 1
+"""Imports of another subpackage's private module, at most. The one left: the server's ``/metrics`` builds
+its Prometheus instruments with the exporter ``providers/_stateful`` keeps for the engines' metrics."""
 
 
 def _private_reaches(sources: dict[str, tuple[str, bool]]) -> list[str]:
@@ -223,3 +230,84 @@ def test_a_package_that_hands_out_internal_names_says_so() -> None:
             quiet.append(f"{module}: {names}")
     assert "Frozen" in _internal_names(sources["geppetto.turns"][0])
     assert quiet == [], f"say in the package's docstring which names are its internal API: {quiet}"
+
+
+RESPONSES = ROOT / "providers" / "openai_responses"
+
+
+def _private_imports_of(sources: dict[str, tuple[str, bool]], package: str) -> list[str]:
+    """``module: imported`` for each import in ``sources`` of a private module under ``package`` (a module whose
+    own name starts with ``_``), wherever it is (function-level and TYPE_CHECKING ones too)."""
+    found = []
+    for module, (text, is_package) in sorted(sources.items()):
+        here = _package_of(module, is_package)
+        for node in ast.walk(ast.parse(text)):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                target = _absolute(here, node)
+                names = [target, *(f"{target}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            hits = sorted(
+                n for n in names if n.startswith(f"{package}.") and n[len(package) + 1 :].split(".")[0].startswith("_")
+            )
+            if hits:
+                found.append(f"{module}: {hits[0]}")
+    return found
+
+
+def test_the_responses_engine_has_at_most_ten_modules() -> None:
+    modules = sorted(p.name for p in RESPONSES.glob("*.py"))
+    assert "_engine.py" in modules  # the glob sees the package
+    assert len(modules) <= 10, f"providers/openai_responses/ has {len(modules)} modules (at most 10): {modules}"
+
+
+def test_the_interactions_engine_imports_nothing_private_from_the_responses_engine() -> None:
+    found = _private_imports_of(_sources(ROOT / "providers" / "gemini"), "geppetto.providers.openai_responses")
+    assert found == [], f"gemini/ reaches into openai_responses' private modules (use providers/_stateful): {found}"
+
+
+def test_the_private_import_scan_sees_relative_absolute_and_function_level_imports() -> None:
+    sources = {
+        "geppetto.providers.gemini.a": ("from ..openai_responses._state import get_state\n", False),
+        "geppetto.providers.gemini.b": ("def f():\n    from ..openai_responses import _send\n", False),
+        "geppetto.providers.gemini.c": ("import geppetto.providers.openai_responses._items\n", False),
+        "geppetto.providers.gemini.d": ("from ..openai_responses import ResponsesEngine\n", False),
+        "geppetto.providers.gemini.e": ("from .._stateful import metrics\n", False),
+    }
+    found = _private_imports_of(sources, "geppetto.providers.openai_responses")
+    assert [f.split(":")[0] for f in found] == [
+        "geppetto.providers.gemini.a",
+        "geppetto.providers.gemini.b",
+        "geppetto.providers.gemini.c",
+    ]
+
+
+def test_one_request_enters_each_responses_module_at_most_three_times() -> None:
+    walk = _turn_walk()
+    order = walk.walk(walk.load(ROOT.parent))
+    entries = walk.entries_of(order)
+    start = "geppetto.providers.openai_responses._engine"
+    assert order[0][:2] == (start, "ResponsesEngine.run_inference")
+    assert {"_request", "_send", "_answer"} <= {m.rsplit(".", 1)[-1] for m in entries}  # the walk reaches them
+    over = {m: n for m, n in entries.items() if n > 3}
+    assert over == {}, f"modules one request enters more than three times (python scripts/turn_walk.py --calls): {over}"
+
+
+def _turn_walk() -> Any:
+    """``scripts/turn_walk.py``, loaded from the checkout (it is a script, not part of the package)."""
+    path = ROOT.parents[1] / "scripts" / "turn_walk.py"
+    if not path.exists():
+        pytest.skip("not a checkout: scripts/ does not ship with the package")
+    spec = importlib.util.spec_from_file_location("turn_walk", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["turn_walk"] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_turn_walk_counts_an_entry_for_each_function_first_reached_from_another_module() -> None:
+    walk = _turn_walk()
+    order = [("m.a", "f", ""), ("m.b", "g", "m.a"), ("m.b", "h", "m.b"), ("m.a", "k", "m.b"), ("m.b", "j", "m.a")]
+    assert walk.entries_of(order) == {"m.a": 2, "m.b": 2}

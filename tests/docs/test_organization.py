@@ -70,13 +70,13 @@ def _missing(text: str) -> list[str]:
 
 def test_the_organization_page_names_what_the_source_has() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    assert "`_plan.plan_request`" in text and "`SQLTurnStore.save_snapshot`" in text  # the walks are quoted
+    assert "`_request.plan_request`" in text and "`SQLTurnStore.save_snapshot`" in text  # the walks are quoted
     assert _missing(text) == [], "the page names what the source no longer has: update docs/organization.md"
 
 
 def test_the_check_finds_a_renamed_function_module_member_and_path() -> None:
     page = (
-        "`_plan.plan_request` `_plan.plan_gone` `Session.prompt` `Session.vanished` `session/_session.py` "
+        "`_request.plan_request` `_request.plan_gone` `Session.prompt` `Session.vanished` `session/_session.py` "
         "`session/_nowhere.py` `plan_chained` `plan_never_written` `run_started` `POST /api/x` `Turn -> Turn`"
     )
-    assert _missing(page) == ["Session.vanished", "_plan.plan_gone", "plan_never_written", "session/_nowhere.py"]
+    assert _missing(page) == ["Session.vanished", "_request.plan_gone", "plan_never_written", "session/_nowhere.py"]

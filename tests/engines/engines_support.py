@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geppetto.providers._http import SSEDecoder, SSEEvent
-from geppetto.providers._streaming import Delta, StreamReducer, StreamResult
+from geppetto.providers._sse import SSEDecoder, SSEEvent
+from geppetto.providers._stream_loop import Delta, StreamReducer, StreamResult
 from geppetto.turns import BLOCK_META_PROVIDER, Block
 
 FIXTURES = Path(__file__).parent / "fixtures"

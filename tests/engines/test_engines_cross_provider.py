@@ -13,7 +13,7 @@ from conformance_support import check_sent
 
 from geppetto import Block, Session
 from geppetto.middleware import tool_loop, with_middleware
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import FOREIGN_CALL_SIGNATURE, GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine

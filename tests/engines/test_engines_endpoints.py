@@ -24,7 +24,8 @@ from geppetto.events import (
 )
 from geppetto.middleware import tool_loop, with_middleware
 from geppetto.pricing import TURN_META_COST
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine

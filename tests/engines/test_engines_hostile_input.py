@@ -19,8 +19,10 @@ import pytest
 
 import geppetto as gp
 from geppetto._json import MAX_JSON_DEPTH, JSONTooDeep, dumps, parse_json
-from geppetto.providers._http import HttpTransport, RetryPolicy, SSEDecoder
+from geppetto.providers._http import HttpTransport
 from geppetto.providers._http_errors import anthropic_error_info, gemini_error_info, openai_error_info
+from geppetto.providers._retry import RetryPolicy
+from geppetto.providers._sse import SSEDecoder
 from geppetto.session.stores import open_store
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.tools import serialize_result

@@ -22,8 +22,8 @@ from geppetto.providers.anthropic import ClaudeEngine, ClaudeStreamReducer
 from geppetto.providers.anthropic import build_request as claude_request
 from geppetto.providers.gemini import GeminiEngine, GeminiStreamReducer
 from geppetto.providers.gemini import build_request as gemini_request
+from geppetto.providers.openai_responses._answer import item_to_block
 from geppetto.providers.openai_responses._items import blocks_to_items
-from geppetto.providers.openai_responses._stream import item_to_block
 from geppetto.turns import PAYLOAD_CITATIONS, PAYLOAD_PHASE, BlockKind, builtin_of, raw_block
 
 SEARCH = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "news"}}

@@ -8,8 +8,8 @@ from conformance_support import check_responses, check_sent
 
 import geppetto as gp
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
+from geppetto.providers.openai_responses._answer import item_to_block
 from geppetto.providers.openai_responses._items import server_compaction
-from geppetto.providers.openai_responses._stream import item_to_block
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_SESSION_ID, Block, Turn
 

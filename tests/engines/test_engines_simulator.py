@@ -32,7 +32,7 @@ from geppetto.events import (
     with_sinks,
 )
 from geppetto.middleware import tool_loop, with_middleware
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_chat import ChatEngine

@@ -32,7 +32,7 @@ import httpx
 
 import geppetto as gp
 from geppetto.profiles import ENGINE_CLASSES
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.simulator import Reply, serve
 
 PROVIDERS = ["openai-responses", "openai-chat", "anthropic", "gemini"]

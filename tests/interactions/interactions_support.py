@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.gemini import InteractionsEngine
 from geppetto.providers.gemini._interactions_steps import blocks_to_steps
 from geppetto.providers.openai_responses import ResponsesMetrics

@@ -11,7 +11,7 @@ from interactions_support import THINKING, assert_server_holds_the_turn, creates
 
 from geppetto import Session
 from geppetto.middleware import tool_loop, with_middleware
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.anthropic import ClaudeEngine
 from geppetto.providers.gemini import GeminiEngine
 from geppetto.providers.openai_responses import ResponsesEngine

@@ -23,7 +23,7 @@ from opentelemetry.trace import StatusCode
 
 from geppetto import BadRequestError, Block, Session, Turn
 from geppetto.observability import instrument
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.simulator import Simulator
 from geppetto.tools import ToolRegistry
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from geppetto.providers._http import SSEEvent
+from geppetto.providers._sse import SSEEvent
 from geppetto.providers.openai_responses import ResponsesEngine
-from geppetto.providers.openai_responses._plan import Plan
+from geppetto.providers.openai_responses._request import Plan
 from geppetto.providers.openai_responses._send import Api
 from geppetto.simulator._validate import validate
 from geppetto.turns import Turn

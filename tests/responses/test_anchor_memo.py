@@ -15,7 +15,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from geppetto.providers.openai_responses._anchors import RESPONSE_BLOCKS, AnchorScan, scan_anchors, tag_blocks
+from geppetto.providers._chain import AnchorScan
+from geppetto.providers.openai_responses._answer import tag_blocks
+from geppetto.providers.openai_responses._items import RESPONSE_BLOCKS
+from geppetto.providers.openai_responses._request import scan_anchors
 from geppetto.turns import BLOCK_META_INFERENCE_ID, BLOCK_META_RESPONSE_ID, Block, BlockKind, Turn, dumps_yaml
 from geppetto.turns._watch import WatchedDict, same_json
 

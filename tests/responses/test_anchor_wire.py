@@ -9,8 +9,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geppetto.providers.openai_responses._anchors import _fresh_wire
 from geppetto.providers.openai_responses._items import block_identity, compact_json
+from geppetto.providers.openai_responses._request import _fresh_wire
 from geppetto.turns import Block, BlockKind
 
 _PLAIN = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode

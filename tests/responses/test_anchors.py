@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from geppetto.providers.openai_responses import blocks_after_response, find_best_anchor, is_valid_anchor
-from geppetto.providers.openai_responses._anchors import scan_anchors, tag_blocks
+from geppetto.providers.openai_responses._answer import tag_blocks
+from geppetto.providers.openai_responses._request import scan_anchors
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 
 

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 import geppetto as gp
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, ResponsesMetrics, find_best_anchor, get_state
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from responses_support import assert_valid_requests
 
 import geppetto as gp
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers.openai_responses import ResponsesEngine
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.session import MemoryTurnStore
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, BlockKind

@@ -19,8 +19,10 @@ from typing_extensions import get_type_hints
 
 from geppetto import ConfigurationError, ProviderError, StreamError
 from geppetto.events import Event, with_sinks
+from geppetto.providers._background import PENDING_RESPONSE, PendingResponse
 from geppetto.providers.openai_responses import get_state
-from geppetto.providers.openai_responses._background import PENDING_RESPONSE, Cursor, PendingResponse, not_an_anchor
+from geppetto.providers.openai_responses._answer import not_an_anchor
+from geppetto.providers.openai_responses._send import Cursor
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -104,7 +106,7 @@ async def test_a_resume_that_repeats_events_publishes_each_once() -> None:
 
 
 def test_the_cursor_skips_what_it_has_seen() -> None:
-    from geppetto.providers._http import SSEEvent
+    from geppetto.providers._sse import SSEEvent
 
     cursor = Cursor()
     first = SSEEvent(

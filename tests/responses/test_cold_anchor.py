@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_anchor_memo import EDITS, _fresh, _respond, _same_result, _turn
 
-from geppetto.providers.openai_responses._anchors import find_best_anchor, is_valid_anchor, scan_anchors
+from geppetto.providers.openai_responses._request import find_best_anchor, is_valid_anchor, scan_anchors
 from geppetto.turns import Turn
 from geppetto.turns._cow import FrozenBlock, LazyBlockList, freeze
 

@@ -235,7 +235,8 @@ async def test_an_engine_whose_chained_request_is_refused_for_the_parameter_goes
     import httpx
 
     import geppetto as gp
-    from geppetto.providers._http import HttpTransport, RetryPolicy
+    from geppetto.providers._http import HttpTransport
+    from geppetto.providers._retry import RetryPolicy
     from geppetto.providers.openai_responses import ResponsesEngine, ResponsesMetrics
 
     def sse(rid: str, text: str) -> httpx.Response:

@@ -13,19 +13,16 @@ import httpx
 import pytest
 
 import geppetto as gp
-from geppetto.providers._http import (
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._http_errors import (
     ErrorInfo,
-    HttpTransport,
-    RetryPolicy,
-    SSEEvent,
     anthropic_error_info,
     error_from_response,
     gemini_error_info,
-    iter_sse,
     openai_error_info,
-    retry_delay_from_headers,
-    should_retry,
 )
+from geppetto.providers._retry import RetryPolicy, retry_delay_from_headers, should_retry
+from geppetto.providers._sse import SSEEvent, iter_sse
 
 
 async def _lines(*lines: str) -> AsyncIterator[str]:

@@ -10,8 +10,8 @@ import pytest
 from responses_support import engine
 
 import geppetto as gp
+from geppetto.providers._stateful import chaining_gauge
 from geppetto.providers.openai_responses import ResponsesMetrics, find_best_anchor, get_state
-from geppetto.providers.openai_responses._metrics import chaining_gauge
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block
 

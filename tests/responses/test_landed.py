@@ -12,7 +12,8 @@ from responses_support import engine, normalize
 
 import geppetto as gp
 from geppetto.middleware import tool_loop
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ConversationState, ResponsesMetrics
 from geppetto.providers.openai_responses._state import get_state, set_state
 from geppetto.simulator import Reply, Simulator, ToolCall

@@ -16,7 +16,7 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.providers.openai_responses import ResponsesEngine
-from geppetto.providers.openai_responses._probe import probe
+from geppetto.providers.openai_responses._context import probe
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Turn
 from litellm_peer import BRIDGE_MODEL, MODEL, Proxy, upstream_response

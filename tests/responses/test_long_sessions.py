@@ -16,9 +16,9 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import COMPACTION, SUMMARY_HEADER, compaction, compaction_range, summarize_with
-from geppetto.providers.openai_responses import ResponsesEngine, _anchors, _plan
-from geppetto.providers.openai_responses._anchors import AnchorScan
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
+from geppetto.providers._chain import AnchorScan
+from geppetto.providers._stateful import ResponsesMetrics
+from geppetto.providers.openai_responses import ResponsesEngine, _request
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ID, Block, BlockKind, Turn
 
@@ -38,14 +38,14 @@ def summarizer_sim() -> Iterator[Simulator]:
 def _scans(monkeypatch: pytest.MonkeyPatch) -> list[AnchorScan]:
     """Every anchor scan the engine runs, in order."""
     seen: list[AnchorScan] = []
-    real = _plan.scan_anchors
+    real = _request.scan_anchors
 
     def recording(*args: Any, **kw: Any) -> AnchorScan:
         scan = real(*args, **kw)
         seen.append(scan)
         return scan
 
-    monkeypatch.setattr(_plan, "scan_anchors", recording)
+    monkeypatch.setattr(_request, "scan_anchors", recording)
     return seen
 
 
@@ -92,13 +92,13 @@ async def test_a_stateless_session_hashes_only_new_blocks_and_its_fingerprints_h
 ) -> None:
     sim = geppetto_sim
     encoded: list[Block] = []
-    real = _anchors._fresh_wire
+    real = _request._fresh_wire
 
     def counting(block: Block, include_system: bool) -> bytes | None:
         encoded.append(block)
         return real(block, include_system)
 
-    monkeypatch.setattr(_anchors, "_fresh_wire", counting)
+    monkeypatch.setattr(_request, "_fresh_wire", counting)
     session = gp.Session(engine(sim, mode="stateless"), tools=[get_weather])
     per_prompt = []
     for i in range(6):
@@ -112,7 +112,7 @@ async def test_a_stateless_session_hashes_only_new_blocks_and_its_fingerprints_h
     assert not any(r.body.get("previous_response_id") for r in _responses_posts(sim))
     # the fingerprints are those a scan from scratch checks: the last response is a valid anchor
     plain = Turn(blocks=[copy.deepcopy(b) for b in out.blocks])
-    assert _anchors.scan_anchors(plain).best() == out.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
+    assert _request.scan_anchors(plain).best() == out.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
 
 
 def test_the_cut_keeps_system_blocks_pairs_and_the_last_steps() -> None:

@@ -12,8 +12,8 @@ import pytest
 from responses_support import engine, normalize
 
 from geppetto.providers.openai_responses import find_best_anchor, get_state
-from geppetto.providers.openai_responses._anchors import ANCHOR_REFUSED
 from geppetto.providers.openai_responses._items import blocks_to_items
+from geppetto.providers.openai_responses._request import ANCHOR_REFUSED
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 

@@ -12,12 +12,13 @@ import httpx
 import pytest
 import yaml
 
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
-from geppetto.providers.openai_responses._parts import PAYLOAD_CONTENT, PAYLOAD_PHASE, PAYLOAD_STANDALONE
-from geppetto.providers.openai_responses._stream import item_to_block
+from geppetto.providers.openai_responses._answer import item_to_block
+from geppetto.providers.openai_responses._items import PAYLOAD_CONTENT, PAYLOAD_STANDALONE
 from geppetto.simulator import Reply, Simulator, ToolCall
-from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, BlockKind, Turn
+from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_PHASE, Block, BlockKind, Turn
 
 WEATHER = {
     "name": "get_weather",

@@ -13,7 +13,7 @@ from responses_support import assert_valid_requests
 import geppetto as gp
 from geppetto.providers._http import HttpTransport
 from geppetto.providers.openai_responses import ResponsesEngine, Verdict, endpoint_verdicts
-from geppetto.providers.openai_responses._probe import probe
+from geppetto.providers.openai_responses._context import probe
 from geppetto.simulator import Simulator, serve
 
 

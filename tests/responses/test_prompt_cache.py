@@ -12,8 +12,8 @@ from responses_support import assert_valid_requests, engine
 
 import geppetto as gp
 from geppetto import ConfigurationError
-from geppetto.providers.openai_responses._cache import session_cache_key
-from geppetto.providers.openai_responses._stream import usage_of
+from geppetto.providers.openai_responses._answer import usage_of
+from geppetto.providers.openai_responses._request import session_cache_key
 from geppetto.simulator import Reply, Simulator
 from geppetto.turns import TURN_META_SESSION_ID, Block, Turn
 

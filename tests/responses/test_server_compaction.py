@@ -15,12 +15,20 @@ from geppetto import ConfigurationError
 from geppetto.engine import Handler
 from geppetto.middleware import with_middleware
 from geppetto.middleware.compaction import compaction, summarize_with
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers.openai_responses import blocks_to_items
-from geppetto.providers.openai_responses._cache import session_cache_key
-from geppetto.providers.openai_responses._items import PAYLOAD_ITEM, replayed, server_compaction
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
+from geppetto.providers.openai_responses._items import replayed, server_compaction
+from geppetto.providers.openai_responses._request import session_cache_key
 from geppetto.simulator import Reply, Simulator, ToolCall
-from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_SESSION_ID, TURN_META_USAGE, Block, BlockKind, Turn
+from geppetto.turns import (
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ITEM,
+    TURN_META_SESSION_ID,
+    TURN_META_USAGE,
+    Block,
+    BlockKind,
+    Turn,
+)
 
 _RID = str(BLOCK_META_RESPONSE_ID)
 

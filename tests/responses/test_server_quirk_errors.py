@@ -12,10 +12,11 @@ from responses_support import engine, forget, normalize
 
 import geppetto as gp
 from geppetto.events import EventMetadata
-from geppetto.providers._http import SSEEvent, openai_error_info, responses_create_error_info
+from geppetto.providers._http_errors import openai_error_info, responses_create_error_info
+from geppetto.providers._sse import SSEEvent
 from geppetto.providers.openai_responses import ResponsesMetrics
+from geppetto.providers.openai_responses._answer import StreamState, consume_stream
 from geppetto.providers.openai_responses._items import blocks_to_items
-from geppetto.providers.openai_responses._stream import StreamState, consume_stream
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import geppetto as gp
-from geppetto.providers._http import SSEDecoder, SSEEvent
+from geppetto.providers._sse import SSEDecoder, SSEEvent
 from geppetto.providers.openai_responses import ResponsesEngine
 
 # Valid unescaped inside a JSON string, and each a line break to str.splitlines (so to httpx's aiter_lines).

@@ -20,8 +20,8 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.events import EventFinal, EventTextDelta
 from geppetto.middleware import with_middleware
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers.openai_responses import ResponsesEngine, Verdict, endpoint_verdicts
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.turns import BlockKind, Turn
 

@@ -15,7 +15,7 @@ import geppetto as gp
 from geppetto.engine import Handler
 from geppetto.events import EventTextDelta
 from geppetto.middleware import with_middleware
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.turns import BlockKind, Turn
 

@@ -11,9 +11,10 @@ from responses_support import engine
 
 import geppetto as gp
 from geppetto.events import Event, with_sinks
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items, find_best_anchor
-from geppetto.providers.openai_responses._anchors import scan_anchors
+from geppetto.providers.openai_responses._request import scan_anchors
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, TURN_META_STOP_REASON, TURN_META_USAGE, Block, BlockKind, Turn
 
@@ -227,7 +228,7 @@ def test_reasoning_pairs_only_with_an_item_of_its_own_response() -> None:
 
 
 def test_temperature_omitted_for_reasoning_models() -> None:
-    from geppetto.providers.openai_responses._plan import Plan
+    from geppetto.providers.openai_responses._request import Plan
 
     plan = Plan("stateless", [])
     plain = ResponsesEngine("gpt-4.1", api_key="k", temperature=0.2, top_p=0.9).build_body(Turn(), plan)

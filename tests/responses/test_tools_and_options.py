@@ -151,7 +151,7 @@ def test_reasoning_settings_are_checked_at_construction() -> None:
 
 def test_every_built_body_is_checked_against_the_spec(_bodies_follow_the_spec: list[tuple[str, Any]]) -> None:
     """The autouse fixture in conftest.py validates every body: a malformed one fails the test that built it."""
-    from geppetto.providers.openai_responses._plan import Plan
+    from geppetto.providers.openai_responses._request import Plan
     from geppetto.simulator._errors import SimError
 
     turn = Turn()

@@ -11,7 +11,8 @@ import pytest
 from responses_support import engine
 
 from geppetto import Block, ConfigurationError, Turn
-from geppetto.providers._http import HttpTransport, RetryPolicy
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._retry import RetryPolicy
 from geppetto.providers.openai_responses import ConversationState, ResponsesEngine, set_state
 from geppetto.simulator import Reply, Simulator
 

@@ -17,9 +17,9 @@ from geppetto.engine import Handler
 from geppetto.events import Event, EventFinal
 from geppetto.middleware import with_middleware
 from geppetto.providers._retry import RetryPolicy
+from geppetto.providers._stateful import ResponsesMetrics
 from geppetto.providers._websocket import BLOCK_META_CONNECTION, ResponsesSocket, socket_url
 from geppetto.providers.openai_responses import ResponsesEngine, blocks_to_items
-from geppetto.providers.openai_responses._metrics import ResponsesMetrics
 from geppetto.simulator import Reply, Simulator, ToolCall
 from geppetto.turns import BLOCK_META_RESPONSE_ID, Block, Turn
 

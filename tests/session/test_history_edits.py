@@ -12,7 +12,7 @@ import pytest
 import geppetto as gp
 from geppetto.providers.openai_responses import ResponsesEngine, get_state
 from geppetto.providers.openai_responses._items import blocks_to_items
-from geppetto.providers.openai_responses._listing import visible
+from geppetto.providers.openai_responses._state import visible
 from geppetto.session import MemoryTurnStore
 from geppetto.session._edits import EDITED_BY
 from geppetto.session.stores import open_store

@@ -14,7 +14,7 @@ import pytest
 
 import geppetto as gp
 from geppetto.events import Event, EventInterrupt
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.session import MemoryTurnStore
 from geppetto.simulator import Reply, Simulator
 

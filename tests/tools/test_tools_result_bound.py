@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import geppetto as gp
-from geppetto.providers._http import RetryPolicy
+from geppetto.providers._retry import RetryPolicy
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import DEFAULT_MAX_RESULT_CHARS
 from geppetto.tools._executor import bound_result

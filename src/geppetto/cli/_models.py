@@ -67,7 +67,7 @@ def list_models(provider: str, base_url: str | None, api_key: str, *, timeout: f
     """The model names ``provider``'s list endpoint at ``base_url`` (None: the official one) gives, in its
     order; a :class:`~geppetto.ProviderError` naming the endpoint when it fails."""
     if provider.startswith("openai"):
-        from ..providers.openai_responses._engine import DEFAULT_BASE_URL as OPENAI
+        from ..providers.openai_responses import DEFAULT_BASE_URL as OPENAI
 
         root = (base_url or OPENAI).rstrip("/")
         with httpx.Client(headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout) as client:

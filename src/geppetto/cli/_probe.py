@@ -95,7 +95,7 @@ def probe_command(
 ) -> None:
     """Probe the endpoint and print the report (JSON with ``json_out``); ``save`` also writes the JSON, which
     ``Verdict.from_dict`` reads; ``remember`` keeps the verdict in the session store (``store``)."""
-    from ..providers.openai_responses._probe import probe
+    from ..providers.openai_responses import probe
 
     key = probe_key(api_key_env)
     report = asyncio.run(probe(base_url, model, key))

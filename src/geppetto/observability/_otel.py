@@ -8,7 +8,7 @@ request bytes); ``execute_tool {name}`` for each tool call (call id, error type)
 has status ERROR and ``error.type``. Metrics: ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration`` histograms, the ``geppetto.client.cost`` counter (USD of each priced
 request; ``geppetto.client.unpriced_requests`` counts the others), and the Responses engine's counters (see
-:mod:`geppetto.providers.openai_responses._metrics`, which defines them once for Prometheus and OTel) and
+:mod:`geppetto.providers._stateful`, which defines them once for Prometheus and OTel) and
 ``geppetto.prefix.disagreements`` (provider cache diagnostics that disagreed with geppetto's record,
 :mod:`geppetto.providers._disagreements`).
 """
@@ -38,7 +38,7 @@ from ..events import (
     EventToolResult,
     add_global_sink,
 )
-from ..providers import _http
+from ..providers import REQUEST_HOOKS
 from ..session import INCOMING_HOOKS, RUN_HOOKS
 from ..turns import TURN_META_INFERENCE_ID, TURN_META_PROVIDER, TURN_META_SESSION_ID, Turn
 from ._otel_metrics import disagreements_exporter, responses_exporter
@@ -111,7 +111,7 @@ class Instrumentation:
         self._remove_sink = add_global_sink(self._on_event)
         RUN_HOOKS.append(self._run_span)
         INCOMING_HOOKS.append(self._incoming)
-        _http.REQUEST_HOOKS.append(self._on_request)
+        REQUEST_HOOKS.append(self._on_request)
 
     def uninstrument(self) -> None:
         """Stop emitting (spans already open end as they finish)."""
@@ -121,7 +121,7 @@ class Instrumentation:
         with contextlib.suppress(ValueError):
             INCOMING_HOOKS.remove(self._incoming)
         with contextlib.suppress(ValueError):
-            _http.REQUEST_HOOKS.remove(self._on_request)
+            REQUEST_HOOKS.remove(self._on_request)
         self._responses_metrics.remove_exporter(self._exporter)
         self._disagreement_metrics.remove_exporter(self._disagreement_exporter)
 

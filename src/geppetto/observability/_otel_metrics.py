@@ -1,5 +1,5 @@
-"""The Responses engine's metrics (defined once in ``providers.openai_responses._metrics``) and the prefix
-disagreement counter (``providers._disagreements``) as OpenTelemetry instruments, one exporter per meter."""
+"""The Responses engine's metrics (defined once in ``providers._stateful``) and the prefix disagreement
+counter (``providers._disagreements``) as OpenTelemetry instruments, one exporter per meter."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class _OtelResponsesExporter:
     """
 
     def __init__(self, meter: Any) -> None:
-        from ..providers.openai_responses._metrics import METRICS
+        from ..providers.openai_responses import METRICS
 
         self.histograms: dict[str, Any] = {}
         self._counts: dict[str, Counter[tuple[tuple[str, str], ...]]] = {}
@@ -69,7 +69,7 @@ class _OtelResponsesExporter:
 
 
 def _gauge_reader(key: str) -> Callable[[Any], Iterable[Observation]]:
-    from ..providers.openai_responses._metrics import GAUGES
+    from ..providers.openai_responses import GAUGES
 
     read_value = GAUGES[key]
 

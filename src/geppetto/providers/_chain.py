@@ -1,4 +1,4 @@
-"""The anchor proof every stateful engine shares (DESIGN §5, "one proof, several stateful APIs").
+"""The anchor proof every stateful engine shares (docs/responses.md, "The proof: anchors and fingerprints").
 
 A stateful API (OpenAI Responses with ``previous_response_id``, Gemini Interactions with
 ``previous_interaction_id``) keeps the conversation on the server. Every block of a stored answer carries
@@ -26,28 +26,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block, Turn
-from geppetto.turns._cow import FrozenBlock, LazyBlockList
-from geppetto.turns._model import seal_block
-from geppetto.turns._watch import NO_EDIT, BlockList, Watch
+from geppetto.turns import (
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_PREFIX_FINGERPRINT,
+    BLOCK_META_RESPONSE_ID,
+    NO_EDIT,
+    Block,
+    BlockList,
+    FrozenBlock,
+    LazyBlockList,
+    Turn,
+    Watch,
+    seal_block,
+)
 
-from ._chain_wire import Wire, block_wire, prefix_hasher, seal
+from ._chain_wire import Wire, prefix_hasher, seal
 from ._chain_wire import frozen_wire as _frozen_wire
 from ._chain_wire import wire_form as _wire
 
 __all__ = [
     "REASON_TEXT",
     "AnchorScan",
-    "Wire",
-    "block_wire",
     "blocks_after_response",
     "chain_extra",
     "likely_edit",
     "log_candidates",
-    "prefix_hasher",
     "scan_chain",
     "scan_reusing",
-    "seal",
     "tag_chain",
     "timed_scan",
 ]

@@ -8,10 +8,14 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from geppetto.turns import BLOCK_META_PREFIX_FINGERPRINT, BLOCK_META_RESPONSE_ID, Block
-from geppetto.turns._cow import FrozenBlock
-from geppetto.turns._model import seal_of
-from geppetto.turns._watch import watch_metadata_keys
+from geppetto.turns import (
+    BLOCK_META_PREFIX_FINGERPRINT,
+    BLOCK_META_RESPONSE_ID,
+    Block,
+    FrozenBlock,
+    seal_of,
+    watch_metadata_keys,
+)
 
 __all__ = ["Wire", "block_wire", "frozen_wire", "prefix_hasher", "seal", "wire_form"]
 

@@ -18,18 +18,20 @@ import httpx
 from .._json import dumps
 from ..output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ..turns import Block, Turn
-from ._http import ErrorInfo, HttpTransport, RetryPolicy, SSEEvent
+from ._hints import key_hint
+from ._http import HttpTransport
+from ._http_errors import ErrorInfo
+from ._retry import RetryPolicy
+from ._sse import SSEEvent
+from ._stream_loop import StreamReducer, run_stream
 from ._streaming import (
-    StreamReducer,
     ToolSpec,
     TransportOwner,
     check_tool_choice,
     engine_transport,
-    key_hint,
     normalize_tools,
     request_tools,
     resolve_api_key,
-    run_stream,
     sse_events,
 )
 from .settings import SettingsOwner

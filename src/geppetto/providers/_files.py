@@ -21,8 +21,7 @@ import base64
 from typing import Any
 
 from .._exceptions import UsageError
-from ..turns import Block
-from ..turns._files import FileRef, file_refs
+from ..turns import Block, FileRef, file_refs
 
 __all__ = [
     "chat_file_parts",

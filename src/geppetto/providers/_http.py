@@ -15,7 +15,7 @@ bound to the loop it was made on, so a request from another loop (``run_sync`` t
 the old one is closed when its loop shuts down (``asyncio.run`` closes open async generators first).
 
 The retry policy (``_retry``), SSE decoding (``_sse``), error bodies (``_http_errors``) and the words for a
-failed request (``_http_failures``) live beside it; their public names are re-exported here.
+failed request (``_http_failures``) live beside it; import their names from there.
 """
 
 from __future__ import annotations
@@ -30,49 +30,21 @@ from typing import Any
 import httpx
 
 from geppetto._exceptions import ProviderConnectionError, ProviderError, StreamError
-from geppetto._json import MAX_JSON_DEPTH, JSONTooDeep, dumps, json_depth, parse_json
+from geppetto._json import JSONTooDeep, dumps, parse_json
 from geppetto._redact import remember_secrets
 
 from ._http_errors import (
-    ErrorInfo,
     ErrorParser,
-    anthropic_error_info,
     error_from_response,
-    exception_class,
-    gemini_error_info,
-    names_missing_response,
     openai_error_info,
     request_id,
-    responses_create_error_info,
 )
 from ._http_failures import broken_off, error_body, not_a_stream, unanswered
 from ._landed import LandedCheck, may_have_landed, retried_unknown
 from ._retry import RetryPolicy, retry_delay_from_headers, should_retry
-from ._sse import DEFAULT_MAX_EVENT_SIZE, EventTooLarge, SSEDecoder, SSEEvent, iter_sse, malformed
+from ._sse import DEFAULT_MAX_EVENT_SIZE, EventTooLarge, SSEDecoder, SSEEvent
 
-__all__ = [
-    "MAX_JSON_DEPTH",
-    "ErrorInfo",
-    "ErrorParser",
-    "HttpTransport",
-    "JSONTooDeep",
-    "RetryPolicy",
-    "SSEDecoder",
-    "SSEEvent",
-    "anthropic_error_info",
-    "error_from_response",
-    "exception_class",
-    "gemini_error_info",
-    "iter_sse",
-    "json_depth",
-    "malformed",
-    "names_missing_response",
-    "openai_error_info",
-    "parse_json",
-    "responses_create_error_info",
-    "retry_delay_from_headers",
-    "should_retry",
-]
+__all__ = ["HttpTransport"]
 
 log = logging.getLogger("geppetto.providers")
 

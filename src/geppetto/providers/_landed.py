@@ -121,6 +121,6 @@ def retried_unknown(provider: str, what: str, reason: str, why: str = "") -> Non
         reason,
         why or "nothing the client holds can show whether it landed",
     )
-    from .openai_responses._metrics import metrics  # the process-wide counters (imported late: no cycle)
+    from ._stateful import metrics  # the process-wide counters (imported late: no cycle)
 
     metrics.retried_unknown(provider)

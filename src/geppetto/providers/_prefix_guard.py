@@ -53,16 +53,19 @@ from ..events import EventLog, metadata_for, publish
 from ..turns import (
     BLOCK_META_MIDDLEWARE,
     BLOCK_META_PROVIDER,
+    NO_EDIT,
     PREFIX_POLICIES,
     TURN_DATA_PREFIX_POLICY,
     Block,
+    BlockList,
+    FrozenBlock,
     Turn,
+    Watch,
     block_meta_key,
+    seal_block,
     turn_meta_key,
+    watch_metadata_keys,
 )
-from ..turns._cow import FrozenBlock
-from ..turns._model import seal_block
-from ..turns._watch import NO_EDIT, BlockList, Watch, watch_metadata_keys
 
 __all__ = [
     "APPEND_FALLBACK",

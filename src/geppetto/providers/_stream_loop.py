@@ -44,7 +44,7 @@ from ..turns import (
 )
 from ._citations import publish_citations
 from ._hints import with_fix
-from ._http import SSEEvent
+from ._sse import SSEEvent
 
 __all__ = ["Delta", "StreamReducer", "StreamResult", "publish_builtin", "publish_parts", "run_stream"]
 

@@ -2,7 +2,7 @@
 
 Each engine is a dialect (blocks -> request body, SSE events -> blocks, in its own package) plus an
 endpoint (URL, key, headers). The loop that runs one streamed request through a dialect's reducer is in
-``_stream_loop``, the hints added to provider errors in ``_hints``; both are re-exported here.
+``_stream_loop``, the hints added to provider errors in ``_hints``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any, Self, cast
 
 import httpx
 
+from geppetto._json import parse_json
+
 from .._exceptions import ConfigurationError, UsageError
 from .._json import dumps
 from ..tools import TOOL_CONFIG, current_tools
@@ -27,18 +29,15 @@ from ..turns import (
     Block,
     BlockKind,
     Turn,
+    parse_data_url,
     result_text,
 )
-from ..turns._data_url import parse_data_url
-from ._hints import TOO_LARGE as TOO_LARGE
-from ._hints import key_hint, too_large_hint, with_hint
-from ._http import ErrorParser, HttpTransport, RetryPolicy, SSEEvent, parse_json
-from ._stream_loop import Delta, StreamReducer, StreamResult, publish_builtin, run_stream
+from ._http import HttpTransport
+from ._http_errors import ErrorParser
+from ._retry import RetryPolicy
+from ._sse import SSEEvent
 
 __all__ = [
-    "Delta",
-    "StreamReducer",
-    "StreamResult",
     "ToolSpec",
     "TransportOwner",
     "budget_for_effort",
@@ -48,19 +47,14 @@ __all__ = [
     "engine_transport",
     "image_parts",
     "is_openai_reasoning_model",
-    "key_hint",
     "new_call_id",
     "normalize_tool_choice",
     "normalize_tools",
     "parse_args",
-    "publish_builtin",
     "request_tools",
     "resolve_api_key",
-    "run_stream",
     "sse_events",
-    "too_large_hint",
     "tool_result_text",
-    "with_hint",
 ]
 
 

@@ -33,10 +33,9 @@ from typing import Any
 from .._exceptions import ConfigurationError, PreviousResponseNotFoundError, ProviderConnectionError, StreamError
 from .._json import dumps, parse_json
 from ..turns import BLOCK_META_RESPONSE_ID, Block, Turn, block_meta_key
-from ._http import SSEEvent
 from ._http_errors import error_from_response, responses_create_error_info
 from ._retry import RetryPolicy, should_retry
-from ._sse import DEFAULT_MAX_EVENT_SIZE
+from ._sse import DEFAULT_MAX_EVENT_SIZE, SSEEvent
 
 __all__ = ["BLOCK_META_CONNECTION", "CONNECTION_STATE_LOST", "ResponsesSocket", "check_transport", "make_socket"]
 

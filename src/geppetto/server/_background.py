@@ -13,7 +13,7 @@ whose key is its newest's).
 When a worker dies mid-run, another worker's sweep finds the inference running with nobody holding its
 session (twice in a row, as for any stale inference) and, when it was reading a background response, picks
 it up instead of marking it failed: it restores the recorded Turn and lets the engine read the same response
-from after the recorded number (:data:`~geppetto.providers.openai_responses._background.PENDING_RESPONSE`).
+from after the recorded number (:data:`~geppetto.providers._background.PENDING_RESPONSE`).
 The inference keeps its id, so a client that reconnects to ``/events`` with ``Last-Event-ID`` reads on.
 
 A client's stop (``POST /api/sessions/{id}/cancel``) cancels the response on the server; a worker that loses
@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers._background import PendingResponse
+from ..providers import PendingResponse
 from ..session.stores import (
     BackgroundRecord,
     SQLTurnStore,

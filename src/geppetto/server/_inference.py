@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..providers._background import PENDING_RESPONSE
+from ..providers import PENDING_RESPONSE
 from ..session import ExecutionHandle, Session, prepare_go_on
 from ..session.stores import BackgroundRecord, SessionLease
 from ..tools import JournalRecord, rebuild

@@ -19,7 +19,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from ..providers.openai_responses._metrics import _prom, _PrometheusExporter
+from geppetto.providers._stateful import _prom, _PrometheusExporter
 
 __all__ = ["SERVER_METRICS", "ServerMetrics", "server_metrics"]
 
@@ -50,7 +50,7 @@ SERVER_METRICS: dict[str, tuple[str, str, str, str]] = {
     ),
 }
 """The one definition of the server's metrics: key -> (name, description, kind, label), as
-:data:`geppetto.providers.openai_responses._metrics.METRICS`; every exporter builds its instruments from it."""
+:data:`geppetto.providers._stateful.METRICS`; every exporter builds its instruments from it."""
 
 
 class ServerMetrics:

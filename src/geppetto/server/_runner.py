@@ -21,7 +21,7 @@ from ..engine import Engine
 from ..events import Event
 from ..events.bus import EventBus
 from ..middleware import Middleware, system_prompt
-from ..providers._background import BACKGROUND_OBSERVER
+from ..providers import BACKGROUND_OBSERVER
 from ..runtime import recording_engine
 from ..session import Session, UsageLimits, prepare_resume
 from ..session.stores import SessionLease, SQLTurnStore

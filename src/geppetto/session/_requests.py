@@ -45,7 +45,7 @@ def last_index(blocks: Sequence[Block], response_id: str | None, end: int | None
 
 def _input_bytes(blocks: Sequence[Block]) -> int:
     """The bytes of ``blocks`` as a request's ``input`` array, compact JSON as the transport sends it."""
-    from ..providers.openai_responses._items import items_bytes
+    from ..providers.openai_responses import items_bytes
 
     return items_bytes(blocks, include_system=True)
 
@@ -177,7 +177,7 @@ def _inferred_requests(turn: Turn) -> list[dict[str, Any]]:
     """The requests a Turn's response tags show, each as the engine's planning code would have sent it
     in chained mode, with the usage and cost the engine stamped on each response."""
     from ..pricing import BLOCK_META_USAGE
-    from ..providers.openai_responses._plan import plan_chained
+    from ..providers.openai_responses import plan_chained
 
     stamps: dict[str, dict[str, Any]] = {}  # the usage and cost the engine stamped on each response's last block
     for b in turn.blocks:

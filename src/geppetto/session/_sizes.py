@@ -62,7 +62,7 @@ class Measured:
     def stateless_bytes(self, first: int) -> int:
         """The bytes of ``blocks[:first]`` as a request's input (``items_bytes``), from the last measure that
         still holds; remembers this one for the snapshots derived from this one."""
-        from ..providers.openai_responses._items import items_sizes
+        from ..providers.openai_responses import items_sizes
 
         blocks = self.blocks
         start, total, count = self.base if self.base is not None and self.base[0] <= first else (0, 0, 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..providers._files import INTERACTIONS_AUDIO, INTERACTIONS_DOCUMENTS, INTERACTIONS_VIDEO
+from ..providers import INTERACTIONS_AUDIO, INTERACTIONS_DOCUMENTS, INTERACTIONS_VIDEO
 from ._attachments import _decoded, _describe, _file_msgs, described_framed_file
 from ._errors import SimError
 from ._model import Msg

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._exceptions import UsageError
-from ..providers._chain import likely_edit
+from ..providers import likely_edit
 from ..turns import TURN_META_PROVIDER, Block, Turn
 
 __all__ = ["ChainedPlan", "chained_plan"]
@@ -55,11 +55,10 @@ class ChainedPlan:
 def _interactions_plan(turn: Turn) -> ChainedPlan | None:
     """The Interactions engine's plan for a Turn it answered last (None for any other Turn): the same proof,
     its own wire form."""
-    from ..providers.gemini import get_interactions_state
-    from ..providers.gemini._interactions_plan import plan_interaction
-    from ..providers.gemini._interactions_steps import PROVIDER
+    from ..providers.gemini import InteractionsEngine, get_interactions_state, plan_interaction
 
-    if TURN_META_PROVIDER.get(turn.metadata) != PROVIDER:
+    # the Interactions engine stamps its own provider name ("gemini-interactions"), not Gemini's
+    if TURN_META_PROVIDER.get(turn.metadata) != InteractionsEngine.provider:
         return None
     state = get_interactions_state(turn)
     try:
@@ -80,9 +79,7 @@ def _interactions_plan(turn: Turn) -> ChainedPlan | None:
 
 
 def _engine_plan(turn: Turn) -> ChainedPlan:
-    from ..providers.openai_responses import get_state
-    from ..providers.openai_responses._plan import plan_request
-    from ..providers.openai_responses._switch import CHAINING_ENV, chaining_enabled
+    from ..providers.openai_responses import CHAINING_ENV, chaining_enabled, get_state, plan_request
 
     interactions = _interactions_plan(turn)
     if interactions is not None:

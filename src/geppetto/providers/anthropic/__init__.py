@@ -1,7 +1,8 @@
 """Anthropic Messages API: ``ClaudeEngine`` (endpoint), ``build_request`` and ``ClaudeStreamReducer`` (dialect)."""
 
 from . import _server_tools as server_tools
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, build_messages, build_request, wire_tool_id
+from ._blocks import PROVIDER
+from ._dialect import ANTHROPIC_VERSION, build_messages, build_request, wire_tool_id
 from ._engine import DEFAULT_BASE_URL, ClaudeEngine
 from ._stream import ClaudeStreamReducer, claude_stop_reason, claude_usage
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..._json import dumps
 from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ITEM, Block, BlockKind, BuiltinTool, raw_block
-from .._http import SSEEvent
+from .._sse import SSEEvent
 
 __all__ = ["PROVIDER", "builtin_of_content", "kept_block", "message_events", "replay_content"]
 

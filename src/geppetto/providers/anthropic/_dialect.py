@@ -46,7 +46,7 @@ from .._streaming import ToolSpec, builtin_specs, image_parts, tool_result_text
 from ._binding import guard_request
 from ._blocks import PROVIDER, replay_content
 
-__all__ = ["ANTHROPIC_VERSION", "PROVIDER", "build_messages", "build_request", "wire_tool_id"]
+__all__ = ["ANTHROPIC_VERSION", "build_messages", "build_request", "wire_tool_id"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096

@@ -11,15 +11,19 @@ from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT, StructuredOutputConfig
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
 from .._files import claude_files_beta
-from .._http import HttpTransport, RetryPolicy, SSEEvent, anthropic_error_info
-from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from .._http import HttpTransport
+from .._http_errors import anthropic_error_info
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamReducer
+from .._streaming import ToolSpec, budget_for_effort
 from ..settings import ClaudeSettings
 from ._binding import BINDING_BETA, record_response, report_transformations, with_beta
-from ._blocks import message_events
+from ._blocks import PROVIDER, message_events
 from ._cache import add_cache_breakpoints
 from ._container import keep_container, name_container
 from ._diagnostics import ask_diagnostics, check_diagnostics
-from ._dialect import ANTHROPIC_VERSION, PROVIDER, answer_tool, build_messages, build_request
+from ._dialect import ANTHROPIC_VERSION, answer_tool, build_messages, build_request
 from ._stream import ClaudeStreamReducer
 
 __all__ = ["DEFAULT_BASE_URL", "ClaudeEngine"]

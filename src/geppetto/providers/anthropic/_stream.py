@@ -22,8 +22,10 @@ from ...events import (
     Usage,
 )
 from ...turns import PAYLOAD_CITATIONS, Block, BlockKind, with_extra
-from .._http import SSEEvent, exception_class, malformed
-from .._streaming import Delta, StreamResult, parse_args
+from .._http_errors import exception_class
+from .._sse import SSEEvent, malformed
+from .._stream_loop import Delta, StreamResult
+from .._streaming import parse_args
 from ._blocks import PROVIDER, kept_block
 from ._container import container_of
 

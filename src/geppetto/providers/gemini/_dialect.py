@@ -46,7 +46,6 @@ from ._parts import PROVIDER, replay_part
 
 __all__ = [
     "FOREIGN_CALL_SIGNATURE",
-    "PROVIDER",
     "build_contents",
     "build_request",
     "model_path",

@@ -11,12 +11,17 @@ from ..._json import dumps
 from ...output import READ_FROM_TURN, STRUCTURED_OUTPUT
 from ...turns import Block, Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._http import HttpTransport
+from .._http_errors import gemini_error_info
 from .._prefix_guard import asked_policy
-from .._streaming import StreamReducer, ToolSpec, budget_for_effort
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamReducer
+from .._streaming import ToolSpec, budget_for_effort
 from ..settings import GeminiSettings
 from ._binding import record_response
-from ._dialect import PROVIDER, build_contents, build_request, model_path, needs_signed_calls
+from ._dialect import build_contents, build_request, model_path, needs_signed_calls
+from ._parts import PROVIDER
 from ._stream import GeminiStreamReducer
 
 __all__ = ["API_VERSION", "DEFAULT_BASE_URL", "GeminiEngine"]

@@ -25,19 +25,15 @@ from ...events import EventLog, EventMetadata, publish
 from ...output import STRUCTURED_OUTPUT, wire_schema
 from ...turns import BlockKind, Turn
 from .._chain import chain_extra, tag_chain
-from .._http import HttpTransport, RetryPolicy, SSEEvent, gemini_error_info
+from .._hints import key_hint
+from .._http import HttpTransport
+from .._http_errors import gemini_error_info
 from .._landed import SAFE_TO_RESEND
 from .._prefix_guard import asked_policy
-from .._streaming import (
-    StreamResult,
-    TransportOwner,
-    engine_transport,
-    key_hint,
-    normalize_tools,
-    request_tools,
-    resolve_api_key,
-    run_stream,
-)
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamResult, run_stream
+from .._streaming import TransportOwner, engine_transport, normalize_tools, request_tools, resolve_api_key
 from ..settings import InteractionsSettings, SettingsOwner
 from ._engine import API_VERSION, DEFAULT_BASE_URL
 from ._interactions_background import open_interaction
@@ -54,7 +50,7 @@ from ._interactions_steps import (
 from ._interactions_stream import ANCHORING_STATUSES, InteractionsReducer
 
 if TYPE_CHECKING:
-    from ..openai_responses._validate import Validation
+    from .._stateful import Validation
 
 __all__ = ["InteractionsEngine"]
 
@@ -181,7 +177,7 @@ class InteractionsEngine(SettingsOwner, TransportOwner):
         self.prefix_policy = prefix_policy
         self.headers = dict(headers or {})
         if metrics is None:
-            from ..openai_responses._metrics import metrics as shared
+            from .._stateful import metrics as shared
 
             metrics = shared
         self.metrics = metrics
@@ -200,7 +196,7 @@ class InteractionsEngine(SettingsOwner, TransportOwner):
     def _sent_mode(mode: str) -> str:
         """``mode``, or stateless while the kill switch ``GEPPETTO_CHAINING=off`` is set (as for the Responses
         engine; the Turn keeps the mode asked for)."""
-        from ..openai_responses._switch import CHAINING_ENV, chaining_enabled
+        from .._stateful import CHAINING_ENV, chaining_enabled
 
         if mode == "chained" and not chaining_enabled():
             log.info(

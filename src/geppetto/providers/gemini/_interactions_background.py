@@ -37,8 +37,10 @@ from ..._exceptions import ProviderError, StreamError
 from ...events import EventLog, metadata_for, publish
 from ...turns import Turn
 from .._background import BACKGROUND_OBSERVER, BackgroundObserver, PendingResponse, take_pending
-from .._http import HttpTransport, SSEEvent, gemini_error_info
+from .._http import HttpTransport
+from .._http_errors import gemini_error_info
 from .._landed import ACTIVE_STATUSES, NotLanded, await_landed
+from .._sse import SSEEvent
 from .._streaming import sse_events
 from ._engine import API_VERSION
 from ._interactions_stream import InteractionsReducer, interactions_usage, whole_events

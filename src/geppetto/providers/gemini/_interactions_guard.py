@@ -23,11 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from geppetto.turns import PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind, Turn
-from geppetto.turns._builtin import PAYLOAD_ITEM
-from geppetto.turns._watch import watch_metadata_keys
+from geppetto.turns import PAYLOAD_ITEM, PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind, Turn, watch_metadata_keys
 
-from .._chain import block_wire, prefix_hasher
+from .._chain_wire import block_wire, prefix_hasher
 from .._prefix_guard import REASONING_STALE, Unit, apply_policy, check, stamp
 from .._streaming import call_names
 from ._interactions_plan import InteractionPlan

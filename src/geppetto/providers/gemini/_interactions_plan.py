@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geppetto._exceptions import ConfigurationError
-from geppetto.tools._executor import require_tool_results
+from geppetto.tools import require_tool_results
 from geppetto.turns import Block, Turn
 
 from .._chain import AnchorScan, blocks_after_response, scan_chain, timed_scan

@@ -20,7 +20,9 @@ from geppetto.turns import (
     BLOCK_META_PROVIDER,
     PAYLOAD_ARGS,
     PAYLOAD_ERROR,
+    PAYLOAD_FILES,
     PAYLOAD_ID,
+    PAYLOAD_ITEM,
     PAYLOAD_NAME,
     PAYLOAD_TEXT,
     PAYLOAD_THOUGHT_SIGNATURE,
@@ -28,12 +30,11 @@ from geppetto.turns import (
     BlockKind,
     Turn,
     block_meta_key,
+    raw_block,
     turn_data_key,
 )
-from geppetto.turns._attach import PAYLOAD_FILES
-from geppetto.turns._builtin import PAYLOAD_ITEM, raw_block
 
-from .._chain import Wire
+from .._chain_wire import Wire
 from .._files import interactions_file_contents
 from .._prefix_guard import REASONING_STALE
 from .._streaming import image_parts, tool_result_text

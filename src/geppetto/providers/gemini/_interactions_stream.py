@@ -14,8 +14,10 @@ from typing import Any
 from ..._exceptions import ProviderError, StreamError
 from ...events import STOP_END, STOP_MAX_TOKENS, STOP_OTHER, STOP_TOOL_CALLS, Usage
 from ...turns import Block, BlockKind
-from .._http import SSEEvent, error_from_response, gemini_error_info, malformed
-from .._streaming import Delta, StreamResult, parse_args
+from .._http_errors import error_from_response, gemini_error_info
+from .._sse import SSEEvent, malformed
+from .._stream_loop import Delta, StreamResult
+from .._streaming import parse_args
 from ._interactions_steps import PROVIDER, block_of_step
 
 __all__ = ["ANCHORING_STATUSES", "InteractionsReducer", "interactions_usage", "whole_events"]

@@ -12,8 +12,7 @@ from typing import Any, Protocol
 
 from ...turns import BLOCK_META_RESPONSE_ID, Turn
 from .._chain import scan_chain
-from ..openai_responses._metrics import ResponsesMetrics
-from ..openai_responses._validate import Validation
+from .._stateful import ResponsesMetrics, Validation
 from ._interactions_steps import WIRE, blocks_to_steps, chain_seed, get_interactions_state
 
 __all__ = ["MISMATCH", "validate_interactions"]

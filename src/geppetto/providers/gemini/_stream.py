@@ -22,8 +22,10 @@ from ...events import (
     Usage,
 )
 from ...turns import PAYLOAD_CITATIONS, PAYLOAD_EXTRA, PAYLOAD_LOGPROBS, PAYLOAD_THOUGHT_SIGNATURE, Block, BlockKind
-from .._http import SSEEvent, error_from_response, gemini_error_info, malformed
-from .._streaming import Delta, StreamResult, new_call_id
+from .._http_errors import error_from_response, gemini_error_info
+from .._sse import SSEEvent, malformed
+from .._stream_loop import Delta, StreamResult
+from .._streaming import new_call_id
 from ._parts import CITATION_FIELDS, LOGPROB_FIELDS, PROVIDER, kept_part
 
 __all__ = ["GeminiStreamReducer", "gemini_stop_reason", "gemini_usage"]

@@ -24,7 +24,7 @@ from ...turns import BLOCK_META_PROVIDER, PAYLOAD_ARGS, PAYLOAD_EXTRA, PAYLOAD_I
 from .._files import chat_file_parts
 from .._streaming import ToolSpec, image_parts, is_openai_reasoning_model, parse_args, tool_result_text
 
-__all__ = ["PROVIDER", "build_messages", "build_request", "is_openai_reasoning_model"]
+__all__ = ["PROVIDER", "build_messages", "build_request"]
 
 PROVIDER = "openai_chat"
 

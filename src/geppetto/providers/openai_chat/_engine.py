@@ -11,8 +11,12 @@ import httpx
 from ...output import READ_FROM_TURN
 from ...turns import BLOCK_META_PROVIDER, BlockKind, Turn
 from .._engine_base import StreamingEngine
-from .._http import HttpTransport, RetryPolicy, SSEEvent, openai_error_info
-from .._streaming import StreamReducer, ToolSpec
+from .._http import HttpTransport
+from .._http_errors import openai_error_info
+from .._retry import RetryPolicy
+from .._sse import SSEEvent
+from .._stream_loop import StreamReducer
+from .._streaming import ToolSpec
 from ..settings import ChatSettings
 from ._dialect import PROVIDER, build_request
 from ._stream import ChatStreamReducer, completion_events

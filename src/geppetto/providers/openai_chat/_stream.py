@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from geppetto._json import parse_json
+
 from ..._exceptions import StreamError
 from ..._json import dumps
 from ...events import (
@@ -23,8 +25,10 @@ from ...events import (
     Usage,
 )
 from ...turns import PAYLOAD_ARGS, PAYLOAD_CITATIONS, PAYLOAD_EXTRA, PAYLOAD_LOGPROBS, Block
-from .._http import SSEEvent, error_from_response, malformed, openai_error_info, parse_json
-from .._streaming import Delta, StreamResult, new_call_id, parse_args
+from .._http_errors import error_from_response, openai_error_info
+from .._sse import SSEEvent, malformed
+from .._stream_loop import Delta, StreamResult
+from .._streaming import new_call_id, parse_args
 from ._dialect import PROVIDER
 
 __all__ = ["ChatStreamReducer", "chat_stop_reason", "chat_usage", "completion_events"]

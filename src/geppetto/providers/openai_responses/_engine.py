@@ -1,4 +1,5 @@
-"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode."""
+"""``ResponsesEngine``: OpenAI Responses over the shared transport, in stateless, chained or conversation mode.
+Its options are one checked value, ``ResponsesSettings`` (``providers/settings.py``)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,11 @@ import httpx
 from geppetto._exceptions import AuthenticationError, ConfigurationError, GeppettoError, ProviderError, StreamError
 from geppetto.events import EventError, EventStart, metadata_for, publish
 from geppetto.output import STRUCTURED_OUTPUT, StructuredOutputConfig
-from geppetto.providers._http import HttpTransport, RetryPolicy, openai_error_info
-from geppetto.providers._streaming import (
-    TransportOwner,
-    engine_transport,
-    is_openai_reasoning_model,
-    key_hint,
-    resolve_api_key,
-    too_large_hint,
-    with_hint,
-)
+from geppetto.providers._hints import key_hint, too_large_hint, with_hint
+from geppetto.providers._http import HttpTransport
+from geppetto.providers._http_errors import openai_error_info
+from geppetto.providers._retry import RetryPolicy
+from geppetto.providers._streaming import TransportOwner, engine_transport, is_openai_reasoning_model, resolve_api_key
 from geppetto.providers._websocket import CONNECTION_STATE_LOST, make_socket
 from geppetto.providers.settings import ResponsesSettings, SettingsOwner
 from geppetto.turns import (
@@ -30,25 +26,20 @@ from geppetto.turns import (
     Turn,
 )
 
-from ._body import build_body
-from ._cache import PromptCacheKey
-from ._context import compact_blocks, count_turn_tokens
+from .._stateful import CHAINING_ENV, ResponsesMetrics, Validation, chaining_enabled
+from .._stateful import metrics as shared_metrics
+from ._answer import StreamState, record
+from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validate_server_context
 from ._evidence import Endpoint, Verdict, VerdictStore
-from ._guard import guard_plan
-from ._metrics import ResponsesMetrics
-from ._metrics import metrics as shared_metrics
-from ._plan import Plan, plan_full, plan_request
-from ._record import record
-from ._send import Api, send_with_fallbacks, turn_ids
-from ._state import ConversationState, get_state
-from ._stream import StreamState
-from ._switch import CHAINING_ENV, chaining_enabled
+from ._request import Plan, PromptCacheKey, build_body, guard_plan, plan_full, plan_request
+from ._send import Api, send_with_fallbacks
+from ._state import ConversationState, get_state, turn_ids
 from ._tools import EngineTools
-from ._validate import ValidatedLinks, Validation, validate_server_context
 
 __all__ = ["ResponsesEngine"]
 
 log = logging.getLogger("geppetto.providers.openai_responses")
+
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -91,10 +82,10 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
     context is caught before its answer is recorded: the whole Turn is sent again (fallback
     ``server_ignores_state``) and the engine stays stateless.
 
-    ``background=True`` sends ``background``, ``store`` and ``stream`` (see ``_background``): a broken
-    stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
-    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and
-    a response that did not finish never anchors a later request.
+    ``background=True`` sends ``background``, ``store`` and ``stream`` (docs/responses.md, "Background responses"):
+    a broken stream is resumed by ``sequence_number`` (``max_resumes`` resumes in a row that bring nothing new, then
+    the response is polled every ``poll_interval`` seconds), cancelling the caller cancels the response, and a
+    response that did not finish never anchors a later request.
 
     ``prefix_policy`` is what happens to a replayed reasoning item whose prefix changed since the model made
     it (OpenAI would drop it silently; see :mod:`geppetto.providers._prefix_guard`): ``"drop"`` (default)
@@ -298,7 +289,7 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
 
     def build_body(self, turn: Turn, plan: Plan) -> dict[str, Any]:
         """The JSON body for ``plan`` (public so tests and benchmarks can inspect it)."""
-        return build_body(self, turn, plan)
+        return build_body(self, turn, plan, self._output_of(turn))
 
     def _output_of(self, turn: Turn) -> StructuredOutputConfig | None:
         """The turn's structured-output config, read once per request (a fallback builds the body again)."""
@@ -378,6 +369,8 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
         streams: list[StreamState] = []
         try:
             if self._endpoint.pending and mode != "stateless":
+                # a verdict store is read here, not in __init__: reading it is async, and a stateless
+                # request never needs what it says
                 await self._endpoint.load()
                 self._sync_verdict()
             plan = plan_request(
@@ -412,6 +405,8 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
         except GeppettoError as exc:
             publish(EventError(meta, str(exc), type(exc).__name__))
             raise
+        # the state records the mode asked for, not the one sent: once GEPPETTO_CHAINING is on again, the
+        # next request chains as the Turn asked
         record(self, turn, start, plan, streams[-1], requested, state)
         if plan.replaced and self.delete_replaced_conversations:
             await self._delete_replaced(turn, plan)
@@ -444,9 +439,9 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
 
     async def validate(self, turn: Turn, *, reread: bool = True) -> Validation:
         """Read the context the server holds at the Turn's anchor and compare it with the Turn (see
-        ``_validate``); on a mismatch the next request sends the whole Turn. ``validate_every=N`` runs
-        it after every N chained or conversation requests with ``reread=False``: links of a chain that
-        an earlier check matched are not read again. Called on demand it reads the whole chain."""
+        ``validate_server_context``); on a mismatch the next request sends the whole Turn. ``validate_every=N`` runs
+        it after every N chained or conversation requests with ``reread=False``: links of a chain that an earlier
+        check matched are not read again. Called on demand it reads the whole chain."""
         state = get_state(turn)
         return await validate_server_context(
             self._api(),

@@ -1,12 +1,13 @@
-"""Blocks <-> Responses input items.
+"""Blocks <-> Responses input items: the codec both ways, what an item carries besides its text (its parts)
+and the hosted tool items typed for users.
 
-Pairing rules (upstream lessons §4.2): a reasoning item is replayed only directly before the item it
-produced (a function call, a non-blank assistant message or a hosted-tool item of the same response:
-middleware that drops or moves blocks can put another response's item right after it); that follower then
-keeps its provider ``id``, and every other replayed function call or message is sent without one, so
-the API never sees a half pair. Reasoning travels with its ``encrypted_content``; without it, a
-reasoning item from a stored response is sent as an ``item_reference`` to its id (the server keeps
-the items of stored responses; provider-apis §2.4-§2.5). Plaintext reasoning is never sent.
+Pairing rules: a reasoning item is replayed only directly before the item it produced (a function call, a
+non-blank assistant message or a hosted-tool item of the same response: middleware that drops or moves blocks
+can put another response's item right after it); that follower then keeps its provider ``id``, and every other
+replayed function call or message is sent without one, so the API never sees a half pair. Reasoning travels
+with its ``encrypted_content``; without it, a reasoning item from a stored response is sent as an
+``item_reference`` to its id (the server keeps the items of stored responses). Plaintext reasoning is never
+sent.
 
 Output items geppetto does not model (hosted tools such as web search) are kept as ``other`` blocks
 holding the raw item under ``payload["item"]``; the ones the server completes itself are replayed as
@@ -31,27 +32,35 @@ from geppetto.turns import (
     PAYLOAD_ITEM,
     PAYLOAD_ITEM_ID,
     PAYLOAD_NAME,
+    PAYLOAD_PHASE,
     PAYLOAD_RESULT,
     PAYLOAD_SUMMARY,
+    PAYLOAD_TEXT,
     Block,
     BlockKind,
+    BuiltinTool,
+    FrozenBlock,
     block_meta_key,
     result_text,
 )
-from geppetto.turns._cow import FrozenBlock
-
-from ._parts import PAYLOAD_PHASE, PAYLOAD_STANDALONE, replayed_message_parts, replayed_reasoning_parts
 
 __all__ = [
-    "PAYLOAD_ITEM",
+    "PAYLOAD_CONTENT",
+    "PAYLOAD_STANDALONE",
     "REPLAYABLE_ITEM_TYPES",
     "RESPONSE_BLOCKS",
     "arguments_text",
     "block_identity",
     "blocks_to_items",
+    "builtin_of_item",
     "items_bytes",
+    "mark_standalone",
+    "message_extras",
+    "reasoning_extras",
     "replayed",
+    "replayed_message_parts",
     "replayed_reasoning",
+    "replayed_reasoning_parts",
     "server_compaction",
     "tool_output_text",
 ]
@@ -314,7 +323,7 @@ def _planned(
     blocks: Sequence[Block], references: bool, stale: frozenset[str] = frozenset()
 ) -> Iterator[tuple[Block, bool, bool]]:
     """The blocks that may become items, each with whether it goes as a reasoning item and whether it
-    carries its id (it follows the reasoning it pairs with, or is a standalone message, see ``_parts``)."""
+    carries its id (it follows the reasoning it pairs with, or is a standalone message, see the parts below)."""
     paired_follower = -1
     for i, block in enumerate(blocks):
         if block.kind is BlockKind.REASONING:
@@ -381,3 +390,167 @@ def block_identity(block: Block, *, include_system: bool = True) -> Any:
             return None  # never sent, or left out by the prefix guard: not part of the server's context
         return {"type": "reasoning", "id": block.payload[PAYLOAD_ITEM_ID]}
     return _item(block, with_id=False, include_system=include_system)
+
+
+def content_text(content: Any) -> str:
+    """The text of an item's ``content`` (or an output's): a string as it is, else its parts' text or refusal."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text") or p.get("refusal") or "") for p in content or [] if isinstance(p, dict))
+
+
+def message_text(item: dict[str, Any]) -> str:
+    return content_text(item.get("content"))
+
+
+# -- parts ---------------------------------------------------------------------------------------------------
+# What a Responses output item carries besides its text, kept on its block and replayed as it came:
+# a message's ``phase`` (``commentary`` / ``final_answer``, gpt-5.x) and its content parts with their
+# annotations (citations), a reasoning item's ``reasoning_text`` content parts.
+#
+# A message with kept parts is replayed in its output form, with its id, where that is safe: right after
+# the reasoning it pairs with, or when no reasoning came before it in its response (``standalone``: the
+# server needs no reasoning item with it) and the server stored that response. Elsewhere it goes as an
+# easy input message, whose form has no place for annotations: text and ``phase`` only.
+#
+# Kept parts are replayed only while the block's text is still theirs: a block whose text was changed
+# replays its text alone (the parts would contradict it).
+
+
+"""Payload key of an ``llm_text`` block: the message's ``phase`` as the API gave it."""
+
+PAYLOAD_CONTENT = "content"
+"""Payload key of an ``llm_text`` block (its content parts, when they carry annotations or are more than one
+text) or of a ``reasoning`` block (its ``reasoning_text`` parts), as the API gave them without logprobs."""
+
+
+PAYLOAD_STANDALONE = "standalone"
+"""Payload key of an ``llm_text`` block with kept parts: True when no reasoning came before it in its response."""
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [p for p in value if isinstance(p, dict)] if isinstance(value, list) else []
+
+
+def message_extras(item: dict[str, Any]) -> dict[str, Any]:
+    """The payload entries a message item adds to its block's text and item id."""
+    extras: dict[str, Any] = {}
+    if isinstance(item.get("phase"), str):
+        extras[PAYLOAD_PHASE] = item["phase"]
+    parts = _dicts(item.get("content"))
+    plain = len(parts) == 1 and parts[0].get("type") == "output_text" and not parts[0].get("annotations")
+    if parts and not plain:
+        extras[PAYLOAD_CONTENT] = [{k: v for k, v in p.items() if k != "logprobs"} for p in parts]
+    return extras
+
+
+def reasoning_extras(item: dict[str, Any]) -> dict[str, Any]:
+    """The payload entries a reasoning item adds: its ``reasoning_text`` parts."""
+    parts = [p for p in _dicts(item.get("content")) if p.get("type") == "reasoning_text"]
+    return (
+        {PAYLOAD_CONTENT: [{"type": "reasoning_text", "text": str(p.get("text", ""))} for p in parts]} if parts else {}
+    )
+
+
+def _text(parts: list[dict[str, Any]]) -> str:
+    return "".join(str(p.get("text") or p.get("refusal") or "") for p in parts)
+
+
+def replayed_message_parts(block: Block) -> list[dict[str, Any]] | None:
+    """The kept content parts of an ``llm_text`` block in their input form (None: send its text)."""
+    parts = _dicts(block.payload.get(PAYLOAD_CONTENT))
+    if not parts or _text(parts) != block.payload.get(PAYLOAD_TEXT, ""):
+        return None
+    out = []
+    for part in parts:
+        if part.get("type") == "output_text":
+            part = {**part, "annotations": part.get("annotations") or [], "logprobs": []}
+        out.append(part)
+    return out
+
+
+def replayed_reasoning_parts(block: Block) -> list[dict[str, Any]] | None:
+    """The kept ``reasoning_text`` parts of a reasoning block (None when it has none or its text changed)."""
+    parts = _dicts(block.payload.get(PAYLOAD_CONTENT))
+    if not parts or _text(parts) != (block.payload.get(PAYLOAD_TEXT) or ""):
+        return None
+    return [dict(p) for p in parts]
+
+
+def mark_standalone(items: list[dict[str, Any]], blocks: list[Block | None]) -> list[Block]:
+    """``blocks`` (one per output item, None where an item makes none) without the Nones, each message with
+    kept parts and no reasoning before it in the output marked ``standalone``."""
+    out: list[Block] = []
+    reasoned = False
+    for item, block in zip(items, blocks, strict=True):
+        reasoned = reasoned or item.get("type") == "reasoning"
+        if block is None:
+            continue
+        if not reasoned and block.kind is BlockKind.LLM_TEXT and PAYLOAD_CONTENT in block.payload:
+            block.payload[PAYLOAD_STANDALONE] = True
+        out.append(block)
+    return out
+
+
+# -- hosted --------------------------------------------------------------------------------------------------
+# Hosted (built-in) tool output items typed for users: what each call was and what it found.
+#
+# The raw item stays the block's ``payload["item"]`` and is what goes back; ``payload["builtin"]`` (see
+# :mod:`geppetto.turns._builtin`) says which tool it was, its input and its sources in one vocabulary
+# with Claude's and Gemini's built-in tools. A hosted call item is both the call and its result.
+
+
+_TOOLS = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_execution",
+    "image_generation_call": "image_generation",
+    "mcp_call": "mcp",
+    "mcp_list_tools": "mcp",
+    "local_shell_call": "shell",
+}
+
+
+def _input(item: dict[str, Any]) -> Any:
+    kind = item.get("type")
+    if kind == "web_search_call":
+        return item.get("action")
+    if kind == "file_search_call":
+        return item.get("queries")
+    if kind == "code_interpreter_call":
+        return item.get("code")
+    if kind == "mcp_call":
+        return item.get("arguments")
+    return None
+
+
+def _sources(item: dict[str, Any]) -> list[dict[str, Any]]:
+    action = item.get("action")
+    found = (action.get("sources") if isinstance(action, dict) else None) or item.get("results") or []
+    return [
+        {"url": str(s.get("url") or s.get("filename") or ""), "title": str(s.get("title") or s.get("filename") or "")}
+        for s in found
+        if isinstance(s, dict)
+    ]
+
+
+def builtin_of_item(item: dict[str, Any]) -> BuiltinTool | None:
+    """The hosted tool call an output item is, else None."""
+    tool = _TOOLS.get(str(item.get("type") or ""))
+    if tool is None:
+        return None
+    info = BuiltinTool(tool=tool, phase="call", call_id=str(item.get("id") or ""))
+    if item.get("name") or item.get("server_label"):
+        info["name"] = str(item.get("name") or item.get("server_label"))
+    value = _input(item)
+    if value is not None:
+        info["input"] = value
+    output = item.get("output") if item.get("type") == "mcp_call" else item.get("outputs")
+    if output is not None:
+        info["output"] = output
+    if item.get("error") or item.get("status") == "failed":
+        info["error"] = True
+    sources = _sources(item)
+    if sources:
+        info["sources"] = sources
+    return info

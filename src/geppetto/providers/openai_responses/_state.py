@@ -1,14 +1,42 @@
-"""Conversation state for the Responses engine, stored in ``Turn.data`` (seed 003, Proposal 6)."""
+"""The Responses engine's state: what a Turn says about how it talks to the server (``ConversationState``,
+kept in ``Turn.data``), a manager that keeps one conversation's state across calls, and reading back a list
+the server holds (a conversation's items, a response's input items), reduced to what the model reads.
+
+See docs/responses.md ("Modes").
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from geppetto._exceptions import ConfigurationError
-from geppetto.turns import Turn, turn_data_key
+from geppetto._json import parse_json
+from geppetto.engine import Engine
+from geppetto.turns import (
+    BLOCK_META_RESPONSE_ID,
+    TURN_META_INFERENCE_ID,
+    TURN_META_SESSION_ID,
+    Turn,
+    turn_data_key,
+)
 
-__all__ = ["MODES", "RESPONSES_STATE", "ConversationState", "get_state", "set_state"]
+from ._items import content_text
+
+__all__ = [
+    "MODES",
+    "RESPONSES_STATE",
+    "ConversationManager",
+    "ConversationState",
+    "Reader",
+    "get_state",
+    "list_items",
+    "set_state",
+    "turn_ids",
+    "visible",
+]
+
 
 MODES = ("stateless", "chained", "conversation")
 
@@ -72,3 +100,122 @@ def get_state(turn: Turn) -> ConversationState | None:
 def set_state(turn: Turn, state: ConversationState) -> None:
     """Store ``state`` in ``turn.data``."""
     RESPONSES_STATE.set(turn.data, state)
+
+
+def turn_ids(turn: Turn) -> str:
+    """``session=s1 turn=t1 inference=i1`` for a warning (an id not set shows as ``-``), so a fallback in the
+    log leads to its session's stored snapshots and event log."""
+    session = TURN_META_SESSION_ID.get(turn.metadata) or "-"
+    inference = TURN_META_INFERENCE_ID.get(turn.metadata) or "-"
+    return f"session={session} turn={turn.id or '-'} inference={inference}"
+
+
+# -- manager -------------------------------------------------------------------------------------------------
+# ``ConversationManager``: one conversation's state kept across calls.
+
+
+class ConversationManager:
+    """Carries a ``ConversationState`` from one call to the next, so a caller can build a *fresh* Turn
+    each time, holding only the new blocks, and still continue the same chain or conversation.
+
+    ``await manager.run(engine, turn)``: a Turn without state gets the managed one, with
+    ``base`` = the last response (chained) or the conversation (conversation mode), so the engine
+    sends all of its blocks after what the server already holds; a Turn that has its own state (one
+    an engine returned) keeps it, and the engine's anchors apply. The state the engine records is kept
+    for the next call. ``reset()`` starts over in the same mode.
+
+    Example::
+
+        manager = ConversationManager("chained")
+        for question in ("Hi", "And then?"):
+            turn = Turn()
+            turn.append(Block.user(question))
+            turn = await manager.run(engine, turn)   # the second request sends only "And then?"
+    """
+
+    def __init__(self, mode: str = "chained", *, conversation_id: str | None = None) -> None:
+        self.state = ConversationState(mode=mode, conversation_id=conversation_id)
+
+    def apply(self, turn: Turn) -> Turn:
+        """Store the managed state in ``turn`` unless it has its own (a copy: the turn never aliases
+        the manager). A Turn with no block from a response continues what the server holds."""
+        if get_state(turn) is not None:
+            return turn
+        state = ConversationState.from_dict(self.state.to_dict())
+        fresh = not any(b.metadata.get(str(BLOCK_META_RESPONSE_ID)) for b in turn.blocks)
+        if fresh and state.mode == "chained":
+            state.base = state.previous_response_id
+        elif fresh and state.mode == "conversation":
+            state.base = state.conversation_id
+        set_state(turn, state)
+        return turn
+
+    def update(self, turn: Turn) -> ConversationState:
+        """Adopt the state the engine left in ``turn``."""
+        state = get_state(turn)
+        if state is not None:
+            self.state = ConversationState.from_dict(state.to_dict())
+        return self.state
+
+    async def run(self, engine: Engine, turn: Turn) -> Turn:
+        """Apply the state, run one inference, adopt the new state."""
+        out = await engine.run_inference(self.apply(turn))
+        self.update(out)
+        return out
+
+    def reset(self) -> None:
+        """Forget the server objects; the next call starts a new chain or conversation."""
+        self.state = ConversationState(mode=self.state.mode)
+
+
+# -- listing -------------------------------------------------------------------------------------------------
+# Reading a server's stored items and reducing them to what the model reads (validation and repair).
+
+
+class Reader(Protocol):
+    """What reading a list needs of an engine's ``Api``."""
+
+    async def get(self, path: str, params: Mapping[str, Any] | None = None) -> Any: ...
+
+
+_PAGE = 100
+
+
+def _args(raw: Any) -> Any:
+    try:
+        return parse_json(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return raw
+
+
+def visible(item: dict[str, Any]) -> tuple[Any, ...]:
+    """An input or stored item reduced to what the model reads (server ids, statuses and content shapes
+    dropped; reasoning, references and items geppetto does not model count by id)."""
+    kind = item.get("type") or ("message" if "role" in item else "item_reference")
+    if kind == "message":
+        return ("message", item.get("role"), content_text(item.get("content")))
+    if kind == "function_call":
+        return ("function_call", item.get("call_id"), item.get("name"), _args(item.get("arguments")))
+    if kind == "function_call_output":
+        return ("function_call_output", item.get("call_id"), content_text(item.get("output")))
+    if kind in ("reasoning", "item_reference"):
+        return ("reasoning", item.get("id"))
+    return (kind, item.get("id"))
+
+
+async def list_items(api: Reader, path: str) -> tuple[list[dict[str, Any]], int]:
+    """Every item of a list endpoint (``order=asc``), page by page, and the number of reads it took."""
+    items: list[dict[str, Any]] = []
+    after: str | None = None
+    reads = 0
+    while True:
+        params: dict[str, Any] = {"order": "asc", "limit": _PAGE}
+        if after:
+            params["after"] = after
+        page = await api.get(path, params)
+        reads += 1
+        data = page.get("data") if isinstance(page, dict) else None
+        items.extend(i for i in data or [] if isinstance(i, dict))
+        if not (isinstance(page, dict) and page.get("has_more") and page.get("last_id")):
+            return items, reads
+        after = str(page["last_id"])

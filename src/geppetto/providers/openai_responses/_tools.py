@@ -12,37 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from geppetto._exceptions import ConfigurationError, UsageError
+from geppetto._exceptions import UsageError
 from geppetto.providers._streaming import ToolSpec, normalize_tools, request_tools
 from geppetto.tools import Tool
 from geppetto.turns import Turn
 
-__all__ = ["EFFORTS", "SUMMARIES", "EngineTools", "check_reasoning", "check_tool_choice"]
+__all__ = ["EFFORTS", "SUMMARIES", "EngineTools"]
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 """``reasoning.effort`` values the API takes (models support subsets)."""
 SUMMARIES = ("auto", "concise", "detailed")
 _MODES = ("auto", "none", "required")
-
-
-def check_tool_choice(tool_choice: Any) -> None:
-    """Refuse a ``tool_choice`` of the wrong shape (names are checked per request, against the tools offered)."""
-    if tool_choice is None or (isinstance(tool_choice, str) and tool_choice):
-        return
-    if isinstance(tool_choice, dict) and tool_choice.get("type"):
-        return
-    raise ConfigurationError(
-        f"tool_choice {tool_choice!r} is not usable; use 'auto', 'none', 'required', a tool name, or a "
-        "Responses form such as {'type': 'function', 'name': 'get_weather'}"
-    )
-
-
-def check_reasoning(effort: str | None, summary: str | None) -> None:
-    """Refuse a reasoning effort or summary the API does not know, naming the accepted values."""
-    if effort is not None and effort not in EFFORTS:
-        raise ConfigurationError(f"reasoning_effort {effort!r} is not one of {', '.join(EFFORTS)}")
-    if summary is not None and summary not in SUMMARIES:
-        raise ConfigurationError(f"reasoning_summary {summary!r} is not one of {', '.join(SUMMARIES)}")
 
 
 def _definition(tool: Any) -> Any:

@@ -1,39 +1,89 @@
-"""Counters and histograms for the Responses engine, readable in-process and exported to Prometheus.
+"""What the two stateful engines share beyond the anchor proof (``_chain``): the kill switch, the metrics both
+count in, and the result of a validation with the server.
 
-``metrics.snapshot()`` returns the counters and histogram samples:
+The Responses engine (``openai_responses``) and the Gemini Interactions engine (``gemini``) both import it;
+neither imports the other's private modules. See docs/responses.md and docs/observability.md.
 
-- ``chained``: requests sent with ``previous_response_id``; ``conversation``: requests sent in a
-  conversation; ``stateless``: requests with neither (stateless mode, or the first request of a chain);
-- ``fallback`` and ``fallback:<reason>``: requests that re-sent the whole Turn although the mode keeps
-  state on the server, by reason code (``FALLBACK_REASONS``; the detailed text is in the log);
-- ``delta_items``: input items of requests that sent only what the server has not seen;
-  ``full_items``: input items of requests that sent the whole Turn (first requests, fallbacks,
-  stateless mode, the seed of a new conversation included);
-- ``anchor_seconds``: time spent selecting the anchor;
-- ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``);
-- ``retried_unknown`` and ``retried_unknown:<provider>``: requests of any engine sent again although the
-  earlier attempt may have reached the server and nothing could prove it did not (``providers._landed``);
-- ``chaining_enabled``: 1 while chaining and conversation mode are on, 0 while the kill switch
-  ``GEPPETTO_CHAINING=off`` sends every request stateless (a gauge, read when asked).
+The kill switch (for rollout and rollback): ``GEPPETTO_CHAINING=off`` turns chaining and
+conversation mode off for every Responses engine in the process.
 
-When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
-``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
-``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``,
-``geppetto_responses_validations_total{result}``,
-``geppetto_requests_retried_unknown_outcome_total{provider}``, the gauge ``geppetto_responses_chaining_enabled``.
+Read on every request, so it applies to engines built before it was set, to every profile and to every
+session ``geppetto serve`` runs; requests then go stateless (the whole Turn, no ``previous_response_id``,
+no conversation), each with a logged reason. The gauge ``geppetto_responses_chaining_enabled`` (1/0)
+says whether chaining is on.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._switch import chaining_enabled
+from geppetto._exceptions import ConfigurationError
 
-__all__ = ["FALLBACK_REASONS", "GAUGES", "METRICS", "ResponsesMetrics", "chaining_gauge", "metrics"]
+__all__ = [
+    "CHAINING_ENV",
+    "FALLBACK_REASONS",
+    "GAUGES",
+    "METRICS",
+    "ResponsesMetrics",
+    "chaining_enabled",
+    "chaining_gauge",
+    "metrics",
+]
+
+
+# -- the kill switch ------------------------------------------------------------------------------------------
+
+CHAINING_ENV = "GEPPETTO_CHAINING"
+"""The environment variable of the kill switch: ``off`` turns chaining and conversation mode off."""
+
+_OFF = frozenset({"off", "0", "false", "no", "disabled"})
+_ON = frozenset({"", "on", "1", "true", "yes", "enabled"})
+
+
+def chaining_enabled() -> bool:
+    """False when ``GEPPETTO_CHAINING`` says off; raises ``ConfigurationError`` for a value it does not know
+    (a mistyped ``off`` must not leave chaining on unnoticed)."""
+    value = os.environ.get(CHAINING_ENV, "").strip().lower()
+    if value in _OFF:
+        return False
+    if value in _ON:
+        return True
+    raise ConfigurationError(
+        f"{CHAINING_ENV}={os.environ[CHAINING_ENV]!r} is not understood: set it to 'off' to send every "
+        "request stateless, or 'on' (or unset it) to allow chaining"
+    )
+
+
+# -- metrics -------------------------------------------------------------------------------------------------
+# Counters and histograms for the Responses engine, readable in-process and exported to Prometheus.
+#
+# ``metrics.snapshot()`` returns the counters and histogram samples:
+#
+# - ``chained``: requests sent with ``previous_response_id``; ``conversation``: requests sent in a
+#   conversation; ``stateless``: requests with neither (stateless mode, or the first request of a chain);
+# - ``fallback`` and ``fallback:<reason>``: requests that re-sent the whole Turn although the mode keeps
+#   state on the server, by reason code (``FALLBACK_REASONS``; the detailed text is in the log);
+# - ``delta_items``: input items of requests that sent only what the server has not seen;
+#   ``full_items``: input items of requests that sent the whole Turn (first requests, fallbacks,
+#   stateless mode, the seed of a new conversation included);
+# - ``anchor_seconds``: time spent selecting the anchor;
+# - ``validation:<result>``: validations with the server (``match``, ``mismatch``, ``error``);
+# - ``retried_unknown`` and ``retried_unknown:<provider>``: requests of any engine sent again although the
+#   earlier attempt may have reached the server and nothing could prove it did not (``providers._landed``);
+# - ``chaining_enabled``: 1 while chaining and conversation mode are on, 0 while the kill switch
+#   ``GEPPETTO_CHAINING=off`` sends every request stateless (a gauge, read when asked).
+#
+# When ``prometheus_client`` is installed the same numbers go to its default registry (or the one given):
+# ``geppetto_responses_requests_total{mode}``, ``geppetto_responses_fallbacks_total{reason}``,
+# ``geppetto_responses_delta_items``, ``geppetto_responses_full_items``, ``geppetto_responses_anchor_seconds``,
+# ``geppetto_responses_validations_total{result}``,
+# ``geppetto_requests_retried_unknown_outcome_total{provider}``, the gauge ``geppetto_responses_chaining_enabled``.
+
 
 _MAX_SAMPLES = 10_000
 _ITEM_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
@@ -262,3 +312,19 @@ class ResponsesMetrics:
 
 metrics = ResponsesMetrics()
 """The process-wide metrics every ResponsesEngine records into unless given its own."""
+
+
+# -- validation -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Validation:
+    """What a validation found: ``matches`` is None when there was nothing to compare (stateless, or no
+    anchor: the next request sends the whole Turn anyway); ``requests`` counts the reads it made."""
+
+    response_id: str | None
+    matches: bool | None
+    detail: str = ""
+    requests: int = 0
+    server: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
+    turn: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
