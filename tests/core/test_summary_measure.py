@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geppetto.providers.openai_responses._answer import item_to_block
 from geppetto.session import RecordedEvent
 from geppetto.session._requests import inference_totals
 from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ENCRYPTED_CONTENT, PAYLOAD_ITEM_ID, Block
@@ -103,3 +104,29 @@ def test_a_measure_never_ends_on_reasoning_whose_pairing_a_later_block_may_chang
     third = freeze(lazy, second)
     events = [_final("r4", None, True, None)]
     assert inference_totals(third, events) == inference_totals(list(third.blocks), events)
+
+
+def test_a_measure_never_ends_inside_a_response_whose_reasoning_a_later_message_may_follow() -> None:
+    """Reasoning, then a hosted call of its response: an annotated message of that response put after the
+    call later goes with its id (its response's reasoning went), so the measure kept for later snapshots
+    stops before the reasoning, not after the call."""
+    reasoning = Block.reasoning("")
+    reasoning.payload[PAYLOAD_ITEM_ID] = "rs_r1"
+    reasoning.payload[PAYLOAD_ENCRYPTED_CONTENT] = "x" * 8
+    call = item_to_block({"type": "code_interpreter_call", "id": "ci_r1", "status": "completed", "code": "1"})
+    assert call is not None
+    for b in (reasoning, call):
+        BLOCK_META_RESPONSE_ID.set(b.metadata, "r1")
+    saved = freeze([Block.user("p"), reasoning, call, *_response("r2", 3, False)], None)
+    inference_totals(saved, [_final("r2", None, True, None)])
+    assert saved.memo is not None and saved.memo["items"][0] == 1
+    lazy = saved.lazy()
+    message = Block.llm_text("see plot")
+    message.payload[PAYLOAD_ITEM_ID] = "msg_r1"
+    message.payload["content"] = [{"type": "output_text", "text": "see plot", "annotations": [{"type": "file_path"}]}]
+    BLOCK_META_RESPONSE_ID.set(message.metadata, "r1")
+    lazy.insert(3, message)
+    lazy.extend(_response("r3", 3, False))
+    derived = freeze(lazy, saved)
+    events = [_final("r3", None, True, None)]
+    assert inference_totals(derived, events) == inference_totals(list(derived.blocks), events)

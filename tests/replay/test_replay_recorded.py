@@ -271,22 +271,24 @@ def expected_responses(output: list[dict[str, Any]], *, stored: bool) -> list[di
     """The output items as the engine's documented rules send them back (``_items`` and ``_parts``): a
     reasoning item goes (encrypted, or by reference when the response was stored) only right before the
     item it produced, which then keeps its id; a message with more than plain text (annotations, several
-    parts) that no reasoning came before in a stored response goes with its id too; other messages go as
-    plain assistant messages (the API refuses an id whose reasoning is missing); token logprobs and
-    plaintext-only reasoning are never sent; hosted tool items the server completed go as they came."""
+    parts) goes with its id too when no reasoning came before it in a stored response, or when the
+    reasoning last before it was sent; other messages go as plain assistant messages (the API refuses an
+    id whose reasoning is missing); token logprobs and plaintext-only reasoning are never sent; hosted
+    tool items the server completed go as they came."""
     out: list[dict[str, Any]] = []
-    paired, reasoned = -1, False
+    paired, reasoned, sent = -1, False, False
     for index, item in enumerate(output):
         kind = item.get("type")
         follower = output[index + 1] if index + 1 < len(output) else {}
         if kind == "reasoning":
             reasoned = True
-            if _produces(follower) and (item.get("encrypted_content") or stored):
+            sent = bool(_produces(follower) and (item.get("encrypted_content") or stored))
+            if sent:
                 out.append(_reasoning(item))
                 paired = index + 1
             continue
         if kind == "message":
-            message = _message(item, with_id=index == paired, standalone=stored and not reasoned)
+            message = _message(item, with_id=index == paired, standalone=(stored and not reasoned) or sent)
             if message is not None:
                 out.append(message)
         elif kind == "function_call" and item.get("status") != "incomplete":

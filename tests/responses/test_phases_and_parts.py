@@ -182,3 +182,37 @@ async def test_simulated_gpt5_phases_survive_a_stateless_session(geppetto_sim: S
         "commentary",
         "final_answer",
     ]
+
+
+def _of(rid: str, *blocks: Block | None) -> list[Block]:
+    out = [b for b in blocks if b is not None]
+    for b in out:
+        BLOCK_META_RESPONSE_ID.set(b.metadata, rid)
+    return out
+
+
+def test_an_annotated_message_after_its_responses_replayed_reasoning_keeps_its_id() -> None:
+    """Reasoning, a hosted call, then an annotated message (code interpreter's shape): the reasoning goes
+    with the call, so the message may go with its id, annotations and all; not when the reasoning stays
+    home, nor when another response's block came between (the run its reasoning began is broken)."""
+    cited = {"type": "container_file_citation", "container_id": "cntr_1", "file_id": "cfile_1"}
+    cited |= {"filename": "plot.png", "start_index": 0, "end_index": 4}
+    message = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed"}
+    message["content"] = [{"type": "output_text", "text": "plot", "annotations": [cited]}]
+    call = {"type": "code_interpreter_call", "id": "ci_1", "status": "completed", "container_id": "cntr_1"}
+    call |= {"code": "print(1)", "outputs": None}
+
+    def response(encrypted: bool) -> list[Block]:
+        reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+        if encrypted:
+            reasoning["encrypted_content"] = "gAAAA-sealed"
+        return _of("resp_1", item_to_block(reasoning), item_to_block(call), item_to_block(message))
+
+    blocks = [Block.user("plot it"), *response(True)]
+    sent = blocks_to_items(blocks)
+    assert [i.get("type") for i in sent] == [None, "reasoning", "code_interpreter_call", "message"]
+    assert sent[3]["id"] == "msg_1" and sent[3]["content"][0]["annotations"] == [cited]
+    plain = {"role": "assistant", "content": "plot"}
+    assert blocks_to_items([Block.user("plot it"), *response(False)])[2] == plain  # no reasoning went
+    between = _of("resp_0", Block.user("meanwhile"))
+    assert blocks_to_items([*blocks[:3], *between, blocks[3]])[-1] == plain

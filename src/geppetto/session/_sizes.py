@@ -67,8 +67,17 @@ class Measured:
         blocks = self.blocks
         start, total, count = self.base if self.base is not None and self.base[0] <= first else (0, 0, 0)
         q = first
-        while q > start and blocks[q - 1].kind is BlockKind.REASONING:
-            q -= 1  # a measure ends after a block whose item does not depend on the next one
+        key = str(BLOCK_META_RESPONSE_ID)
+        while q > start:  # a measure ends where no later block's item depends on the blocks before it
+            if blocks[q - 1].kind is BlockKind.REASONING:
+                q -= 1  # its item depends on the next block
+                continue
+            rid, run = blocks[q - 1].metadata.get(key), q - 1
+            while rid and run > start and blocks[run - 1].metadata.get(key) == rid:
+                run -= 1
+            if not rid or not any(b.kind is BlockKind.REASONING for b in blocks[run:q]):
+                break
+            q = run  # a message that joins this run may go with its id (its response's reasoning went)
         more, n = items_sizes(blocks[start:q])
         total, count = total + more, count + n
         if self.frozen.memo is None:

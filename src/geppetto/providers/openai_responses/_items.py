@@ -4,7 +4,8 @@ and the hosted tool items typed for users.
 Pairing rules: a reasoning item is replayed only directly before the item it produced (a function call, a
 non-blank assistant message or a hosted-tool item of the same response: middleware that drops or moves blocks
 can put another response's item right after it); that follower then keeps its provider ``id``, and every other
-replayed function call or message is sent without one, so the API never sees a half pair. Reasoning travels
+replayed function call or message is sent without one, so the API never sees a half pair (except a message
+with kept parts, see the parts below, whose response's reasoning went: the API then takes its id). Reasoning travels
 with its ``encrypted_content``; without it, a reasoning item from a stored response is sent as an
 ``item_reference`` to its id (the server keeps the items of stored responses). Plaintext reasoning is never
 sent.
@@ -323,21 +324,42 @@ def _planned(
     blocks: Sequence[Block], references: bool, stale: frozenset[str] = frozenset()
 ) -> Iterator[tuple[Block, bool, bool]]:
     """The blocks that may become items, each with whether it goes as a reasoning item and whether it
-    carries its id (it follows the reasoning it pairs with, or is a standalone message, see the parts below)."""
+    carries its id (it follows the reasoning it pairs with, or is a message with kept parts that is
+    standalone or in the run of its response's blocks that a replayed reasoning began, see the parts below)."""
     paired_follower = -1
+    reasoned: Any = None  # the response whose replayed reasoning began the run of its blocks this one is in
     for i, block in enumerate(blocks):
+        response = BLOCK_META_RESPONSE_ID.get(block.metadata)
+        if response is None or response != reasoned:
+            reasoned = None
         if block.kind is BlockKind.REASONING:
             follower = blocks[i + 1] if i + 1 < len(blocks) else None
             if _replayable_reasoning(block, follower, references, stale):
                 yield block, True, False
                 paired_follower = i + 1
+                reasoned = response
+            else:
+                reasoned = None
             continue
-        yield block, False, i == paired_follower or (references and _standalone(block))
+        yield (
+            block,
+            False,
+            i == paired_follower or (references and _standalone(block)) or (reasoned is not None and _kept(block)),
+        )
 
 
 def replayed_reasoning(blocks: Sequence[Block]) -> list[Block]:
     """The reasoning blocks of ``blocks`` that go out as reasoning items (or references to them)."""
     return [block for block, reasoning, _ in _planned(blocks, True) if reasoning]
+
+
+def _kept(block: Block) -> bool:
+    """A message with kept parts (annotations, several parts) and its id."""
+    return (
+        block.kind is BlockKind.LLM_TEXT
+        and PAYLOAD_CONTENT in block.payload
+        and bool(block.payload.get(PAYLOAD_ITEM_ID))
+    )
 
 
 def _standalone(block: Block) -> bool:
@@ -362,8 +384,9 @@ def items_sizes(blocks: Sequence[Block], *, include_system: bool = True) -> tupl
     """The summed sizes of :func:`blocks_to_items`' items and their count (see :func:`items_bytes`).
 
     The figures of ``blocks[:q]`` are part of those of any longer list when ``blocks[q - 1]`` is not
-    reasoning (an item's form depends only on its block, the block before and the block after, and only
-    reasoning looks at the one after): such sums may be added up piece by piece."""
+    reasoning (only reasoning looks at the block after it), and those of ``blocks[q:]`` part of those of
+    the whole list when also no reasoning is in the run of blocks of ``blocks[q - 1]``'s response that ends
+    there (a message with kept parts looks back along that run): such sums may be added up piece by piece."""
     total, count = 0, 0
     for block, reasoning, with_id in _planned(blocks, True):
         key = (reasoning, with_id, include_system)
@@ -409,9 +432,12 @@ def message_text(item: dict[str, Any]) -> str:
 # annotations (citations), a reasoning item's ``reasoning_text`` content parts.
 #
 # A message with kept parts is replayed in its output form, with its id, where that is safe: right after
-# the reasoning it pairs with, or when no reasoning came before it in its response (``standalone``: the
-# server needs no reasoning item with it) and the server stored that response. Elsewhere it goes as an
-# easy input message, whose form has no place for annotations: text and ``phase`` only.
+# the reasoning it pairs with; after the blocks of its response that the replayed reasoning of that
+# response began (reasoning, a hosted call, then its message: code interpreter's shape, where the reasoning
+# pairs with the call and the server finds it in the input); or when no reasoning came before it in its
+# response (``standalone``: the server needs no reasoning item with it) and the server stored that
+# response. Elsewhere it goes as an easy input message, whose form has no place for annotations (the easy
+# form's content takes input parts only): text and ``phase`` only.
 #
 # Kept parts are replayed only while the block's text is still theirs: a block whose text was changed
 # replays its text alone (the parts would contradict it).
