@@ -24,7 +24,7 @@ from geppetto.providers.openai_responses import ResponsesMetrics
 from geppetto.providers.openai_responses._tools import EngineTools
 from geppetto.simulator import Reply, Simulator, ToolCall, serve
 from geppetto.tools import pending_tool_calls
-from geppetto.turns import BLOCK_META_MIDDLEWARE, PAYLOAD_ID
+from geppetto.turns import BLOCK_META_MIDDLEWARE, BLOCK_META_RESPONSE_ID, PAYLOAD_ID
 
 ACTIONS = ("append", "system", "tools", "insert", "remove", "reorder", "edit")
 EDITS = ("system", "insert", "remove", "reorder", "edit")
@@ -215,3 +215,64 @@ def test_an_unchanged_prefix_drops_nothing_in_any_mode(sim: Simulator) -> None:
             assert TURN_META_PREFIX_GUARD.get(turn.metadata) is None
         if mode == "stateless":
             assert sum(1 for i in sim.requests[-1].body["input"] if i.get("type") == "reasoning") == 3
+
+
+@pytest.mark.parametrize("policy", ["append", "drop"])
+def test_append_sends_a_changed_system_prompt_appended_and_keeps_chaining_and_reasoning(
+    sim: Simulator, policy: str
+) -> None:
+    """Under ``append`` a system prompt changed between prompts goes as an appended developer message: the
+    request chains on the latest response (no fallback), its reasoning is kept (nothing stale, nothing
+    dropped by the server), the server's context is the Turn, and a middleware setting the same prompt
+    again adds nothing. Under ``drop`` the same change falls back to the whole Turn and drops the reasoning."""
+    sim.reset()
+    eng, turn = _first_turn(sim, "chained", policy)
+    reasoning = turn.blocks[2]
+    first = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
+    for step, prompt in enumerate(("be thorough", "be thorough")):  # the middleware sets it on every request
+        turn.blocks[0].payload["text"] = prompt
+        BLOCK_META_MIDDLEWARE.set(turn.blocks[0].metadata, "system_prompt")
+        turn.append(Block.user(f"q{step + 2}"))
+        sim.queue(Reply(reasoning="weigh again", text=f"Answer {step + 2}."))
+        asyncio.run(eng.run_inference(turn))  # type: ignore[attr-defined]
+        body = sim.requests[-1].body
+        if policy == "drop":
+            assert "previous_response_id" not in body  # the changed prefix breaks the chain
+            assert REASONING_STALE.get(reasoning.metadata) is True
+            return
+        assert body["previous_response_id"] == first
+        new = [{"role": "developer", "content": "be thorough"}] if step == 0 else []
+        assert body["input"] == [*new, {"role": "user", "content": f"q{step + 2}"}]
+        assert sim.requests[-1].effects == {}  # the server kept every reasoning item it holds
+        assert TURN_META_PREFIX_GUARD.get(turn.metadata) is None and not REASONING_STALE.get(reasoning.metadata)
+        first = turn.blocks[-1].metadata[str(BLOCK_META_RESPONSE_ID)]
+    assert [(b.role, b.text) for b in turn.blocks if b.kind is BlockKind.SYSTEM] == [
+        ("system", "be brief"),
+        ("developer", "be thorough"),
+    ]
+    rid, wire = wire_before_last_response(turn)
+    assert normalize(sim.context_items(rid)) == wire
+    assert_valid_requests(sim)
+
+
+def test_append_in_a_stateless_request_keeps_the_reasoning_after_the_old_prompt(sim: Simulator) -> None:
+    """Stateless, the whole Turn goes: the old prompt, the reasoning made under it, the new prompt appended."""
+    sim.reset()
+    eng, turn = _first_turn(sim, "stateless", "append")
+    item = turn.blocks[2].payload["item_id"]
+    turn.blocks[0].payload["text"] = "be thorough"
+    turn.append(Block.user("q2"))
+    sim.queue(Reply(text="Two."))
+    asyncio.run(eng.run_inference(turn))  # type: ignore[attr-defined]
+    sent = sim.requests[-1].body["input"]
+    assert [(i.get("type") or "message", i.get("role"), i.get("id")) for i in sent] == [
+        ("message", "system", None),
+        ("message", "user", None),
+        ("reasoning", None, item),
+        ("message", "assistant", turn.blocks[3].payload["item_id"]),
+        ("message", "developer", None),
+        ("message", "user", None),
+    ]
+    assert sent[0]["content"] == "be brief" and sent[4]["content"] == "be thorough"
+    assert sim.requests[-1].effects == {} and TURN_META_PREFIX_GUARD.get(turn.metadata) is None
+    assert_valid_requests(sim)

@@ -1,6 +1,7 @@
 """The server's context: what the engine asks the server about it rather than for an answer. Compacting
 and counting it (``POST /responses/compact``, ``POST /responses/input_tokens``), validating it against
-the Turn (``validate_server_context``), and probing what an endpoint keeps at all (``geppetto probe``).
+the Turn (``validate_server_context``), probing what an endpoint keeps at all (``geppetto probe``), and
+keeping the system prompts it holds as it holds them (``prefix_policy="append"``, below).
 See docs/responses.md ("Compacting by reference", "Token counts", "Probing an endpoint").
 
 Compacting goes by reference when the server provably holds the blocks to compact. Neither call makes a
@@ -22,7 +23,16 @@ import httpx
 
 from geppetto._exceptions import GeppettoError, NotFoundError, PreviousResponseNotFoundError, ProviderError
 from geppetto.providers._landed import SAFE_TO_RESEND
-from geppetto.turns import BLOCK_META_RESPONSE_ID, PAYLOAD_ITEM, Block, BlockKind, Turn
+from geppetto.turns import (
+    BLOCK_META_MIDDLEWARE,
+    BLOCK_META_RESPONSE_ID,
+    PAYLOAD_ITEM,
+    PAYLOAD_TEXT,
+    Block,
+    BlockKind,
+    Turn,
+    turn_data_key,
+)
 
 from .._http import HttpTransport
 from .._http_errors import openai_error_info
@@ -45,8 +55,10 @@ from ._send import Api
 from ._state import ConversationState, get_state, list_items, visible
 
 __all__ = [
+    "SYSTEM_HELD",
     "ContextEngine",
     "ProbeReport",
+    "append_system_changes",
     "compact_blocks",
     "count_turn_tokens",
     "probe",
@@ -580,3 +592,59 @@ async def probe(
             await http_transport.aclose()
     report.verdict = replace(report.verdict, learned_at=started)
     return report
+
+
+# -- append ---------------------------------------------------------------------------------------------------
+# ``prefix_policy="append"`` on the Responses API: a changed system prompt goes as an appended developer
+# message, so the chain's anchor and the reasoning made under the old prompt stay valid.
+#
+# The server holds the system (or developer) blocks of a response's context as they were sent, and every
+# reasoning item is bound to them. When one of them changed since (a middleware rewrote it) and a response
+# already came after it, the Turn is made append-only before the request is planned: the block gets back the
+# text the server holds, and the new text goes in a new developer block after the latest response's blocks
+# (before the new user messages at the end of the Turn). The Turn then says what the server and the model
+# see: the old prompt, then the new one as a later instruction. Only one developer block is appended for
+# each new text: a middleware that sets the same prompt on every request adds it once.
+#
+# Under ``instructions_mode`` the system blocks travel as ``instructions``, which every reasoning item is
+# bound to and which an appended developer block would join: there it drops, and the guard's report says so.
+
+
+SYSTEM_HELD = turn_data_key("openai", "system_held", 1, dict)
+"""``openai.system_held@v1`` in turn data: ``{"texts": {block id: text as last sent}, "notes": {block id:
+the text of the latest developer block appended for it}}``."""
+
+
+def append_system_changes(turn: Turn) -> int:
+    """Make ``turn`` append-only for its system blocks (see above); the number of developer blocks added."""
+    held: dict[str, Any] = dict(SYSTEM_HELD.get(turn.data) or {})
+    texts: dict[str, str] = dict(held.get("texts") or {})
+    notes: dict[str, str] = dict(held.get("notes") or {})
+    last = max((i for i, b in enumerate(turn.blocks) if BLOCK_META_RESPONSE_ID.get(b.metadata)), default=-1)
+    added: list[tuple[Block, Block]] = []
+    for index, block in enumerate(turn.blocks):
+        if block.kind is not BlockKind.SYSTEM:
+            continue
+        text = str(block.payload.get(PAYLOAD_TEXT) or "")
+        old = texts.get(block.id)
+        if old is None or old == text or index > last:
+            texts[block.id] = text  # new, unchanged, or no response came after it yet
+            continue
+        block.payload[PAYLOAD_TEXT] = old  # what the server holds, and the reasoning is bound to
+        if notes.get(block.id) != text:
+            note = Block(BlockKind.SYSTEM, {PAYLOAD_TEXT: text}, "developer")
+            who = BLOCK_META_MIDDLEWARE.get(block.metadata)
+            if who:
+                BLOCK_META_MIDDLEWARE.set(note.metadata, who)
+            notes[block.id] = text
+            added.append((block, note))
+    if added:
+        at = len(turn.blocks)
+        while at - 1 > last and turn.blocks[at - 1].kind is BlockKind.USER:
+            at -= 1
+        for _, note in reversed(added):
+            turn.insert(at, note)
+        for _, note in added:
+            texts[note.id] = str(note.payload[PAYLOAD_TEXT])
+    SYSTEM_HELD.set(turn.data, {"texts": texts, "notes": notes})
+    return len(added)

@@ -26,10 +26,11 @@ from geppetto.turns import (
     Turn,
 )
 
+from .._prefix_guard import asked_policy
 from .._stateful import CHAINING_ENV, ResponsesMetrics, Validation, chaining_enabled
 from .._stateful import metrics as shared_metrics
 from ._answer import StreamState, record
-from ._context import ValidatedLinks, compact_blocks, count_turn_tokens, validate_server_context
+from ._context import ValidatedLinks, append_system_changes, compact_blocks, count_turn_tokens, validate_server_context
 from ._evidence import Endpoint, Verdict, VerdictStore
 from ._request import Plan, PromptCacheKey, build_body, guard_plan, plan_full, plan_request
 from ._send import Api, send_with_fallbacks
@@ -91,7 +92,10 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
     it (OpenAI would drop it silently; see :mod:`geppetto.providers._prefix_guard`): ``"drop"`` (default)
     leaves it out with a warning naming the middleware and counts it, ``"error"`` raises
     :class:`~geppetto.PrefixChangedError`, ``"rewrite"`` drops too (this API has no append-only form of a
-    changed prefix) and says so.
+    changed prefix) and says so. ``"append"`` (or ``system_prompt(text, policy="append")``) sends a system
+    prompt changed after a response as an appended developer message (the system block keeps the text the
+    server holds), so the request still chains and its reasoning stays valid; what else changed is dropped,
+    and so is everything under ``instructions_mode``, and the report says so.
 
     One HTTP transport serves every request of the engine (one connection pool, made on first use):
     ``http`` is an ``httpx.AsyncClient`` to share or a ready
@@ -302,9 +306,10 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
 
     def guard_plan(self, turn: Turn, plan: Plan) -> None:
         """The prefix guard (``prefix_policy``): leave reasoning whose prefix changed out of ``plan``."""
-        guard_plan(turn, plan, include_system=not self.instructions_mode, policy=self.prefix_policy, model=self.model)
+        policy = asked_policy(turn, self.prefix_policy)
+        guard_plan(turn, plan, include_system=not self.instructions_mode, policy=policy, model=self.model)
         if plan.stale:
-            self.metrics.reasoning_dropped(len(plan.stale), self.prefix_policy)
+            self.metrics.reasoning_dropped(len(plan.stale), policy)
 
     # -- planning ---------------------------------------------------------------------------------
     def _mode_for(self, state: ConversationState | None) -> str:
@@ -363,6 +368,8 @@ class ResponsesEngine(SettingsOwner, TransportOwner):
         state = get_state(turn)
         requested = self._mode_for(state)
         mode = self._sent_mode(turn, requested, state)
+        if not self.instructions_mode and asked_policy(turn, self.prefix_policy) == "append":
+            append_system_changes(turn)  # a changed system prompt goes appended: anchor and reasoning hold
         meta = metadata_for(turn, self.provider, self.model)
         publish(EventStart(meta))
         start = len(turn.blocks)

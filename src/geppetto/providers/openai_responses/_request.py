@@ -59,6 +59,8 @@ __all__ = [
     "ANCHOR_REFUSED",
     "CONVERSATION_ITEMS_PER_CALL",
     "COUNT_FIELDS",
+    "INSTRUCTIONS_FALLBACK",
+    "OTHER_EDIT_FALLBACK",
     "PROMPT_CACHE_RETENTIONS",
     "Plan",
     "build_body",
@@ -601,7 +603,10 @@ def guard_plan(turn: Turn, plan: Plan, *, include_system: bool, policy: str, mod
         return
     units = [Unit(block_wire(b, wire_for(include_system)) or b"", b, id(b) in replayed) for b in turn.blocks]
     stale = check(units, prefix_header(turn, include_system))
-    apply_policy(turn, "openai", model, policy, stale, units, note=_NO_REWRITE if policy == "rewrite" else "")
+    note = _NO_REWRITE if policy == "rewrite" else ""
+    if policy == "append":
+        note = OTHER_EDIT_FALLBACK if include_system else INSTRUCTIONS_FALLBACK
+    apply_policy(turn, "openai", model, policy, stale, units, note=note)
     if not stale:
         return
     plan.stale = frozenset(s.block.id for s in stale)
@@ -612,3 +617,9 @@ def guard_plan(turn: Turn, plan: Plan, *, include_system: bool, policy: str, mod
         plan.seed_items, plan.items = seed_split(items)
     else:
         plan.items = items
+
+
+INSTRUCTIONS_FALLBACK = (
+    "instructions_mode sends the system prompt as instructions, which the reasoning is bound to: dropped instead"
+)
+OTHER_EDIT_FALLBACK = "only a changed system prompt can be sent as an appended message: dropped instead"
