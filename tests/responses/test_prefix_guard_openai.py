@@ -112,7 +112,8 @@ STEPS = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 50), st.bool
 
 
 @pytest.mark.parametrize(("mode", "policy"), [("stateless", "drop"), ("chained", "drop"), ("conversation", "drop"),
-                                              ("stateless", "error"), ("chained", "rewrite")])  # fmt: skip
+                                              ("stateless", "error"), ("chained", "rewrite"), ("chained", "append"),
+                                              ("stateless", "append")])  # fmt: skip
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 def test_no_stale_reasoning_reaches_the_server(
