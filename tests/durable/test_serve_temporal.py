@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,26 +20,8 @@ temporal = pytest.importorskip("geppetto.durable.temporal")
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 from temporalio.client import Client  # noqa: E402
 
-SRC = Path(__file__).parent.parent.parent / "src"
-BOUND = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_listening(port: int, what: str, proc: subprocess.Popen[bytes], bound: float = 60.0) -> None:
-    deadline = time.monotonic() + bound
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{what} did not listen on {port}") from None
-            time.sleep(0.1)
+from .served import BOUND, SRC, free_port, wait_listening  # noqa: E402
+from .served import events as _events  # noqa: E402
 
 
 @pytest.fixture
@@ -49,35 +29,21 @@ def redis_url() -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed; two server workers need a shared bus")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        _wait_listening(port, "redis-server", proc, 20)
+        wait_listening(port, "redis-server", proc, 20)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.kill()
         proc.wait(10)
 
 
-def _events(client: Any, path: str, until: str) -> list[dict[str, Any]]:
-    sys.path.insert(0, str(Path(__file__).parent.parent / "server"))
-    from server_support import sse_events
-
-    out: list[dict[str, Any]] = []
-    with client.stream("GET", path, timeout=BOUND) as response:
-        assert response.status_code == 200, response.read()
-        for event in sse_events(response.iter_lines()):
-            out.append(event)
-            if event.get("event") == until:
-                break
-    return out
-
-
 def test_serve_temporal_two_workers(temporal_address: str, redis_url: str, tmp_path: Path) -> None:
-    port, queue = _free_port(), f"q-{uuid.uuid4()}"
+    port, queue = free_port(), f"q-{uuid.uuid4()}"
     store = tmp_path / "sessions.db"
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "GEPPETTO_CONFIG_DIR": str(tmp_path), "GEPPETTO_DATA_DIR": str(tmp_path)}  # fmt: skip
@@ -86,7 +52,7 @@ def test_serve_temporal_two_workers(temporal_address: str, redis_url: str, tmp_p
             "--temporal", temporal_address, "--task-queue", queue]  # fmt: skip
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_listening(port, "geppetto serve", proc, 90)
+        wait_listening(port, "geppetto serve", proc, 90)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=BOUND) as client:
             deadline = time.monotonic() + 60
             while client.get("/api/sessions").status_code != 200:  # both workers up
