@@ -40,6 +40,20 @@ LENIENCE: dict[str, dict[str, Any]] = {
     "InputImageContent": {"required": ["type"]},
     # An image generation call replayed without its `status`.
     "ImageGenToolCall": {"required": ["type", "id", "result"]},
+    # A hosted tool forced as `{"type": "web_search"}` (the Open Responses spec's WebSearchToolChoice).
+    "ToolChoiceTypes": {
+        "properties.type.enum": [
+            "file_search",
+            "web_search",
+            "web_search_preview",
+            "computer",
+            "computer_use_preview",
+            "computer_use",
+            "web_search_preview_2025_03_11",
+            "image_generation",
+            "code_interpreter",
+        ]
+    },
     # A web search call sent back with the sources it read, an API's as well as a page's.
     "WebSearchActionSearch": {
         "properties.sources.items": {

@@ -123,13 +123,26 @@ def answer_text(call: BuiltinCall) -> str:
     return f"The page says: {call.output}"
 
 
-def decide_builtin(msgs: list[Msg], kinds: set[str]) -> Reply | None:
-    """A reply running a built-in tool when the latest user text (a fresh turn) asks for an enabled one."""
+def forced(body: dict[str, Any]) -> str | None:
+    """The built-in tool kind a Responses `tool_choice` forces (`{"type": "file_search"}`, ...), if any."""
+    choice = body.get("tool_choice")
+    kind = str(choice.get("type") or "") if isinstance(choice, dict) else ""
+    if kind.startswith("web_search"):
+        return "web_search"
+    if kind == "code_interpreter":
+        return "code_execution"
+    return "file_search" if kind == "file_search" else None
+
+
+def decide_builtin(msgs: list[Msg], kinds: set[str], force: str | None = None) -> Reply | None:
+    """A reply running a built-in tool when the latest user text (a fresh turn) asks for an enabled one, or
+    when `force` (the kind a `tool_choice` names) is enabled, whatever the text."""
     if not kinds or not msgs or msgs[-1].role != "user":
         return None
     lowered = msgs[-1].text.lower()
-    for kind in _ORDER:
-        if kind in kinds and any(word in lowered for word in _TRIGGERS[kind]):
+    first = (force,) if force in kinds else ()
+    for kind in first + _ORDER:
+        if kind in kinds and (kind == force or any(word in lowered for word in _TRIGGERS[kind])):
             call = scripted(kind, msgs[-1].text)
             return Reply(text=answer_text(call), builtin=[call])
     return None

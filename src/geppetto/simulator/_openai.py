@@ -13,7 +13,7 @@ from starlette.types import ASGIApp
 
 from ._attachments import check_responses_files
 from ._background import check_background, start_background
-from ._builtin import decide_builtin, offered
+from ._builtin import decide_builtin, forced, offered
 from ._call import Call
 from ._errors import SimError
 from ._faults import SSEStream
@@ -184,7 +184,7 @@ def _respond(
     msgs = to_msgs(seen, instructions)
     reply = (
         state.next_reply()
-        or decide_builtin(msgs, offered("responses", body))
+        or decide_builtin(msgs, offered("responses", body), forced(body))
         or decide(msgs, tool_specs(body.get("tools")), tool_choice(body.get("tool_choice")), _schema(body))
     )
     if reply.reasoning is None and _reasoning_on(body) and _summary_wanted(body):
