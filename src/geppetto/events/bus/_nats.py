@@ -31,11 +31,13 @@ log = logging.getLogger("geppetto.events.bus")
 T = TypeVar("T")
 
 STREAM = "GEPPETTO_EVENTS"
-RECONNECT_WAIT = 1.0
-"""Seconds between the client's attempts to reconnect (it never stops trying)."""
+RECONNECT_WAIT = 0.5
+"""Seconds between the client's attempts to reconnect (it never stops trying). The client's first attempt
+comes at once, usually before a restarted server listens, so the wait is what a restart while idle costs:
+kept well under ``RECONNECT_GRACE``, so the first call after a restart finds the client connected again."""
 PUBLISH_TIMEOUT = 2.0
 """Seconds a publish (or a read of the newest id) waits for JetStream's answer before it counts as failed."""
-RECONNECT_GRACE = 1.0
+RECONNECT_GRACE = 2.0
 """Seconds a failed call waits for the client to be connected again before its one retry (a restart
 while idle: the client finds out only when the first call after it is lost); still away then, the call
 fails at once."""
